@@ -1,0 +1,27 @@
+# Quickstart: `make demo` and `make test` each create .venv and install what they need.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lavaflow needs Python 3.11 or newer (set PYTHON=python3.x)")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/lavaflow simulate examples/spark-wordcount.yaml --compare --report spark-wordcount-report.html
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/placement.py --nodes 1000 --pods 10000
+	$(PY) benchmarks/placement.py --nodes 5000 --pods 50000
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info spark-wordcount-report.html

@@ -1,0 +1,231 @@
+"""The parts of core/v1 Pod and Node (and friends) that scheduling needs.
+
+Field names follow Kubernetes exactly (camelCase in YAML); see
+https://kubernetes.io/docs/reference/kubernetes-api/ for their meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .meta import K8sModel, ResourceList, TypedObject
+
+# --- selectors -------------------------------------------------------------
+
+
+class LabelSelectorRequirement(K8sModel):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(K8sModel):
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class NodeSelectorRequirement(K8sModel):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] = Field(default_factory=list)
+
+
+class NodeSelectorTerm(K8sModel):
+    match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
+    match_fields: list[NodeSelectorRequirement] = Field(default_factory=list)
+
+
+class NodeSelector(K8sModel):
+    node_selector_terms: list[NodeSelectorTerm] = Field(default_factory=list)
+
+
+class PreferredSchedulingTerm(K8sModel):
+    weight: int
+    preference: NodeSelectorTerm
+
+
+class NodeAffinity(K8sModel):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(
+        default_factory=list
+    )
+
+
+class PodAffinityTerm(K8sModel):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = Field(default_factory=list)
+    namespace_selector: LabelSelector | None = None
+    topology_key: str = ""
+
+
+class WeightedPodAffinityTerm(K8sModel):
+    weight: int
+    pod_affinity_term: PodAffinityTerm
+
+
+class PodAffinity(K8sModel):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(
+        default_factory=list
+    )
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = Field(
+        default_factory=list
+    )
+
+
+class Affinity(K8sModel):
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class Toleration(K8sModel):
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    toleration_seconds: int | None = None
+
+
+class Taint(K8sModel):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+# --- pods ------------------------------------------------------------------
+
+
+class ResourceRequirements(K8sModel):
+    requests: ResourceList = Field(default_factory=dict)
+    limits: ResourceList = Field(default_factory=dict)
+
+
+class EnvVar(K8sModel):
+    name: str
+    value: str | None = None
+    value_from: dict[str, Any] | None = None
+
+
+class ContainerPort(K8sModel):
+    container_port: int
+    name: str | None = None
+    protocol: str = "TCP"
+    host_port: int | None = None
+
+
+class Container(K8sModel):
+    name: str = ""
+    image: str | None = None
+    command: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(default_factory=list)
+    ports: list[ContainerPort] = Field(default_factory=list)
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
+    restart_policy: str | None = None  # "Always" marks a sidecar init container
+
+
+class PodSpec(K8sModel):
+    containers: list[Container] = Field(default_factory=list)
+    init_containers: list[Container] = Field(default_factory=list)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = Field(default_factory=list)
+    priority: int | None = None
+    priority_class_name: str | None = None
+    preemption_policy: str | None = None
+    scheduler_name: str | None = None
+    node_name: str | None = None
+    restart_policy: str | None = None
+    hostname: str | None = None
+    subdomain: str | None = None
+    overhead: ResourceList = Field(default_factory=dict)
+
+
+class PodTemplateMeta(K8sModel):
+    name: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class PodTemplateSpec(K8sModel):
+    metadata: PodTemplateMeta = Field(default_factory=PodTemplateMeta)
+    spec: PodSpec = Field(default_factory=PodSpec)
+
+
+class PodCondition(K8sModel):
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: Any = None
+
+
+class PodStatus(K8sModel):
+    phase: Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"] = "Pending"
+    conditions: list[PodCondition] = Field(default_factory=list)
+    reason: str | None = None
+    message: str | None = None
+    start_time: Any = None
+    exit_code: int | None = None  # lavaflow: first container's exit code, when known
+
+
+class Pod(TypedObject):
+    api_version: str = "v1"
+    kind: str = "Pod"
+    spec: PodSpec = Field(default_factory=PodSpec)
+    status: PodStatus = Field(default_factory=PodStatus)
+
+
+# --- nodes -----------------------------------------------------------------
+
+
+class NodeSpec(K8sModel):
+    taints: list[Taint] = Field(default_factory=list)
+    unschedulable: bool = False
+
+
+class NodeCondition(K8sModel):
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+
+
+class NodeStatus(K8sModel):
+    capacity: ResourceList = Field(default_factory=dict)
+    allocatable: ResourceList = Field(default_factory=dict)
+    conditions: list[NodeCondition] = Field(default_factory=list)
+
+
+class Node(TypedObject):
+    namespaced = False
+    api_version: str = "v1"
+    kind: str = "Node"
+    spec: NodeSpec = Field(default_factory=NodeSpec)
+    status: NodeStatus = Field(default_factory=NodeStatus)
+
+    @property
+    def allocatable(self) -> ResourceList:
+        """Allocatable, falling back to capacity as the kubelet does."""
+        return self.status.allocatable or self.status.capacity
+
+    @property
+    def ready(self) -> bool:
+        for cond in self.status.conditions:
+            if cond.type == "Ready":
+                return cond.status == "True"
+        return True
+
+
+class Namespace(TypedObject):
+    namespaced = False
+    api_version: str = "v1"
+    kind: str = "Namespace"
+
+
+class ConfigMap(TypedObject):
+    api_version: str = "v1"
+    kind: str = "ConfigMap"
+    data: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,184 @@
+"""Read multi-document Kubernetes YAML into typed objects.
+
+Every problem found is reported with the file, the document number, the
+object's kind/name and the field path; a set of inputs with any problem is
+refused as a whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .core import ConfigMap, Namespace, Node, Pod
+from .volcano import Command, Job, PodGroup, PriorityClass, Queue
+from .workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+KINDS: dict[tuple[str, str], type[BaseModel]] = {
+    ("batch.volcano.sh/v1alpha1", "Job"): Job,
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"): PodGroup,
+    ("scheduling.volcano.sh/v1beta1", "Queue"): Queue,
+    ("bus.volcano.sh/v1alpha1", "Command"): Command,
+    ("scheduling.k8s.io/v1", "PriorityClass"): PriorityClass,
+    ("v1", "Pod"): Pod,
+    ("v1", "Node"): Node,
+    ("v1", "Namespace"): Namespace,
+    ("v1", "ConfigMap"): ConfigMap,
+    ("apps/v1", "Deployment"): Deployment,
+    ("apps/v1", "ReplicaSet"): ReplicaSet,
+    ("apps/v1", "StatefulSet"): StatefulSet,
+    ("batch/v1", "Job"): BatchJob,
+    ("sim.lavaflow.io/v1alpha1", "NodeGroup"): NodeGroup,
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    file: str
+    document: int  # 1-based
+
+    def __str__(self) -> str:
+        return f"{self.file}: document {self.document}"
+
+
+@dataclass
+class Loaded:
+    obj: Any
+    source: Source
+
+
+class InputError(Exception):
+    """Invalid input; ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass
+class Problems:
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, where: Source | str, what: str, path: str, message: str) -> None:
+        parts = [str(where)]
+        if what:
+            parts.append(what)
+        if path:
+            parts.append(path)
+        parts.append(message)
+        self.lines.append(": ".join(parts))
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            raise InputError(self.lines)
+
+
+def loc_to_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def describe(kind: str, doc: Any) -> str:
+    name = ""
+    if isinstance(doc, dict):
+        meta = doc.get("metadata")
+        if isinstance(meta, dict):
+            name = str(meta.get("name") or meta.get("generateName") or "")
+    return f"{kind}/{name}" if name else kind
+
+
+def parse_documents(text: str, file: str, problems: Problems) -> list[tuple[Source, Any]]:
+    docs: list[tuple[Source, Any]] = []
+    try:
+        for i, doc in enumerate(yaml.load_all(text, Loader=_Loader), start=1):
+            if doc is None:
+                continue
+            docs.append((Source(file, i), doc))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}: line {mark.line + 1}, column {mark.column + 1}" if mark else file
+        problems.add(where, "", "", f"not valid YAML ({getattr(exc, 'problem', None) or exc})")
+    return docs
+
+
+def _expand_lists(docs: list[tuple[Source, Any]]) -> list[tuple[Source, Any]]:
+    out = []
+    for src, doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            out.extend((src, item) for item in doc["items"])
+        else:
+            out.append((src, doc))
+    return out
+
+
+def build_object(src: Source, doc: Any, problems: Problems) -> Any | None:
+    if not isinstance(doc, dict):
+        problems.add(src, "", "", f"expected a Kubernetes object (a mapping), found {type(doc).__name__}")
+        return None
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if not api_version or not kind:
+        missing = "apiVersion" if not api_version else "kind"
+        problems.add(src, describe(str(kind or "object"), doc), missing, "is required")
+        return None
+    cls = KINDS.get((str(api_version), str(kind)))
+    if cls is None:
+        known = ", ".join(f"{k} ({a})" for a, k in sorted(KINDS))
+        problems.add(src, describe(str(kind), doc), "", f"unsupported kind {kind!r} of {api_version!r}; supported: {known}")
+        return None
+    try:
+        obj = cls.model_validate(doc)
+    except ValidationError as exc:
+        for err in exc.errors():
+            msg = err["msg"]
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, ") :]
+            problems.add(src, describe(str(kind), doc), loc_to_path(err["loc"]), msg)
+        return None
+    if not obj.metadata.name and not obj.metadata.generate_name:
+        problems.add(src, str(kind), "metadata.name", "is required")
+        return None
+    return obj
+
+
+def load_files(paths: list[str | Path]) -> list[Loaded]:
+    """Parse files into objects; raise InputError listing every problem."""
+    problems = Problems()
+    loaded: list[Loaded] = []
+    for p in paths:
+        path = Path(p)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            problems.add(str(p), "", "", "file not found")
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.add(str(p), "", "", f"cannot read file ({exc})")
+            continue
+        for src, doc in _expand_lists(parse_documents(text, str(p), problems)):
+            obj = build_object(src, doc, problems)
+            if obj is not None:
+                loaded.append(Loaded(obj, src))
+    problems.raise_if_any()
+    return loaded
+
+
+def load_text(text: str, name: str = "<input>") -> list[Loaded]:
+    problems = Problems()
+    loaded = []
+    for src, doc in _expand_lists(parse_documents(text, name, problems)):
+        obj = build_object(src, doc, problems)
+        if obj is not None:
+            loaded.append(Loaded(obj, src))
+    problems.raise_if_any()
+    return loaded

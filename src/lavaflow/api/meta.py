@@ -1,0 +1,95 @@
+"""Base model and ObjectMeta shared by every API object."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic.alias_generators import to_camel
+
+from .quantity import parse_quantity
+
+
+class K8sModel(BaseModel):
+    """Kubernetes-style model: camelCase in YAML/JSON, snake_case in Python.
+
+    Unknown fields are ignored, as ordinary manifests carry many fields the
+    scheduler never reads (images, volumes, probes...).
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        validate_assignment=False,
+        arbitrary_types_allowed=True,
+    )
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _quantity(value: Any) -> Decimal:
+    return parse_quantity(value)
+
+
+def _quantity_str(value: Decimal) -> str:
+    text = format(value.normalize(), "f")
+    return text
+
+
+Quantity = Annotated[Decimal, BeforeValidator(_quantity), PlainSerializer(_quantity_str, return_type=str)]
+"""A resource quantity, parsed exactly; serialised back as a plain decimal string."""
+
+ResourceList = dict[str, Quantity]
+
+
+class OwnerReference(K8sModel):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(K8sModel):
+    name: str = ""
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    owner_references: list[OwnerReference] = Field(default_factory=list)
+    resource_version: str | None = None
+    generation: int | None = None
+    # Simulated seconds in the simulator; RFC 3339 strings on a cluster.
+    creation_timestamp: Any = None
+    deletion_timestamp: Any = None
+
+
+class TypedObject(K8sModel):
+    namespaced: ClassVar[bool] = True
+
+    api_version: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    @property
+    def key(self) -> str:
+        """``namespace/name`` for namespaced objects, ``name`` otherwise."""
+        if self.namespaced:
+            return f"{self.namespace}/{self.name}"
+        return self.name
+
+    def annotation(self, key: str, default: str | None = None) -> str | None:
+        return self.metadata.annotations.get(key, default)

@@ -1,0 +1,239 @@
+"""Volcano's API groups: batch.volcano.sh, scheduling.volcano.sh, bus.volcano.sh,
+plus scheduling.k8s.io PriorityClass. Field names are Volcano's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from .core import PodTemplateSpec
+from .meta import K8sModel, ResourceList, TypedObject
+
+# Annotation and label keys (Volcano's names).
+GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
+VOLCANO_GROUP_NAME_ANNOTATION = "scheduling.volcano.sh/group-name"
+GROUP_MIN_MEMBER_ANNOTATION = "scheduling.volcano.sh/group-min-member"
+GROUP_MIN_RESOURCES_ANNOTATION = "scheduling.volcano.sh/group-min-resources"
+QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
+TASK_SPEC_KEY = "volcano.sh/task-spec"
+TASK_INDEX_KEY = "volcano.sh/task-index"
+JOB_NAME_KEY = "volcano.sh/job-name"
+JOB_NAMESPACE_KEY = "volcano.sh/job-namespace"
+QUEUE_NAME_KEY = "volcano.sh/queue-name"
+JOB_VERSION_KEY = "volcano.sh/job-version"
+JOB_RETRY_COUNT_KEY = "volcano.sh/job-retry-count"
+TEMPLATE_UID_KEY = "volcano.sh/template-uid"
+JOB_TYPE_LABEL = "volcano.sh/job-type"
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+TASK_PRIORITY_KEY = "volcano.sh/task-priority"
+SLA_WAITING_TIME_KEY = "volcano.sh/sla-waiting-time"
+
+BATCH_GROUP = "batch.volcano.sh/v1alpha1"
+SCHEDULING_GROUP = "scheduling.volcano.sh/v1beta1"
+BUS_GROUP = "bus.volcano.sh/v1alpha1"
+FLOW_GROUP = "flow.volcano.sh/v1alpha1"
+
+# --- batch.volcano.sh/v1alpha1 Job ----------------------------------------
+
+JOB_EVENTS = ("*", "PodPending", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "TaskFailed", "JobUpdated")
+JOB_ACTIONS = (
+    "AbortJob",
+    "RestartJob",
+    "RestartTask",
+    "RestartPod",
+    "RestartPartition",
+    "TerminateJob",
+    "CompleteJob",
+    "ResumeJob",
+)
+JOB_PLUGINS = ("env", "svc", "ssh", "tensorflow", "mpi", "pytorch", "ray", "hcclrank")
+JOB_PHASES = (
+    "Pending",
+    "Aborting",
+    "Aborted",
+    "Running",
+    "Restarting",
+    "Completing",
+    "Completed",
+    "Terminating",
+    "Terminated",
+    "Failed",
+)
+JOB_FINAL_PHASES = ("Completed", "Failed", "Terminated", "Aborted")
+
+
+class LifecyclePolicy(K8sModel):
+    action: str | None = None
+    event: str | None = None
+    events: list[str] = Field(default_factory=list)
+    exit_code: int | None = None
+    timeout: str | None = None
+
+
+class DependsOn(K8sModel):
+    name: list[str] = Field(default_factory=list)
+    iteration: str = "all"
+
+
+class PartitionPolicy(K8sModel):
+    total_partitions: int = 0
+    partition_size: int = 0
+    min_partitions: int = 0
+
+
+class TaskSpec(K8sModel):
+    name: str = ""
+    replicas: int = 0
+    min_available: int | None = None
+    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+    policies: list[LifecyclePolicy] = Field(default_factory=list)
+    topology_policy: str | None = None
+    max_retry: int = 0
+    depends_on: DependsOn | None = None
+    partition_policy: PartitionPolicy | None = None
+
+
+class VolumeSpec(K8sModel):
+    mount_path: str = ""
+    volume_claim_name: str | None = None
+    volume_claim: dict[str, Any] | None = None
+
+
+class JobSpec(K8sModel):
+    scheduler_name: str | None = None
+    min_available: int = 0
+    volumes: list[VolumeSpec] = Field(default_factory=list)
+    tasks: list[TaskSpec] = Field(default_factory=list)
+    policies: list[LifecyclePolicy] = Field(default_factory=list)
+    plugins: dict[str, list[str]] = Field(default_factory=dict)
+    running_estimate: str | None = None
+    queue: str = ""
+    max_retry: int = 0
+    ttl_seconds_after_finished: int | None = None
+    priority_class_name: str | None = None
+    min_success: int | None = None
+
+
+class JobState(K8sModel):
+    phase: str = ""
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: Any = None
+
+
+class JobStatus(K8sModel):
+    state: JobState = Field(default_factory=JobState)
+    min_available: int = 0
+    task_status_count: dict[str, dict[str, dict[str, int]]] = Field(default_factory=dict)
+    pending: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    terminating: int = 0
+    unknown: int = 0
+    version: int = 0
+    retry_count: int = 0
+    controlled_resources: dict[str, str] = Field(default_factory=dict)
+
+
+class Job(TypedObject):
+    api_version: str = BATCH_GROUP
+    kind: str = "Job"
+    spec: JobSpec = Field(default_factory=JobSpec)
+    status: JobStatus = Field(default_factory=JobStatus)
+
+
+# --- scheduling.volcano.sh/v1beta1 -----------------------------------------
+
+PODGROUP_PHASES = ("Pending", "Inqueue", "Running", "Unknown", "Completed")
+
+
+class PodGroupCondition(K8sModel):
+    type: str
+    status: str = "True"
+    transition_id: str | None = None
+    last_transition_time: Any = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class PodGroupSpec(K8sModel):
+    min_member: int = 0
+    min_task_member: dict[str, int] = Field(default_factory=dict)
+    queue: str = ""
+    priority_class_name: str | None = None
+    min_resources: ResourceList | None = None
+
+
+class PodGroupStatus(K8sModel):
+    phase: str = "Pending"
+    conditions: list[PodGroupCondition] = Field(default_factory=list)
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+class PodGroup(TypedObject):
+    api_version: str = SCHEDULING_GROUP
+    kind: str = "PodGroup"
+    spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
+    status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+
+class Guarantee(K8sModel):
+    resource: ResourceList = Field(default_factory=dict)
+
+
+class QueueSpec(K8sModel):
+    weight: int = 0
+    capability: ResourceList = Field(default_factory=dict)
+    reclaimable: bool | None = None
+    guarantee: Guarantee = Field(default_factory=Guarantee)
+    deserved: ResourceList = Field(default_factory=dict)
+    parent: str = ""
+    priority: int = 0
+    type: str | None = None
+    dequeue_strategy: str | None = None
+    affinity: dict[str, Any] | None = None
+    extend_clusters: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class QueueStatus(K8sModel):
+    state: str = ""
+    unknown: int = 0
+    pending: int = 0
+    running: int = 0
+    inqueue: int = 0
+    completed: int = 0
+    allocated: ResourceList = Field(default_factory=dict)
+
+
+class Queue(TypedObject):
+    namespaced = False
+    api_version: str = SCHEDULING_GROUP
+    kind: str = "Queue"
+    spec: QueueSpec = Field(default_factory=QueueSpec)
+    status: QueueStatus = Field(default_factory=QueueStatus)
+
+
+class PriorityClass(TypedObject):
+    namespaced = False
+    api_version: str = "scheduling.k8s.io/v1"
+    kind: str = "PriorityClass"
+    value: int = 0
+    global_default: bool = False
+    preemption_policy: str | None = None
+    description: str | None = None
+
+
+# --- bus.volcano.sh/v1alpha1 Command ---------------------------------------
+
+
+class Command(TypedObject):
+    api_version: str = BUS_GROUP
+    kind: str = "Command"
+    action: str = ""
+    target: dict[str, Any] | None = None
+    reason: str | None = None
+    message: str | None = None

@@ -1,0 +1,62 @@
+"""Native Kubernetes workload controllers whose pods lavaflow can gang-schedule:
+apps/v1 Deployment, ReplicaSet, StatefulSet and batch/v1 Job."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .core import PodTemplateSpec, Taint
+from .meta import K8sModel, ResourceList, TypedObject
+
+
+class ReplicatedSpec(K8sModel):
+    replicas: int = 1
+    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+
+
+class Deployment(TypedObject):
+    api_version: str = "apps/v1"
+    kind: str = "Deployment"
+    spec: ReplicatedSpec = Field(default_factory=ReplicatedSpec)
+
+
+class ReplicaSet(TypedObject):
+    api_version: str = "apps/v1"
+    kind: str = "ReplicaSet"
+    spec: ReplicatedSpec = Field(default_factory=ReplicatedSpec)
+
+
+class StatefulSet(TypedObject):
+    api_version: str = "apps/v1"
+    kind: str = "StatefulSet"
+    spec: ReplicatedSpec = Field(default_factory=ReplicatedSpec)
+
+
+class BatchJobSpec(K8sModel):
+    parallelism: int = 1
+    completions: int | None = None
+    template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+
+
+class BatchJob(TypedObject):
+    """batch/v1 Job (named BatchJob to keep it apart from Volcano's Job)."""
+
+    api_version: str = "batch/v1"
+    kind: str = "Job"
+    spec: BatchJobSpec = Field(default_factory=BatchJobSpec)
+
+
+class NodeGroupSpec(K8sModel):
+    count: int = 1
+    capacity: ResourceList = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+
+
+class NodeGroup(TypedObject):
+    """sim.lavaflow.io/v1alpha1 NodeGroup: shorthand for ``count`` identical nodes."""
+
+    namespaced = False
+    api_version: str = "sim.lavaflow.io/v1alpha1"
+    kind: str = "NodeGroup"
+    spec: NodeGroupSpec = Field(default_factory=NodeGroupSpec)

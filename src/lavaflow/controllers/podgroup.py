@@ -1,0 +1,90 @@
+"""PodGroup controller: a PodGroup for pods of our scheduler that have none.
+
+One PodGroup per controlling owner (Deployment, StatefulSet, ReplicaSet,
+batch Job), else per pod, named ``podgroup-<owner or pod uid>``; minMember
+comes from the owner's ``scheduling.volcano.sh/group-min-member`` annotation
+(default 1) and minResources is the pod's request times minMember.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from ..api.selectors import pod_requests
+from ..api.volcano import (
+    GROUP_MIN_MEMBER_ANNOTATION,
+    GROUP_NAME_ANNOTATION,
+    QUEUE_NAME_ANNOTATION,
+    PodGroup,
+)
+from .base import Controller
+
+OWNER_KINDS = {"Deployment": "Deployment", "ReplicaSet": "ReplicaSet", "StatefulSet": "StatefulSet", "Job": "BatchJob"}
+
+
+class PodGroupController(Controller):
+    def __init__(self, store, clock, scheduler_names=("lavaflow", "volcano")) -> None:
+        super().__init__(store, clock)
+        self.scheduler_names = scheduler_names
+        store.watch("Pod", self._on_pod)
+
+    def _on_pod(self, event: str, pod, old) -> None:
+        if event == "ADDED" and self._needs_group(pod):
+            self.mark(pod.key)
+
+    def _needs_group(self, pod) -> bool:
+        return (pod.spec.scheduler_name or "default-scheduler") in self.scheduler_names and (
+            GROUP_NAME_ANNOTATION not in pod.metadata.annotations
+        )
+
+    def _owner(self, pod):
+        for ref in pod.metadata.owner_references:
+            if ref.controller or len(pod.metadata.owner_references) == 1:
+                kind = OWNER_KINDS.get(ref.kind)
+                if kind is None:
+                    return ref, None
+                return ref, self.store.get(kind, f"{pod.namespace}/{ref.name}")
+        return None, None
+
+    def sync(self, key: str) -> None:
+        pod = self.store.get("Pod", key)
+        if pod is None or not self._needs_group(pod):
+            return
+        ref, owner = self._owner(pod)
+        uid = ref.uid if ref is not None and ref.uid else pod.metadata.uid
+        name = f"podgroup-{uid}"
+        min_member = 1
+        if owner is not None:
+            try:
+                min_member = max(int(owner.metadata.annotations.get(GROUP_MIN_MEMBER_ANNOTATION, "1")), 0)
+            except ValueError:
+                min_member = 1
+        pg_key = f"{pod.namespace}/{name}"
+        if self.store.get("PodGroup", pg_key) is None:
+            queue = pod.metadata.annotations.get(QUEUE_NAME_ANNOTATION)
+            if queue is None and owner is not None:
+                queue = owner.metadata.annotations.get(QUEUE_NAME_ANNOTATION)
+            req = pod_requests(pod.spec)
+            min_resources = {k: Decimal(repr(v)) * min_member for k, v in req.items()}
+            inherited = {}
+            if owner is not None:
+                inherited = {k: v for k, v in owner.metadata.annotations.items() if k.startswith("volcano.sh/")}
+            pg = PodGroup.model_validate(
+                {
+                    "metadata": {
+                        "name": name,
+                        "namespace": pod.namespace,
+                        "annotations": inherited,
+                        "ownerReferences": [r.model_dump(by_alias=True) for r in pod.metadata.owner_references],
+                    },
+                    "spec": {
+                        "minMember": min_member,
+                        "queue": queue or "default",
+                        "priorityClassName": pod.spec.priority_class_name,
+                        "minResources": {k: str(v) for k, v in min_resources.items()},
+                    },
+                }
+            )
+            self.store.create(pg)
+        pod.metadata.annotations[GROUP_NAME_ANNOTATION] = name
+        self.store.update(pod)

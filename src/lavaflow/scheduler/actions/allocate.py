@@ -1,0 +1,90 @@
+"""allocate: place pending tasks of admitted jobs, queue by queue, job by job, as gangs.
+
+A job's tasks are tentatively placed in a Statement. If the job is then ready
+(minAvailable tasks placed) the statement is committed and the pods bound; if it
+is only pipelined (some tasks wait for resources being released) the placements
+are kept for this session only; otherwise everything is discarded, so no gang is
+ever partly bound.
+"""
+
+from __future__ import annotations
+
+from ..api import TaskStatus
+from ..framework.registry import Action, register_action
+from ..framework.statement import Statement
+from ._queues import OrderedQueue
+
+
+@register_action
+class AllocateAction(Action):
+    name = "allocate"
+
+    def execute(self, ssn) -> None:
+        has_enqueue = "enqueue" in ssn.conf.action_names
+        per_queue: dict[str, OrderedQueue] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending():
+                if has_enqueue:
+                    continue
+                job.sphase = "Inqueue"
+            if not job.counts[TaskStatus.PENDING]:
+                continue
+            valid, reason = ssn.job_valid(job)
+            if not valid:
+                job.job_fit_errors = reason
+                ssn.record(job, "allocate", reason)
+                continue
+            if job.queue not in ssn.queues:
+                continue
+            per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
+        queues = OrderedQueue(ssn.queue_key, (ssn.queues[q] for q in per_queue))
+        held: list[Statement] = []
+        while queues:
+            queue = queues.pop()
+            jobs = per_queue[queue.name]
+            if not jobs:
+                continue
+            if ssn.overused(queue):
+                for job in _drain(jobs):
+                    job.job_fit_errors = f"queue {queue.name} is overused (allocation has reached its deserved share)"
+                    ssn.record(job, "allocate", job.job_fit_errors)
+                continue
+            job = jobs.pop()
+            stmt, more = self._allocate_job(ssn, queue, job)
+            if ssn.job_ready(job):
+                stmt.commit()
+                if more:
+                    jobs.push(job)  # elastic: try for more tasks after others had their turn
+            elif ssn.job_pipelined(job):
+                held.append(stmt)  # reservation visible only inside this session
+            else:
+                stmt.discard()
+            queues.push(queue)
+        ssn.held_statements.extend(held)
+
+    def _allocate_job(self, ssn, queue, job) -> tuple[Statement, bool]:
+        stmt = Statement(ssn)
+        pending = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
+        pending.sort(key=ssn.task_key)
+        for i, task in enumerate(pending):
+            if not ssn.allocatable(queue, task):
+                ssn.record(job, "allocate", job.job_fit_errors or f"queue {queue.name} cannot take task {task.name}")
+                return stmt, False
+            node, fits_idle = ssn.select_node(task, future=True)
+            if node < 0:
+                job.fit_errors[task.uid] = ssn.fit_error(task)
+                ssn.record(job, "allocate", f"{task.name}: {job.fit_errors[task.uid]}")
+                return stmt, False
+            if fits_idle:
+                stmt.allocate(task, node)
+            else:
+                stmt.pipeline(task, node)
+            # A ready job gives way to others; it is pushed back for its remaining tasks.
+            if ssn.job_ready(job):
+                return stmt, i + 1 < len(pending)
+        return stmt, False
+
+
+def _drain(q: OrderedQueue):
+    while q:
+        yield q.pop()

@@ -1,0 +1,23 @@
+"""backfill: place best-effort tasks (no resource requests) of admitted jobs."""
+
+from __future__ import annotations
+
+from ..api import TaskStatus
+from ..framework.registry import Action, register_action
+
+
+@register_action
+class BackfillAction(Action):
+    name = "backfill"
+
+    def execute(self, ssn) -> None:
+        for job in sorted(ssn.jobs.values(), key=ssn.job_key):
+            if job.is_pending() or not job.counts[TaskStatus.PENDING]:
+                continue
+            tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and t.best_effort]
+            for task in sorted(tasks, key=ssn.task_key):
+                node, fits = ssn.select_node(task, future=False)
+                if node < 0:
+                    job.fit_errors[task.uid] = ssn.fit_error(task, use_future=False)
+                    continue
+                ssn.allocate(task, node)

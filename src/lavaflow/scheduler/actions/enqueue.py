@@ -1,0 +1,45 @@
+"""enqueue: admit pending PodGroups (Pending -> Inqueue) while plugins say they fit.
+
+Admission is what keeps a cluster from filling up with pods that can never run
+together: a Volcano Job's pods are created only once its PodGroup is Inqueue.
+"""
+
+from __future__ import annotations
+
+from ..framework.registry import Action, register_action
+from ._queues import OrderedQueue
+
+
+@register_action
+class EnqueueAction(Action):
+    name = "enqueue"
+
+    def execute(self, ssn) -> None:
+        per_queue: dict[str, OrderedQueue] = {}
+        for job in ssn.jobs.values():
+            if not job.is_pending():
+                continue
+            queue = ssn.queues.get(job.queue)
+            if queue is None:
+                continue
+            if not queue.is_open:
+                job.job_fit_errors = f"queue {queue.name} is {queue.state.lower()}; no new jobs are admitted"
+                ssn.record(job, "enqueue", job.job_fit_errors)
+                continue
+            per_queue.setdefault(queue.name, OrderedQueue(ssn.job_key)).push(job)
+        queues = OrderedQueue(ssn.queue_key, (ssn.queues[name] for name in per_queue))
+        while queues:
+            queue = queues.pop()
+            jobs = per_queue[queue.name]
+            if not jobs:
+                continue
+            job = jobs.pop()
+            if job.min_resources is None or ssn.job_enqueueable(job):
+                ssn.job_enqueued(job)
+                job.sphase = "Inqueue"
+                job.job_fit_errors = ""
+                ssn.enqueued.add(job.uid)
+                ssn.record(job, "enqueue", "admitted: PodGroup Pending -> Inqueue")
+            else:
+                ssn.record(job, "enqueue", job.job_fit_errors or "not admitted")
+            queues.push(queue)

@@ -1,0 +1,32 @@
+"""kube-default: place pods one at a time like kube-scheduler, without gangs.
+
+Every PodGroup is admitted at once and each pending pod is bound as soon as a
+node fits it, in creation order. This is the baseline that deadlocks on the
+Spark example: drivers take all the room their executors need.
+"""
+
+from __future__ import annotations
+
+from ..api import TaskStatus
+from ..framework.registry import Action, register_action
+
+
+@register_action
+class KubeDefaultAction(Action):
+    name = "kube-default"
+
+    def execute(self, ssn) -> None:
+        pending = []
+        for job in ssn.jobs.values():
+            if job.is_pending():
+                job.sphase = "Inqueue"
+            pending.extend(t for t in job.tasks.values() if t.status == TaskStatus.PENDING)
+        pending.sort(key=lambda t: (-t.priority, t.creation, t.uid))
+        for task in pending:
+            job = ssn.jobs[task.job]
+            node, _ = ssn.select_node(task, future=False)
+            if node < 0:
+                job.fit_errors[task.uid] = ssn.fit_error(task, use_future=False)
+                continue
+            ssn._place(job, task, node, TaskStatus.ALLOCATED)
+            ssn.dispatch(job, task)

@@ -1,0 +1,285 @@
+"""The scheduler's view of the cluster: tasks, jobs, queues and nodes.
+
+These objects are owned by the :class:`~lavaflow.scheduler.cache.SchedulerCache`
+and updated incrementally from cluster events. A session works on them in place;
+every change it makes goes through a :class:`~.framework.statement.Statement`
+(or the session's own allocate) and is undone on discard or at session close,
+so no per-cycle deep copy is needed.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .resources import EPS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.core import Pod, Taint
+    from ..api.volcano import PodGroup, Queue
+
+
+class TaskStatus(enum.IntEnum):
+    PENDING = 0
+    ALLOCATED = 1
+    PIPELINED = 2
+    BINDING = 3
+    BOUND = 4
+    RUNNING = 5
+    RELEASING = 6
+    SUCCEEDED = 7
+    FAILED = 8
+    UNKNOWN = 9
+
+
+# Statuses holding resources on a node.
+OCCUPYING = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING}
+)
+# Volcano's AllocatedStatus: counts toward a job's allocation and a queue's share.
+ALLOCATED = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+# ReadyTaskNum: Bound + Binding + Running + Allocated + Succeeded.
+READY = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.SUCCEEDED}
+)
+
+
+@dataclass(eq=False, slots=True)
+class TaskInfo:
+    uid: str  # namespace/name of the pod
+    name: str
+    namespace: str
+    job: str  # JobInfo uid
+    role: str  # task name (volcano.sh/task-spec), "" for bare pods
+    index: int  # task index within its role (ordering fallback)
+    resreq: np.ndarray
+    priority: int = 0
+    status: TaskStatus = TaskStatus.PENDING
+    node: int = -1  # index into NodeSet, -1 when unplaced
+    best_effort: bool = False
+    preemptable: bool = True
+    critical: bool = False  # kube-system or system-critical priority class
+    preemption_policy: str = "PreemptLowerPriority"
+    signature: Any = None  # key of the static (node-label) predicate cache
+    labels: dict[str, str] = field(default_factory=dict)
+    pod: Pod | None = None
+    creation: float = 0.0
+
+    @property
+    def has_pod_affinity(self) -> bool:
+        aff = self.pod.spec.affinity if self.pod is not None else None
+        return aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
+
+
+@dataclass(eq=False)
+class JobInfo:
+    """A PodGroup and its tasks (Volcano's JobInfo)."""
+
+    uid: str  # namespace/podgroup-name
+    name: str
+    namespace: str
+    queue: str = "default"
+    priority: int = 0
+    min_available: int = 0
+    min_task_member: dict[str, int] = field(default_factory=dict)
+    min_resources: np.ndarray | None = None
+    pg: PodGroup | None = None
+    creation: float = 0.0
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    # Per-session scratch: fit errors of tasks that found no node, and job-level ones.
+    fit_errors: dict[str, str] = field(default_factory=dict)
+    job_fit_errors: str = ""
+    # The PodGroup phase as this session sees it (enqueue moves Pending -> Inqueue).
+    sphase: str = ""
+    # Condition the gang plugin decided at session close: (type, reason, message).
+    condition: tuple[str, str, str] | None = None
+    # Per-status counts (maintained by set_status / add / remove).
+    counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
+
+    @property
+    def phase(self) -> str:
+        return self.pg.status.phase if self.pg is not None else ""
+
+    def add(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        self.counts[task.status] += 1
+
+    def remove(self, task: TaskInfo) -> None:
+        if self.tasks.pop(task.uid, None) is not None:
+            self.counts[task.status] -= 1
+
+    def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        self.counts[task.status] -= 1
+        task.status = status
+        self.counts[status] += 1
+
+    def count(self, statuses) -> int:
+        return sum(self.counts[s] for s in statuses)
+
+    @property
+    def ready_num(self) -> int:
+        c = self.counts
+        return (
+            c[TaskStatus.ALLOCATED]
+            + c[TaskStatus.BINDING]
+            + c[TaskStatus.BOUND]
+            + c[TaskStatus.RUNNING]
+            + c[TaskStatus.SUCCEEDED]
+        )
+
+    @property
+    def waiting_num(self) -> int:
+        return self.counts[TaskStatus.PIPELINED]
+
+    def pending_best_effort_num(self) -> int:
+        if self.counts[TaskStatus.PENDING] == 0:
+            return 0
+        return sum(1 for t in self.tasks.values() if t.status == TaskStatus.PENDING and t.best_effort)
+
+    def is_ready(self) -> bool:
+        return self.ready_num + self.pending_best_effort_num() >= self.min_available
+
+    def is_pipelined(self) -> bool:
+        return self.waiting_num + self.ready_num + self.pending_best_effort_num() >= self.min_available
+
+    def is_starving(self) -> bool:
+        return self.waiting_num + self.ready_num < self.min_available
+
+    def is_pending(self) -> bool:
+        return self.pg is None or (self.sphase or self.phase) in ("", "Pending")
+
+    def valid_task_num(self) -> int:
+        """Tasks that can still count toward the gang (not failed / releasing)."""
+        c = self.counts
+        return len(self.tasks) - c[TaskStatus.FAILED] - c[TaskStatus.RELEASING] - c[TaskStatus.UNKNOWN]
+
+    def tasks_with(self, status: TaskStatus) -> list[TaskInfo]:
+        if self.counts[status] == 0:
+            return []
+        return [t for t in self.tasks.values() if t.status == status]
+
+    def allocated_vector(self, width: int) -> np.ndarray:
+        total = np.zeros(width)
+        for t in self.tasks.values():
+            if t.status in ALLOCATED:
+                total[: len(t.resreq)] += t.resreq
+        return total
+
+    def ready_by_role(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tasks.values():
+            if t.status in READY:
+                out[t.role] = out.get(t.role, 0) + 1
+        return out
+
+
+@dataclass(eq=False)
+class QueueInfo:
+    name: str
+    weight: int = 1
+    capability: np.ndarray | None = None  # +inf where unset
+    guarantee: np.ndarray | None = None
+    deserved: np.ndarray | None = None  # explicit spec.deserved (capacity plugin)
+    parent: str = ""
+    priority: int = 0
+    state: str = "Open"
+    reclaimable: bool = True
+    queue: Queue | None = None
+    creation: float = 0.0
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in ("", "Open")
+
+
+class NodeSet:
+    """All nodes as arrays: one row per node, one column per resource.
+
+    ``used`` includes every task occupying the node (allocated, binding, bound,
+    running and releasing); ``releasing`` the part that is going away;
+    ``pipelined`` resources promised to pipelined tasks of this session.
+    """
+
+    def __init__(self, width: int) -> None:
+        self.names: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.width = width
+        self.allocatable = np.zeros((0, width))
+        self.used = np.zeros((0, width))
+        self.releasing = np.zeros((0, width))
+        self.pipelined = np.zeros((0, width))
+        self.schedulable = np.zeros(0, dtype=bool)  # ready and not cordoned
+        self.labels: list[dict[str, str]] = []
+        self.taints: list[list[Taint]] = []
+        self.tasks: list[dict[str, TaskInfo]] = []
+        self.version = 0  # bumped when labels/taints/membership change
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def widen(self, width: int) -> None:
+        if width <= self.width:
+            return
+        extra = width - self.width
+        for attr in ("allocatable", "used", "releasing", "pipelined"):
+            arr = getattr(self, attr)
+            setattr(self, attr, np.hstack([arr, np.zeros((arr.shape[0], extra))]))
+        self.width = width
+
+    def _grow(self) -> None:
+        n = len(self.names)
+        if n <= self.allocatable.shape[0]:
+            return
+        cap = max(16, 2 * self.allocatable.shape[0])
+        for attr in ("allocatable", "used", "releasing", "pipelined"):
+            arr = getattr(self, attr)
+            new = np.zeros((cap, self.width))
+            new[: arr.shape[0]] = arr
+            setattr(self, attr, new)
+        sched = np.zeros(cap, dtype=bool)
+        sched[: len(self.schedulable)] = self.schedulable
+        self.schedulable = sched
+
+    def upsert(self, name: str, allocatable: np.ndarray, labels, taints, schedulable: bool) -> int:
+        i = self.pos.get(name)
+        if i is None:
+            i = len(self.names)
+            self.names.append(name)
+            self.pos[name] = i
+            self.labels.append({})
+            self.taints.append([])
+            self.tasks.append({})
+            self._grow()
+        self.allocatable[i, : len(allocatable)] = allocatable
+        self.labels[i] = labels
+        self.taints[i] = taints
+        self.schedulable[i] = schedulable
+        self.version += 1
+        return i
+
+    def remove(self, name: str) -> None:
+        """Nodes are never compacted (indices stay stable); a removed node is unschedulable."""
+        i = self.pos.get(name)
+        if i is None:
+            return
+        self.schedulable[i] = False
+        self.allocatable[i] = 0.0
+        self.version += 1
+
+    # Views over the live rows -------------------------------------------------
+    def view(self, attr: str) -> np.ndarray:
+        return getattr(self, attr)[: len(self.names)]
+
+    def idle(self) -> np.ndarray:
+        n = len(self.names)
+        return self.allocatable[:n] - self.used[:n]
+
+    def future_idle(self) -> np.ndarray:
+        n = len(self.names)
+        return self.allocatable[:n] - self.used[:n] + self.releasing[:n] - self.pipelined[:n]
+
+    def fits_idle(self, i: int, req: np.ndarray) -> bool:
+        return bool(np.all(self.allocatable[i] - self.used[i] + EPS >= req))

@@ -1,0 +1,385 @@
+"""The scheduler cache: the scheduler's incremental view of the cluster.
+
+Backends feed it object events (``on_*``); it keeps TaskInfo/JobInfo/QueueInfo
+objects and the node arrays up to date without rebuilding them each cycle.
+Decisions a session commits (binds, evictions, status writes) are queued in
+``decisions`` for the backend to apply: the core itself performs no I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..api.core import Node, Pod
+from ..api.selectors import pod_requests
+from ..api.volcano import (
+    GROUP_NAME_ANNOTATION,
+    PREEMPTABLE_KEY,
+    TASK_INDEX_KEY,
+    TASK_PRIORITY_KEY,
+    TASK_SPEC_KEY,
+    PodGroup,
+    PriorityClass,
+    Queue,
+)
+from .api import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
+from .resources import PODS, ResourceIndex, pad
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+DEFAULT_MAX_PODS = 110
+SYSTEM_CRITICAL = ("system-cluster-critical", "system-node-critical")
+
+
+def timestamp(value: Any) -> float:
+    """Creation timestamps: simulated seconds, or RFC 3339 strings on a cluster."""
+    if value is None:
+        return 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, _dt.datetime):
+        return value.timestamp()
+    try:
+        return _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def task_status_of(pod: Pod) -> TaskStatus:
+    if pod.metadata.deletion_timestamp is not None:
+        return TaskStatus.RELEASING
+    phase = pod.status.phase
+    if phase == "Running":
+        return TaskStatus.RUNNING
+    if phase == "Succeeded":
+        return TaskStatus.SUCCEEDED
+    if phase == "Failed":
+        return TaskStatus.FAILED
+    if phase == "Unknown":
+        return TaskStatus.UNKNOWN
+    return TaskStatus.BOUND if pod.spec.node_name else TaskStatus.PENDING
+
+
+@dataclass
+class Decisions:
+    binds: list[tuple[str, str]] = field(default_factory=list)  # (pod key, node name)
+    evictions: list[tuple[str, str]] = field(default_factory=list)  # (pod key, reason)
+    podgroups: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (pg key, status dict)
+    queues: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (queue name, status dict)
+    enqueued: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.binds or self.evictions or self.podgroups or self.queues)
+
+
+class SchedulerCache:
+    def __init__(self, scheduler_names: tuple[str, ...] = ("lavaflow", "volcano")) -> None:
+        self.scheduler_names = scheduler_names
+        self.index = ResourceIndex()
+        self.nodes = NodeSet(len(self.index))
+        self.jobs: dict[str, JobInfo] = {}
+        self.queues: dict[str, QueueInfo] = {}
+        self.tasks: dict[str, TaskInfo] = {}
+        self.foreign: dict[str, tuple[int, np.ndarray]] = {}  # pods of other schedulers on nodes
+        self.priority_classes: dict[str, int] = {}
+        self.default_priority = 0
+        self.static_masks: dict[Any, np.ndarray] = {}
+        self._signatures: dict[int, tuple[Any, Any]] = {}
+        self.decisions = Decisions()
+
+    # ------------------------------------------------------------------ resources
+    def _vector(self, amounts: dict[str, float]) -> np.ndarray:
+        before = len(self.index)
+        vec = self.index.vector(amounts)
+        if len(self.index) != before:
+            self._widen()
+        return vec
+
+    def _widen(self) -> None:
+        width = len(self.index)
+        self.nodes.widen(width)
+        for t in self.tasks.values():
+            t.resreq = pad(t.resreq, width)
+        for j in self.jobs.values():
+            if j.min_resources is not None:
+                j.min_resources = pad(j.min_resources, width)
+        for q in self.queues.values():
+            for attr, fill in (("capability", np.inf), ("guarantee", 0.0), ("deserved", np.nan)):
+                v = getattr(q, attr)
+                if v is not None:
+                    setattr(q, attr, pad(v, width, fill))
+        for k, (i, vec) in list(self.foreign.items()):
+            self.foreign[k] = (i, pad(vec, width))
+
+    def register_resources(self, names) -> None:
+        """Declare resource names up front (the simulator knows them all) to avoid widening later."""
+        before = len(self.index)
+        for n in names:
+            if ResourceIndex.schedulable(n):
+                self.index.add(n)
+        if len(self.index) != before:
+            self._widen()
+
+    # ------------------------------------------------------------------ priority classes
+    def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> None:
+        if deleted:
+            self.priority_classes.pop(pc.name, None)
+            if pc.global_default:
+                self.default_priority = 0
+            return
+        self.priority_classes[pc.name] = pc.value
+        if pc.global_default:
+            self.default_priority = pc.value
+
+    def priority_of(self, class_name: str | None, explicit: int | None = None) -> int:
+        if explicit is not None:
+            return explicit
+        if class_name and class_name in self.priority_classes:
+            return self.priority_classes[class_name]
+        return self.default_priority
+
+    # ------------------------------------------------------------------ nodes
+    def on_node(self, node: Node, deleted: bool = False) -> None:
+        if deleted:
+            self.nodes.remove(node.name)
+            self.static_masks.clear()
+            return
+        amounts = {k: float(v) for k, v in node.allocatable.items()}
+        amounts.setdefault("pods", DEFAULT_MAX_PODS)
+        alloc = self._vector(amounts)
+        labels = dict(node.metadata.labels)
+        labels.setdefault(HOSTNAME_LABEL, node.name)
+        self.nodes.upsert(node.name, alloc, labels, list(node.spec.taints), node.ready and not node.spec.unschedulable)
+        self.static_masks.clear()
+
+    # ------------------------------------------------------------------ queues
+    def on_queue(self, queue: Queue, deleted: bool = False) -> None:
+        if deleted:
+            self.queues.pop(queue.name, None)
+            return
+        width = len(self.index)
+        spec = queue.spec
+        cap = self._vector({k: float(v) for k, v in spec.capability.items()}) if spec.capability else None
+        capability = np.full(len(self.index), np.inf)
+        if cap is not None:
+            for k in spec.capability:
+                if k in self.index.pos:
+                    capability[self.index.pos[k]] = float(spec.capability[k])
+        guarantee = self._vector({k: float(v) for k, v in spec.guarantee.resource.items()})
+        deserved = None
+        if spec.deserved:
+            deserved = np.full(len(self.index), np.nan)
+            vec = self._vector({k: float(v) for k, v in spec.deserved.items()})
+            for k in spec.deserved:
+                if k in self.index.pos:
+                    deserved[self.index.pos[k]] = vec[self.index.pos[k]]
+        del width
+        info = self.queues.get(queue.name)
+        if info is None:
+            info = QueueInfo(name=queue.name)
+            self.queues[queue.name] = info
+        info.weight = spec.weight or 1
+        info.capability = capability
+        info.guarantee = pad(guarantee, len(self.index))
+        info.deserved = deserved
+        info.parent = spec.parent or ("" if queue.name == "root" else "root")
+        info.priority = spec.priority
+        info.state = queue.status.state or "Open"
+        info.reclaimable = True if spec.reclaimable is None else spec.reclaimable
+        info.queue = queue
+        info.creation = timestamp(queue.metadata.creation_timestamp)
+
+    # ------------------------------------------------------------------ pod groups
+    def on_podgroup(self, pg: PodGroup, deleted: bool = False) -> None:
+        uid = pg.key
+        if deleted:
+            job = self.jobs.get(uid)
+            if job is not None:
+                job.pg = None
+                if not job.tasks:
+                    del self.jobs[uid]
+            return
+        job = self.jobs.get(uid)
+        if job is None:
+            job = JobInfo(uid=uid, name=pg.name, namespace=pg.namespace)
+            self.jobs[uid] = job
+        job.pg = pg
+        job.queue = pg.spec.queue or "default"
+        job.min_available = pg.spec.min_member
+        job.min_task_member = dict(pg.spec.min_task_member)
+        job.priority = self.priority_of(pg.spec.priority_class_name)
+        job.creation = timestamp(pg.metadata.creation_timestamp)
+        if pg.spec.min_resources:
+            job.min_resources = pad(
+                self._vector({k: float(v) for k, v in pg.spec.min_resources.items()}), len(self.index)
+            )
+        else:
+            job.min_resources = None
+
+    # ------------------------------------------------------------------ pods
+    def _signature(self, pod: Pod) -> Any:
+        spec = pod.spec
+        hit = self._signatures.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return hit[1]
+        aff = spec.affinity.node_affinity if spec.affinity is not None else None
+        key = json.dumps(
+            [
+                sorted(spec.node_selector.items()),
+                aff.model_dump(mode="json", exclude_none=True) if aff is not None else None,
+                [t.model_dump(mode="json", exclude_none=True) for t in spec.tolerations],
+            ],
+            sort_keys=True,
+        )
+        if len(self._signatures) > 100_000:
+            self._signatures.clear()
+        self._signatures[id(spec)] = (spec, key)
+        return key
+
+    def is_ours(self, pod: Pod) -> bool:
+        return (pod.spec.scheduler_name or "default-scheduler") in self.scheduler_names
+
+    def _new_task(self, pod: Pod, job_uid: str) -> TaskInfo:
+        amounts = pod_requests(pod.spec)
+        resreq = self._vector(amounts)
+        resreq[PODS] = 1.0
+        ann = pod.metadata.annotations
+        role = ann.get(TASK_SPEC_KEY) or pod.metadata.labels.get(TASK_SPEC_KEY, "")
+        try:
+            index = int(ann.get(TASK_INDEX_KEY) or pod.metadata.labels.get(TASK_INDEX_KEY, "0"))
+        except ValueError:
+            index = 0
+        priority = self.priority_of(pod.spec.priority_class_name, pod.spec.priority)
+        if TASK_PRIORITY_KEY in ann:
+            try:
+                priority = int(ann[TASK_PRIORITY_KEY])
+            except ValueError:
+                pass
+        best_effort = not any(v > 0 for k, v in amounts.items())
+        return TaskInfo(
+            uid=pod.key,
+            name=pod.name,
+            namespace=pod.namespace,
+            job=job_uid,
+            role=role,
+            index=index,
+            resreq=resreq,
+            priority=priority,
+            best_effort=best_effort,
+            preemptable=ann.get(PREEMPTABLE_KEY, "true").lower() != "false",
+            critical=pod.namespace == "kube-system" or (pod.spec.priority_class_name or "") in SYSTEM_CRITICAL,
+            preemption_policy=pod.spec.preemption_policy or "PreemptLowerPriority",
+            signature=self._signature(pod),
+            labels=pod.metadata.labels,
+            pod=pod,
+            creation=timestamp(pod.metadata.creation_timestamp),
+        )
+
+    def on_pod(self, pod: Pod, deleted: bool = False) -> None:
+        key = pod.key
+        if not self.is_ours(pod):
+            self._on_foreign_pod(pod, deleted)
+            return
+        group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
+        task = self.tasks.get(key)
+        if deleted or group is None:
+            if task is not None:
+                self._drop_task(task)
+            return
+        job_uid = f"{pod.namespace}/{group}"
+        if task is not None and task.job != job_uid:
+            self._drop_task(task)
+            task = None
+        job = self.jobs.get(job_uid)
+        if job is None:
+            job = JobInfo(uid=job_uid, name=group, namespace=pod.namespace)
+            self.jobs[job_uid] = job
+        status = task_status_of(pod)
+        node = self.nodes.pos.get(pod.spec.node_name, -1) if pod.spec.node_name else -1
+        if task is None:
+            task = self._new_task(pod, job_uid)
+            task.status = status
+            job.add(task)
+            self.tasks[key] = task
+            if node >= 0 and status in (TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING):
+                self._occupy(task, node)
+            return
+        task.pod = pod
+        task.labels = pod.metadata.labels
+        occupying_before = task.node >= 0
+        occupying_after = node >= 0 and status in (TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING)
+        if occupying_before and (not occupying_after or node != task.node):
+            self._vacate(task)
+        if task.status == TaskStatus.RELEASING and status != TaskStatus.RELEASING and task.node >= 0:
+            self.nodes.releasing[task.node] -= task.resreq
+        job.set_status(task, status)
+        if occupying_after and task.node < 0:
+            self._occupy(task, node)
+
+    def _occupy(self, task: TaskInfo, node: int) -> None:
+        task.node = node
+        self.nodes.used[node] += task.resreq
+        self.nodes.tasks[node][task.uid] = task
+        if task.status == TaskStatus.RELEASING:
+            self.nodes.releasing[node] += task.resreq
+
+    def _vacate(self, task: TaskInfo) -> None:
+        node = task.node
+        self.nodes.used[node] -= task.resreq
+        if task.status == TaskStatus.RELEASING:
+            self.nodes.releasing[node] -= task.resreq
+        self.nodes.tasks[node].pop(task.uid, None)
+        task.node = -1
+
+    def _drop_task(self, task: TaskInfo) -> None:
+        if task.node >= 0:
+            self._vacate(task)
+        job = self.jobs.get(task.job)
+        if job is not None:
+            job.remove(task)
+            if not job.tasks and job.pg is None:
+                del self.jobs[job.uid]
+        self.tasks.pop(task.uid, None)
+
+    def _on_foreign_pod(self, pod: Pod, deleted: bool) -> None:
+        key = pod.key
+        old = self.foreign.pop(key, None)
+        if old is not None:
+            self.nodes.used[old[0]] -= old[1]
+        if deleted or not pod.spec.node_name or pod.status.phase in ("Succeeded", "Failed"):
+            return
+        node = self.nodes.pos.get(pod.spec.node_name)
+        if node is None:
+            return
+        vec = self._vector(pod_requests(pod.spec))
+        vec[PODS] = 1.0
+        self.nodes.used[node] += vec
+        self.foreign[key] = (node, vec)
+
+    # ------------------------------------------------------------------ decisions
+    def bind(self, task: TaskInfo, node_name: str) -> None:
+        self.decisions.binds.append((task.uid, node_name))
+
+    def evict(self, task: TaskInfo, reason: str) -> None:
+        self.decisions.evictions.append((task.uid, reason))
+
+    def take_decisions(self) -> Decisions:
+        d, self.decisions = self.decisions, Decisions()
+        return d
+
+    # ------------------------------------------------------------------ consistency (tests)
+    def check_consistency(self) -> None:
+        """Recompute node usage from tasks and compare with the incremental arrays."""
+        n = len(self.nodes)
+        used = np.zeros((n, len(self.index)))
+        for t in self.tasks.values():
+            if t.node >= 0:
+                used[t.node] += t.resreq
+        for node, vec in self.foreign.values():
+            used[node] += vec
+        if not np.allclose(used, self.nodes.used[:n], atol=1e-6):
+            raise AssertionError("node usage arrays drifted from the tasks placed on them")

@@ -1,0 +1,21 @@
+"""The scheduling framework: configuration, registry, session and statement."""
+
+from .conf import PluginOption, SchedulerConfiguration, Tier, load_scheduler_conf
+from .registry import ACTIONS, PLUGINS, Action, Plugin, register_action, register_plugin
+from .session import Session
+from .statement import Statement
+
+__all__ = [
+    "ACTIONS",
+    "PLUGINS",
+    "Action",
+    "Plugin",
+    "PluginOption",
+    "SchedulerConfiguration",
+    "Session",
+    "Statement",
+    "Tier",
+    "load_scheduler_conf",
+    "register_action",
+    "register_plugin",
+]

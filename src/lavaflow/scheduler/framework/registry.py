@@ -1,0 +1,63 @@
+"""Actions and plugins are registered by name, as in Volcano's factory.go."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .session import Session
+
+
+class Plugin:
+    """A scheduler plugin: registers callbacks on the session when it opens."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, arguments: dict[str, Any] | None = None) -> None:
+        self.arguments = dict(arguments or {})
+
+    def on_session_open(self, ssn: Session) -> None:  # pragma: no cover - interface
+        pass
+
+    def on_session_close(self, ssn: Session) -> None:
+        pass
+
+    # Argument helpers (Volcano arguments arrive as strings, ints or floats).
+    def arg_float(self, key: str, default: float) -> float:
+        value = self.arguments.get(key, default)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return default
+
+    def arg_bool(self, key: str, default: bool) -> bool:
+        value = self.arguments.get(key, default)
+        if isinstance(value, str):
+            return value.strip().lower() in ("true", "1", "yes")
+        return bool(value)
+
+
+class Action:
+    """A scheduler action: runs once per session, in configured order."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, arguments: dict[str, Any] | None = None) -> None:
+        self.arguments = dict(arguments or {})
+
+    def execute(self, ssn: Session) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+PLUGINS: dict[str, type[Plugin]] = {}
+ACTIONS: dict[str, type[Action]] = {}
+
+
+def register_plugin(cls: type[Plugin]) -> type[Plugin]:
+    PLUGINS[cls.name] = cls
+    return cls
+
+
+def register_action(cls: type[Action]) -> type[Action]:
+    ACTIONS[cls.name] = cls
+    return cls

@@ -1,0 +1,50 @@
+"""binpack: prefer nodes that are already full, to keep whole nodes free for big jobs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..framework.registry import Plugin, register_plugin
+
+MAX_SCORE = 100.0
+
+
+@register_plugin
+class BinpackPlugin(Plugin):
+    name = "binpack"
+
+    def on_session_open(self, ssn) -> None:
+        weight = self.arg_float("binpack.weight", 1.0)
+        per_resource: dict[str, float] = {
+            "cpu": self.arg_float("binpack.cpu", 1.0),
+            "memory": self.arg_float("binpack.memory", 1.0),
+        }
+        extra = str(self.arguments.get("binpack.resources", "") or "")
+        for name in (s.strip() for s in extra.split(",")):
+            if name:
+                per_resource[name] = self.arg_float(f"binpack.resources.{name}", 1.0)
+        cols = [(ssn.index.pos[n], w) for n, w in per_resource.items() if n in ssn.index.pos and w > 0]
+        nodes = ssn.nodes
+
+        def score(task, cand: np.ndarray) -> np.ndarray:
+            if weight <= 0 or not cols:
+                return np.zeros(len(cand))
+            total = np.zeros(len(cand))
+            wsum = 0.0
+            alloc = nodes.allocatable[cand]
+            used = nodes.used[cand]
+            req = task.resreq
+            for c, w in cols:
+                if req[c] <= 0:
+                    continue  # Volcano only weighs the resources the task asks for
+                a = alloc[:, c]
+                after = used[:, c] + req[c]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    frac = np.where((a > 0) & (after <= a + 1e-9), after / a, 0.0)
+                total += w * frac
+                wsum += w
+            if wsum == 0:
+                return total
+            return total / wsum * MAX_SCORE * weight
+
+        ssn.add_node_order_fn(self.name, score)

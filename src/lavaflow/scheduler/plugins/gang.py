@@ -1,0 +1,116 @@
+"""gang: a job runs only when at least minAvailable of its tasks (and each task's
+minimum) can run together; writes the PodGroup's Scheduled/Unschedulable condition."""
+
+from __future__ import annotations
+
+from ..api import READY, TaskStatus
+from ..framework.registry import Plugin, register_plugin
+from ..framework.session import PERMIT, REJECT
+
+NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+NOT_ENOUGH_TASKS = "NotEnoughTasks"
+SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
+
+
+def task_minimums_met(job, statuses=READY) -> bool:
+    if not job.min_task_member:
+        return True
+    counts: dict[str, int] = {}
+    for t in job.tasks.values():
+        if t.status in statuses:
+            counts[t.role] = counts.get(t.role, 0) + 1
+    return all(counts.get(role, 0) >= m for role, m in job.min_task_member.items() if m > 0)
+
+
+def job_fit_error(job) -> str:
+    """The most useful single explanation of why a job is not running."""
+    if job.fit_errors:
+        # Tasks of one role usually fail alike; report the distinct messages.
+        seen: list[str] = []
+        for msg in job.fit_errors.values():
+            if msg not in seen:
+                seen.append(msg)
+        return " ".join(seen[:3])
+    if job.job_fit_errors:
+        return job.job_fit_errors
+    c = job.counts
+    parts = []
+    for status in (TaskStatus.PENDING, TaskStatus.PIPELINED, TaskStatus.RELEASING, TaskStatus.SUCCEEDED, TaskStatus.FAILED):
+        if c[status]:
+            parts.append(f"{c[status]} {status.name.capitalize()}")
+    parts.append(f"{job.min_available} minAvailable")
+    return "pod group is not ready, " + ", ".join(parts)
+
+
+@register_plugin
+class GangPlugin(Plugin):
+    name = "gang"
+
+    def on_session_open(self, ssn) -> None:
+        def job_valid(job):
+            valid = job.valid_task_num()
+            if valid < job.min_available:
+                return False, (
+                    f"not enough valid tasks for gang scheduling: {valid} valid, {job.min_available} minAvailable"
+                )
+            if job.min_task_member:
+                counts: dict[str, int] = {}
+                for t in job.tasks.values():
+                    if t.status not in (TaskStatus.FAILED, TaskStatus.RELEASING, TaskStatus.UNKNOWN):
+                        counts[t.role] = counts.get(t.role, 0) + 1
+                for role, m in sorted(job.min_task_member.items()):
+                    if counts.get(role, 0) < m:
+                        return False, f"not enough valid pods of task {role}: {counts.get(role, 0)} valid, {m} required"
+            return True, ""
+
+        def job_order(l, r) -> int:
+            lr, rr = l.is_ready(), r.is_ready()
+            if lr == rr:
+                return 0
+            return 1 if lr else -1
+
+        def job_ready(job) -> bool:
+            return job.is_ready() and task_minimums_met(job)
+
+        def job_pipelined(job) -> int:
+            ok = job.is_pipelined() and task_minimums_met(job, READY | {TaskStatus.PIPELINED})
+            return PERMIT if ok else REJECT
+
+        def job_starving(job) -> bool:
+            return job.is_starving()
+
+        def victims(actor, candidates):
+            occupied: dict[str, int] = {}
+            out = []
+            for t in candidates:
+                job = ssn.jobs.get(t.job)
+                if job is None:
+                    continue
+                if t.job not in occupied:
+                    occupied[t.job] = job.ready_num
+                if occupied[t.job] > job.min_available:
+                    occupied[t.job] -= 1
+                    out.append(t)
+            return out, PERMIT
+
+        ssn.add_job_valid_fn(self.name, job_valid)
+        ssn.add_job_order_fn(self.name, job_order)
+        ssn.add_job_ready_fn(self.name, job_ready)
+        ssn.add_job_pipelined_fn(self.name, job_pipelined)
+        ssn.add_job_starving_fn(self.name, job_starving)
+        ssn.add_preemptable_fn(self.name, victims)
+        ssn.add_reclaimable_fn(self.name, victims)
+
+    def on_session_close(self, ssn) -> None:
+        for job in ssn.jobs.values():
+            if job.is_ready() and task_minimums_met(job):
+                job.condition = ("Scheduled", SCHEDULED_REASON, "")
+                continue
+            if not job.counts[TaskStatus.PENDING] and not job.job_fit_errors:
+                # Nothing waits to be placed (no pods yet, or all finished): nothing to explain.
+                job.condition = None
+                continue
+            unready = max(job.min_available - job.ready_num, 0)
+            msg = f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {job_fit_error(job)}"
+            job.job_fit_errors = msg
+            job.condition = ("Unschedulable", NOT_ENOUGH_RESOURCES, msg)

@@ -1,0 +1,98 @@
+"""nodeorder: Kubernetes' scoring plugins with Volcano's default weights.
+
+leastrequested (1), balancedresource (1), nodeaffinity (2) for preferred node
+affinity, tainttoleration (3) against PreferNoSchedule taints. Every scorer
+gives 0..100 and is computed over all candidate nodes at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...api.selectors import count_intolerable_prefer_no_schedule, preferred_node_affinity_score
+from ..framework.registry import Plugin, register_plugin
+from ..resources import CPU, MEMORY
+
+MAX_SCORE = 100.0
+
+
+def least_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
+    """Mean over cpu and memory of free fraction after placing the pod, ×100."""
+    out = np.zeros(alloc.shape[0])
+    for r in (CPU, MEMORY):
+        a = alloc[:, r]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = np.where(a > 0, (a - used[:, r] - req[r]) / a, 0.0)
+        out += np.clip(s, 0.0, 1.0)
+    return out * (MAX_SCORE / 2)
+
+
+def balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
+    """100 × (1 − |cpu fraction − memory fraction| / 2), as kube-scheduler for two resources."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fc = np.where(alloc[:, CPU] > 0, (used[:, CPU] + req[CPU]) / alloc[:, CPU], 0.0)
+        fm = np.where(alloc[:, MEMORY] > 0, (used[:, MEMORY] + req[MEMORY]) / alloc[:, MEMORY], 0.0)
+    fc = np.minimum(fc, 1.0)
+    fm = np.minimum(fm, 1.0)
+    return (1.0 - np.abs(fc - fm) / 2.0) * MAX_SCORE
+
+
+@register_plugin
+class NodeOrderPlugin(Plugin):
+    name = "nodeorder"
+
+    def on_session_open(self, ssn) -> None:
+        w_least = self.arg_float("leastrequested.weight", 1.0)
+        w_most = self.arg_float("mostrequested.weight", 0.0)
+        w_balanced = self.arg_float("balancedresource.weight", 1.0)
+        w_affinity = self.arg_float("nodeaffinity.weight", 2.0)
+        w_taint = self.arg_float("tainttoleration.weight", 3.0)
+        nodes = ssn.nodes
+
+        def static_scores(task) -> np.ndarray | None:
+            spec = task.pod.spec if task.pod is not None else None
+            if spec is None:
+                return None
+            prefs = spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution if (
+                spec.affinity is not None and spec.affinity.node_affinity is not None
+            ) else []
+            has_taints = any(any(t.effect == "PreferNoSchedule" for t in ts) for ts in nodes.taints)
+            if not prefs and not has_taints:
+                return None
+
+            def build() -> np.ndarray:
+                n = len(nodes)
+                aff = np.zeros(n)
+                taint = np.zeros(n)
+                for i in range(n):
+                    if prefs:
+                        aff[i] = preferred_node_affinity_score(spec, nodes.labels[i], nodes.names[i])
+                    if has_taints:
+                        taint[i] = count_intolerable_prefer_no_schedule(spec.tolerations, nodes.taints[i])
+                if aff.max(initial=0) > 0:
+                    aff = aff * (MAX_SCORE / aff.max())
+                if taint.max(initial=0) > 0:
+                    taint = MAX_SCORE - taint * (MAX_SCORE / taint.max())
+                else:
+                    taint = np.full(n, MAX_SCORE)
+                return w_affinity * aff + w_taint * taint
+
+            return ssn.static_mask(task, ("nodeorder", task.signature), build)
+
+        def score(task, cand: np.ndarray) -> np.ndarray:
+            alloc = nodes.allocatable[cand]
+            used = nodes.used[cand]
+            req = task.resreq
+            out = np.zeros(len(cand))
+            if w_least:
+                out += w_least * least_requested(alloc, used, req)
+            if w_most:
+                out += w_most * (MAX_SCORE - least_requested(alloc, used, req))
+            if w_balanced:
+                out += w_balanced * balanced_allocation(alloc, used, req)
+            static = static_scores(task)
+            if static is not None:
+                out += static[cand]
+            return out
+
+        ssn.add_node_order_fn(self.name, score)

@@ -1,0 +1,47 @@
+"""overcommit: admit a PodGroup only while admitted minResources fit in total × factor − used."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..framework.registry import Plugin, register_plugin
+from ..framework.session import ABSTAIN, PERMIT, REJECT
+from ..resources import EPS, describe
+from ._shares import reserved_by_admission
+
+
+@register_plugin
+class OvercommitPlugin(Plugin):
+    name = "overcommit"
+
+    def on_session_open(self, ssn) -> None:
+        factor = self.arg_float("overcommit-factor", 1.2)
+        if factor < 1.0:
+            factor = 1.2
+        width = len(ssn.index)
+        used = ssn.nodes.view("used").sum(axis=0) if len(ssn.nodes) else np.zeros(width)
+        self.inqueue = np.zeros(width)
+        for job in ssn.jobs.values():
+            self.inqueue += reserved_by_admission(job, width)
+        limit = ssn.total * factor - used
+
+        def enqueueable(job) -> int:
+            if job.min_resources is None:
+                return ABSTAIN
+            req = job.min_resources
+            dims = req > 0
+            if np.all(self.inqueue[dims] + req[dims] <= limit[dims] + EPS):
+                return PERMIT
+            free = np.maximum(limit - self.inqueue, 0.0)
+            job.job_fit_errors = (
+                f"minResources ({describe(ssn.index, req)}) exceed what the cluster can admit "
+                f"(overcommit factor {factor:g}: {describe(ssn.index, np.where(dims, free, 0))} left)"
+            )
+            return REJECT
+
+        def enqueued(job) -> None:
+            if job.min_resources is not None:
+                self.inqueue += job.min_resources
+
+        ssn.add_job_enqueueable_fn(self.name, enqueueable)
+        ssn.add_job_enqueued_fn(self.name, enqueued)

@@ -1,0 +1,163 @@
+"""predicates: the Kubernetes filters that decide whether a pod may go on a node.
+
+Node-label filters (nodeSelector, required node affinity, taints/tolerations)
+depend only on the pod's spec and the nodes' labels and taints, so they are
+computed once per distinct pod signature and cached as a boolean array over
+nodes until a node changes. Inter-pod affinity and anti-affinity depend on the
+pods placed so far and are evaluated per task against the pods on each
+topology domain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...api.selectors import first_untolerated_taint, label_selector_matches, pod_fits_node_labels
+from ..framework.registry import Plugin, register_plugin
+
+
+def _term_namespaces(term, pod_namespace: str) -> set[str] | None:
+    if term.namespaces:
+        return set(term.namespaces)
+    if term.namespace_selector is not None and not (
+        term.namespace_selector.match_labels or term.namespace_selector.match_expressions
+    ):
+        return None  # empty selector: all namespaces
+    return {pod_namespace}
+
+
+def _matches(term, pod_namespace: str, other) -> bool:
+    namespaces = _term_namespaces(term, pod_namespace)
+    if namespaces is not None and other.namespace not in namespaces:
+        return False
+    return label_selector_matches(term.label_selector, other.labels)
+
+
+def _domains(nodes, topology_key: str, node_indices) -> set[str]:
+    out = set()
+    for i in node_indices:
+        v = nodes.labels[i].get(topology_key)
+        if v is not None:
+            out.add(v)
+    return out
+
+
+def _in_domains(nodes, topology_key: str, domains: set[str]) -> np.ndarray:
+    n = len(nodes)
+    return np.fromiter((nodes.labels[i].get(topology_key) in domains for i in range(n)), dtype=bool, count=n)
+
+
+def _has_key(nodes, topology_key: str) -> np.ndarray:
+    n = len(nodes)
+    return np.fromiter((topology_key in nodes.labels[i] for i in range(n)), dtype=bool, count=n)
+
+
+@register_plugin
+class PredicatesPlugin(Plugin):
+    name = "predicates"
+
+    def on_session_open(self, ssn) -> None:
+        nodes = ssn.nodes
+        # Placed tasks carrying required anti-affinity terms (checked for symmetry).
+        self.anti_holders = None
+
+        def node_labels_mask(task) -> np.ndarray:
+            spec = task.pod.spec if task.pod is not None else None
+
+            def build() -> np.ndarray:
+                n = len(nodes)
+                if spec is None:
+                    return np.ones(n, dtype=bool)
+                out = np.empty(n, dtype=bool)
+                for i in range(n):
+                    out[i] = pod_fits_node_labels(spec, nodes.labels[i], nodes.names[i]) and (
+                        first_untolerated_taint(spec.tolerations, nodes.taints[i]) is None
+                    )
+                return out
+
+            return ssn.static_mask(task, ("predicates", task.signature), build)
+
+        def placed_tasks():
+            for i, tasks in enumerate(nodes.tasks):
+                for t in tasks.values():
+                    yield i, t
+
+        def anti_holders():
+            if self.anti_holders is None:
+                holders = []
+                for i, t in placed_tasks():
+                    aff = t.pod.spec.affinity if t.pod is not None else None
+                    if aff is not None and aff.pod_anti_affinity is not None:
+                        terms = aff.pod_anti_affinity.required_during_scheduling_ignored_during_execution
+                        if terms:
+                            holders.append((i, t, terms))
+                self.anti_holders = holders
+            return self.anti_holders
+
+        def pod_affinity_mask(task) -> tuple[np.ndarray, np.ndarray]:
+            """(affinity ok, anti-affinity ok) over nodes."""
+            n = len(nodes)
+            aff_ok = np.ones(n, dtype=bool)
+            anti_ok = np.ones(n, dtype=bool)
+            aff = task.pod.spec.affinity if task.pod is not None else None
+            if aff is not None and aff.pod_affinity is not None:
+                for term in aff.pod_affinity.required_during_scheduling_ignored_during_execution:
+                    hosts = [i for i, t in placed_tasks() if t is not task and _matches(term, task.namespace, t)]
+                    if hosts:
+                        aff_ok &= _in_domains(nodes, term.topology_key, _domains(nodes, term.topology_key, hosts))
+                    elif not _matches(term, task.namespace, task):
+                        # No matching pod anywhere: only allowed when the pod matches its own term.
+                        aff_ok &= False
+                    else:
+                        aff_ok &= _has_key(nodes, term.topology_key)
+            if aff is not None and aff.pod_anti_affinity is not None:
+                for term in aff.pod_anti_affinity.required_during_scheduling_ignored_during_execution:
+                    hosts = [i for i, t in placed_tasks() if t is not task and _matches(term, task.namespace, t)]
+                    if hosts:
+                        anti_ok &= ~_in_domains(nodes, term.topology_key, _domains(nodes, term.topology_key, hosts))
+            # Symmetry: existing pods' anti-affinity against this pod.
+            for i, holder, terms in anti_holders():
+                if holder is task:
+                    continue
+                for term in terms:
+                    if _matches(term, holder.namespace, task):
+                        key = term.topology_key
+                        dom = nodes.labels[i].get(key)
+                        if dom is not None:
+                            anti_ok &= ~_in_domains(nodes, key, {dom})
+            return aff_ok, anti_ok
+
+        def predicate(task):
+            mask = node_labels_mask(task)
+            if task.has_pod_affinity or anti_holders():
+                aff_ok, anti_ok = pod_affinity_mask(task)
+                mask = mask & aff_ok & anti_ok
+            return mask, explain
+
+        def explain(task, failing: np.ndarray) -> dict[str, int]:
+            reasons: dict[str, int] = {}
+            spec = task.pod.spec if task.pod is not None else None
+            aff_ok = anti_ok = None
+            if task.has_pod_affinity or anti_holders():
+                aff_ok, anti_ok = pod_affinity_mask(task)
+            for i in np.flatnonzero(failing):
+                if spec is not None and not pod_fits_node_labels(spec, nodes.labels[i], nodes.names[i]):
+                    r = "node(s) didn't match Pod's node affinity/selector"
+                elif spec is not None and (taint := first_untolerated_taint(spec.tolerations, nodes.taints[i])):
+                    r = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+                elif aff_ok is not None and not aff_ok[i]:
+                    r = "node(s) didn't match pod affinity rules"
+                elif anti_ok is not None and not anti_ok[i]:
+                    r = "node(s) didn't match pod anti-affinity rules"
+                else:
+                    r = "node(s) didn't satisfy a predicate"
+                reasons[r] = reasons.get(r, 0) + 1
+            return reasons
+
+        def on_change(task) -> None:
+            aff = task.pod.spec.affinity if task.pod is not None else None
+            if aff is not None and aff.pod_anti_affinity is not None:
+                self.anti_holders = None  # rebuilt lazily
+
+        ssn.add_predicate_fn(self.name, predicate)
+        ssn.add_event_handler(on_change, on_change)

@@ -1,0 +1,197 @@
+"""proportion: queues share the cluster by weight.
+
+Each queue's ``deserved`` share comes from water-filling the cluster's resources
+by weight, capped by the queue's capability (realCapability) and by what its jobs
+request, and floored by its guarantee. A queue is overused once its allocation
+reaches its deserved share in every resource; a task may be allocated while the
+queue's allocation plus the task stays within deserved; a PodGroup is admitted
+while its minResources fit the queue's realCapability beside what is already
+allocated and admitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..api import ALLOCATED, TaskStatus
+from ..framework.registry import Plugin, register_plugin
+from ..framework.session import ABSTAIN, PERMIT, REJECT
+from ..resources import EPS, describe
+from ._shares import elastic_of, reserved_by_admission
+
+
+@dataclass
+class QueueAttr:
+    name: str
+    weight: float
+    allocated: np.ndarray
+    request: np.ndarray
+    inqueue: np.ndarray
+    elastic: np.ndarray
+    guarantee: np.ndarray
+    capability: np.ndarray
+    real_capability: np.ndarray = field(default=None)  # type: ignore[assignment]
+    deserved: np.ndarray = field(default=None)  # type: ignore[assignment]
+    share: float = 0.0
+
+
+def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
+    """Volcano's proportion loop: hand out the remaining resources by weight until
+    every queue is satisfied or nothing changes."""
+    for a in attrs:
+        a.deserved = np.zeros_like(total)
+    remaining = total.copy()
+    met: set[str] = set()
+    for _ in range(64):
+        active = [a for a in attrs if a.name not in met]
+        weight_sum = sum(a.weight for a in active)
+        if weight_sum <= 0:
+            break
+        old_remaining = remaining.copy()
+        increased = np.zeros_like(total)
+        decreased = np.zeros_like(total)
+        for a in active:
+            old = a.deserved.copy()
+            a.deserved = a.deserved + remaining * (a.weight / weight_sum)
+            a.deserved = np.minimum(a.deserved, a.real_capability)
+            a.deserved = np.minimum(a.deserved, a.request)
+            a.deserved = np.maximum(a.deserved, a.guarantee)
+            if np.all(a.request <= a.deserved + EPS) or np.allclose(a.deserved, old):
+                met.add(a.name)
+            diff = a.deserved - old
+            increased += np.maximum(diff, 0.0)
+            decreased += np.maximum(-diff, 0.0)
+        remaining = remaining - increased + decreased
+        if np.all(remaining <= EPS) or np.allclose(remaining, old_remaining):
+            break
+
+
+@register_plugin
+class ProportionPlugin(Plugin):
+    name = "proportion"
+
+    def on_session_open(self, ssn) -> None:
+        width = len(ssn.index)
+        total = ssn.total.copy()
+        self.attrs: dict[str, QueueAttr] = {}
+        guarantee_sum = np.zeros(width)
+        for q in ssn.queues.values():
+            guarantee_sum += q.guarantee if q.guarantee is not None else 0.0
+        for job in ssn.jobs.values():
+            q = ssn.queues.get(job.queue)
+            if q is None:
+                continue
+            a = self.attrs.get(q.name)
+            if a is None:
+                guarantee = q.guarantee if q.guarantee is not None else np.zeros(width)
+                capability = q.capability if q.capability is not None else np.full(width, np.inf)
+                a = QueueAttr(
+                    name=q.name,
+                    weight=float(q.weight or 1),
+                    allocated=np.zeros(width),
+                    request=np.zeros(width),
+                    inqueue=np.zeros(width),
+                    elastic=np.zeros(width),
+                    guarantee=guarantee.copy(),
+                    capability=capability.copy(),
+                )
+                a.real_capability = np.minimum(capability, total - guarantee_sum + guarantee)
+                self.attrs[q.name] = a
+            for t in job.tasks.values():
+                if t.status in ALLOCATED:
+                    a.allocated += t.resreq
+                    a.request += t.resreq
+                elif t.status == TaskStatus.PENDING:
+                    a.request += t.resreq
+            a.inqueue += reserved_by_admission(job, width)
+            a.elastic += elastic_of(job, width)
+        attrs = sorted(self.attrs.values(), key=lambda a: a.name)
+        water_fill(attrs, total)
+        for a in attrs:
+            self._update_share(a)
+
+        def queue_order(l, r) -> int:
+            if l.priority != r.priority:
+                return -1 if l.priority > r.priority else 1
+            ls = self.attrs[l.name].share if l.name in self.attrs else 0.0
+            rs = self.attrs[r.name].share if r.name in self.attrs else 0.0
+            if abs(ls - rs) <= 1e-9:
+                return 0
+            return -1 if ls < rs else 1
+
+        def overused(queue) -> bool:
+            a = self.attrs.get(queue.name)
+            if a is None:
+                return False
+            return bool(np.all(a.deserved <= a.allocated + EPS))
+
+        def allocatable(queue, task) -> bool:
+            a = self.attrs.get(queue.name)
+            if a is None:
+                return True
+            dims = task.resreq > 0
+            dims[2] = False  # pods
+            ok = bool(np.all(a.allocated[dims] + task.resreq[dims] <= a.deserved[dims] + EPS))
+            if not ok:
+                job = ssn.jobs.get(task.job)
+                if job is not None:
+                    job.job_fit_errors = (
+                        f"queue {queue.name} would exceed its deserved share "
+                        f"({describe(ssn.index, a.deserved)}; allocated {describe(ssn.index, a.allocated)})"
+                    )
+            return ok
+
+        def enqueueable(job) -> int:
+            q = ssn.queues.get(job.queue)
+            a = self.attrs.get(job.queue)
+            if q is not None and not q.is_open:
+                job.job_fit_errors = f"queue {q.name} is {q.state.lower()}"
+                return REJECT
+            if a is None or job.min_resources is None:
+                return PERMIT if job.min_resources is None else ABSTAIN
+            req = job.min_resources
+            dims = req > 0
+            need = req + a.allocated + a.inqueue - a.elastic
+            if np.all(need[dims] <= a.real_capability[dims] + EPS):
+                return PERMIT
+            job.job_fit_errors = (
+                f"queue {job.queue} cannot admit minResources ({describe(ssn.index, req)}): "
+                f"allocated {describe(ssn.index, a.allocated)}, admitted {describe(ssn.index, a.inqueue)}, "
+                f"capacity {describe(ssn.index, np.where(np.isfinite(a.real_capability), a.real_capability, 0))}"
+            )
+            return REJECT
+
+        def enqueued(job) -> None:
+            a = self.attrs.get(job.queue)
+            if a is not None and job.min_resources is not None:
+                a.inqueue += job.min_resources
+
+        def on_allocate(task) -> None:
+            job = ssn.jobs.get(task.job)
+            a = self.attrs.get(job.queue) if job is not None else None
+            if a is not None:
+                a.allocated += task.resreq
+                self._update_share(a)
+
+        def on_deallocate(task) -> None:
+            job = ssn.jobs.get(task.job)
+            a = self.attrs.get(job.queue) if job is not None else None
+            if a is not None:
+                a.allocated -= task.resreq
+                self._update_share(a)
+
+        ssn.add_queue_order_fn(self.name, queue_order)
+        ssn.add_overused_fn(self.name, overused)
+        ssn.add_allocatable_fn(self.name, allocatable)
+        ssn.add_job_enqueueable_fn(self.name, enqueueable)
+        ssn.add_job_enqueued_fn(self.name, enqueued)
+        ssn.add_event_handler(on_allocate, on_deallocate)
+        ssn.proportion = self  # for explanations and status
+
+    @staticmethod
+    def _update_share(a: QueueAttr) -> None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = np.where(a.deserved > 0, a.allocated / a.deserved, np.where(a.allocated > 0, 1.0, 0.0))
+        a.share = float(np.max(ratios[[0, 1] + list(range(3, len(ratios)))])) if len(ratios) else 0.0

@@ -1,0 +1,144 @@
+"""The scheduler loop: one session per period, then PodGroup and Queue status write-back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .api import ALLOCATED, TaskStatus
+from .cache import SchedulerCache
+from .framework.conf import SchedulerConfiguration, load_scheduler_conf
+from .framework.registry import ACTIONS
+from .framework.session import Session
+
+KUBE_DEFAULT_CONF = """\
+actions: "kube-default"
+tiers:
+- plugins:
+  - name: priority
+  - name: predicates
+  - name: nodeorder
+"""
+
+
+class Scheduler:
+    def __init__(self, cache: SchedulerCache, conf: SchedulerConfiguration | None = None) -> None:
+        self.cache = cache
+        self.conf = conf or load_scheduler_conf()
+        self.actions = [ACTIONS[name](self.conf.action_arguments(name)) for name in self.conf.action_names]
+        self.cycles = 0
+
+    def run_once(self, now: float = 0.0) -> Session:
+        ssn = Session(self.cache, self.conf, now)
+        ssn.open()
+        for action in self.actions:
+            action.execute(ssn)
+        ssn.close()
+        self._write_podgroups(ssn, now)
+        self._write_queues(ssn)
+        self.cycles += 1
+        return ssn
+
+    # ------------------------------------------------------------------ status write-back
+    def _write_podgroups(self, ssn: Session, now: float) -> None:
+        for job in ssn.jobs.values():
+            pg = job.pg
+            if pg is None:
+                continue
+            status = pg_status(job, pg.status.phase, job.sphase or pg.status.phase)
+            conditions = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in pg.status.conditions]
+            if job.condition is not None:
+                ctype, reason, message = job.condition
+                conditions = upsert_condition(conditions, ctype, reason, message, now)
+            # Unknown: running tasks but the gang is broken this session.
+            if (
+                job.counts[TaskStatus.RUNNING]
+                and job.condition is not None
+                and job.condition[0] == "Unschedulable"
+                and status["phase"] in ("Pending", "Inqueue")
+            ):
+                status["phase"] = "Unknown"
+            status["conditions"] = conditions
+            if _changed(pg.status, status):
+                self.cache.decisions.podgroups.append((pg.key, status))
+
+    def _write_queues(self, ssn: Session) -> None:
+        width = len(ssn.index)
+        allocated = {name: np.zeros(width) for name in ssn.queues}
+        for job in self.cache.jobs.values():
+            if job.queue in allocated:
+                for t in job.tasks.values():
+                    if t.status in ALLOCATED:
+                        allocated[job.queue] += t.resreq
+        # Roll allocations up to ancestors (hierarchical queues).
+        rolled = {name: vec.copy() for name, vec in allocated.items()}
+        for name, vec in allocated.items():
+            seen = {name}
+            parent = ssn.queues[name].parent
+            while parent and parent in rolled and parent not in seen:
+                rolled[parent] += vec
+                seen.add(parent)
+                parent = ssn.queues[parent].parent
+        for name, vec in rolled.items():
+            q = ssn.queues[name].queue
+            if q is None:
+                continue
+            alloc = {k: _fmt(v) for k, v in ssn.index.to_dict(vec).items()}
+            current = {k: _fmt(float(v)) for k, v in q.status.allocated.items()}
+            if alloc != current:
+                self.cache.decisions.queues.append((name, {"allocated": alloc}))
+
+
+def pg_status(job, old_phase: str, session_phase: str) -> dict[str, Any]:
+    """Volcano's jobStatus: the PodGroup phase and counters after a session."""
+    c = job.counts
+    allocated = job.count(ALLOCATED) + c[TaskStatus.SUCCEEDED]
+    if allocated > 0 and allocated >= job.min_available:
+        phase = "Completed" if c[TaskStatus.SUCCEEDED] == allocated else "Running"
+    elif session_phase != "Inqueue":
+        phase = "Pending"
+    else:
+        phase = "Inqueue"
+    return {
+        "phase": phase,
+        "running": c[TaskStatus.RUNNING],
+        "succeeded": c[TaskStatus.SUCCEEDED],
+        "failed": c[TaskStatus.FAILED],
+    }
+
+
+def upsert_condition(conditions: list[dict], ctype: str, reason: str, message: str, now: float) -> list[dict]:
+    out = [dict(c) for c in conditions if c.get("type") != ctype]
+    prev = next((c for c in conditions if c.get("type") == ctype), None)
+    same = prev is not None and prev.get("reason") == reason and prev.get("message", "") == message
+    cond = {
+        "type": ctype,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": prev.get("lastTransitionTime") if same else now,
+    }
+    if not message:
+        cond.pop("message")
+    # Scheduled and Unschedulable exclude each other.
+    other = "Unschedulable" if ctype == "Scheduled" else "Scheduled" if ctype == "Unschedulable" else None
+    for c in out:
+        if c.get("type") == other:
+            c["status"] = "False"
+    out.append(cond)
+    return out
+
+
+def _changed(old, new: dict[str, Any]) -> bool:
+    if old.phase != new["phase"] or old.running != new["running"]:
+        return True
+    if old.succeeded != new["succeeded"] or old.failed != new["failed"]:
+        return True
+    olds = [(c.type, c.status, c.reason, c.message or "") for c in old.conditions]
+    news = [(c["type"], c["status"], c.get("reason"), c.get("message", "")) for c in new["conditions"]]
+    return olds != news
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.6g}"

@@ -1,0 +1,363 @@
+"""The simulated cluster: virtual time, discrete events, the same scheduler and controllers.
+
+Events (object submissions and deletions, pod completions, pod spawns) happen
+at simulated times; the scheduler runs every ``period`` seconds while anything
+has changed since its last cycle, like Volcano's 1 s schedule period. The run
+ends when nothing is left to happen, at ``until``, or when nothing can change
+any more (a stall).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..api.core import Node, Pod
+from ..api.volcano import PodGroupCondition, PriorityClass
+from ..controllers import JobController, PodGroupController, QueueController
+from ..controllers.queue import builtin_queues
+from ..scheduler.cache import SchedulerCache
+from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
+from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
+from ..store import MemoryStore
+from . import annotations as ann
+from .inputs import Item, SimInput
+from .workloads import WorkloadController
+
+SCHEDULERS = ("lavaflow", "kube-default")
+# In the simulator one scheduler runs the whole cluster: pods of every schedulerName are its.
+SIM_SCHEDULER_NAMES = ("lavaflow", "volcano", "default-scheduler", "kube-scheduler")
+MAX_IDLE_CYCLES = 10_000
+
+
+class Simulation:
+    def __init__(
+        self,
+        sim_input: SimInput,
+        scheduler: str = "lavaflow",
+        conf: SchedulerConfiguration | None = None,
+        seed: int = 0,
+        until: float | None = None,
+        default_duration: float = 60.0,
+        period: float = 1.0,
+    ) -> None:
+        if scheduler not in SCHEDULERS:
+            raise ValueError(f"unknown scheduler {scheduler!r} (choose {', '.join(SCHEDULERS)})")
+        self.scheduler_name = scheduler
+        self.input = sim_input
+        self.until = until
+        self.default_duration = default_duration
+        self.period = period
+        self.now = 0.0
+        self.store = MemoryStore(clock=lambda: self.now, seed=seed)
+        self.cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
+        self._register_resources()
+        for kind, fn in (
+            ("Pod", self.cache.on_pod),
+            ("Node", self.cache.on_node),
+            ("PodGroup", self.cache.on_podgroup),
+            ("Queue", self.cache.on_queue),
+            ("PriorityClass", self.cache.on_priority_class),
+        ):
+            self.store.watch(kind, lambda ev, obj, old, fn=fn: fn(obj, ev == "DELETED"))
+        clock = lambda: self.now  # noqa: E731
+        self.queue_ctrl = QueueController(self.store, clock)
+        self.pg_ctrl = PodGroupController(self.store, clock, SIM_SCHEDULER_NAMES)
+        self.job_ctrl = JobController(
+            self.store, clock, priority_of=lambda name: self.cache.priority_of(name)
+        )
+        self.workload_ctrl = WorkloadController(self.store, clock)
+        self.controllers = [self.workload_ctrl, self.pg_ctrl, self.job_ctrl, self.queue_ctrl]
+        if scheduler == "kube-default":
+            conf = load_scheduler_conf(KUBE_DEFAULT_CONF)
+        elif conf is None:
+            conf = load_scheduler_conf(sim_input.conf_text)
+        self.scheduler = Scheduler(self.cache, conf)
+        self._events: list[tuple[float, int, str, Any]] = []
+        self._seq = itertools.count()
+        self.held: dict[str, list[Pod]] = {}  # parent pod key -> pods it will spawn
+        self.children: dict[str, set[str]] = {}  # parent pod uid -> live child keys
+        self.parent_of: dict[str, str] = {}  # child key -> parent uid
+        self.duration_done: set[str] = set()  # pod uids whose own duration has passed
+        self.pod_records: dict[str, dict[str, Any]] = {}
+        self.timeline: list[dict[str, Any]] = []
+        self.stalled = False
+        self.cycles = 0
+        self.last_session = None
+        self.store.watch("Pod", self._record_pod)
+        self.deleted_podgroups: dict[str, Any] = {}
+        self.store.watch("PodGroup", lambda ev, pg, old: self.deleted_podgroups.__setitem__(pg.key, pg) if ev == "DELETED" else None)
+
+    # ------------------------------------------------------------------ setup
+    def _register_resources(self) -> None:
+        names: set[str] = set()
+        for it in self.input.items:
+            obj = it.obj
+            if isinstance(obj, Node):
+                names.update(obj.allocatable)
+            spec = getattr(obj, "spec", None)
+            for tmpl_spec in _pod_specs(obj):
+                for c in list(tmpl_spec.containers) + list(tmpl_spec.init_containers):
+                    names.update(c.resources.requests)
+                    names.update(c.resources.limits)
+            del spec
+        self.cache.register_resources(sorted(names))
+
+    def _push(self, time: float, kind: str, payload: Any) -> None:
+        heapq.heappush(self._events, (time, next(self._seq), kind, payload))
+
+    # ------------------------------------------------------------------ pods
+    def _record_pod(self, event: str, pod: Pod, old) -> None:
+        rec = self.pod_records.get(pod.metadata.uid)
+        if rec is None:
+            rec = {
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "job": None,
+                "task": pod.metadata.annotations.get("volcano.sh/task-spec") or None,
+                "node": None,
+                "phase": "Pending",
+                "createTime": self.now,
+                "startTime": None,
+                "finishTime": None,
+                "exitCode": None,
+                "env": {},
+            }
+            self.pod_records[pod.metadata.uid] = rec
+        rec["job"] = pod.metadata.annotations.get("volcano.sh/job-name") or pod.metadata.annotations.get(
+            "scheduling.k8s.io/group-name"
+        )
+        rec["node"] = pod.spec.node_name
+        env: dict[str, str] = {}
+        for c in pod.spec.containers:
+            for e in c.env:
+                if e.value is not None:
+                    env[e.name] = e.value
+        rec["env"] = env
+        if event == "DELETED":
+            if rec["finishTime"] is None:
+                rec["finishTime"] = self.now
+                rec["phase"] = "Deleted" if rec["startTime"] is not None else "Deleted"
+        else:
+            rec["phase"] = pod.status.phase
+
+    def _duration_of(self, pod: Pod) -> float:
+        raw = pod.metadata.annotations.get(ann.DURATION)
+        if raw is None:
+            return self.default_duration
+        return ann.parse_duration(raw, allow_inf=True)
+
+    def _bind(self, key: str, node: str) -> None:
+        pod = self.store.get("Pod", key)
+        if pod is None or pod.spec.node_name:
+            return
+        pod.spec.node_name = node
+        pod.status.phase = "Running"
+        pod.status.start_time = self.now
+        pod.status.conditions = [c for c in pod.status.conditions if c.type != "PodScheduled"]
+        self.store.update(pod)
+        rec = self.pod_records[pod.metadata.uid]
+        rec["startTime"] = self.now
+        rec["node"] = node
+        duration = self._duration_of(pod)
+        if math.isfinite(duration):
+            self._push(self.now + duration, "finish", (key, pod.metadata.uid))
+        for child in self.held.pop(key, []):
+            delay = ann.parse_duration(child.metadata.annotations.get(ann.SPAWN_DELAY, "0"))
+            self._push(self.now + delay, "spawn", (child, key, pod.metadata.uid))
+
+    def _finish(self, key: str, uid: str) -> None:
+        pod = self.store.get("Pod", key)
+        if pod is None or pod.metadata.uid != uid or pod.status.phase != "Running":
+            return
+        if self.children.get(uid):
+            self.duration_done.add(uid)
+            return
+        code = int(pod.metadata.annotations.get(ann.EXIT_CODE, "0"))
+        pod.status.phase = "Succeeded" if code == 0 else "Failed"
+        pod.status.exit_code = code
+        self.store.update(pod)
+        rec = self.pod_records[uid]
+        rec["finishTime"] = self.now
+        rec["exitCode"] = code
+        self._child_gone(key)
+
+    def _child_gone(self, key: str) -> None:
+        parent_uid = self.parent_of.pop(key, None)
+        if parent_uid is None:
+            return
+        live = self.children.get(parent_uid)
+        if live is not None:
+            live.discard(key)
+            if not live and parent_uid in self.duration_done:
+                self.duration_done.discard(parent_uid)
+                rec = self.pod_records.get(parent_uid)
+                if rec is not None:
+                    self._finish(f"{rec['namespace']}/{rec['name']}", parent_uid)
+
+    def _on_pod_deleted(self, event: str, pod: Pod, old) -> None:
+        if event == "DELETED":
+            self._child_gone(pod.key)
+
+    # ------------------------------------------------------------------ events
+    def _submit(self, it: Item) -> None:
+        obj = it.obj
+        if isinstance(obj, Pod) and ann.SPAWNED_BY in obj.metadata.annotations:
+            parent_key = f"{obj.namespace}/{obj.metadata.annotations[ann.SPAWNED_BY]}"
+            parent = self.store.get("Pod", parent_key)
+            if parent is not None and parent.status.phase == "Running":
+                delay = ann.parse_duration(obj.metadata.annotations.get(ann.SPAWN_DELAY, "0"))
+                self._push(self.now + delay, "spawn", (obj, parent_key, parent.metadata.uid))
+            else:
+                self.held.setdefault(parent_key, []).append(obj)
+            return
+        self.store.create(obj)
+        if it.delete_at is not None:
+            self._push(it.delete_at, "delete", (type(obj).__name__, obj.key))
+
+    def _spawn(self, child: Pod, parent_key: str, parent_uid: str) -> None:
+        parent = self.store.get("Pod", parent_key)
+        if parent is None or parent.metadata.uid != parent_uid or parent.status.phase != "Running":
+            return  # the driver is gone: its executors are never created
+        self.store.create(child)
+        self.children.setdefault(parent_uid, set()).add(child.key)
+        self.parent_of[child.key] = parent_uid
+
+    def _apply(self, decisions) -> None:
+        for key, node in decisions.binds:
+            self._bind(key, node)
+        for key, reason in decisions.evictions:
+            pod = self.store.get("Pod", key)
+            if pod is not None:
+                pod.status.reason = "Evicted"
+                pod.status.message = reason
+                self.store.delete("Pod", key)
+        for key, status in decisions.podgroups:
+            pg = self.store.get("PodGroup", key)
+            if pg is None:
+                continue
+            pg.status.phase = status["phase"]
+            pg.status.running = status["running"]
+            pg.status.succeeded = status["succeeded"]
+            pg.status.failed = status["failed"]
+            pg.status.conditions = [PodGroupCondition.model_validate(c) for c in status["conditions"]]
+            self.store.update(pg)
+        for name, status in decisions.queues:
+            q = self.store.get("Queue", name)
+            if q is not None:
+                q.status.allocated = {k: v for k, v in status["allocated"].items()}
+                self.store.update(q)
+
+    def _settle(self) -> None:
+        for _ in range(1000):
+            if not any(c.dirty for c in self.controllers):
+                return
+            for c in self.controllers:
+                c.run()
+
+    def _sample(self) -> None:
+        n = len(self.cache.nodes)
+        if n == 0:
+            return
+        names = self.cache.index.names
+        used = self.cache.nodes.view("used").sum(axis=0)
+        cap = self.cache.nodes.view("allocatable").sum(axis=0)
+        running = sum(1 for t in self.cache.tasks.values() if t.node >= 0)
+        pending = sum(1 for t in self.cache.tasks.values() if t.node < 0 and t.status == 0)
+        point = {
+            "time": self.now,
+            "allocated": {nm: float(used[i]) for i, nm in enumerate(names) if nm != "pods"},
+            "capacity": {nm: float(cap[i]) for i, nm in enumerate(names) if nm != "pods"},
+            "runningPods": running,
+            "pendingPods": pending,
+        }
+        if self.timeline and self.timeline[-1]["time"] == self.now:
+            self.timeline[-1] = point
+        elif not self.timeline or _differs(self.timeline[-1], point):
+            self.timeline.append(point)
+
+    # ------------------------------------------------------------------ run
+    def run(self, progress: Callable[[float, int, int], None] | None = None) -> dict[str, Any]:
+        self.store.watch("Pod", self._on_pod_deleted)
+        for q in builtin_queues():
+            if not any(type(it.obj).__name__ == "Queue" and it.obj.name == q.name for it in self.input.items):
+                self.store.create(q)
+        for it in self.input.items:
+            self._push(it.submit_at, "submit", it)
+        last_cycle_version = -1
+        next_tick = 0.0
+        idle_cycles = 0
+        until = self.until
+        while True:
+            t_event = self._events[0][0] if self._events else math.inf
+            dirty = self.store.version != last_cycle_version
+            if dirty and next_tick < self.now:
+                next_tick = math.ceil(self.now / self.period - 1e-9) * self.period
+            t_tick = next_tick if dirty else math.inf
+            t = min(t_event, t_tick)
+            if math.isinf(t):
+                break
+            if until is not None and t > until:
+                self.now = until
+                break
+            self.now = t
+            while self._events and self._events[0][0] <= t:
+                _, _, kind, payload = heapq.heappop(self._events)
+                if kind == "submit":
+                    self._submit(payload)
+                elif kind == "delete":
+                    self.store.delete(*payload)
+                elif kind == "finish":
+                    self._finish(*payload)
+                elif kind == "spawn":
+                    self._spawn(*payload)
+                self._settle()
+            if t >= next_tick and self.store.version != last_cycle_version:
+                before = self.store.version
+                self.last_session = self.scheduler.run_once(self.now)
+                self.cycles += 1
+                self._apply(self.cache.take_decisions())
+                self._settle()
+                last_cycle_version = self.store.version
+                next_tick = t + self.period
+                idle_cycles = idle_cycles + 1 if not self._events else 0
+                if self.store.version != before:
+                    last_cycle_version = -1  # something changed: schedule again next period
+                if idle_cycles > MAX_IDLE_CYCLES:
+                    break
+            self._sample()
+            if progress is not None:
+                progress(self.now, *self._progress_counts())
+        self._sample()
+        from .results import build_result
+
+        return build_result(self)
+
+    def _progress_counts(self) -> tuple[int, int]:
+        jobs = self.store.list("Job")
+        done = sum(1 for j in jobs if j.status.state.phase in ("Completed", "Failed", "Terminated", "Aborted"))
+        return done, len(jobs)
+
+
+def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a["allocated"] != b["allocated"] or a["runningPods"] != b["runningPods"] or a["pendingPods"] != b["pendingPods"] or a["capacity"] != b["capacity"]
+
+
+def _pod_specs(obj) -> list:
+    from ..api.volcano import Job
+
+    if isinstance(obj, Pod):
+        return [obj.spec]
+    if isinstance(obj, Job):
+        return [t.template.spec for t in obj.spec.tasks]
+    spec = getattr(obj, "spec", None)
+    tmpl = getattr(spec, "template", None)
+    return [tmpl.spec] if tmpl is not None else []
+
+
+__all__ = ["Simulation", "SCHEDULERS", "np", "PriorityClass"]

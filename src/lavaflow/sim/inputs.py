@@ -1,0 +1,171 @@
+"""Turn loaded objects into a validated simulation input.
+
+NodeGroups expand into Nodes, the simulator's annotations are checked, and
+Volcano's admission (defaulting and validation) runs over Jobs, PodGroups and
+Queues. Any problem refuses the whole input.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api import admission
+from ..api.core import ConfigMap, Node, Pod
+from ..api.loader import Loaded, Problems, Source
+from ..api.volcano import Job, PodGroup, Queue
+from ..api.workloads import NodeGroup
+from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
+from . import annotations as ann
+
+CONF_KEY = "volcano-scheduler.conf"
+
+
+@dataclass
+class Item:
+    obj: Any
+    source: Source
+    submit_at: float = 0.0
+    delete_at: float | None = None
+
+
+@dataclass
+class SimInput:
+    items: list[Item] = field(default_factory=list)
+    conf_text: str | None = None
+    conf_source: str | None = None
+
+
+def _what(obj) -> str:
+    return f"{obj.kind}/{obj.name}"
+
+
+def expand_node_group(ng: NodeGroup) -> list[Node]:
+    nodes = []
+    for i in range(ng.spec.count):
+        name = f"{ng.name}-{i}"
+        labels = dict(ng.spec.labels)
+        labels.setdefault("kubernetes.io/hostname", name)
+        node = Node.model_validate(
+            {
+                "metadata": {"name": name, "labels": labels, "annotations": dict(ng.metadata.annotations)},
+                "spec": {"taints": [t.model_dump(by_alias=True, exclude_none=True) for t in ng.spec.taints]},
+            }
+        )
+        node.status.allocatable = dict(ng.spec.capacity)
+        node.status.capacity = dict(ng.spec.capacity)
+        nodes.append(node)
+    return nodes
+
+
+def _time_annotation(problems: Problems, src: Source, obj, key: str, allow_inf: bool = False) -> float | None:
+    raw = obj.metadata.annotations.get(key)
+    if raw is None:
+        return None
+    try:
+        return ann.parse_duration(raw, allow_inf=allow_inf)
+    except ValueError as exc:
+        problems.add(src, _what(obj), f"metadata.annotations[{key}]", str(exc))
+        return None
+
+
+def _check_pod_annotations(problems: Problems, src: Source, what: str, prefix: str, annotations: dict[str, str]) -> None:
+    if ann.DURATION in annotations:
+        try:
+            ann.parse_duration(annotations[ann.DURATION], allow_inf=True)
+        except ValueError as exc:
+            problems.add(src, what, f"{prefix}.annotations[{ann.DURATION}]", str(exc))
+    if ann.EXIT_CODE in annotations:
+        try:
+            code = int(annotations[ann.EXIT_CODE])
+            if not 0 <= code <= 255:
+                raise ValueError
+        except ValueError:
+            problems.add(src, what, f"{prefix}.annotations[{ann.EXIT_CODE}]", f"{annotations[ann.EXIT_CODE]!r} is not an exit code (0-255)")
+    if ann.SPAWN_DELAY in annotations:
+        try:
+            ann.parse_duration(annotations[ann.SPAWN_DELAY])
+        except ValueError as exc:
+            problems.add(src, what, f"{prefix}.annotations[{ann.SPAWN_DELAY}]", str(exc))
+
+
+def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
+    """Validate and default the loaded objects; raise InputError on any problem."""
+    problems = Problems()
+    out = SimInput()
+    items: list[Item] = []
+    for lo in loaded:
+        obj, src = lo.obj, lo.source
+        if isinstance(obj, NodeGroup):
+            if obj.spec.count < 0:
+                problems.add(src, _what(obj), "spec.count", "must be ≥ 0")
+                continue
+            if not obj.spec.capacity:
+                problems.add(src, _what(obj), "spec.capacity", "is required (the allocatable resources of each node)")
+            for node in expand_node_group(obj):
+                items.append(Item(node, src))
+            continue
+        items.append(Item(obj, src))
+    # Duplicates.
+    seen: dict[tuple[str, str], Source] = {}
+    for it in items:
+        k = (type(it.obj).__name__, it.obj.key)
+        if k in seen and it.obj.metadata.name:
+            problems.add(it.source, _what(it.obj), "metadata.name", f"duplicates the {it.obj.kind} defined at {seen[k]}")
+        seen.setdefault(k, it.source)
+    # Times.
+    for it in items:
+        submit = _time_annotation(problems, it.source, it.obj, ann.SUBMIT_AT)
+        it.submit_at = submit or 0.0
+        delete = _time_annotation(problems, it.source, it.obj, ann.DELETE_AT, allow_inf=True)
+        it.delete_at = None if delete is None or math.isinf(delete) else delete
+        if it.delete_at is not None and it.delete_at < it.submit_at:
+            problems.add(it.source, _what(it.obj), f"metadata.annotations[{ann.DELETE_AT}]", "is before submit-at")
+    # Queues first: jobs are validated against them.
+    queues: dict[str, Queue] = {}
+    for q in (Queue.model_validate({"metadata": {"name": n}}) for n in ("root", "default")):
+        admission.default_queue(q)
+        queues[q.name] = q
+    for it in items:
+        if isinstance(it.obj, Queue):
+            admission.default_queue(it.obj)
+            queues[it.obj.name] = it.obj
+    pods_by_key = {it.obj.key for it in items if isinstance(it.obj, Pod)}
+    for it in items:
+        obj, src = it.obj, it.source
+        found: list[admission.Problem] = []
+        if isinstance(obj, Queue):
+            found = admission.validate_queue(obj, queues)
+        elif isinstance(obj, Job):
+            admission.default_job(obj, scheduler_name)
+            found = admission.validate_job(obj, queues)
+            for ti, task in enumerate(obj.spec.tasks):
+                _check_pod_annotations(problems, src, _what(obj), f"spec.tasks[{ti}].template.metadata", task.template.metadata.annotations)
+        elif isinstance(obj, PodGroup):
+            admission.default_podgroup(obj)
+            found = admission.validate_podgroup(obj, queues)
+        elif isinstance(obj, Pod):
+            found = admission.validate_pod(obj)
+            _check_pod_annotations(problems, src, _what(obj), "metadata", obj.metadata.annotations)
+            parent = obj.metadata.annotations.get(ann.SPAWNED_BY)
+            if parent is not None and f"{obj.namespace}/{parent}" not in pods_by_key:
+                problems.add(src, _what(obj), f"metadata.annotations[{ann.SPAWNED_BY}]", f"no pod {parent!r} in namespace {obj.namespace}")
+            if parent == obj.name:
+                problems.add(src, _what(obj), f"metadata.annotations[{ann.SPAWNED_BY}]", "a pod cannot spawn itself")
+        elif isinstance(obj, ConfigMap) and CONF_KEY in obj.data:
+            try:
+                load_scheduler_conf(obj.data[CONF_KEY])
+            except SchedulerConfError as exc:
+                for path, msg in exc.problems:
+                    problems.add(src, _what(obj), f"data[{CONF_KEY}]" + (f".{path}" if path else ""), msg)
+            out.conf_text = obj.data[CONF_KEY]
+            out.conf_source = str(src)
+        elif hasattr(obj.spec, "template") and not isinstance(obj, Job):
+            _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
+        for p in found:
+            problems.add(src, _what(obj), p.path, p.message)
+    problems.raise_if_any()
+    items.sort(key=lambda it: it.submit_at)  # stable: input order within a time
+    out.items = items
+    return out

@@ -1,0 +1,197 @@
+"""The simulation result: the JSON contract, summary figures and stall reasons."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..api.volcano import JOB_FINAL_PHASES
+from ..scheduler.api import TaskStatus
+from ..scheduler.plugins.gang import job_fit_error
+
+FINISHED_POD = ("Succeeded", "Failed")
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _reason(sim, pg, job_phase: str) -> str:
+    """Why a job has not finished, in words a user can act on."""
+    info = sim.cache.jobs.get(pg.key) if pg is not None else None
+    if pg is not None:
+        for c in pg.status.conditions:
+            if c.type == "Unschedulable" and c.status == "True" and c.message:
+                if info is None or info.counts[TaskStatus.PENDING] or pg.status.phase in ("Pending", "Inqueue"):
+                    return c.message
+    if info is not None:
+        pending = info.counts[TaskStatus.PENDING]
+        total = len(info.tasks)
+        if pending and info.fit_errors:
+            return f"{pending}/{total} pods unschedulable: {job_fit_error(info)}"
+        if info.job_fit_errors:
+            return info.job_fit_errors
+        if pg is not None and pg.status.phase in ("", "Pending"):
+            return "PodGroup waiting to be admitted (Pending)"
+        running = info.counts[TaskStatus.RUNNING]
+        if running and not pending:
+            if sim.until is not None and sim.now >= sim.until:
+                return f"still running at --until ({running} pods running)"
+            return f"{running} pods running with no end (duration inf or waiting for spawned pods)"
+    if job_phase == "Pending":
+        return "waiting for its PodGroup to be admitted"
+    return f"job is {job_phase}"
+
+
+def _all_podgroups(sim) -> list:
+    live = {pg.key: pg for pg in sim.store.list("PodGroup")}
+    for key, pg in sim.deleted_podgroups.items():
+        live.setdefault(key, pg)
+    return list(live.values())
+
+
+def build_result(sim) -> dict[str, Any]:
+    store = sim.store
+    jobs_out: list[dict[str, Any]] = []
+    stuck: list[dict[str, str]] = []
+    owned_pgs: set[str] = set()
+    for job in sorted(store.list("Job"), key=lambda j: (j.metadata.creation_timestamp or 0, j.key)):
+        hist = sim.job_ctrl.history.get(job.key, [])
+        start = next((h["time"] for h in hist if h["phase"] == "Running"), None)
+        finish = next((h["time"] for h in hist if h["phase"] in JOB_FINAL_PHASES), None)
+        pg_key = f"{job.namespace}/{job.name}-{job.metadata.uid}"
+        owned_pgs.add(pg_key)
+        phase = job.status.state.phase or "Pending"
+        jobs_out.append(
+            {
+                "namespace": job.namespace,
+                "name": job.name,
+                "kind": "Job",
+                "queue": job.spec.queue or "default",
+                "phase": phase,
+                "submitTime": job.metadata.creation_timestamp,
+                "startTime": start,
+                "finishTime": finish,
+                "phaseHistory": hist,
+                "retryCount": job.status.retry_count,
+            }
+        )
+        if phase not in JOB_FINAL_PHASES:
+            stuck.append({"namespace": job.namespace, "name": job.name, "reason": _reason(sim, store.get("PodGroup", pg_key), phase)})
+    pods_by_group: dict[str, list[dict[str, Any]]] = {}
+    for rec in sim.pod_records.values():
+        pods_by_group.setdefault(f"{rec['namespace']}/{rec['job']}", []).append(rec)
+    for pg in sorted(_all_podgroups(sim), key=lambda p: (p.metadata.creation_timestamp or 0, p.key)):
+        if pg.key in owned_pgs or any(r.kind == "Job" and "volcano" in r.api_version for r in pg.metadata.owner_references):
+            continue
+        recs = pods_by_group.get(pg.key, [])
+        starts = [r["startTime"] for r in recs if r["startTime"] is not None]
+        done = bool(recs) and all(r["phase"] in FINISHED_POD or r["finishTime"] is not None for r in recs)
+        failed = any(r["phase"] == "Failed" for r in recs)
+        if done:
+            phase = "Failed" if failed else "Completed"
+        elif starts:
+            phase = "Running"
+        else:
+            phase = "Pending"
+        finish = max((r["finishTime"] for r in recs if r["finishTime"] is not None), default=None) if done else None
+        jobs_out.append(
+            {
+                "namespace": pg.namespace,
+                "name": pg.name,
+                "kind": "PodGroup",
+                "queue": pg.spec.queue or "default",
+                "phase": phase,
+                "submitTime": pg.metadata.creation_timestamp,
+                "startTime": min(starts) if starts else None,
+                "finishTime": finish,
+            }
+        )
+        if not done:
+            stuck.append({"namespace": pg.namespace, "name": pg.name, "reason": _reason(sim, pg, phase)})
+    podgroups_out = [
+        {
+            "namespace": pg.namespace,
+            "name": pg.name,
+            "queue": pg.spec.queue or "default",
+            "phase": pg.status.phase,
+            "minMember": pg.spec.min_member,
+            "conditions": [
+                {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message or ""}
+                for c in pg.status.conditions
+            ],
+        }
+        for pg in sorted(_all_podgroups(sim), key=lambda p: p.key)
+    ]
+    pods_out = [
+        {k: rec[k] for k in ("namespace", "name", "job", "task", "node", "phase", "createTime", "startTime", "finishTime", "exitCode", "env")}
+        for rec in sorted(sim.pod_records.values(), key=lambda r: (r["createTime"], r["namespace"], r["name"]))
+    ]
+    queues_out = [
+        {
+            "name": q.name,
+            "state": q.status.state or "Open",
+            "weight": q.spec.weight,
+            "parent": q.spec.parent,
+            "allocated": dict(q.status.allocated),
+        }
+        for q in sorted(store.list("Queue"), key=lambda q: q.name)
+    ]
+    return {
+        "scheduler": sim.scheduler_name,
+        "stalled": bool(stuck) and not (sim.until is not None and sim.now >= sim.until) and not sim._events,
+        "endTime": sim.now,
+        "jobs": jobs_out,
+        "podGroups": podgroups_out,
+        "pods": pods_out,
+        "queues": queues_out,
+        "stuck": stuck,
+        "summary": summarize(jobs_out, sim.timeline, sim.now, stuck),
+        "timeline": sim.timeline,
+        "cycles": sim.cycles,
+    }
+
+
+def summarize(jobs: list[dict[str, Any]], timeline: list[dict[str, Any]], end: float, stuck: list) -> dict[str, Any]:
+    finished = [j for j in jobs if j["finishTime"] is not None and j["phase"] in ("Completed", "Failed", "Terminated", "Aborted")]
+    jct = [j["finishTime"] - j["submitTime"] for j in finished]
+    waits = [j["startTime"] - j["submitTime"] for j in jobs if j["startTime"] is not None]
+    makespan = max((j["finishTime"] for j in finished), default=None)
+    if makespan is not None and jobs:
+        makespan -= min(j["submitTime"] for j in jobs)
+    return {
+        "jobs": len(jobs),
+        "completed": sum(1 for j in jobs if j["phase"] == "Completed"),
+        "failed": sum(1 for j in jobs if j["phase"] in ("Failed", "Terminated", "Aborted")),
+        "stuck": len(stuck),
+        "makespan": makespan,
+        "jctMean": _mean(jct),
+        "jctP50": _pct(jct, 50),
+        "jctP95": _pct(jct, 95),
+        "waitMean": _mean(waits),
+        "waitP50": _pct(waits, 50),
+        "waitP95": _pct(waits, 95),
+        "cpuAllocationMean": _time_mean(timeline, end, "cpu"),
+        "gpuAllocationMean": _time_mean(timeline, end, "nvidia.com/gpu"),
+    }
+
+
+def _time_mean(timeline: list[dict[str, Any]], end: float, resource: str) -> float | None:
+    """Time-weighted mean of allocated/capacity over [first sample, end]."""
+    if not timeline or end <= timeline[0]["time"]:
+        return None
+    cap = timeline[-1]["capacity"].get(resource, 0.0)
+    if not cap:
+        return None
+    total = 0.0
+    for a, b in zip(timeline, timeline[1:] + [{"time": end}]):
+        dt = b["time"] - a["time"]
+        c = a["capacity"].get(resource, 0.0)
+        if dt > 0 and c > 0:
+            total += dt * a["allocated"].get(resource, 0.0) / c
+    return total / (end - timeline[0]["time"])

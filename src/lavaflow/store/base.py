@@ -1,0 +1,30 @@
+"""Store: typed objects by kind and key, with watch handlers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+Handler = Callable[[str, Any, Any], None]  # (event, new object, old object or None)
+
+
+def kind_of(obj_or_cls: Any) -> str:
+    """The store kind of an object: its model class name (BatchJob for batch/v1 Job)."""
+    cls = obj_or_cls if isinstance(obj_or_cls, type) else type(obj_or_cls)
+    return cls.__name__
+
+
+class Store(Protocol):
+    def get(self, kind: str, key: str) -> Any | None: ...
+
+    def list(self, kind: str) -> list[Any]: ...
+
+    def create(self, obj: Any) -> Any: ...
+
+    def update(self, obj: Any) -> Any: ...
+
+    def delete(self, kind: str, key: str) -> Any | None: ...
+
+    def watch(self, kind: str, handler: Handler) -> None: ...

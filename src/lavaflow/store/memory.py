@@ -1,0 +1,85 @@
+"""An in-memory store with synchronous watch notifications (the simulator's API server)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .base import ADDED, DELETED, MODIFIED, Handler, kind_of
+
+
+class AlreadyExists(KeyError):
+    pass
+
+
+class MemoryStore:
+    def __init__(self, clock: Callable[[], float] = lambda: 0.0, seed: int = 0) -> None:
+        self._objects: dict[str, dict[str, Any]] = {}
+        self._handlers: dict[str, list[Handler]] = {}
+        self.clock = clock
+        self.version = 0
+        self._rng = random.Random(seed)
+        self._generated = 0
+
+    def new_uid(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+    def get(self, kind: str, key: str) -> Any | None:
+        return self._objects.get(kind, {}).get(key)
+
+    def list(self, kind: str) -> list[Any]:
+        return list(self._objects.get(kind, {}).values())
+
+    def count(self, kind: str) -> int:
+        return len(self._objects.get(kind, {}))
+
+    def watch(self, kind: str, handler: Handler) -> None:
+        self._handlers.setdefault(kind, []).append(handler)
+
+    def _notify(self, kind: str, event: str, obj: Any, old: Any) -> None:
+        for h in self._handlers.get(kind, ()):
+            h(event, obj, old)
+
+    def create(self, obj: Any) -> Any:
+        kind = kind_of(obj)
+        meta = obj.metadata
+        if not meta.name and meta.generate_name:
+            self._generated += 1
+            meta.name = f"{meta.generate_name}{self._rng.getrandbits(24):06x}"
+        if obj.namespaced and meta.namespace is None:
+            meta.namespace = "default"
+        bucket = self._objects.setdefault(kind, {})
+        if obj.key in bucket:
+            raise AlreadyExists(f"{kind} {obj.key} already exists")
+        if not meta.uid:
+            meta.uid = self.new_uid()
+        if meta.creation_timestamp is None:
+            meta.creation_timestamp = self.clock()
+        self.version += 1
+        meta.resource_version = str(self.version)
+        bucket[obj.key] = obj
+        self._notify(kind, ADDED, obj, None)
+        return obj
+
+    def update(self, obj: Any, old: Any = None) -> Any:
+        """Store a changed object (objects are updated in place; ``old`` is an optional earlier copy)."""
+        kind = kind_of(obj)
+        bucket = self._objects.setdefault(kind, {})
+        if obj.key not in bucket:
+            raise KeyError(f"{kind} {obj.key} not found")
+        self.version += 1
+        obj.metadata.resource_version = str(self.version)
+        bucket[obj.key] = obj
+        self._notify(kind, MODIFIED, obj, old)
+        return obj
+
+    def delete(self, kind: str, key: str) -> Any | None:
+        obj = self._objects.get(kind, {}).pop(key, None)
+        if obj is None:
+            return None
+        self.version += 1
+        obj.metadata.deletion_timestamp = self.clock()
+        self._notify(kind, DELETED, obj, None)
+        return obj
