@@ -1,0 +1,80 @@
+"""preempt: a starving job takes room from lower-priority jobs of the same queue.
+
+Phase 1 evicts tasks of other jobs in the preemptor's queue; the job's statement
+is committed only if the job is then pipelined (it can run once the victims are
+gone), otherwise nothing is evicted. Phase 2 lets a job's higher-priority tasks
+displace its own lower-priority tasks.
+"""
+
+from __future__ import annotations
+
+from ..api import TaskStatus
+from ..framework.registry import Action, register_action
+from ..framework.statement import Statement
+from ._evict import EVICTABLE, candidate_nodes, make_room
+from ._queues import OrderedQueue
+
+
+def _pending(ssn, job) -> list:
+    tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
+    tasks.sort(key=ssn.task_key)
+    return tasks
+
+
+@register_action
+class PreemptAction(Action):
+    name = "preempt"
+
+    def execute(self, ssn) -> None:
+        per_queue: dict[str, OrderedQueue] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending() or not job.counts[TaskStatus.PENDING]:
+                continue
+            if not ssn.job_valid(job)[0] or not ssn.job_starving(job):
+                continue
+            per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
+        for qname in sorted(per_queue, key=lambda q: ssn.queue_key(ssn.queues[q])):
+            jobs = per_queue[qname]
+            while jobs:
+                job = jobs.pop()
+                stmt = Statement(ssn)
+                for task in _pending(ssn, job):
+                    if not ssn.job_starving(job):
+                        break
+                    self._preempt(ssn, stmt, task, lambda v, job=job: self._same_queue(ssn, job, v))
+                if ssn.job_pipelined(job):
+                    stmt.commit()
+                    ssn.record(job, "preempt", "preempted lower-priority tasks; waiting for them to terminate")
+                else:
+                    stmt.discard()
+        # Phase 2: within a job, higher-priority tasks displace lower-priority ones.
+        for job in sorted(ssn.jobs.values(), key=ssn.job_key):
+            if job.is_pending() or not job.counts[TaskStatus.PENDING] or not ssn.job_starving(job):
+                continue
+            for task in _pending(ssn, job):
+                stmt = Statement(ssn)
+                if self._preempt(ssn, stmt, task, lambda v, task=task: v.job == task.job and v.priority < task.priority):
+                    stmt.commit()
+                else:
+                    stmt.discard()
+
+    @staticmethod
+    def _same_queue(ssn, job, victim) -> bool:
+        vjob = ssn.jobs.get(victim.job)
+        return vjob is not None and vjob.queue == job.queue and victim.job != job.uid
+
+    def _preempt(self, ssn, stmt, task, accept) -> bool:
+        for node in candidate_nodes(ssn, task):
+            cands = [
+                t
+                for t in ssn.nodes.tasks[node].values()
+                if t.status in EVICTABLE and t.preemptable and not t.best_effort and t.job in ssn.jobs and accept(t)
+            ]
+            if not cands:
+                continue
+            victims = ssn.preemptable(task, cands)
+            if not victims:
+                continue
+            if make_room(ssn, stmt, task, node, victims, f"preempted by {task.namespace}/{task.name}"):
+                return True
+        return False

@@ -1,0 +1,66 @@
+"""reclaim: a queue below its deserved share takes resources back from queues above theirs.
+
+Only running tasks of other, reclaimable queues are candidates; the plugins
+(proportion or capacity, gang, conformance) decide which may go. A job's
+statement is committed only if the job is then pipelined.
+"""
+
+from __future__ import annotations
+
+from ..api import TaskStatus
+from ..framework.registry import Action, register_action
+from ..framework.statement import Statement
+from ._evict import EVICTABLE, candidate_nodes, make_room
+from ._queues import OrderedQueue
+
+
+@register_action
+class ReclaimAction(Action):
+    name = "reclaim"
+
+    def execute(self, ssn) -> None:
+        per_queue: dict[str, OrderedQueue] = {}
+        for job in ssn.jobs.values():
+            if job.is_pending() or not job.counts[TaskStatus.PENDING]:
+                continue
+            if not ssn.job_valid(job)[0] or not ssn.job_starving(job):
+                continue
+            per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
+        queues = OrderedQueue(ssn.queue_key, (ssn.queues[q] for q in per_queue))
+        while queues:
+            queue = queues.pop()
+            if ssn.overused(queue):
+                continue
+            jobs = per_queue[queue.name]
+            if not jobs:
+                continue
+            job = jobs.pop()
+            stmt = Statement(ssn)
+            tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
+            tasks.sort(key=ssn.task_key)
+            for task in tasks:
+                if task.preemption_policy == "Never" or not ssn.preemptive(queue, task):
+                    continue
+                for node in candidate_nodes(ssn, task):
+                    cands = []
+                    for t in ssn.nodes.tasks[node].values():
+                        if t.status not in EVICTABLE or not t.preemptable or t.best_effort:
+                            continue
+                        vjob = ssn.jobs.get(t.job)
+                        if vjob is None or vjob.queue == queue.name:
+                            continue
+                        vq = ssn.queues.get(vjob.queue)
+                        if vq is None or not vq.reclaimable:
+                            continue
+                        cands.append(t)
+                    if not cands:
+                        continue
+                    victims = ssn.reclaimable(task, cands)
+                    if victims and make_room(ssn, stmt, task, node, victims, f"reclaimed by queue {queue.name}"):
+                        break
+            if ssn.job_pipelined(job):
+                stmt.commit()
+                ssn.record(job, "reclaim", f"reclaimed resources for queue {queue.name}; waiting for victims to terminate")
+            else:
+                stmt.discard()
+            queues.push(queue)
