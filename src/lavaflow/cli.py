@@ -135,6 +135,10 @@ def _print_table(results: list[dict]) -> None:
         out.print(_job_table(r))
     out.print(_summary_table(results))
     for r in results:
+        for x in r.get("rejected", []):
+            where = f"{x['namespace']}/{x['name']}" if x.get("namespace") else x["name"]
+            out.print(f"{r['scheduler']}: {x['kind']} {where} refused at t={_fmt_time(x['time'])}: {x['reason']}",
+                      markup=False, highlight=False)
         if r["stuck"]:
             out.print(f"[bold red]{r['scheduler']}: {len(r['stuck'])} job(s) did not finish"
                       f"{' — stalled' if r['stalled'] else ''}:[/bold red]")
@@ -197,25 +201,18 @@ def version() -> None:
     typer.echo(__version__)
 
 
-def main() -> None:
-    try:
-        app(standalone_mode=False)
-    except Invalid as exc:
-        for p in exc.problems:
-            err.print(f"error: {p}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        err.print("aborted")
-        sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
+def _report_invalid(exc: Invalid) -> None:
+    for p in exc.problems:
+        err.print(f"error: {p}", markup=False, highlight=False, soft_wrap=True)
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(2)
-        raise
+
+def main() -> None:
+    """Entry point: usage errors and invalid input exit with 2, never with a traceback."""
+    try:
+        app()
+    except Invalid as exc:
+        _report_invalid(exc)
+        sys.exit(2)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,11 +1,19 @@
-"""Queue controller: the root and default queues, and PodGroup counts per phase in queue status."""
+"""Queue controller: root/default queues, queue states, PodGroup counts in queue status.
+
+States follow Volcano's queue controller: ``CloseQueue`` turns an Open queue
+Closed when it holds no PodGroups, else Closing; a Closing queue becomes Closed
+once its last PodGroup is gone; ``OpenQueue`` reopens it — unless its parent is
+closed, which keeps it Closed. Closing a parent closes its children. Commands
+(bus.volcano.sh/v1alpha1) targeting a Queue are consumed exactly once.
+"""
 
 from __future__ import annotations
 
-from ..api.volcano import Queue, QueueSpec
+from ..api.volcano import Queue
 from .base import Controller
 
 COUNTED = {"Pending": "pending", "Inqueue": "inqueue", "Running": "running", "Unknown": "unknown", "Completed": "completed"}
+QUEUE_ACTIONS = ("OpenQueue", "CloseQueue")
 
 
 def builtin_queues() -> list[Queue]:
@@ -19,30 +27,86 @@ def builtin_queues() -> list[Queue]:
 class QueueController(Controller):
     def __init__(self, store, clock) -> None:
         super().__init__(store, clock)
+        # Desired state per queue as last commanded ("Open" or "Closed").
+        self.desired: dict[str, str] = {}
         store.watch("PodGroup", lambda ev, pg, old: self.mark(pg.spec.queue or "default"))
-        store.watch("Queue", lambda ev, q, old: self.mark(q.name) if ev != "DELETED" else None)
+        store.watch("Queue", self._on_queue)
+        store.watch("Command", self._on_command)
+
+    def _on_queue(self, event: str, queue: Queue, old) -> None:
+        if event == "DELETED":
+            return
+        self.mark(queue.name)
+        for child in self._children(queue.name):
+            self.mark(child.name)
+
+    def _on_command(self, event: str, cmd, old) -> None:
+        if event != "DELETED" and cmd.action in QUEUE_ACTIONS:
+            self.mark(f"command:{cmd.key}")
 
     def ensure_builtin(self) -> None:
         for q in builtin_queues():
             if self.store.get("Queue", q.name) is None:
                 self.store.create(q)
 
-    def sync(self, name: str) -> None:
-        queue: Queue | None = self.store.get("Queue", name)
+    def _children(self, name: str) -> list[Queue]:
+        return [q for q in self.store.list("Queue") if (q.spec.parent or ("" if q.name == "root" else "root")) == name and q.name != name]
+
+    def _parent_closed(self, queue: Queue) -> bool:
+        seen = {queue.name}
+        parent = queue.spec.parent or ("" if queue.name == "root" else "root")
+        while parent and parent not in seen:
+            seen.add(parent)
+            p = self.store.get("Queue", parent)
+            if p is None:
+                return False
+            if self.desired.get(p.name, "Open") == "Closed" or p.status.state in ("Closed", "Closing"):
+                return True
+            parent = p.spec.parent or ("" if p.name == "root" else "root")
+        return False
+
+    def sync(self, key: str) -> None:
+        if key.startswith("command:"):
+            self._consume(key[len("command:") :])
+            return
+        queue: Queue | None = self.store.get("Queue", key)
         if queue is None:
             return
         counts = dict.fromkeys(COUNTED.values(), 0)
+        groups = 0
         for pg in self.store.list("PodGroup"):
-            if (pg.spec.queue or "default") == name:
+            if (pg.spec.queue or "default") == key:
+                groups += 1
                 field = COUNTED.get(pg.status.phase or "Pending")
                 if field:
                     counts[field] += 1
         st = queue.status
-        changed = any(getattr(st, f) != v for f, v in counts.items()) or not st.state
+        state = self._state(queue, groups)
+        changed = any(getattr(st, f) != v for f, v in counts.items()) or st.state != state
         if changed:
             for f, v in counts.items():
                 setattr(st, f, v)
-            st.state = st.state or "Open"
-            if not isinstance(queue.spec, QueueSpec):  # pragma: no cover - defensive
-                return
+            st.state = state
             self.store.update(queue)
+
+    def _state(self, queue: Queue, groups: int) -> str:
+        want = self.desired.get(queue.name)
+        if want is None:
+            want = "Closed" if queue.status.state in ("Closed", "Closing") else "Open"
+            self.desired[queue.name] = want
+        if want == "Open" and not self._parent_closed(queue):
+            return "Open"
+        return "Closing" if groups else "Closed"
+
+    def _consume(self, key: str) -> None:
+        cmd = self.store.get("Command", key)
+        if cmd is None:
+            return
+        target = (cmd.target or {}).get("name") if isinstance(cmd.target, dict) else None
+        self.store.delete("Command", key)  # at most once, as Volcano does
+        if not target or self.store.get("Queue", target) is None:
+            return
+        self.desired[target] = "Open" if cmd.action == "OpenQueue" else "Closed"
+        self.mark(target)
+        for child in self._children(target):
+            self.mark(child.name)

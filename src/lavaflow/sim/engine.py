@@ -87,6 +87,7 @@ class Simulation:
         self.pod_records: dict[str, dict[str, Any]] = {}
         self.timeline: list[dict[str, Any]] = []
         self.stalled = False
+        self.rejected: list[dict[str, Any]] = []  # objects refused by admission at their submit time
         self.cycles = 0
         self.last_session = None
         self.store.watch("Pod", self._record_pod)
@@ -216,9 +217,28 @@ class Simulation:
             else:
                 self.held.setdefault(parent_key, []).append(obj)
             return
+        problems = self._admit(obj)
+        if problems:
+            self.rejected.append(
+                {"namespace": obj.namespace if obj.namespaced else None, "name": obj.name, "kind": obj.kind,
+                 "time": self.now, "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems)}
+            )
+            return
         self.store.create(obj)
         if it.delete_at is not None:
             self._push(it.delete_at, "delete", (type(obj).__name__, obj.key))
+
+    def _admit(self, obj) -> list:
+        """The admission webhook at creation time: Jobs and PodGroups only enter Open queues."""
+        from ..api import admission
+        from ..api.volcano import Job, PodGroup
+
+        if not isinstance(obj, (Job, PodGroup)):
+            return []
+        queues = {q.name: q for q in self.store.list("Queue")}
+        if isinstance(obj, Job):
+            return [p for p in admission.validate_job(obj, queues) if p.path == "spec.queue"]
+        return [p for p in admission.validate_podgroup(obj, queues) if p.path == "spec.queue"]
 
     def _spawn(self, child: Pod, parent_key: str, parent_uid: str) -> None:
         parent = self.store.get("Pod", parent_key)

@@ -161,7 +161,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                     problems.add(src, _what(obj), f"data[{CONF_KEY}]" + (f".{path}" if path else ""), msg)
             out.conf_text = obj.data[CONF_KEY]
             out.conf_source = str(src)
-        elif hasattr(obj.spec, "template") and not isinstance(obj, Job):
+        elif hasattr(getattr(obj, "spec", None), "template"):
             _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)

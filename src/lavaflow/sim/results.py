@@ -151,6 +151,7 @@ def build_result(sim) -> dict[str, Any]:
         "pods": pods_out,
         "queues": queues_out,
         "stuck": stuck,
+        "rejected": sim.rejected,
         "summary": summarize(jobs_out, sim.timeline, sim.now, stuck),
         "timeline": sim.timeline,
         "cycles": sim.cycles,

@@ -47,4 +47,5 @@ class BinpackPlugin(Plugin):
                 return total
             return total / wsum * MAX_SCORE * weight
 
-        ssn.add_node_order_fn(self.name, score)
+        # A node's score depends on its own row and on the task's requests only.
+        ssn.add_node_order_fn(self.name, score, cache_key=lambda task: task.resreq.tobytes())

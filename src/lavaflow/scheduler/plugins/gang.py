@@ -111,6 +111,7 @@ class GangPlugin(Plugin):
                 job.condition = None
                 continue
             unready = max(job.min_available - job.ready_num, 0)
-            msg = f"{unready}/{len(job.tasks)} tasks in gang unschedulable: {job_fit_error(job)}"
+            total = len(job.tasks) or job.min_available  # before its pods exist: the gang it asks for
+            msg = f"{unready}/{total} tasks in gang unschedulable: {job_fit_error(job)}"
             job.job_fit_errors = msg
             job.condition = ("Unschedulable", NOT_ENOUGH_RESOURCES, msg)

@@ -48,6 +48,14 @@ class NodeOrderPlugin(Plugin):
         w_affinity = self.arg_float("nodeaffinity.weight", 2.0)
         w_taint = self.arg_float("tainttoleration.weight", 3.0)
         nodes = ssn.nodes
+        taint_memo: list = [None, False]  # (nodes.version, len), any PreferNoSchedule taint
+
+        def prefer_no_schedule_taints() -> bool:
+            stamp = (nodes.version, len(nodes))
+            if taint_memo[0] != stamp:
+                taint_memo[0] = stamp
+                taint_memo[1] = any(any(t.effect == "PreferNoSchedule" for t in ts) for ts in nodes.taints)
+            return taint_memo[1]
 
         def static_scores(task) -> np.ndarray | None:
             spec = task.pod.spec if task.pod is not None else None
@@ -56,7 +64,7 @@ class NodeOrderPlugin(Plugin):
             prefs = spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution if (
                 spec.affinity is not None and spec.affinity.node_affinity is not None
             ) else []
-            has_taints = any(any(t.effect == "PreferNoSchedule" for t in ts) for ts in nodes.taints)
+            has_taints = prefer_no_schedule_taints()
             if not prefs and not has_taints:
                 return None
 
@@ -95,4 +103,7 @@ class NodeOrderPlugin(Plugin):
                 out += static[cand]
             return out
 
-        ssn.add_node_order_fn(self.name, score)
+        # A node's score depends on its own row and on the task's requests and signature only.
+        ssn.add_node_order_fn(
+            self.name, score, cache_key=lambda task: (task.resreq.tobytes(), task.signature, task.pod is None)
+        )
