@@ -71,6 +71,7 @@ class Decisions:
     podgroups: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (pg key, status dict)
     queues: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (queue name, status dict)
     enqueued: list[str] = field(default_factory=list)
+    wakeups: list[float] = field(default_factory=list)  # times a plugin wants a cycle even if nothing changes
 
     def __bool__(self) -> bool:
         return bool(self.binds or self.evictions or self.podgroups or self.queues)

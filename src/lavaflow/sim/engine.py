@@ -87,6 +87,7 @@ class Simulation:
         self.pod_records: dict[str, dict[str, Any]] = {}
         self.timeline: list[dict[str, Any]] = []
         self.stalled = False
+        self._wakes: set[float] = set()
         self.rejected: list[dict[str, Any]] = []  # objects refused by admission at their submit time
         self.cycles = 0
         self.last_session = None
@@ -267,6 +268,9 @@ class Simulation:
             pg.status.failed = status["failed"]
             pg.status.conditions = [PodGroupCondition.model_validate(c) for c in status["conditions"]]
             self.store.update(pg)
+        for t in sorted(set(decisions.wakeups) - self._wakes):
+            self._wakes.add(t)
+            self._push(t, "wake", None)
         for name, status in decisions.queues:
             q = self.store.get("Queue", name)
             if q is not None:
@@ -336,6 +340,8 @@ class Simulation:
                     self._finish(*payload)
                 elif kind == "spawn":
                     self._spawn(*payload)
+                elif kind == "wake":
+                    last_cycle_version = -1  # a time-based rule asked for a cycle
                 self._settle()
             if t >= next_tick and self.store.version != last_cycle_version:
                 before = self.store.version

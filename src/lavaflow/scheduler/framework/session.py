@@ -65,6 +65,14 @@ class Session:
             job.job_fit_errors = ""
             job.sphase = job.phase
         self._static_cache: dict[Any, np.ndarray] = cache.static_masks
+        self._tier_cache: dict[tuple[str, str | None], list[list[tuple[str, Callable]]]] = {}
+        self._score_keys: dict[str, Callable | None] = {}
+        # Per task class: (node-set key, epoch, scores over all nodes); see _class_scores.
+        self._score_cache: dict[Any, list] = {}
+        self._score_epoch = 0
+        self._score_log: list[np.ndarray] = []  # rows whose usage changed, one entry per epoch
+        self._score_snap: np.ndarray | None = None  # nodes.used when last compared
+        self._score_nodes: Any = None
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -94,6 +102,11 @@ class Session:
                 task.node = -1
         self.pipelined.clear()
 
+    def wake_at(self, time: float) -> None:
+        """Ask for a scheduling cycle at ``time`` even if nothing else changes (time-based rules)."""
+        if time > self.now:
+            self.cache.decisions.wakeups.append(time)
+
     def record(self, job: JobInfo | str, action: str, message: str) -> None:
         uid = job if isinstance(job, str) else job.uid
         self.log.append((uid, action, message))
@@ -101,6 +114,8 @@ class Session:
     # ------------------------------------------------------------------ registration
     def _add(self, point: str, name: str, fn: Callable) -> None:
         self.fns.setdefault(point, {})[name] = fn
+        self._tier_cache.clear()
+        self._score_cache.clear()
 
     def add_job_order_fn(self, name: str, fn: Callable) -> None:
         self._add("JobOrder", name, fn)
@@ -115,9 +130,16 @@ class Session:
         """fn(task) -> (bool mask over nodes, explain(task, failing mask) -> {reason: count})."""
         self._add("Predicate", name, fn)
 
-    def add_node_order_fn(self, name: str, fn: Callable) -> None:
-        """fn(task, candidate node indices) -> float scores (vectorised BatchNodeOrder)."""
+    def add_node_order_fn(self, name: str, fn: Callable, cache_key: Callable | None = None) -> None:
+        """fn(task, candidate node indices) -> float scores (vectorised BatchNodeOrder).
+
+        ``cache_key(task)``, when given, promises that the score of node i depends
+        only on that node's own allocatable/used rows, labels and taints and on the
+        task only through ``cache_key(task)``; the session then keeps each task
+        class's scores over all nodes and rescores only the nodes that changed.
+        """
         self._add("NodeOrder", name, fn)
+        self._score_keys[name] = cache_key
 
     def add_job_valid_fn(self, name: str, fn: Callable) -> None:
         self._add("JobValid", name, fn)
@@ -159,17 +181,26 @@ class Session:
     # ------------------------------------------------------------------ combination
     def _tiered(self, point: str, switch: str | None = None) -> Iterable[list[tuple[str, Callable]]]:
         """Per tier, the (plugin name, fn) registered for ``point`` and switched on."""
+        key = (point, switch)
+        cached = self._tier_cache.get(key)
+        if cached is None:
+            cached = self._tier_cache[key] = self._tiers_of(point, switch)
+        return cached
+
+    def _tiers_of(self, point: str, switch: str | None) -> list[list[tuple[str, Callable]]]:
         fns = self.fns.get(point)
         if not fns:
-            return
+            return []
         switch = switch or point
+        out = []
         for tier in self.tiers:
             found = []
             for opt in tier.plugins:
                 fn = fns.get(opt.name)
                 if fn is not None and opt.enabled(switch):
                     found.append((opt.name, fn))
-            yield found
+            out.append(found)
+        return out
 
     def _order(self, point: str, left: Any, right: Any) -> int:
         for tier in self._tiered(point):
@@ -313,6 +344,76 @@ class Session:
                 scores += fn(task, candidates)
         return scores
 
+    def _class_key(self, task: TaskInfo) -> Any:
+        """The task's score class, or None when some node-order fn cannot be cached."""
+        parts = []
+        for tier in self._tiered("NodeOrder"):
+            for name, _ in tier:
+                ck = self._score_keys.get(name)
+                if ck is None:
+                    return None
+                parts.append(ck(task))
+        return tuple(parts)
+
+    def _changed_rows(self) -> int:
+        """Advance the usage epoch with the nodes whose ``used`` row changed; returns the epoch."""
+        nodes = self.nodes
+        n = len(nodes)
+        used = nodes.used[:n]
+        ident = (nodes.version, n, nodes.width, id(nodes.allocatable), id(nodes.used))
+        snap = self._score_snap
+        if self._score_nodes != ident or snap is None or snap.shape != used.shape:
+            # Node set changed: every cached score is stale.
+            self._score_nodes = ident
+            self._score_cache.clear()
+            self._score_log.clear()
+            self._score_epoch = 0
+            self._score_snap = used.copy()
+            return 0
+        rows = np.flatnonzero((used != snap).any(axis=1))
+        if len(rows):
+            snap[rows] = used[rows]
+            self._score_log.append(rows)
+            self._score_epoch += 1
+        return self._score_epoch
+
+    def _class_scores(self, task: TaskInfo, key: Any) -> np.ndarray:
+        """Scores of every node for the task class ``key``, rescoring only changed nodes.
+
+        Each fn is elementwise per node, so recomputing a subset of rows gives
+        exactly the values a full computation would.
+        """
+        epoch = self._changed_rows()
+        n = len(self.nodes)
+        entry = self._score_cache.get(key)
+        if entry is not None and entry[0] == epoch:
+            return entry[1]
+        if entry is None or epoch - entry[0] > max(64, n // 8):
+            rows = np.arange(n)
+        else:
+            log = self._score_log
+            rows = log[entry[0]] if epoch - entry[0] == 1 else np.unique(np.concatenate(log[entry[0] : epoch]))
+            if len(rows) * 4 > n:
+                rows = np.arange(n)
+        part = self.node_scores(task, rows)
+        if entry is None or len(rows) == n:
+            if len(self._score_cache) > 256:
+                self._score_cache.clear()
+            scores = part if len(rows) == n else np.zeros(n)
+            self._score_cache[key] = [epoch, scores]
+            return scores
+        entry[1][rows] = part
+        entry[0] = epoch
+        return entry[1]
+
+    def _best(self, task: TaskInfo, cand: np.ndarray) -> int:
+        key = self._class_key(task)
+        if key is None:
+            scores = self.node_scores(task, cand)
+        else:
+            scores = self._class_scores(task, key)[cand]
+        return int(cand[int(np.argmax(scores))])
+
     def fit_error(self, task: TaskInfo, use_future: bool = True) -> str:
         """A kube-scheduler-style explanation of why no node fits ``task``."""
         n = len(self.nodes)
@@ -366,16 +467,14 @@ class Session:
             fit = mask
         cand = np.flatnonzero(fit)
         if len(cand):
-            scores = self.node_scores(task, cand)
-            return int(cand[int(np.argmax(scores))]), True
+            return self._best(task, cand), True
         if not future:
             return -1, False
         fidle = (alloc - used + self.nodes.releasing[:n] - self.nodes.pipelined[:n])[:, nz] if len(nz) else None
         fit = mask & np.all(fidle + EPS >= req[nz], axis=1) if len(nz) else mask
         cand = np.flatnonzero(fit)
         if len(cand):
-            scores = self.node_scores(task, cand)
-            return int(cand[int(np.argmax(scores))]), False
+            return self._best(task, cand), False
         return -1, False
 
     # ------------------------------------------------------------------ shares

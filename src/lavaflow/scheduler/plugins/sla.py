@@ -44,7 +44,10 @@ class SLAPlugin(Plugin):
 
         def permit(job) -> int:
             w = waiting_time(job)
-            if w is None or ssn.now - job.creation < w:
+            if w is None:
+                return ABSTAIN
+            if ssn.now - job.creation < w:
+                ssn.wake_at(job.creation + w)
                 return ABSTAIN
             ssn.record(job, "sla", f"waited {ssn.now - job.creation:.0f}s, over its SLA waiting time {w:.0f}s: forced in")
             return PERMIT
