@@ -229,3 +229,31 @@ class ConfigMap(TypedObject):
     api_version: str = "v1"
     kind: str = "ConfigMap"
     data: dict[str, str] = Field(default_factory=dict)
+
+
+class ServicePort(K8sModel):
+    name: str | None = None
+    port: int
+    target_port: int | str | None = None
+    protocol: str = "TCP"
+
+
+class ServiceSpec(K8sModel):
+    cluster_ip: str | None = Field(default=None, alias="clusterIP")
+    selector: dict[str, str] = Field(default_factory=dict)
+    ports: list[ServicePort] = Field(default_factory=list)
+    publish_not_ready_addresses: bool | None = None
+
+
+class Service(TypedObject):
+    api_version: str = "v1"
+    kind: str = "Service"
+    spec: ServiceSpec = Field(default_factory=ServiceSpec)
+
+
+class Secret(TypedObject):
+    api_version: str = "v1"
+    kind: str = "Secret"
+    type: str = "Opaque"
+    data: dict[str, str] = Field(default_factory=dict)  # base64, as the API stores it
+    string_data: dict[str, str] = Field(default_factory=dict)

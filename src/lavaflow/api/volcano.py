@@ -237,3 +237,54 @@ class Command(TypedObject):
     target: dict[str, Any] | None = None
     reason: str | None = None
     message: str | None = None
+
+
+# --- flow.volcano.sh/v1alpha1 JobTemplate / JobFlow ------------------------
+
+
+class JobTemplate(TypedObject):
+    """A Job spec to instantiate from a JobFlow."""
+
+    api_version: str = FLOW_GROUP
+    kind: str = "JobTemplate"
+    spec: JobSpec = Field(default_factory=JobSpec)
+
+
+class FlowDependsOn(K8sModel):
+    targets: list[str] = Field(default_factory=list)
+    probe: dict[str, Any] | None = None
+
+
+class FlowPatch(K8sModel):
+    spec: dict[str, Any] | None = None
+
+
+class Flow(K8sModel):
+    name: str
+    depends_on: FlowDependsOn | None = None
+    patch: FlowPatch | None = None
+
+
+class JobFlowSpec(K8sModel):
+    flows: list[Flow] = Field(default_factory=list)
+    job_retain_policy: str = "retain"
+
+
+class JobFlowState(K8sModel):
+    phase: str = ""
+
+
+class JobFlowStatus(K8sModel):
+    pending_jobs: list[str] = Field(default_factory=list)
+    running_jobs: list[str] = Field(default_factory=list)
+    failed_jobs: list[str] = Field(default_factory=list)
+    completed_jobs: list[str] = Field(default_factory=list)
+    terminated_jobs: list[str] = Field(default_factory=list)
+    state: JobFlowState = Field(default_factory=JobFlowState)
+
+
+class JobFlow(TypedObject):
+    api_version: str = FLOW_GROUP
+    kind: str = "JobFlow"
+    spec: JobFlowSpec = Field(default_factory=JobFlowSpec)
+    status: JobFlowStatus = Field(default_factory=JobFlowStatus)

@@ -1,0 +1,154 @@
+"""JobFlow controller: a DAG of Volcano Jobs instantiated from JobTemplates.
+
+Each flow becomes the Job ``<jobflow>-<flow>`` (the template's spec, with the
+flow's patch merged in) once every job it depends on has Completed. The flow is
+Succeed when all its jobs completed and Failed as soon as one failed or was
+terminated/aborted.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..api import admission
+from ..api.volcano import Job, JobFlow
+from .base import Controller
+
+FAILED = ("Failed", "Terminated", "Aborted")
+
+
+def merge_patch(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """JSON merge patch (RFC 7386)."""
+    out = copy.deepcopy(base)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge_patch(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+class JobFlowController(Controller):
+    def __init__(self, store, clock) -> None:
+        super().__init__(store, clock)
+        store.watch("JobFlow", lambda ev, jf, old: self.mark(jf.key) if ev != "DELETED" else self._deleted(jf))
+        store.watch("Job", self._on_job)
+
+    def _on_job(self, event: str, job: Job, old) -> None:
+        for ref in job.metadata.owner_references:
+            if ref.kind == "JobFlow":
+                self.mark(f"{job.namespace}/{ref.name}")
+
+    def _deleted(self, jf: JobFlow) -> None:
+        if jf.spec.job_retain_policy == "delete":
+            for flow in jf.spec.flows:
+                self.store.delete("Job", f"{jf.namespace}/{jf.name}-{flow.name}")
+
+    def sync(self, key: str) -> None:
+        jf: JobFlow | None = self.store.get("JobFlow", key)
+        if jf is None:
+            return
+        before = jf.status.model_dump()
+        phases: dict[str, str] = {}
+        for flow in jf.spec.flows:
+            job = self.store.get("Job", f"{jf.namespace}/{jf.name}-{flow.name}")
+            if job is None:
+                deps = flow.depends_on.targets if flow.depends_on else []
+                if all(phases.get(d) == "Completed" or self._phase(jf, d) == "Completed" for d in deps):
+                    job = self._create(jf, flow)
+            phases[flow.name] = job.status.state.phase if job is not None else ""
+        st = jf.status
+        names = {f.name: f"{jf.name}-{f.name}" for f in jf.spec.flows}
+        st.pending_jobs = [names[n] for n, p in phases.items() if p in ("", "Pending")]
+        st.running_jobs = [names[n] for n, p in phases.items() if p not in ("", "Pending", "Completed") and p not in FAILED]
+        st.completed_jobs = [names[n] for n, p in phases.items() if p == "Completed"]
+        st.failed_jobs = [names[n] for n, p in phases.items() if p == "Failed"]
+        st.terminated_jobs = [names[n] for n, p in phases.items() if p in ("Terminated", "Aborted")]
+        if any(p in FAILED for p in phases.values()):
+            st.state.phase = "Failed"
+        elif phases and all(p == "Completed" for p in phases.values()):
+            st.state.phase = "Succeed"
+        elif any(p for p in phases.values()):
+            st.state.phase = "Running"
+        else:
+            st.state.phase = "Pending"
+        if st.model_dump() != before:
+            self.store.update(jf)
+
+    def _phase(self, jf: JobFlow, flow: str) -> str:
+        job = self.store.get("Job", f"{jf.namespace}/{jf.name}-{flow}")
+        return job.status.state.phase if job is not None else ""
+
+    def _create(self, jf: JobFlow, flow) -> Job | None:
+        tmpl = self.store.get("JobTemplate", f"{jf.namespace}/{flow.name}")
+        if tmpl is None:
+            return None
+        spec = tmpl.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if flow.patch is not None and flow.patch.spec:
+            spec = merge_patch(spec, flow.patch.spec)
+        job = Job.model_validate(
+            {
+                "metadata": {
+                    "name": f"{jf.name}-{flow.name}",
+                    "namespace": jf.namespace,
+                    "ownerReferences": [
+                        {"apiVersion": jf.api_version, "kind": "JobFlow", "name": jf.name, "uid": jf.metadata.uid, "controller": True}
+                    ],
+                },
+                "spec": spec,
+            }
+        )
+        admission.default_job(job)
+        if admission.validate_job(job, {q.name: q for q in self.store.list("Queue")}):
+            return None
+        return self.store.create(job)
+
+
+def validate_jobflow(jf: JobFlow) -> list[admission.Problem]:
+    """Flows must name distinct flows, depend only on flows of the same JobFlow, and form a DAG."""
+    problems: list[admission.Problem] = []
+    names = [f.name for f in jf.spec.flows]
+    if not names:
+        problems.append(admission.Problem("spec.flows", "a JobFlow needs at least one flow"))
+    seen: set[str] = set()
+    for i, n in enumerate(names):
+        if n in seen:
+            problems.append(admission.Problem(f"spec.flows[{i}].name", f"flow {n!r} is listed twice"))
+        seen.add(n)
+    deps = {f.name: (f.depends_on.targets if f.depends_on else []) for f in jf.spec.flows}
+    for i, f in enumerate(jf.spec.flows):
+        for t in deps[f.name]:
+            if t not in deps:
+                problems.append(admission.Problem(f"spec.flows[{i}].dependsOn.targets", f"unknown flow {t!r}"))
+    if jf.spec.job_retain_policy not in ("retain", "delete"):
+        problems.append(admission.Problem("spec.jobRetainPolicy", f"{jf.spec.job_retain_policy!r} is not retain or delete"))
+    # Cycle detection (depth-first, colours).
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> list[str] | None:
+        state[n] = 1
+        for d in deps.get(n, []):
+            if d not in deps:
+                continue
+            if state.get(d) == 1:
+                return path + [n, d]
+            if state.get(d, 0) == 0:
+                cyc = visit(d, path + [n])
+                if cyc:
+                    return cyc
+        state[n] = 2
+        return None
+
+    for n in deps:
+        if state.get(n, 0) == 0:
+            cyc = visit(n, [])
+            if cyc:
+                start = cyc.index(cyc[-1])
+                problems.append(
+                    admission.Problem("spec.flows", "flows are not a DAG: " + " -> ".join(cyc[start:]))
+                )
+                break
+    return problems
