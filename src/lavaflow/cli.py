@@ -143,7 +143,7 @@ def _print_table(results: list[dict]) -> None:
             out.print(f"[bold red]{r['scheduler']}: {len(r['stuck'])} job(s) did not finish"
                       f"{' — stalled' if r['stalled'] else ''}:[/bold red]")
             for s in r["stuck"]:
-                out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False)
+                out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable
+from typing import Any
 
 
 class Controller:
@@ -10,6 +13,28 @@ class Controller:
         self.store = store
         self.clock = clock
         self.dirty: set[str] = set()
+        # Delayed work: (time, seq, key, payload). The backend asks next_timer() when to wake us.
+        self._timers: list[tuple[float, int, str, Any]] = []
+        self._seq = itertools.count()
+        self.on_timer_added: Callable[[float], None] | None = None
+
+    def schedule(self, time: float, key: str, payload: Any = None) -> None:
+        """Reconcile ``key`` again at ``time`` with ``payload`` handed to :meth:`timer_fired`."""
+        heapq.heappush(self._timers, (time, next(self._seq), key, payload))
+        if self.on_timer_added is not None:
+            self.on_timer_added(time)
+
+    def next_timer(self) -> float | None:
+        return self._timers[0][0] if self._timers else None
+
+    def fire_timers(self, now: float) -> None:
+        while self._timers and self._timers[0][0] <= now:
+            _, _, key, payload = heapq.heappop(self._timers)
+            self.timer_fired(key, payload)
+            self.mark(key)
+
+    def timer_fired(self, key: str, payload: Any) -> None:
+        """Override to act on a timer's payload before the key is reconciled."""
 
     def mark(self, key: str) -> None:
         self.dirty.add(key)

@@ -98,6 +98,8 @@ class JobInfo:
     condition: tuple[str, str, str] | None = None
     # Per-status counts (maintained by set_status / add / remove).
     counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
+    # Pending best-effort tasks (maintained with counts).
+    be_pending: int = 0
 
     @property
     def phase(self) -> str:
@@ -106,13 +108,19 @@ class JobInfo:
     def add(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
         self.counts[task.status] += 1
+        if task.best_effort and task.status == TaskStatus.PENDING:
+            self.be_pending += 1
 
     def remove(self, task: TaskInfo) -> None:
         if self.tasks.pop(task.uid, None) is not None:
             self.counts[task.status] -= 1
+            if task.best_effort and task.status == TaskStatus.PENDING:
+                self.be_pending -= 1
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         self.counts[task.status] -= 1
+        if task.best_effort:
+            self.be_pending += (status == TaskStatus.PENDING) - (task.status == TaskStatus.PENDING)
         task.status = status
         self.counts[status] += 1
 
@@ -137,7 +145,7 @@ class JobInfo:
     def pending_best_effort_num(self) -> int:
         if self.counts[TaskStatus.PENDING] == 0:
             return 0
-        return sum(1 for t in self.tasks.values() if t.status == TaskStatus.PENDING and t.best_effort)
+        return self.be_pending
 
     def is_ready(self) -> bool:
         return self.ready_num + self.pending_best_effort_num() >= self.min_available

@@ -315,8 +315,12 @@ class SchedulerCache:
         occupying_after = node >= 0 and status in (TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING)
         if occupying_before and (not occupying_after or node != task.node):
             self._vacate(task)
-        if task.status == TaskStatus.RELEASING and status != TaskStatus.RELEASING and task.node >= 0:
-            self.nodes.releasing[task.node] -= task.resreq
+        if task.node >= 0 and (task.status == TaskStatus.RELEASING) != (status == TaskStatus.RELEASING):
+            # Still on the same node: only the releasing part changes.
+            if status == TaskStatus.RELEASING:
+                self.nodes.releasing[task.node] += task.resreq
+            else:
+                self.nodes.releasing[task.node] -= task.resreq
         job.set_status(task, status)
         if occupying_after and task.node < 0:
             self._occupy(task, node)
@@ -384,3 +388,9 @@ class SchedulerCache:
             used[node] += vec
         if not np.allclose(used, self.nodes.used[:n], atol=1e-6):
             raise AssertionError("node usage arrays drifted from the tasks placed on them")
+        releasing = np.zeros((n, len(self.index)))
+        for t in self.tasks.values():
+            if t.node >= 0 and t.status == TaskStatus.RELEASING:
+                releasing[t.node] += t.resreq
+        if not np.allclose(releasing, self.nodes.releasing[:n], atol=1e-6):
+            raise AssertionError("node releasing arrays drifted from the releasing tasks placed on them")

@@ -325,6 +325,8 @@ class Simulation:
             t_tick = next_tick if dirty else math.inf
             t = min(t_event, t_tick)
             if math.isinf(t):
+                if until is not None and until > self.now and self._anything_running():
+                    self.now = until  # pods that run until deleted keep running up to --until
                 break
             if until is not None and t > until:
                 self.now = until
@@ -363,6 +365,9 @@ class Simulation:
         from .results import build_result
 
         return build_result(self)
+
+    def _anything_running(self) -> bool:
+        return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())
 
     def _progress_counts(self) -> tuple[int, int]:
         jobs = self.store.list("Job")

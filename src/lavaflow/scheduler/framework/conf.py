@@ -26,30 +26,6 @@ tiers:
   - name: binpack
 """
 
-# Every switch Volcano's PluginOption has; all default to enabled.
-SWITCHES = (
-    "enabledJobOrder",
-    "enabledHierarchy",
-    "enabledJobReady",
-    "enabledJobPipelined",
-    "enabledTaskOrder",
-    "enabledPreemptable",
-    "enabledReclaimable",
-    "enablePreemptive",
-    "enabledQueueOrder",
-    "enabledPredicate",
-    "enabledBestNode",
-    "enabledNodeOrder",
-    "enabledTargetJob",
-    "enabledReservedNodes",
-    "enabledJobEnqueued",
-    "enabledVictim",
-    "enabledJobStarving",
-    "enabledOverused",
-    "enabledAllocatable",
-)
-
-
 class PluginOption(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -77,6 +53,11 @@ class PluginOption(BaseModel):
 class Tier(BaseModel):
     plugins: list[PluginOption] = Field(default_factory=list)
 
+    @field_validator("plugins", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v: Any) -> Any:
+        return v or []
+
 
 class ActionConfiguration(BaseModel):
     name: str
@@ -89,6 +70,11 @@ class SchedulerConfiguration(BaseModel):
     actions: str = "enqueue, allocate, backfill"
     tiers: list[Tier] = Field(default_factory=list)
     configurations: list[ActionConfiguration] = Field(default_factory=list)
+
+    @field_validator("tiers", "configurations", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v: Any) -> Any:
+        return v or []
 
     @property
     def action_names(self) -> list[str]:

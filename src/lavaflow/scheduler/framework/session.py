@@ -370,49 +370,68 @@ class Session:
             self._score_epoch = 0
             self._score_snap = used.copy()
             return 0
-        rows = np.flatnonzero((used != snap).any(axis=1))
+        # Usually one or two rows changed: find them in the flat comparison (cheaper than any(axis=1)).
+        flat = np.flatnonzero(used != snap)
+        if len(flat) == 0:
+            return self._score_epoch
+        rows = flat // used.shape[1]
+        if len(rows) > 1:
+            rows = rows[:1] if rows[0] == rows[-1] else np.unique(rows)
         if len(rows):
             snap[rows] = used[rows]
             self._score_log.append(rows)
             self._score_epoch += 1
         return self._score_epoch
 
-    def _class_scores(self, task: TaskInfo, key: Any) -> np.ndarray:
-        """Scores of every node for the task class ``key``, rescoring only changed nodes.
+    def _class_array(self, key: Any, epoch: int, compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """A per-node array for a task class, recomputing only the rows changed since it was cached.
 
-        Each fn is elementwise per node, so recomputing a subset of rows gives
-        exactly the values a full computation would.
+        ``compute(rows)`` must be elementwise per node (row i depends on node i only),
+        so recomputing a subset of rows gives exactly what a full computation would.
         """
-        epoch = self._changed_rows()
         n = len(self.nodes)
         entry = self._score_cache.get(key)
         if entry is not None and entry[0] == epoch:
             return entry[1]
         if entry is None or epoch - entry[0] > max(64, n // 8):
-            rows = np.arange(n)
+            rows = None
         else:
             log = self._score_log
             rows = log[entry[0]] if epoch - entry[0] == 1 else np.unique(np.concatenate(log[entry[0] : epoch]))
             if len(rows) * 4 > n:
-                rows = np.arange(n)
-        part = self.node_scores(task, rows)
-        if entry is None or len(rows) == n:
-            if len(self._score_cache) > 256:
+                rows = None
+        if rows is None:
+            if len(self._score_cache) > 512:
                 self._score_cache.clear()
-            scores = part if len(rows) == n else np.zeros(n)
-            self._score_cache[key] = [epoch, scores]
-            return scores
-        entry[1][rows] = part
+            values = compute(np.arange(n))
+            self._score_cache[key] = [epoch, values]
+            return values
+        entry[1][rows] = compute(rows)
         entry[0] = epoch
         return entry[1]
 
-    def _best(self, task: TaskInfo, cand: np.ndarray) -> int:
+    def _best(self, task: TaskInfo, cand: np.ndarray, epoch: int | None = None) -> int:
         key = self._class_key(task)
         if key is None:
             scores = self.node_scores(task, cand)
         else:
-            scores = self._class_scores(task, key)[cand]
+            if epoch is None:
+                epoch = self._changed_rows()
+            full = self._class_array(("score", key), epoch, lambda rows: self.node_scores(task, rows))
+            scores = full[cand]
         return int(cand[int(np.argmax(scores))])
+
+    def _resource_fit(self, req: np.ndarray, nz: np.ndarray, epoch: int) -> np.ndarray:
+        """Per node: idle (allocatable - used) covers ``req`` in every requested column."""
+        alloc = self.nodes.allocatable
+        used = self.nodes.used
+        want = req[nz]
+
+        def compute(rows: np.ndarray) -> np.ndarray:
+            idle = alloc[rows][:, nz] - used[rows][:, nz]
+            return np.all(idle + EPS >= want, axis=1)
+
+        return self._class_array(("fit", req.tobytes()), epoch, compute)
 
     def fit_error(self, task: TaskInfo, use_future: bool = True) -> str:
         """A kube-scheduler-style explanation of why no node fits ``task``."""
@@ -460,14 +479,13 @@ class Session:
         nz = np.nonzero(req > 0)[0]
         alloc = self.nodes.allocatable[:n]
         used = self.nodes.used[:n]
-        if len(nz):
-            idle = alloc[:, nz] - used[:, nz]
-            fit = mask & np.all(idle + EPS >= req[nz], axis=1)
-        else:
-            fit = mask
+        # Nodes whose usage changed since the last call: per-class fit and scores are
+        # kept over all nodes and only those rows are recomputed.
+        epoch = self._changed_rows()
+        fit = mask & self._resource_fit(req, nz, epoch) if len(nz) else mask
         cand = np.flatnonzero(fit)
         if len(cand):
-            return self._best(task, cand), True
+            return self._best(task, cand, epoch), True
         if not future:
             return -1, False
         fidle = (alloc - used + self.nodes.releasing[:n] - self.nodes.pipelined[:n])[:, nz] if len(nz) else None

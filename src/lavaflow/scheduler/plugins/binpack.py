@@ -26,23 +26,44 @@ class BinpackPlugin(Plugin):
         cols = [(ssn.index.pos[n], w) for n, w in per_resource.items() if n in ssn.index.pos and w > 0]
         nodes = ssn.nodes
 
+        def score_one(i: int, req: np.ndarray) -> float:
+            # The vector computation below for a single node, in scalar floats (same IEEE operations).
+            alloc = nodes.allocatable[i]
+            used = nodes.used[i]
+            total = 0.0
+            wsum = 0.0
+            for c, w in cols:
+                r = float(req[c])
+                if r <= 0:
+                    continue
+                a = float(alloc[c])
+                after = float(used[c]) + r
+                frac = after / a if (a > 0 and after <= a + 1e-9) else 0.0
+                total += w * frac
+                wsum += w
+            if wsum == 0:
+                return total
+            return total / wsum * MAX_SCORE * weight
+
         def score(task, cand: np.ndarray) -> np.ndarray:
             if weight <= 0 or not cols:
                 return np.zeros(len(cand))
+            if len(cand) == 1:  # the session rescoring the one node a placement changed
+                return np.array([score_one(int(cand[0]), task.resreq)])
             total = np.zeros(len(cand))
             wsum = 0.0
             alloc = nodes.allocatable[cand]
             used = nodes.used[cand]
             req = task.resreq
-            for c, w in cols:
-                if req[c] <= 0:
-                    continue  # Volcano only weighs the resources the task asks for
-                a = alloc[:, c]
-                after = used[:, c] + req[c]
-                with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                for c, w in cols:
+                    if req[c] <= 0:
+                        continue  # Volcano only weighs the resources the task asks for
+                    a = alloc[:, c]
+                    after = used[:, c] + req[c]
                     frac = np.where((a > 0) & (after <= a + 1e-9), after / a, 0.0)
-                total += w * frac
-                wsum += w
+                    total += w * frac
+                    wsum += w
             if wsum == 0:
                 return total
             return total / wsum * MAX_SCORE * weight

@@ -59,7 +59,17 @@ class DRFPlugin(Plugin):
         ssn.add_event_handler(on_allocate, on_deallocate)
 
     def _share(self, alloc: np.ndarray) -> float:
-        # pods are not a dominant resource
-        shares = alloc[:2] / self.total[:2]
-        rest = alloc[3:] / self.total[3:] if len(alloc) > 3 else np.zeros(0)
-        return float(max(shares.max(initial=0.0), rest.max(initial=0.0)))
+        # pods are not a dominant resource. Scalar arithmetic: the same IEEE divisions
+        # as the vector form (a few columns are cheaper in Python than in numpy).
+        a = alloc.tolist()
+        t = self.total.tolist()
+        best = 0.0
+        for i in range(min(len(a), len(t))):
+            if i == 2:
+                continue
+            v = a[i] / t[i]
+            if v != v:  # NaN propagates, as np.max does
+                return v
+            if v > best:
+                best = v
+        return best

@@ -12,8 +12,14 @@ NOT_ENOUGH_TASKS = "NotEnoughTasks"
 SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 
 
+def task_minimums_apply(job) -> bool:
+    """Volcano's CheckTaskValid/Ready/Pipelined skip the per-task minimums when the job's
+    minAvailable is less than the sum of its tasks' minAvailable (e.g. with dependsOn)."""
+    return bool(job.min_task_member) and job.min_available >= sum(job.min_task_member.values())
+
+
 def task_minimums_met(job, statuses=READY) -> bool:
-    if not job.min_task_member:
+    if not task_minimums_apply(job):
         return True
     counts: dict[str, int] = {}
     for t in job.tasks.values():
@@ -53,7 +59,7 @@ class GangPlugin(Plugin):
                 return False, (
                     f"not enough valid tasks for gang scheduling: {valid} valid, {job.min_available} minAvailable"
                 )
-            if job.min_task_member:
+            if task_minimums_apply(job):
                 counts: dict[str, int] = {}
                 for t in job.tasks.values():
                     if t.status not in (TaskStatus.FAILED, TaskStatus.RELEASING, TaskStatus.UNKNOWN):
@@ -101,6 +107,16 @@ class GangPlugin(Plugin):
         ssn.add_preemptable_fn(self.name, victims)
         ssn.add_reclaimable_fn(self.name, victims)
 
+        # Tasks allocated at some point this session (Volcano's LastTransaction): a gang whose
+        # statement was discarded still counts them as schedulable in its condition message.
+        self.tentative: set[str] = set()
+
+        def on_allocate(task) -> None:
+            if task.status == TaskStatus.ALLOCATED:
+                self.tentative.add(task.uid)
+
+        ssn.add_event_handler(on_allocate, None)
+
     def on_session_close(self, ssn) -> None:
         for job in ssn.jobs.values():
             if job.is_ready() and task_minimums_met(job):
@@ -110,7 +126,9 @@ class GangPlugin(Plugin):
                 # Nothing waits to be placed (no pods yet, or all finished): nothing to explain.
                 job.condition = None
                 continue
-            unready = max(job.min_available - job.ready_num, 0)
+            tentative = getattr(self, "tentative", ())
+            schedulable = job.ready_num + sum(1 for t in job.tasks_with(TaskStatus.PENDING) if t.uid in tentative)
+            unready = max(job.min_available - schedulable, 0)
             total = len(job.tasks) or job.min_available  # before its pods exist: the gang it asks for
             msg = f"{unready}/{total} tasks in gang unschedulable: {job_fit_error(job)}"
             job.job_fit_errors = msg

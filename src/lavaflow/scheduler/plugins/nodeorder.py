@@ -19,11 +19,11 @@ MAX_SCORE = 100.0
 def least_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
     """Mean over cpu and memory of free fraction after placing the pod, ×100."""
     out = np.zeros(alloc.shape[0])
-    for r in (CPU, MEMORY):
-        a = alloc[:, r]
-        with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for r in (CPU, MEMORY):
+            a = alloc[:, r]
             s = np.where(a > 0, (a - used[:, r] - req[r]) / a, 0.0)
-        out += np.clip(s, 0.0, 1.0)
+            out += np.clip(s, 0.0, 1.0)
     return out * (MAX_SCORE / 2)
 
 
@@ -87,7 +87,36 @@ class NodeOrderPlugin(Plugin):
 
             return ssn.static_mask(task, ("nodeorder", task.signature), build)
 
+        def score_one(task, i: int) -> float:
+            # score() for a single node in scalar floats: the same IEEE operations in the same order.
+            a_cpu, a_mem = float(nodes.allocatable[i, CPU]), float(nodes.allocatable[i, MEMORY])
+            u_cpu, u_mem = float(nodes.used[i, CPU]), float(nodes.used[i, MEMORY])
+            r_cpu, r_mem = float(task.resreq[CPU]), float(task.resreq[MEMORY])
+            out = 0.0
+            if w_least or w_most:
+                least = 0.0
+                for a, u, r in ((a_cpu, u_cpu, r_cpu), (a_mem, u_mem, r_mem)):
+                    s = (a - u - r) / a if a > 0 else 0.0
+                    least += s if s != s else min(max(s, 0.0), 1.0)
+                least = least * (MAX_SCORE / 2)
+                if w_least:
+                    out += w_least * least
+                if w_most:
+                    out += w_most * (MAX_SCORE - least)
+            if w_balanced:
+                fc = (u_cpu + r_cpu) / a_cpu if a_cpu > 0 else 0.0
+                fm = (u_mem + r_mem) / a_mem if a_mem > 0 else 0.0
+                fc = fc if fc != fc else min(fc, 1.0)
+                fm = fm if fm != fm else min(fm, 1.0)
+                out += w_balanced * ((1.0 - abs(fc - fm) / 2.0) * MAX_SCORE)
+            static = static_scores(task)
+            if static is not None:
+                out += float(static[i])
+            return out
+
         def score(task, cand: np.ndarray) -> np.ndarray:
+            if len(cand) == 1:  # the session rescoring the one node a placement changed
+                return np.array([score_one(task, int(cand[0]))])
             alloc = nodes.allocatable[cand]
             used = nodes.used[cand]
             req = task.resreq

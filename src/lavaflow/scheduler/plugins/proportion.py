@@ -131,9 +131,16 @@ class ProportionPlugin(Plugin):
             a = self.attrs.get(queue.name)
             if a is None:
                 return True
-            dims = task.resreq > 0
-            dims[2] = False  # pods
-            ok = bool(np.all(a.allocated[dims] + task.resreq[dims] <= a.deserved[dims] + EPS))
+            # Every requested resource but pods must stay within deserved (scalar form of
+            # np.all(allocated[dims] + req[dims] <= deserved[dims] + EPS)).
+            req = task.resreq.tolist()
+            alloc = a.allocated.tolist()
+            des = a.deserved.tolist()
+            ok = True
+            for i, r in enumerate(req):
+                if r > 0 and i != 2 and not alloc[i] + r <= des[i] + EPS:
+                    ok = False
+                    break
             if not ok:
                 job = ssn.jobs.get(task.job)
                 if job is not None:
@@ -192,6 +199,25 @@ class ProportionPlugin(Plugin):
 
     @staticmethod
     def _update_share(a: QueueAttr) -> None:
+        # Scalar form of the vector computation below (same IEEE divisions); falls back
+        # to numpy for the corner cases (NaN) where max() would differ from np.max.
+        alloc = a.allocated.tolist()
+        des = a.deserved.tolist()
+        if len(alloc) == len(des) and len(alloc) >= 3:
+            share = None
+            for i in range(len(alloc)):
+                if i == 2:
+                    continue
+                d, x = des[i], alloc[i]
+                r = x / d if d > 0 else (1.0 if x > 0 else 0.0)
+                if r != r:
+                    share = None
+                    break
+                if share is None or r > share:
+                    share = r
+            if share is not None:
+                a.share = share
+                return
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.where(a.deserved > 0, a.allocated / a.deserved, np.where(a.allocated > 0, 1.0, 0.0))
         a.share = float(np.max(ratios[[0, 1] + list(range(3, len(ratios)))])) if len(ratios) else 0.0

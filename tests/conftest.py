@@ -1,0 +1,42 @@
+"""Shared helpers: run a simulation from YAML text, build cluster/workload YAML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lavaflow.api.loader import load_text
+from lavaflow.sim.engine import Simulation
+from lavaflow.sim.inputs import prepare
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def simulate(text: str, scheduler: str = "lavaflow", seed: int = 0, **kw) -> dict:
+    """Simulate a YAML input and return the JSON-compatible result."""
+    return Simulation(prepare(load_text(text)), scheduler=scheduler, seed=seed, **kw).run()
+
+
+def as_json(result: dict) -> str:
+    return json.dumps(result, sort_keys=True, default=str)
+
+
+def node_group(name: str = "n", count: int = 1, cpu: str = "2", memory: str = "4Gi", labels: dict | None = None,
+               taints: list[dict] | None = None, **extra: str) -> str:
+    """A sim.lavaflow.io NodeGroup document."""
+    cap = {"cpu": cpu, "memory": memory, "pods": "110", **extra}
+    doc = {
+        "apiVersion": "sim.lavaflow.io/v1alpha1",
+        "kind": "NodeGroup",
+        "metadata": {"name": name},
+        "spec": {"count": count, "capacity": cap, "labels": labels or {}, "taints": taints or []},
+    }
+    return "---\n" + json.dumps(doc) + "\n"
+
+
+@pytest.fixture
+def sim():
+    return simulate

@@ -1,0 +1,251 @@
+"""The ``lavaflow simulate`` command line, run as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, node_group
+
+CLI = [sys.executable, "-c", "from lavaflow.cli import main; main()"]
+
+JOB_KEYS = {"namespace", "name", "queue", "phase", "submitTime", "startTime", "finishTime"}
+PG_KEYS = {"namespace", "name", "queue", "phase", "minMember", "conditions"}
+COND_KEYS = {"type", "status", "reason", "message"}
+POD_KEYS = {"namespace", "name", "job", "task", "node", "phase", "createTime", "startTime", "finishTime", "exitCode"}
+STUCK_KEYS = {"namespace", "name", "reason"}
+TOP_KEYS = {"scheduler", "stalled", "endTime", "jobs", "podGroups", "pods", "stuck", "summary"}
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Path:
+    return write(tmp_path, "cluster.yaml", node_group(count=1, cpu="2"))
+
+
+def check_contract(result: dict) -> None:
+    assert TOP_KEYS <= set(result)
+    assert isinstance(result["stalled"], bool)
+    assert isinstance(result["summary"], dict)
+    assert result["jobs"] and result["pods"] and result["podGroups"]
+    for j in result["jobs"]:
+        assert JOB_KEYS <= set(j), j
+    for pg in result["podGroups"]:
+        assert PG_KEYS <= set(pg), pg
+        for c in pg["conditions"]:
+            assert COND_KEYS <= set(c), c
+    for p in result["pods"]:
+        assert POD_KEYS <= set(p), p
+    for s in result["stuck"]:
+        assert STUCK_KEYS <= set(s), s
+
+
+# ---------------------------------------------------------------- successful runs
+def test_table_output():
+    r = run("simulate", EXAMPLES / "mpi-hello.yaml")
+    assert r.returncode == 0, r.stderr
+    assert "lm-mpi-job" in r.stdout
+    assert "summary" in r.stdout
+    assert "Traceback" not in r.stderr
+
+
+def test_table_output_lists_stalled_jobs_with_reasons():
+    r = run("simulate", EXAMPLES / "spark-wordcount.yaml", "--scheduler", "kube-default")
+    assert r.returncode == 0, r.stderr
+    assert "stalled" in r.stdout
+    assert r.stdout.count("Insufficient cpu") == 6
+    for i in range(1, 7):
+        assert f"spark-wordcount-{i}-podgroup" in r.stdout
+
+
+def test_json_output_has_the_contract_keys():
+    r = run("simulate", EXAMPLES / "spark-wordcount.yaml", "--scheduler", "kube-default", "--output", "json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    check_contract(res)
+    assert res["scheduler"] == "kube-default"
+    assert res["stalled"] is True and len(res["stuck"]) == 6
+    # A run whose jobs are Volcano Jobs with conditions and exit codes.
+    r = run("simulate", EXAMPLES / "tensorflow-benchmark.yaml", "--output", "json")
+    res = json.loads(r.stdout)
+    check_contract(res)
+    assert res["scheduler"] == "lavaflow"
+    assert res["jobs"][0]["name"] == "tensorflow-benchmark" and res["jobs"][0]["phase"] == "Completed"
+    assert all(p["exitCode"] == 0 for p in res["pods"] if p["phase"] == "Succeeded")
+
+
+def test_compare_json():
+    r = run("simulate", EXAMPLES / "spark-wordcount.yaml", "--compare", "--output", "json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert list(res) == ["results"]
+    assert [x["scheduler"] for x in res["results"]] == ["kube-default", "lavaflow"]
+    for x in res["results"]:
+        check_contract(x)
+    kd, lf = res["results"]
+    assert kd["stalled"] is True and lf["stalled"] is False
+    assert lf["summary"]["completed"] == 6
+
+
+def test_compare_table_shows_both():
+    r = run("simulate", EXAMPLES / "spark-wordcount.yaml", "--compare")
+    assert r.returncode == 0, r.stderr
+    assert "scheduler: kube-default" in r.stdout and "scheduler: lavaflow" in r.stdout
+
+
+def test_seed_until_and_default_duration(tmp_path, cluster):
+    w = write(tmp_path, "w.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, resources: {requests: {cpu: '1'}}}]\n")
+    r = run("simulate", cluster, w, "--output", "json", "--default-duration", "5m", "--seed", "3")
+    res = json.loads(r.stdout)
+    p = res["pods"][0]
+    assert p["finishTime"] - p["startTime"] == 300
+    r = run("simulate", cluster, w, "--output", "json", "--default-duration", "5m", "--until", "1m")
+    res = json.loads(r.stdout)
+    assert res["endTime"] == 60 and len(res["stuck"]) == 1 and res["stuck"][0]["reason"]
+
+
+def test_same_seed_same_output():
+    a = run("simulate", EXAMPLES / "spark-wordcount.yaml", "--output", "json", "--seed", "5")
+    b = run("simulate", EXAMPLES / "spark-wordcount.yaml", "--output", "json", "--seed", "5")
+    assert a.returncode == 0 and a.stdout == b.stdout
+
+
+def test_report_writes_html(tmp_path):
+    out = tmp_path / "report.html"
+    r = run("simulate", EXAMPLES / "spark-wordcount.yaml", "--compare", "--report", out)
+    assert r.returncode == 0, r.stderr
+    html = out.read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert "spark-wordcount-1" in html
+
+
+def test_config_option(tmp_path):
+    conf = write(tmp_path, "conf.yaml", 'actions: "allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n')
+    r = run("simulate", EXAMPLES / "mpi-hello.yaml", "--config", conf, "--output", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"][0]["phase"] == "Completed"
+
+
+# ---------------------------------------------------------------- bad input
+def bad(r: subprocess.CompletedProcess) -> list[str]:
+    """Assert an input refusal and return its problem lines."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert r.stdout == ""  # nothing simulated, no table
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines and all(ln.startswith("error: ") for ln in lines), lines
+    return lines
+
+
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{ann}}}\nspec:\n  containers: [{{name: c{res}}}]\n"
+JOB = """apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: j}}
+spec:
+  {extra}
+  tasks: [{{name: t, replicas: 2, template: {{spec: {{containers: [{{name: c}}]}}}}}}]
+"""
+
+CASES = {
+    "kind": ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", ["document 1", "Service/s", "unsupported kind"]),
+    "quantity": ("---\n" + POD.format(ann="", res=", resources: {requests: {cpu: '1x'}}"),
+                 ["document 1", "Pod/p", "spec.containers[0].resources.requests.cpu", "quantity"]),
+    "noname": ("apiVersion: v1\nkind: Pod\nmetadata: {labels: {a: b}}\nspec:\n  containers: [{name: c}]\n",
+               ["document 1", "Pod", "metadata.name", "required"]),
+    "minavailable": (JOB.format(extra="minAvailable: 5"), ["document 1", "Job/j", "spec.minAvailable", "greater than"]),
+    "queue": (JOB.format(extra="queue: nope"), ["document 1", "Job/j", "spec.queue", "nope"]),
+    "duration": (POD.format(ann=", annotations: {sim.lavaflow.io/duration: soon}", res=""),
+                 ["document 1", "Pod/p", "metadata.annotations[sim.lavaflow.io/duration]", "soon"]),
+    "spawned-by": (POD.format(ann=", annotations: {sim.lavaflow.io/spawned-by: ghost}", res=""),
+                   ["document 1", "Pod/p", "metadata.annotations[sim.lavaflow.io/spawned-by]", "ghost"]),
+    "configmap": ("""apiVersion: v1
+kind: ConfigMap
+metadata: {name: volcano-scheduler-configmap}
+data:
+  volcano-scheduler.conf: |
+    actions: "enqueue, allocate"
+    tiers:
+    - plugins:
+      - name: gang
+      - name: nosuchplugin
+""", ["document 1", "ConfigMap/volcano-scheduler-configmap", "data[volcano-scheduler.conf].tiers[0].plugins[1].name",
+      "nosuchplugin"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_one_line_naming_the_place(tmp_path, cluster, case):
+    text, must = CASES[case]
+    f = write(tmp_path, f"{case}.yaml", text)
+    lines = bad(run("simulate", cluster, f))
+    assert len(lines) == 1, lines
+    assert f"{case}.yaml: " in lines[0]
+    for m in must:
+        assert m in lines[0], (m, lines[0])
+
+
+def test_invalid_yaml(tmp_path, cluster):
+    f = write(tmp_path, "broken.yaml", "a: [1, 2\nb: c\n")
+    (line,) = bad(run("simulate", cluster, f))
+    assert "broken.yaml" in line and "line 2" in line and "not valid YAML" in line
+
+
+def test_document_number_counts_documents(tmp_path):
+    f = write(tmp_path, "multi.yaml", node_group(count=1) + "---\n" + POD.format(ann="", res="")
+              + "---\n" + POD.format(ann="", res=", resources: {requests: {memory: lots}}").replace("name: p", "name: q"))
+    (line,) = bad(run("simulate", f))
+    assert "multi.yaml: document 3: Pod/q: spec.containers[0].resources.requests.memory" in line
+
+
+@pytest.mark.parametrize("cases", [("kind", "noname", "quantity"), ("duration", "minavailable", "queue", "spawned-by")])
+def test_every_problem_of_every_file_is_reported(tmp_path, cluster, cases):
+    # Parsing problems are all reported together; so are admission/annotation problems
+    # (which are checked once every document has parsed).
+    files = [write(tmp_path, f"{case}.yaml", CASES[case][0].replace("{name: p", f"{{name: p-{case}").replace(
+        "{name: j}", f"{{name: j-{case}}}")) for case in cases]
+    lines = bad(run("simulate", cluster, *files))
+    assert len(lines) == len(cases), lines
+    for case in cases:
+        assert sum(f"{case}.yaml: document 1" in ln for ln in lines) == 1, (case, lines)
+
+
+def test_config_with_unknown_action(tmp_path, cluster):
+    conf = write(tmp_path, "conf.yaml", 'actions: "enqueue, allocate, dance"\ntiers:\n- plugins:\n  - name: gang\n')
+    (line,) = bad(run("simulate", cluster, "--config", conf))
+    assert "conf.yaml" in line and "actions" in line and "dance" in line
+
+
+def test_until_garbage(cluster):
+    (line,) = bad(run("simulate", cluster, "--until", "garbage"))
+    assert "--until" in line and "garbage" in line
+
+
+def test_unknown_scheduler(cluster):
+    (line,) = bad(run("simulate", cluster, "--scheduler", "nope"))
+    assert "--scheduler" in line and "nope" in line
+
+
+def test_missing_file(tmp_path, cluster):
+    (line,) = bad(run("simulate", cluster, tmp_path / "missing.yaml"))
+    assert "missing.yaml" in line and "not found" in line
+
+
+def test_invalid_set_with_valid_workload_is_not_simulated(tmp_path, cluster):
+    ok = write(tmp_path, "ok.yaml", POD.format(ann="", res=""))
+    broken = write(tmp_path, "b.yaml", CASES["quantity"][0])
+    for fmt in ("table", "json"):
+        lines = bad(run("simulate", cluster, ok, broken, "--output", fmt))
+        assert len(lines) == 1

@@ -1,0 +1,704 @@
+"""Scheduler framework: configuration, callback combination rules, statements and the cache."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lavaflow.scheduler.api import TaskStatus
+from lavaflow.scheduler.framework.conf import (
+    DEFAULT_SCHEDULER_CONF,
+    PluginOption,
+    SchedulerConfError,
+    load_scheduler_conf,
+)
+from lavaflow.scheduler.framework.registry import PLUGINS, Plugin
+from lavaflow.scheduler.framework.session import ABSTAIN, PERMIT, REJECT, Session
+from lavaflow.scheduler.framework.statement import Statement
+
+from scheduler_helpers import (
+    make_cache,
+    make_node,
+    make_pg,
+    make_pod,
+    make_queue,
+    open_session,
+    tiers_conf,
+)
+
+# ---------------------------------------------------------------------------- configuration
+
+
+def test_default_conf_is_volcanos_shipped_default():
+    conf = load_scheduler_conf()
+    assert conf.action_names == ["enqueue", "allocate", "backfill"]
+    assert [[p.name for p in t.plugins] for t in conf.tiers] == [
+        ["priority", "gang", "conformance"],
+        ["overcommit", "drf", "predicates", "proportion", "nodeorder", "binpack"],
+    ]
+    opts = {p.name: p for t in conf.tiers for p in t.plugins}
+    assert not opts["gang"].enabled("Preemptable")
+    assert not opts["drf"].enabled("Preemptable")
+    assert opts["priority"].enabled("Preemptable")
+    assert opts["gang"].enabled("JobReady")
+    # The text form parses to the same thing.
+    assert load_scheduler_conf(DEFAULT_SCHEDULER_CONF) == conf
+
+
+def test_unknown_action_is_reported_with_its_path():
+    with pytest.raises(SchedulerConfError) as err:
+        load_scheduler_conf('actions: "enqueue, allocat"\ntiers:\n- plugins:\n  - name: gang\n')
+    assert err.value.problems[0][0] == "actions"
+    assert "allocat" in err.value.problems[0][1]
+
+
+def test_unknown_plugins_are_reported_with_their_paths():
+    text = tiers_conf(["priority", "gangg"], ["drf", "nope"])
+    with pytest.raises(SchedulerConfError) as err:
+        load_scheduler_conf(text)
+    paths = [p for p, _ in err.value.problems]
+    assert paths == ["tiers[0].plugins[1].name", "tiers[1].plugins[1].name"]
+    assert "gangg" in str(err.value) and "nope" in str(err.value)
+
+
+@pytest.mark.parametrize("text", ["actions: [", "- just\n- a list\n", "42"])
+def test_malformed_conf_is_refused(text):
+    with pytest.raises(SchedulerConfError):
+        load_scheduler_conf(text)
+
+
+def test_plugin_switches_accept_both_spellings():
+    opt = PluginOption.model_validate({"name": "x", "enablePreemptable": False, "enabledJobOrder": False})
+    assert not opt.enabled("Preemptable")
+    assert not opt.enabled("JobOrder")
+    assert opt.enabled("JobReady")
+    assert not opt.enabled("Hierarchy")  # hierarchy is off unless asked for
+    assert PluginOption.model_validate({"name": "x", "enableHierarchy": True}).enabled("Hierarchy")
+    assert PluginOption.model_validate({"name": "x", "arguments": None}).arguments == {}
+
+
+def test_drf_hierarchy_with_proportion_in_one_tier_is_refused():
+    text = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n  - name: proportion\n'
+    with pytest.raises(SchedulerConfError) as err:
+        load_scheduler_conf(text)
+    assert err.value.problems[0][0] == "tiers[0]"
+    # Separate tiers, or drf without hierarchy, are fine.
+    load_scheduler_conf(
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: drf\n    enableHierarchy: true\n'
+        "- plugins:\n  - name: proportion\n"
+    )
+    load_scheduler_conf(tiers_conf(["drf", "proportion"], actions="allocate"))
+
+
+def test_action_arguments():
+    conf = load_scheduler_conf(
+        tiers_conf(["gang"], actions="allocate")
+        + "configurations:\n- name: allocate\n  arguments:\n    predicateErrorCacheEnable: true\n"
+    )
+    assert conf.action_arguments("allocate") == {"predicateErrorCacheEnable": True}
+    assert conf.action_arguments("enqueue") == {}
+
+
+# ---------------------------------------------------------------------------- fake plugins
+
+
+def _snake(point: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", point).lower()
+
+
+@pytest.fixture
+def fakes():
+    """register(name, Point=fn, ...) adds a plugin registering those callbacks; removed afterwards."""
+    saved: dict[str, type[Plugin] | None] = {}
+
+    def register(name: str, **fns):
+        def on_session_open(self, ssn):
+            for point, fn in fns.items():
+                getattr(ssn, f"add_{_snake(point)}_fn")(name, fn)
+
+        saved.setdefault(name, PLUGINS.get(name))
+        PLUGINS[name] = type(f"Fake_{name}", (Plugin,), {"name": name, "on_session_open": on_session_open})
+        return name
+
+    yield register
+    for name, old in saved.items():
+        if old is None:
+            PLUGINS.pop(name, None)
+        else:
+            PLUGINS[name] = old
+
+
+def _small_cache():
+    return make_cache(
+        [make_node("n1", 4, "8Gi"), make_node("n2", 4, "8Gi")],
+        pgs=[make_pg("a", 1, creation=10), make_pg("b", 1, creation=5), make_pg("c", 1, creation=5)],
+        pods=[
+            make_pod("a-0", "a"),
+            make_pod("b-0", "b", node="n1", phase="Running"),
+            make_pod("b-1", "b", node="n1", phase="Running"),
+            make_pod("c-0", "c", node="n2", phase="Running"),
+        ],
+    )
+
+
+def _session(*tiers, cache=None, raw: str | None = None) -> Session:
+    text = raw if raw is not None else tiers_conf(*tiers, actions="allocate")
+    return open_session(cache or _small_cache(), text)
+
+
+# ---------------------------------------------------------------------------- order functions
+
+
+def test_order_first_nonzero_by_tier_wins(fakes):
+    fakes("zero", JobOrder=lambda l, r: 0)
+    fakes("later", JobOrder=lambda l, r: -1 if l.name == "a" else 1)
+    fakes("never", JobOrder=lambda l, r: 1 if l.name == "a" else -1)
+    ssn = _session(["zero"], ["later", "never"])
+    a, b = ssn.jobs["default/a"], ssn.jobs["default/b"]
+    assert ssn.job_order(a, b) == -1
+    assert ssn.job_order(b, a) == 1
+    # Tier order matters: the first tier's non-zero answer decides.
+    ssn = _session(["never"], ["later"])
+    assert ssn.job_order(a, b) == 1
+
+
+def test_order_fallback_is_creation_then_uid(fakes):
+    fakes("zero", JobOrder=lambda l, r: 0, QueueOrder=lambda l, r: 0, TaskOrder=lambda l, r: 0)
+    ssn = _session(["zero"])
+    a, b, c = (ssn.jobs[f"default/{x}"] for x in "abc")
+    assert ssn.job_order(b, a) == -1  # created earlier
+    assert ssn.job_order(b, c) == -1  # same creation: uid
+    assert ssn.job_order(c, b) == 1
+    assert sorted([a, c, b], key=ssn.job_key) == [b, c, a]
+
+
+def test_order_switch_disables_a_plugin(fakes):
+    fakes("flip", JobOrder=lambda l, r: 1 if l.name == "b" else -1)
+    raw = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: flip\n    enabledJobOrder: false\n'
+    ssn = _session(raw=raw)
+    a, b = ssn.jobs["default/a"], ssn.jobs["default/b"]
+    assert ssn.job_order(b, a) == -1  # fallback (creation), not the disabled plugin
+
+
+def test_queue_order_fallback_creation_then_name(fakes):
+    cache = make_cache(
+        [make_node("n1")],
+        queues=[make_queue("zq", creation=1), make_queue("aq", creation=1), make_queue("old", creation=0)],
+    )
+    fakes("none", JobOrder=lambda l, r: 0)
+    ssn = open_session(cache, tiers_conf(["none"], actions="allocate"))
+    qs = sorted(ssn.queues.values(), key=ssn.queue_key)
+    assert [q.name for q in qs] == ["old", "aq", "zq"]
+
+
+def test_task_order_fallback_role_index_uid():
+    cache = make_cache(
+        [make_node("n1")],
+        pgs=[make_pg("j", 1)],
+        pods=[
+            make_pod("z", "j", role="worker", index=0),
+            make_pod("y", "j", role="master", index=1),
+            make_pod("x", "j", role="master", index=0),
+            make_pod("w", "j", role="worker", index=0),
+        ],
+    )
+    ssn = open_session(cache, tiers_conf([], actions="allocate"))
+    tasks = sorted(ssn.jobs["default/j"].tasks.values(), key=ssn.task_key)
+    assert [t.name for t in tasks] == ["x", "y", "w", "z"]
+
+
+# ---------------------------------------------------------------------------- AND / OR
+
+
+def test_job_ready_and_allocatable_are_and(fakes):
+    fakes("fyes", JobReady=lambda j: True, Allocatable=lambda q, t: True)
+    fakes("fno", JobReady=lambda j: False, Allocatable=lambda q, t: False)
+    ssn = _session(["fyes"], ["fno"])
+    job = ssn.jobs["default/a"]
+    task = next(iter(job.tasks.values()))
+    assert ssn.job_ready(job) is False
+    assert ssn.allocatable(ssn.queues["default"], task) is False
+    ssn = _session(["fyes"], ["fyes"])
+    assert ssn.job_ready(job) is True
+    assert ssn.allocatable(ssn.queues["default"], task) is True
+    # Nothing registered: true.
+    ssn = _session([])
+    assert ssn.job_ready(job) is True
+
+
+def test_overused_is_or(fakes):
+    fakes("fyes", Overused=lambda q: True)
+    fakes("fno", Overused=lambda q: False)
+    q = "default"
+    assert _session(["fno"], ["fyes"]).overused(_small_cache().queues[q]) is True
+    assert _session(["fno", "fno"]).overused(_small_cache().queues[q]) is False
+    assert _session([]).overused(_small_cache().queues[q]) is False
+
+
+# ---------------------------------------------------------------------------- votes
+
+
+@pytest.mark.parametrize(
+    "tiers,expected",
+    [
+        ([["abstain"], ["reject"]], False),  # a Reject anywhere refuses
+        ([["permit", "reject"]], False),  # even beside a Permit in the same tier
+        ([["reject", "permit"]], False),
+        ([["permit"], ["reject"]], True),  # a Permit in a tier decides; later tiers not asked
+        ([["abstain"], ["permit"], ["reject"]], True),
+        ([["abstain"], ["abstain"]], True),  # all abstain
+        ([[]], True),  # nobody votes
+    ],
+)
+def test_vote_combination(fakes, tiers, expected):
+    fakes("permit", JobPipelined=lambda j: PERMIT, JobEnqueueable=lambda j: PERMIT)
+    fakes("abstain", JobPipelined=lambda j: ABSTAIN, JobEnqueueable=lambda j: ABSTAIN)
+    fakes("reject", JobPipelined=lambda j: REJECT, JobEnqueueable=lambda j: REJECT)
+    ssn = _session(*tiers)
+    job = ssn.jobs["default/a"]
+    assert ssn.job_pipelined(job) is expected
+    assert ssn.job_enqueueable(job) is expected
+
+
+# ---------------------------------------------------------------------------- starving
+
+
+@pytest.mark.parametrize(
+    "tiers,expected",
+    [
+        ([["t", "f"]], False),  # AND within the tier
+        ([["t", "t"]], True),
+        ([["t"], ["f"]], True),  # only the first tier registering any counts
+        ([["none"], ["f"]], False),
+        ([["none"], ["t"]], True),
+        ([["none"]], False),  # none registered
+    ],
+)
+def test_job_starving_first_tier_and(fakes, tiers, expected):
+    fakes("t", JobStarving=lambda j: True)
+    fakes("f", JobStarving=lambda j: False)
+    fakes("none", JobOrder=lambda l, r: 0)
+    ssn = _session(*tiers)
+    assert ssn.job_starving(ssn.jobs["default/a"]) is expected
+
+
+# ---------------------------------------------------------------------------- victims
+
+
+def _victim_fns(fakes):
+    def by_names(*names):
+        return lambda actor, cands: ([t for t in cands if t.name in names], PERMIT)
+
+    fakes("all", Preemptable=lambda a, c: (list(c), PERMIT), Reclaimable=lambda a, c: (list(c), PERMIT))
+    fakes("b0b1", Preemptable=by_names("b-0", "b-1"), Reclaimable=by_names("b-0", "b-1"))
+    fakes("b1c0", Preemptable=by_names("b-1", "c-0"), Reclaimable=by_names("b-1", "c-0"))
+    fakes("empty", Preemptable=lambda a, c: ([], PERMIT), Reclaimable=lambda a, c: ([], PERMIT))
+    fakes("abstain", Preemptable=lambda a, c: ([], ABSTAIN), Reclaimable=lambda a, c: ([], ABSTAIN))
+    fakes("abstain_all", Preemptable=lambda a, c: (list(c), ABSTAIN), Reclaimable=lambda a, c: (list(c), ABSTAIN))
+
+
+@pytest.mark.parametrize(
+    "tiers,expected",
+    [
+        ([["b0b1", "b1c0"]], ["b-1"]),  # intersection within a tier
+        ([["all", "b1c0"]], ["b-1", "c-0"]),
+        ([["b0b1", "empty"], ["all"]], []),  # an empty list means no victims at all
+        ([["empty"], ["all"]], []),
+        ([["abstain", "b0b1"]], ["b-0", "b-1"]),  # abstaining plugins are ignored
+        ([["abstain_all"], ["b1c0"]], ["b-1", "c-0"]),  # a tier of abstainers passes to the next
+        ([["b0b1"], ["b1c0"]], ["b-0", "b-1"]),  # the first tier with an answer decides
+        ([["abstain"], ["abstain_all"]], []),  # nobody answers: no victims
+    ],
+)
+def test_victim_selection(fakes, tiers, expected):
+    _victim_fns(fakes)
+    ssn = _session(*tiers)
+    actor = ssn.jobs["default/a"].tasks["default/a-0"]
+    cands = [t for j in ("b", "c") for t in ssn.jobs[f"default/{j}"].tasks.values()]
+    cands.sort(key=lambda t: t.name)
+    assert sorted(t.name for t in ssn.preemptable(actor, cands)) == expected
+    assert sorted(t.name for t in ssn.reclaimable(actor, cands)) == expected
+
+
+def test_victim_switch_turns_a_voter_off(fakes):
+    _victim_fns(fakes)
+    raw = (
+        'actions: "allocate"\ntiers:\n- plugins:\n  - name: empty\n    enablePreemptable: false\n'
+        "  - name: b0b1\n"
+    )
+    ssn = _session(raw=raw)
+    actor = ssn.jobs["default/a"].tasks["default/a-0"]
+    cands = list(ssn.jobs["default/b"].tasks.values())
+    assert sorted(t.name for t in ssn.preemptable(actor, cands)) == ["b-0", "b-1"]
+    # Reclaimable has its own switch, still on for "empty".
+    assert ssn.reclaimable(actor, cands) == []
+
+
+# ---------------------------------------------------------------------------- statement
+
+
+ARRAYS = ("used", "releasing", "pipelined")
+
+
+def _stmt_cache():
+    return make_cache(
+        [make_node("n1", 8, "16Gi"), make_node("n2", 8, "16Gi"), make_node("n3", 2, "4Gi", extra={"nvidia.com/gpu": 1})],
+        pgs=[make_pg("run", 2), make_pg("new", 3)],
+        pods=[
+            make_pod("run-0", "run", cpu=2, node="n1", phase="Running"),
+            make_pod("run-1", "run", cpu=1, node="n2", phase="Running"),
+            make_pod("run-2", "run", cpu=1, node="n3", phase="Running", extra={"nvidia.com/gpu": 1}),
+            make_pod("new-0", "new", cpu=1),
+            make_pod("new-1", "new", cpu=2),
+            make_pod("new-2", "new", cpu="500m", mem="512Mi"),
+            make_pod("new-3", "new", cpu=None, mem=None),
+        ],
+    )
+
+
+def _snapshot(ssn):
+    arrays = {a: ssn.nodes.view(a).copy() for a in ARRAYS}
+    statuses = {uid: (t.status, t.node) for j in ssn.jobs.values() for uid, t in j.tasks.items()}
+    counts = {uid: list(j.counts) for uid, j in ssn.jobs.items()}
+    node_tasks = [set(d) for d in ssn.nodes.tasks]
+    return arrays, statuses, counts, node_tasks
+
+
+def _assert_same(before, after):
+    for a in ARRAYS:
+        np.testing.assert_array_equal(before[0][a], after[0][a], err_msg=a)
+    assert before[1:] == after[1:]
+
+
+def test_statement_discard_restores_everything():
+    cache = _stmt_cache()
+    ssn = open_session(cache)  # default plugins: their event handlers run too
+    before = _snapshot(ssn)
+    shares_before = dict(ssn.plugins["drf"].share)
+    run, new = ssn.jobs["default/run"], ssn.jobs["default/new"]
+    stmt = Statement(ssn)
+    stmt.evict(run.tasks["default/run-0"], "preempt")
+    stmt.allocate(new.tasks["default/new-0"], 1)
+    stmt.pipeline(new.tasks["default/new-1"], 0)
+    stmt.allocate(new.tasks["default/new-2"], 2)
+    assert run.tasks["default/run-0"].status == TaskStatus.RELEASING
+    assert new.tasks["default/new-1"].status == TaskStatus.PIPELINED
+    assert ssn.nodes.pipelined[0][0] == 2
+    assert ssn.nodes.releasing[0][0] == 2
+    assert len(stmt) == 4
+    stmt.discard()
+    assert len(stmt) == 0
+    _assert_same(before, _snapshot(ssn))
+    assert ssn.pipelined == []
+    assert ssn.plugins["drf"].share == pytest.approx(shares_before)
+    assert not cache.decisions
+    cache.check_consistency()
+
+
+OPS = st.lists(
+    st.tuples(st.sampled_from(["allocate", "pipeline", "evict"]), st.integers(0, 6), st.integers(0, 2)),
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS)
+def test_statement_discard_restores_state_for_random_sequences(ops):
+    cache = _stmt_cache()
+    ssn = open_session(cache)
+    before = _snapshot(ssn)
+    tasks = sorted((t for j in ssn.jobs.values() for t in j.tasks.values()), key=lambda t: t.name)
+    stmt = Statement(ssn)
+    for op, ti, node in ops:
+        task = tasks[ti]
+        if op == "evict":
+            if task.status == TaskStatus.RUNNING:
+                stmt.evict(task, "test")
+        elif task.status == TaskStatus.PENDING:
+            getattr(stmt, op)(task, node)
+    stmt.discard()
+    _assert_same(before, _snapshot(ssn))
+    assert ssn.pipelined == []
+    cache.check_consistency()
+
+
+def test_statement_commit_binds_evicts_and_keeps_pipelines_until_close():
+    cache = _stmt_cache()
+    ssn = open_session(cache)
+    run, new = ssn.jobs["default/run"], ssn.jobs["default/new"]
+    stmt = Statement(ssn)
+    stmt.evict(run.tasks["default/run-0"], "preempted by new")
+    stmt.allocate(new.tasks["default/new-0"], 1)
+    stmt.pipeline(new.tasks["default/new-1"], 0)
+    stmt.commit()
+    assert len(stmt) == 0
+    assert cache.decisions.binds == [("default/new-0", "n2")]
+    assert cache.decisions.evictions == [("default/run-0", "preempted by new")]
+    assert new.tasks["default/new-0"].status == TaskStatus.BINDING
+    assert run.tasks["default/run-0"].status == TaskStatus.RELEASING
+    pipelined = new.tasks["default/new-1"]
+    assert pipelined.status == TaskStatus.PIPELINED and pipelined.node == 0
+    assert ssn.nodes.pipelined[0][0] == 2
+    ssn.close()
+    assert pipelined.status == TaskStatus.PENDING and pipelined.node == -1
+    assert not ssn.nodes.view("pipelined").any()
+    assert "default/new-1" not in ssn.nodes.tasks[0]
+    # Binding and releasing survive the session.
+    assert new.tasks["default/new-0"].status == TaskStatus.BINDING
+    assert ssn.nodes.releasing[0][0] == 2
+    assert new.counts[TaskStatus.PENDING] == 3
+
+
+def test_session_close_discards_held_statements():
+    cache = _stmt_cache()
+    ssn = open_session(cache)
+    before = _snapshot(ssn)
+    new = ssn.jobs["default/new"]
+    stmt = Statement(ssn)
+    stmt.allocate(new.tasks["default/new-0"], 0)
+    stmt.pipeline(new.tasks["default/new-1"], 1)
+    ssn.held_statements.append(stmt)
+    ssn.close()
+    _assert_same(before, _snapshot(ssn))
+    assert not cache.decisions.binds
+
+
+def test_statement_merge():
+    ssn = open_session(_stmt_cache())
+    new = ssn.jobs["default/new"]
+    a, b = Statement(ssn), Statement(ssn)
+    a.allocate(new.tasks["default/new-0"], 0)
+    b.allocate(new.tasks["default/new-1"], 1)
+    a.merge(b)
+    assert len(a) == 2 and len(b) == 0
+    a.discard()
+    assert new.counts[TaskStatus.PENDING] == 4
+
+
+# ---------------------------------------------------------------------------- cache
+
+
+def test_cache_widens_when_an_extended_resource_appears():
+    cache = make_cache(
+        [make_node("n1", 4, "8Gi")],
+        queues=[make_queue("default", capability={"cpu": 8}, guarantee={"cpu": 1})],
+        pgs=[make_pg("j", 1, min_resources={"cpu": 1})],
+        pods=[make_pod("a", "j", node="n1", phase="Running")],
+    )
+    assert cache.index.names == ["cpu", "memory", "pods"]
+    cache.on_node(make_node("g1", 8, "32Gi", extra={"nvidia.com/gpu": 4}))
+    assert cache.index.names[3] == "nvidia.com/gpu"
+    w = len(cache.index)
+    assert cache.nodes.allocatable.shape[1] == w and cache.nodes.used.shape[1] == w
+    assert cache.nodes.allocatable[cache.nodes.pos["g1"], 3] == 4
+    assert cache.nodes.allocatable[cache.nodes.pos["n1"], 3] == 0
+    assert len(cache.tasks["default/a"].resreq) == w
+    assert len(cache.jobs["default/j"].min_resources) == w
+    q = cache.queues["default"]
+    assert q.capability[3] == np.inf and q.capability[0] == 8
+    assert q.guarantee[3] == 0 and q.guarantee[0] == 1
+    # A pod asking for a new resource widens too.
+    cache.on_pod(make_pod("b", "j", extra={"example.com/fpga": 1}))
+    assert cache.index.names[-1] == "example.com/fpga"
+    assert len(cache.tasks["default/a"].resreq) == len(cache.index)
+    assert cache.tasks["default/b"].resreq[-1] == 1
+    cache.check_consistency()
+    # And a session over the widened cache schedules with the new columns.
+    cache.on_pod(make_pod("c", "j", cpu=1, extra={"nvidia.com/gpu": 2}))
+    ssn = open_session(cache)
+    assert ssn.total.shape == (len(cache.index),)
+
+
+def test_cache_node_update_and_delete():
+    cache = make_cache([make_node("n1", 4, "8Gi", labels={"zone": "a"})])
+    v = cache.nodes.version
+    cache.on_node(make_node("n1", 6, "8Gi", labels={"zone": "b"}))
+    assert len(cache.nodes) == 1
+    assert cache.nodes.allocatable[0, 0] == 6
+    assert cache.nodes.labels[0]["zone"] == "b"
+    assert cache.nodes.labels[0]["kubernetes.io/hostname"] == "n1"
+    assert cache.nodes.version > v
+    cache.on_node(make_node("n1", 6, "8Gi", unschedulable=True))
+    assert not cache.nodes.schedulable[0]
+    cache.on_node(make_node("n1", 6, "8Gi", ready=False))
+    assert not cache.nodes.schedulable[0]
+    cache.on_node(make_node("n1", 6, "8Gi"))
+    assert cache.nodes.schedulable[0]
+    cache.on_node(make_node("n1"), deleted=True)
+    assert not cache.nodes.schedulable[0] and cache.nodes.allocatable[0, 0] == 0
+    assert cache.nodes.allocatable[0, 2] == 0
+    # Default pod capacity when the node does not say.
+    cache.on_node(make_node("n2"))
+    assert cache.nodes.allocatable[cache.nodes.pos["n2"], 2] == 110
+
+
+def test_foreign_pods_count_on_nodes():
+    cache = make_cache([make_node("n1", 4, "8Gi")])
+    other = make_pod("sys", None, cpu=3, node="n1", phase="Running", scheduler="default-scheduler")
+    cache.on_pod(other)
+    assert cache.tasks == {}
+    assert cache.nodes.used[0, 0] == 3 and cache.nodes.used[0, 2] == 1
+    cache.check_consistency()
+    # Updating replaces (no double count); finishing frees.
+    cache.on_pod(other)
+    assert cache.nodes.used[0, 0] == 3
+    cache.on_pod(make_pod("sys", None, cpu=3, node="n1", phase="Succeeded", scheduler="default-scheduler"))
+    assert cache.nodes.used[0, 0] == 0
+    cache.on_pod(other)
+    cache.on_pod(other, deleted=True)
+    assert cache.nodes.used[0, 0] == 0
+    # Unscheduled foreign pods take nothing.
+    cache.on_pod(make_pod("p", None, cpu=3, scheduler="default-scheduler"))
+    assert cache.nodes.used[0, 0] == 0
+    cache.check_consistency()
+
+
+def test_foreign_pod_blocks_scheduling():
+    from scheduler_helpers import run_cycle
+
+    cache = make_cache(
+        [make_node("n1", 4, "8Gi")],
+        pgs=[make_pg("j", 1)],
+        pods=[
+            make_pod("sys", None, cpu=3, node="n1", phase="Running", scheduler="default-scheduler"),
+            make_pod("a", "j", cpu=2),
+        ],
+    )
+    _, d = run_cycle(cache)
+    assert d.binds == []
+
+
+def test_pods_without_group_or_of_other_schedulers_are_not_tasks():
+    cache = make_cache([make_node("n1")], pgs=[make_pg("j", 1)], pods=[make_pod("a", None), make_pod("b", "j", scheduler="other")])
+    assert cache.tasks == {}
+    cache.on_pod(make_pod("c", "j", scheduler="volcano"))
+    assert set(cache.tasks) == {"default/c"}
+
+
+def test_pod_lifecycle_keeps_arrays_consistent():
+    cache = make_cache([make_node("n1", 4, "8Gi"), make_node("n2", 4, "8Gi")], pgs=[make_pg("j", 1)])
+    steps = [
+        (make_pod("a", "j", cpu=2), TaskStatus.PENDING, None),
+        (make_pod("a", "j", cpu=2, node="n1"), TaskStatus.BOUND, "n1"),
+        (make_pod("a", "j", cpu=2, node="n1", phase="Running"), TaskStatus.RUNNING, "n1"),
+        (make_pod("a", "j", cpu=2, node="n1", phase="Running", deleting=True), TaskStatus.RELEASING, "n1"),
+        (make_pod("a", "j", cpu=2, node="n1", phase="Running"), TaskStatus.RUNNING, "n1"),
+        (make_pod("a", "j", cpu=2, node="n2", phase="Running"), TaskStatus.RUNNING, "n2"),
+        (make_pod("a", "j", cpu=2, node="n2", phase="Running", deleting=True), TaskStatus.RELEASING, "n2"),
+        (make_pod("a", "j", cpu=2, node="n2", phase="Failed"), TaskStatus.FAILED, None),
+        (make_pod("a", "j", cpu=2), TaskStatus.PENDING, None),
+        (make_pod("a", "j", cpu=2, node="n1", phase="Succeeded"), TaskStatus.SUCCEEDED, None),
+    ]
+    job = cache.jobs["default/j"]
+    for pod, status, node in steps:
+        cache.on_pod(pod)
+        task = cache.tasks["default/a"]
+        assert task.status == status
+        assert task.node == (cache.nodes.pos[node] if node else -1)
+        assert sum(job.counts) == 1 and job.counts[status] == 1
+        cache.check_consistency()
+        expected_rel = 2.0 if status == TaskStatus.RELEASING else 0.0
+        assert cache.nodes.view("releasing")[:, 0].sum() == expected_rel
+        assert cache.nodes.view("used")[:, 0].sum() == (2.0 if node else 0.0)
+    cache.on_pod(make_pod("a", "j", cpu=2, node="n1", phase="Running", deleting=True))
+    cache.on_pod(make_pod("a", "j", cpu=2, node="n1", phase="Running", deleting=True), deleted=True)
+    assert "default/a" not in cache.tasks
+    assert not cache.nodes.view("used").any() and not cache.nodes.view("releasing").any()
+    cache.check_consistency()
+
+
+def test_pod_moving_to_another_group():
+    cache = make_cache([make_node("n1")], pgs=[make_pg("j", 1), make_pg("k", 1)])
+    cache.on_pod(make_pod("a", "j", node="n1", phase="Running"))
+    cache.on_pod(make_pod("a", "k", node="n1", phase="Running"))
+    assert "default/a" in cache.jobs["default/k"].tasks
+    assert "default/a" not in cache.jobs["default/j"].tasks
+    assert cache.jobs["default/j"].counts[TaskStatus.RUNNING] == 0
+    cache.check_consistency()
+
+
+def test_podgroup_delete_and_session_snapshot_rule():
+    cache = make_cache(
+        [make_node("n1")],
+        pgs=[make_pg("j", 1), make_pg("orphan", 1, queue="missing")],
+        pods=[make_pod("a", "j"), make_pod("b", "nopg")],
+    )
+    ssn = open_session(cache)
+    # Only jobs with a PodGroup and an existing queue are scheduled.
+    assert set(ssn.jobs) == {"default/j"}
+    cache.on_podgroup(make_pg("j", 1), deleted=True)
+    assert cache.jobs["default/j"].pg is None  # kept while it has tasks
+    cache.on_pod(make_pod("a", "j"), deleted=True)
+    assert "default/j" not in cache.jobs
+
+
+def test_priority_classes_set_job_and_task_priority():
+    from scheduler_helpers import make_priority_class
+
+    cache = make_cache(
+        [make_node("n1")],
+        pgs=[make_pg("j", 1, priority_class="high"), make_pg("k", 1)],
+        pods=[
+            make_pod("a", "j", priority_class="high"),
+            make_pod("b", "k"),
+            make_pod("c", "k", annotations={"volcano.sh/task-priority": "7"}),
+        ],
+        priority_classes=[make_priority_class("high", 1000), make_priority_class("low", 5, global_default=True)],
+    )
+    assert cache.jobs["default/j"].priority == 1000
+    assert cache.jobs["default/k"].priority == 5
+    assert cache.tasks["default/a"].priority == 1000
+    assert cache.tasks["default/b"].priority == 5
+    assert cache.tasks["default/c"].priority == 7
+
+
+def test_task_flags_from_pod():
+    cache = make_cache(
+        [make_node("n1")],
+        pgs=[make_pg("j", 1, namespace="kube-system"), make_pg("k", 1)],
+        pods=[
+            make_pod("a", "j", namespace="kube-system"),
+            make_pod("b", "k", priority_class="system-node-critical"),
+            make_pod("c", "k", cpu=None, mem=None, annotations={"volcano.sh/preemptable": "false"}),
+        ],
+    )
+    a, b, c = (cache.tasks[k] for k in ("kube-system/a", "default/b", "default/c"))
+    assert a.critical and b.critical and not c.critical
+    assert c.best_effort and not a.best_effort
+    assert not c.preemptable and a.preemptable
+    assert c.resreq[2] == 1  # every pod takes a pod slot
+
+
+POD_EVENTS = st.lists(
+    st.tuples(
+        st.integers(0, 3),  # pod
+        st.sampled_from([None, "n1", "n2", "gone"]),  # node ("gone" is not a known node)
+        st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown"]),
+        st.booleans(),  # deleting
+        st.booleans(),  # deleted
+        st.sampled_from(["j", "k", None]),  # group
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=POD_EVENTS)
+def test_random_pod_events_keep_cache_consistent(events):
+    cache = make_cache([make_node("n1", 8, "16Gi"), make_node("n2", 8, "16Gi")], pgs=[make_pg("j", 1), make_pg("k", 1)])
+    for p, node, phase, deleting, deleted, group in events:
+        # Pod 3 belongs to another scheduler (schedulerName is immutable).
+        sched = "default-scheduler" if p == 3 else "lavaflow"
+        pod = make_pod(f"p{p}", group, cpu=p + 1, node=node, phase=phase, deleting=deleting, scheduler=sched)
+        cache.on_pod(pod, deleted=deleted)
+        cache.check_consistency()
+        for job in cache.jobs.values():
+            assert sum(job.counts) == len(job.tasks)
+            for s in TaskStatus:
+                assert job.counts[s] == sum(1 for t in job.tasks.values() if t.status == s)
+    assert (cache.nodes.view("used") >= -1e-9).all()
+    assert (cache.nodes.view("releasing") >= -1e-9).all()
