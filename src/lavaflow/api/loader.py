@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .core import ConfigMap, Namespace, Node, Pod
-from .volcano import Command, Job, PodGroup, PriorityClass, Queue
+from .volcano import Command, Job, JobFlow, JobTemplate, PodGroup, PriorityClass, Queue
 from .workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -25,6 +25,8 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): PodGroup,
     ("scheduling.volcano.sh/v1beta1", "Queue"): Queue,
     ("bus.volcano.sh/v1alpha1", "Command"): Command,
+    ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,
+    ("flow.volcano.sh/v1alpha1", "JobTemplate"): JobTemplate,
     ("scheduling.k8s.io/v1", "PriorityClass"): PriorityClass,
     ("v1", "Pod"): Pod,
     ("v1", "Node"): Node,

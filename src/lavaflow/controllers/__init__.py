@@ -1,7 +1,9 @@
-"""Controllers: Job, PodGroup, Queue (and, in later issues, gc), against the Store interface."""
+"""Controllers: Job, JobFlow, PodGroup, Queue and garbage collection, against the Store interface."""
 
+from .gc import GarbageCollector
 from .job import JobController
+from .jobflow import JobFlowController
 from .podgroup import PodGroupController
 from .queue import QueueController
 
-__all__ = ["JobController", "PodGroupController", "QueueController"]
+__all__ = ["GarbageCollector", "JobController", "JobFlowController", "PodGroupController", "QueueController"]

@@ -12,6 +12,8 @@ DURATION = "sim.lavaflow.io/duration"
 EXIT_CODE = "sim.lavaflow.io/exit-code"
 SPAWNED_BY = "sim.lavaflow.io/spawned-by"
 SPAWN_DELAY = "sim.lavaflow.io/spawn-delay"
+FAIL_AT = "sim.lavaflow.io/fail-at"
+RECOVER_AT = "sim.lavaflow.io/recover-at"
 
 
 def parse_duration(text: str | int | float, allow_inf: bool = False) -> float:

@@ -20,6 +20,8 @@ import numpy as np
 from ..api.core import Node, Pod
 from ..api.volcano import PodGroupCondition, PriorityClass
 from ..controllers import JobController, PodGroupController, QueueController
+from ..controllers.gc import GarbageCollector
+from ..controllers.jobflow import JobFlowController
 from ..controllers.queue import builtin_queues
 from ..scheduler.cache import SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
@@ -72,7 +74,11 @@ class Simulation:
             self.store, clock, priority_of=lambda name: self.cache.priority_of(name)
         )
         self.workload_ctrl = WorkloadController(self.store, clock)
-        self.controllers = [self.workload_ctrl, self.pg_ctrl, self.job_ctrl, self.queue_ctrl]
+        self.jobflow_ctrl = JobFlowController(self.store, clock)
+        self.gc = GarbageCollector(self.store, clock)
+        self.controllers = [self.workload_ctrl, self.jobflow_ctrl, self.pg_ctrl, self.job_ctrl, self.queue_ctrl, self.gc]
+        for ctrl in self.controllers:
+            ctrl.on_timer_added = lambda t, ctrl=ctrl: self._push(t, "timer", ctrl)
         if scheduler == "kube-default":
             conf = load_scheduler_conf(KUBE_DEFAULT_CONF)
         elif conf is None:
@@ -89,6 +95,7 @@ class Simulation:
         self.stalled = False
         self._wakes: set[float] = set()
         self.rejected: list[dict[str, Any]] = []  # objects refused by admission at their submit time
+        self.node_events: list[dict[str, Any]] = []
         self.cycles = 0
         self.last_session = None
         self.store.watch("Pod", self._record_pod)
@@ -116,6 +123,11 @@ class Simulation:
     # ------------------------------------------------------------------ pods
     def _record_pod(self, event: str, pod: Pod, old) -> None:
         rec = self.pod_records.get(pod.metadata.uid)
+        if rec is None and event == "ADDED" and ann.DELETE_AT in pod.metadata.annotations and pod.metadata.owner_references:
+            # A pod made from a template that carries delete-at: evicted at that time (if alive then).
+            at = ann.parse_duration(pod.metadata.annotations[ann.DELETE_AT], allow_inf=True)
+            if math.isfinite(at) and at >= self.now:
+                self._push(at, "evict", (pod.key, pod.metadata.uid))
         if rec is None:
             rec = {
                 "namespace": pod.namespace,
@@ -144,7 +156,8 @@ class Simulation:
         if event == "DELETED":
             if rec["finishTime"] is None:
                 rec["finishTime"] = self.now
-                rec["phase"] = "Deleted" if rec["startTime"] is not None else "Deleted"
+                rec["phase"] = "Deleted"
+                rec["reason"] = pod.status.reason
         else:
             rec["phase"] = pod.status.phase
 
@@ -209,6 +222,9 @@ class Simulation:
     # ------------------------------------------------------------------ events
     def _submit(self, it: Item) -> None:
         obj = it.obj
+        if it.update:
+            self._update(it)
+            return
         if isinstance(obj, Pod) and ann.SPAWNED_BY in obj.metadata.annotations:
             parent_key = f"{obj.namespace}/{obj.metadata.annotations[ann.SPAWNED_BY]}"
             parent = self.store.get("Pod", parent_key)
@@ -228,6 +244,49 @@ class Simulation:
         self.store.create(obj)
         if it.delete_at is not None:
             self._push(it.delete_at, "delete", (type(obj).__name__, obj.key))
+        if isinstance(obj, Node):
+            for key, kind in ((ann.FAIL_AT, "fail"), (ann.RECOVER_AT, "recover")):
+                raw = obj.metadata.annotations.get(key)
+                if raw is not None:
+                    self._push(max(ann.parse_duration(raw), self.now), kind, obj.name)
+
+    def _update(self, it: Item) -> None:
+        """A later document for an existing object: a user's update (Volcano Jobs: scaling)."""
+        from ..api.volcano import Job
+
+        obj = it.obj
+        if isinstance(obj, Job):
+            problems = self.job_ctrl.apply_update(obj)
+        else:
+            from ..api.admission import Problem
+
+            problems = [Problem("", f"updates are supported for Volcano Jobs only, not {obj.kind}")]
+        if problems:
+            self.rejected.append(
+                {"namespace": obj.namespace if obj.namespaced else None, "name": obj.name, "kind": obj.kind,
+                 "time": self.now, "operation": "update",
+                 "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems)}
+            )
+
+    def _node_fault(self, name: str, failed: bool) -> None:
+        """A node goes NotReady (its pods are evicted, as the node lifecycle controller does) or recovers."""
+        from ..api.core import NodeCondition
+
+        node = self.store.get("Node", name)
+        if node is None:
+            return
+        status = "False" if failed else "True"
+        conds = [c for c in node.status.conditions if c.type != "Ready"]
+        conds.append(NodeCondition(type="Ready", status=status, reason="SimulatedFailure" if failed else "SimulatedRecovery"))
+        node.status.conditions = conds
+        self.store.update(node)
+        self.node_events.append({"node": name, "time": self.now, "event": "NotReady" if failed else "Ready"})
+        if failed:
+            for pod in sorted(self.store.list("Pod"), key=lambda p: p.key):
+                if pod.spec.node_name == name and pod.status.phase in ("Pending", "Running"):
+                    pod.status.reason = "NodeLost"
+                    pod.status.message = f"node {name} is not ready"
+                    self.store.delete("Pod", pod.key)
 
     def _admit(self, obj) -> list:
         """The admission webhook at creation time: Jobs and PodGroups only enter Open queues."""
@@ -342,6 +401,16 @@ class Simulation:
                     self._finish(*payload)
                 elif kind == "spawn":
                     self._spawn(*payload)
+                elif kind == "timer":
+                    payload.fire_timers(self.now)
+                elif kind in ("fail", "recover"):
+                    self._node_fault(payload, kind == "fail")
+                elif kind == "evict":
+                    key, uid = payload
+                    pod = self.store.get("Pod", key)
+                    if pod is not None and pod.metadata.uid == uid and pod.status.phase in ("Pending", "Running"):
+                        pod.status.reason = "Evicted"
+                        self.store.delete("Pod", key)
                 elif kind == "wake":
                     last_cycle_version = -1  # a time-based rule asked for a cycle
                 self._settle()

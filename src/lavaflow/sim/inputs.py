@@ -14,7 +14,8 @@ from typing import Any
 from ..api import admission
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source
-from ..api.volcano import Job, PodGroup, Queue
+from ..api.volcano import Command, Job, JobFlow, JobTemplate, PodGroup, Queue
+from ..controllers.jobflow import validate_jobflow
 from ..api.workloads import NodeGroup
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 from . import annotations as ann
@@ -28,6 +29,7 @@ class Item:
     source: Source
     submit_at: float = 0.0
     delete_at: float | None = None
+    update: bool = False  # a later document for an object defined earlier (a user's update)
 
 
 @dataclass
@@ -83,6 +85,11 @@ def _check_pod_annotations(problems: Problems, src: Source, what: str, prefix: s
                 raise ValueError
         except ValueError:
             problems.add(src, what, f"{prefix}.annotations[{ann.EXIT_CODE}]", f"{annotations[ann.EXIT_CODE]!r} is not an exit code (0-255)")
+    if ann.DELETE_AT in annotations and prefix != "metadata":
+        try:
+            ann.parse_duration(annotations[ann.DELETE_AT], allow_inf=True)
+        except ValueError as exc:
+            problems.add(src, what, f"{prefix}.annotations[{ann.DELETE_AT}]", str(exc))
     if ann.SPAWN_DELAY in annotations:
         try:
             ann.parse_duration(annotations[ann.SPAWN_DELAY])
@@ -90,10 +97,30 @@ def _check_pod_annotations(problems: Problems, src: Source, what: str, prefix: s
             problems.add(src, what, f"{prefix}.annotations[{ann.SPAWN_DELAY}]", str(exc))
 
 
-def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
-    """Validate and default the loaded objects; raise InputError on any problem."""
-    problems = Problems()
-    out = SimInput()
+COMMAND_TARGETS = {
+    "Job": ("AbortJob", "ResumeJob", "RestartJob", "TerminateJob", "CompleteJob"),
+    "Queue": ("OpenQueue", "CloseQueue"),
+}
+
+
+def validate_command(cmd: Command, declared: set[tuple[str, str]]) -> list[admission.Problem]:
+    """bus.volcano.sh Commands: a known action for the target's kind, and a target defined in the input."""
+    target = cmd.target if isinstance(cmd.target, dict) else None
+    if not target or not target.get("name") or target.get("kind") not in COMMAND_TARGETS:
+        return [admission.Problem("target", "must name a Job or a Queue (target.kind and target.name)")]
+    kind = target["kind"]
+    out: list[admission.Problem] = []
+    if cmd.action not in COMMAND_TARGETS[kind]:
+        out.append(
+            admission.Problem("action", f"{cmd.action!r} is not an action for a {kind} (use one of {', '.join(COMMAND_TARGETS[kind])})")
+        )
+    key = target["name"] if kind == "Queue" else f"{cmd.namespace}/{target['name']}"
+    if (kind, key) not in declared:
+        out.append(admission.Problem("target.name", f"no {kind} {target['name']!r} in the input"))
+    return out
+
+
+def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
     items: list[Item] = []
     for lo in loaded:
         obj, src = lo.obj, lo.source
@@ -103,25 +130,49 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                 continue
             if not obj.spec.capacity:
                 problems.add(src, _what(obj), "spec.capacity", "is required (the allocatable resources of each node)")
-            for node in expand_node_group(obj):
-                items.append(Item(node, src))
+            items.extend(Item(node, src) for node in expand_node_group(obj))
             continue
         items.append(Item(obj, src))
-    # Duplicates.
-    seen: dict[tuple[str, str], Source] = {}
+    return items
+
+
+def _times(items: list[Item], problems: Problems) -> None:
     for it in items:
-        k = (type(it.obj).__name__, it.obj.key)
-        if k in seen and it.obj.metadata.name:
-            problems.add(it.source, _what(it.obj), "metadata.name", f"duplicates the {it.obj.kind} defined at {seen[k]}")
-        seen.setdefault(k, it.source)
-    # Times.
-    for it in items:
-        submit = _time_annotation(problems, it.source, it.obj, ann.SUBMIT_AT)
-        it.submit_at = submit or 0.0
+        it.submit_at = _time_annotation(problems, it.source, it.obj, ann.SUBMIT_AT) or 0.0
         delete = _time_annotation(problems, it.source, it.obj, ann.DELETE_AT, allow_inf=True)
         it.delete_at = None if delete is None or math.isinf(delete) else delete
         if it.delete_at is not None and it.delete_at < it.submit_at:
             problems.add(it.source, _what(it.obj), f"metadata.annotations[{ann.DELETE_AT}]", "is before submit-at")
+        if isinstance(it.obj, Node):
+            for key in (ann.FAIL_AT, ann.RECOVER_AT):
+                _time_annotation(problems, it.source, it.obj, key)
+
+
+def _duplicates(items: list[Item], problems: Problems) -> None:
+    """A later document for the same Job (later submit-at) is an update; other repeats are errors."""
+    seen: dict[tuple[str, str], Item] = {}
+    for it in items:
+        if not it.obj.metadata.name:
+            continue
+        k = (type(it.obj).__name__, it.obj.key)
+        first = seen.get(k)
+        if first is None:
+            seen[k] = it
+        elif isinstance(it.obj, Job) and it.submit_at > first.submit_at:
+            it.update = True
+        else:
+            hint = " (a later version of a Job needs a later sim.lavaflow.io/submit-at)" if isinstance(it.obj, Job) else ""
+            problems.add(it.source, _what(it.obj), "metadata.name", f"duplicates the {it.obj.kind} defined at {first.source}{hint}")
+
+
+def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
+    """Validate and default the loaded objects; raise InputError on any problem."""
+    problems = Problems()
+    out = SimInput()
+    items = _expand(loaded, problems)
+    _times(items, problems)
+    _duplicates(items, problems)
+    items.sort(key=lambda it: it.submit_at)  # stable: input order within a time; updates after their job
     # Queues first: jobs are validated against them.
     queues: dict[str, Queue] = {}
     for q in (Queue.model_validate({"metadata": {"name": n}}) for n in ("root", "default")):
@@ -132,6 +183,8 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             admission.default_queue(it.obj)
             queues[it.obj.name] = it.obj
     pods_by_key = {it.obj.key for it in items if isinstance(it.obj, Pod)}
+    declared = {("Queue", name) for name in queues} | {("Job", it.obj.key) for it in items if isinstance(it.obj, Job)}
+    latest_job: dict[str, Job] = {}
     for it in items:
         obj, src = it.obj, it.source
         found: list[admission.Problem] = []
@@ -139,9 +192,23 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             found = admission.validate_queue(obj, queues)
         elif isinstance(obj, Job):
             admission.default_job(obj, scheduler_name)
-            found = admission.validate_job(obj, queues)
+            if it.update:
+                found = admission.validate_job_update(latest_job[obj.key], obj)
+            else:
+                found = admission.validate_job(obj, queues)
+            latest_job[obj.key] = obj
             for ti, task in enumerate(obj.spec.tasks):
                 _check_pod_annotations(problems, src, _what(obj), f"spec.tasks[{ti}].template.metadata", task.template.metadata.annotations)
+        elif isinstance(obj, JobTemplate):
+            as_job = Job.model_validate(
+                {"metadata": {"name": obj.name, "namespace": obj.namespace}, "spec": obj.spec.model_dump(by_alias=True, exclude_none=True, mode="json")}
+            )
+            admission.default_job(as_job, scheduler_name)
+            found = admission.validate_job(as_job, queues)
+        elif isinstance(obj, JobFlow):
+            found = validate_jobflow(obj)
+        elif isinstance(obj, Command):
+            found = validate_command(obj, declared)
         elif isinstance(obj, PodGroup):
             admission.default_podgroup(obj)
             found = admission.validate_podgroup(obj, queues)
@@ -166,6 +233,5 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)
     problems.raise_if_any()
-    items.sort(key=lambda it: it.submit_at)  # stable: input order within a time
     out.items = items
     return out

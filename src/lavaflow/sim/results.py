@@ -79,6 +79,8 @@ def build_result(sim) -> dict[str, Any]:
                 "finishTime": finish,
                 "phaseHistory": hist,
                 "retryCount": job.status.retry_count,
+                "version": job.status.version,
+                "generated": sim.job_ctrl.generated.get(job.key, {"services": [], "configMaps": [], "secrets": []}),
             }
         )
         if phase not in JOB_FINAL_PHASES:
@@ -129,7 +131,7 @@ def build_result(sim) -> dict[str, Any]:
         for pg in sorted(_all_podgroups(sim), key=lambda p: p.key)
     ]
     pods_out = [
-        {k: rec[k] for k in ("namespace", "name", "job", "task", "node", "phase", "createTime", "startTime", "finishTime", "exitCode", "env")}
+        {k: rec.get(k) for k in ("namespace", "name", "job", "task", "node", "phase", "createTime", "startTime", "finishTime", "exitCode", "reason", "env")}
         for rec in sorted(sim.pod_records.values(), key=lambda r: (r["createTime"], r["namespace"], r["name"]))
     ]
     queues_out = [
@@ -152,6 +154,7 @@ def build_result(sim) -> dict[str, Any]:
         "queues": queues_out,
         "stuck": stuck,
         "rejected": sim.rejected,
+        "nodeEvents": sim.node_events,
         "summary": summarize(jobs_out, sim.timeline, sim.now, stuck),
         "timeline": sim.timeline,
         "cycles": sim.cycles,
