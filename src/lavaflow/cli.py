@@ -148,7 +148,7 @@ def _print_table(results: list[dict]) -> None:
 
 @app.command()
 def simulate(
-    files: Annotated[list[Path], typer.Argument(help="YAML files: nodes (or NodeGroups), queues, jobs, pods…")],
+    files: Annotated[Optional[list[Path]], typer.Argument(help="YAML files: nodes (or NodeGroups), queues, jobs, pods…")] = None,  # noqa: UP007
     scheduler: Annotated[str, typer.Option(help="lavaflow or kube-default")] = "lavaflow",
     compare: Annotated[bool, typer.Option("--compare", help="run kube-default and lavaflow side by side")] = False,
     config: Annotated[Optional[Path], typer.Option(help="volcano-scheduler.conf to use")] = None,  # noqa: UP007
@@ -157,9 +157,30 @@ def simulate(
     default_duration: Annotated[str, typer.Option(help="run time of pods without a duration annotation")] = "60s",
     output: Annotated[str, typer.Option(help="table or json")] = "table",
     report: Annotated[Optional[Path], typer.Option(help="write an HTML report here")] = None,  # noqa: UP007
+    explain: Annotated[Optional[str], typer.Option(help="NAMESPACE/JOB: print the decision history of one job")] = None,  # noqa: UP007
+    workload: Annotated[Optional[Path], typer.Option(help="elastic GPU trace (Pollux/Philly/Gavel CSV, MPIJob/Volcano YAML) to replay")] = None,  # noqa: UP007
+    policy: Annotated[Optional[str], typer.Option(help="with --workload: allocation policy (default Lavaflow)")] = None,  # noqa: UP007
+    compare_policies: Annotated[Optional[str], typer.Option(help="with --workload: comma-separated policies to compare")] = None,  # noqa: UP007
+    nodes: Annotated[int, typer.Option(help="with --workload: GPU nodes")] = 16,
+    gpus_per_node: Annotated[int, typer.Option(help="with --workload: GPUs per node")] = 4,
+    cluster: Annotated[Optional[Path], typer.Option(help="with --workload: YAML with Node/NodeGroup objects")] = None,  # noqa: UP007
+    gpu_types: Annotated[Optional[str], typer.Option(help="with --workload: nodes per GPU type, e.g. k80:4,p100:4,v100:4")] = None,  # noqa: UP007
+    resize_interval: Annotated[str, typer.Option(help="with --workload: minimum time between reschedules")] = "30s",
+    resize_cost: Annotated[str, typer.Option(help="with --workload: pause per start/resize/migration")] = "30s",
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
     from .sim.annotations import parse_duration
+
+    if workload is not None:
+        from .elastic.cli import run_workload
+
+        if files:
+            raise Invalid(["--workload replays a trace: give no YAML files with it"])
+        run_workload(workload, policy, compare_policies, nodes, gpus_per_node, cluster, gpu_types,
+                     resize_interval, resize_cost, report, output)
+        return
+    if not files:
+        raise Invalid(["simulate: give YAML files, or --workload FILE"])
 
     problems = []
     if scheduler not in ("lavaflow", "kube-default"):
@@ -180,17 +201,78 @@ def simulate(
     schedulers = ["kube-default", "lavaflow"] if compare else [scheduler]
     tty = sys.stderr.isatty() and output == "table"
     results = [_run(files, config, s, seed, until_s, dd, tty) for s in schedulers]
+    if explain is not None:
+        problems = [p for r in results for p in [_explain_problem(r, explain)] if p]
+        if len(problems) == len(results):
+            raise Invalid([problems[0]])
     if output == "json":
         payload = results[0] if len(results) == 1 else {"results": results}
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
     else:
         _print_table(results)
+    if explain is not None and output == "table":
+        for r in results:
+            _print_explanation(r, explain)
     if report is not None:
         from .sim.report import write_report
 
         write_report(results, report)
         if output == "table":
             err.print(f"report written to {report}")
+
+
+def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
+    """The job record and its PodGroup key for NAMESPACE/NAME (a Volcano Job or a PodGroup)."""
+    ns, _, name = target.rpartition("/")
+    ns = ns or "default"
+    job = next((j for j in result["jobs"] if j["namespace"] == ns and j["name"] == name), None)
+    if job is None:
+        return None, None
+    if job.get("kind") == "PodGroup":
+        return job, f"{ns}/{name}"
+    pg = next((g for g in result["podGroups"] if g["namespace"] == ns and g["name"].startswith(name + "-")), None)
+    return job, (f"{ns}/{pg['name']}" if pg else None)
+
+
+def _explain_problem(result: dict, target: str) -> str | None:
+    job, _ = _find_job(result, target)
+    if job is None:
+        known = ", ".join(f"{j['namespace']}/{j['name']}" for j in result["jobs"][:10])
+        return f"--explain: no job {target!r} in the simulation (jobs: {known or 'none'})"
+    return None
+
+
+def _print_explanation(result: dict, target: str) -> None:
+    out = Console(width=max(Console().width, 100))
+    job, pg_key = _find_job(result, target)
+    if job is None:
+        return
+    out.print(f"[bold]{result['scheduler']}: why {job['namespace']}/{job['name']} did what it did[/bold]")
+    rows: list[tuple[float, str, str]] = []
+    for h in job.get("phaseHistory", []):
+        rows.append((h["time"], "phase", f"job is {h['phase']}"))
+    if job.get("kind") == "PodGroup":
+        rows.append((job["submitTime"], "submit", "PodGroup created"))
+    for d in result.get("decisions", {}).get(pg_key or "", []):
+        span = "" if d["until"] == d["time"] else f" (repeated until t={_fmt_time(d['until'])})"
+        rows.append((d["time"], d["action"], d["message"] + span))
+    for p in result["pods"]:
+        if p["job"] in (job["name"], (pg_key or "/").split("/", 1)[1]) and p["namespace"] == job["namespace"]:
+            if p["startTime"] is not None:
+                rows.append((p["startTime"], "pod", f"{p['name']} started on {p['node']}"))
+            if p["finishTime"] is not None:
+                why = f" ({p['reason']})" if p.get("reason") else ""
+                rows.append((p["finishTime"], "pod", f"{p['name']} {p['phase'].lower()}{why}"))
+    t = Table(show_header=True, header_style="bold")
+    t.add_column("time", justify="right")
+    t.add_column("what")
+    t.add_column("detail", overflow="fold")
+    for time, what, detail in sorted(rows, key=lambda r: (r[0], r[1] != "phase")):
+        t.add_row(_fmt_time(time), what, detail)
+    out.print(t)
+    stuck = next((s for s in result["stuck"] if s["namespace"] == job["namespace"] and s["name"] == job["name"]), None)
+    if stuck:
+        out.print(f"still waiting: {stuck['reason']}", markup=False, highlight=False)
 
 
 @app.command()
@@ -204,6 +286,12 @@ def version() -> None:
 def _report_invalid(exc: Invalid) -> None:
     for p in exc.problems:
         err.print(f"error: {p}", markup=False, highlight=False, soft_wrap=True)
+
+
+# Cluster commands (scheduler, controller, webhook, install, job, queue, train): lavaflow.kube.cli.
+from .kube.cli import register as _register_kube  # noqa: E402
+
+_register_kube(app)
 
 
 def main() -> None:

@@ -96,6 +96,7 @@ class Simulation:
         self._wakes: set[float] = set()
         self.rejected: list[dict[str, Any]] = []  # objects refused by admission at their submit time
         self.node_events: list[dict[str, Any]] = []
+        self.decisions: dict[str, list[dict[str, Any]]] = {}  # PodGroup key -> what the scheduler decided, when
         self.cycles = 0
         self.last_session = None
         self.store.watch("Pod", self._record_pod)
@@ -336,6 +337,15 @@ class Simulation:
                 q.status.allocated = {k: v for k, v in status["allocated"].items()}
                 self.store.update(q)
 
+    def _remember(self, ssn) -> None:
+        """Keep each job's decision history (for --explain), without consecutive repeats."""
+        for uid, action, message in ssn.log:
+            hist = self.decisions.setdefault(uid, [])
+            if hist and hist[-1]["action"] == action and hist[-1]["message"] == message:
+                hist[-1]["until"] = self.now
+                continue
+            hist.append({"time": self.now, "until": self.now, "action": action, "message": message})
+
     def _settle(self) -> None:
         for _ in range(1000):
             if not any(c.dirty for c in self.controllers):
@@ -418,6 +428,7 @@ class Simulation:
                 before = self.store.version
                 self.last_session = self.scheduler.run_once(self.now)
                 self.cycles += 1
+                self._remember(self.last_session)
                 self._apply(self.cache.take_decisions())
                 self._settle()
                 last_cycle_version = self.store.version

@@ -155,6 +155,7 @@ def build_result(sim) -> dict[str, Any]:
         "stuck": stuck,
         "rejected": sim.rejected,
         "nodeEvents": sim.node_events,
+        "decisions": {k: v for k, v in sorted(sim.decisions.items())},
         "summary": summarize(jobs_out, sim.timeline, sim.now, stuck),
         "timeline": sim.timeline,
         "cycles": sim.cycles,

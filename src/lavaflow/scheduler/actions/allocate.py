@@ -52,11 +52,15 @@ class AllocateAction(Action):
             job = jobs.pop()
             stmt, more = self._allocate_job(ssn, queue, job)
             if ssn.job_ready(job):
+                placed = len(stmt)
                 stmt.commit()
+                if placed:
+                    ssn.record(job, "allocate", f"bound {placed} task(s); {job.ready_num} ready, minAvailable {job.min_available}")
                 if more:
                     jobs.push(job)  # elastic: try for more tasks after others had their turn
             elif ssn.job_pipelined(job):
                 held.append(stmt)  # reservation visible only inside this session
+                ssn.record(job, "allocate", "pipelined: waiting for resources that are being released")
             else:
                 stmt.discard()
             queues.push(queue)
