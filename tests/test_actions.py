@@ -263,12 +263,6 @@ def test_backfill_needs_a_pod_slot():
     assert "Insufficient pods" in ssn.jobs["default/be"].fit_errors["default/be-0"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="backfill's ssn.allocate leaves a best-effort task ALLOCATED in the live cache when its gang is "
-    "not ready; Session.close only reverts pipelined tasks, so the task keeps a pod slot and counts as "
-    "ready in later cycles (Volcano drops it with the session snapshot). Fix belongs in session.py/backfill.py.",
-)
 def test_backfill_allocation_of_unready_gang_does_not_outlive_the_session():
     cache = make_cache(
         [make_node("n1", 2, "8Gi")],

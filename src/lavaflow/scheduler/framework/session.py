@@ -59,6 +59,7 @@ class Session:
         self.pipelined: list[TaskInfo] = []
         self.log: list[tuple[str, str, str]] = []  # (job uid, action, message)
         self.enqueued: set[str] = set()
+        self.allocated_here: list[TaskInfo] = []  # tasks this session allocated (dispatched or not)
         self.held_statements: list = []  # pipelined jobs' statements, discarded at close
         for job in self.jobs.values():
             job.fit_errors = {}
@@ -101,6 +102,13 @@ class Session:
                     job.set_status(task, TaskStatus.PENDING)
                 task.node = -1
         self.pipelined.clear()
+        # Allocations never dispatched (backfill of a gang that did not become ready) are dropped too.
+        for task in self.allocated_here:
+            if task.status == TaskStatus.ALLOCATED:
+                job = self.cache.jobs.get(task.job)
+                if job is not None:
+                    self._unplace(job, task)
+        self.allocated_here.clear()
 
     def wake_at(self, time: float) -> None:
         """Ask for a scheduling cycle at ``time`` even if nothing else changes (time-based rules)."""
@@ -526,6 +534,7 @@ class Session:
             self.pipelined.append(task)
         else:
             self.nodes.used[node] += task.resreq
+            self.allocated_here.append(task)
         job.set_status(task, status)
         for alloc, _ in self.event_handlers:
             if alloc is not None:
