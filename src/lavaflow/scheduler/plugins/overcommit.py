@@ -10,6 +10,23 @@ from ..resources import EPS, describe
 from ._shares import reserved_by_admission
 
 
+def within_deserved(ssn, job) -> bool:
+    """Would the queue stay within its deserved share (proportion or capacity) after admitting ``job``?"""
+    for name in ("proportion", "capacity"):
+        plugin = getattr(ssn, name, None)
+        attrs = getattr(plugin, "attrs", None) if plugin is not None else None
+        a = attrs.get(job.queue) if attrs else None
+        if a is None:
+            continue
+        req = job.min_resources
+        dims = req > 0
+        if len(dims) > 2:
+            dims[2] = False
+        after = a.allocated + a.inqueue + req
+        return bool(np.all(after[dims] <= a.deserved[dims] + EPS))
+    return False
+
+
 @register_plugin
 class OvercommitPlugin(Plugin):
     name = "overcommit"
@@ -32,6 +49,10 @@ class OvercommitPlugin(Plugin):
             dims = req > 0
             if np.all(self.inqueue[dims] + req[dims] <= limit[dims] + EPS):
                 return PERMIT
+            if within_deserved(ssn, job):
+                # The cluster is full, but the job's queue is below its deserved share: leave the
+                # decision to the queue plugins; reclaim can take back what the queue deserves.
+                return ABSTAIN
             free = np.maximum(limit - self.inqueue, 0.0)
             job.job_fit_errors = (
                 f"minResources ({describe(ssn.index, req)}) exceed what the cluster can admit "

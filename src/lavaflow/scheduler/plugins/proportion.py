@@ -105,6 +105,11 @@ class ProportionPlugin(Plugin):
                     a.request += t.resreq
                 elif t.status == TaskStatus.PENDING:
                     a.request += t.resreq
+            if job.min_resources is not None and (job.sphase or job.phase) in ("", "Pending"):
+                # A PodGroup waiting for admission asks for at least its minResources,
+                # even before its pods exist (Volcano Jobs create them only once admitted).
+                pending = sum((t.resreq for t in job.tasks.values() if t.status == TaskStatus.PENDING), np.zeros(width))
+                a.request += np.maximum(job.min_resources - pending, 0.0)
             a.inqueue += reserved_by_admission(job, width)
             a.elastic += elastic_of(job, width)
         attrs = sorted(self.attrs.values(), key=lambda a: a.name)
@@ -189,8 +194,34 @@ class ProportionPlugin(Plugin):
                 a.allocated -= task.resreq
                 self._update_share(a)
 
+        def preemptive(queue, task) -> bool:
+            """May this queue take resources back for ``task``? Only while it stays within its deserved share."""
+            a = self.attrs.get(queue.name)
+            if a is None:
+                return False
+            dims = task.resreq > 0
+            dims[2] = False
+            return bool(np.all(a.allocated[dims] + task.resreq[dims] <= a.deserved[dims] + EPS))
+
+        def reclaimable(reclaimer, reclaimees):
+            """Victims only from queues above their deserved share, and only while they stay above it."""
+            victims = []
+            left: dict[str, np.ndarray] = {}
+            for t in reclaimees:
+                job = ssn.jobs.get(t.job)
+                a = self.attrs.get(job.queue) if job is not None else None
+                if a is None:
+                    continue
+                alloc = left.setdefault(a.name, a.allocated.copy())
+                if not np.all(alloc <= a.deserved + EPS):  # allocated exceeds deserved somewhere
+                    alloc -= t.resreq
+                    victims.append(t)
+            return victims, PERMIT
+
         ssn.add_queue_order_fn(self.name, queue_order)
         ssn.add_overused_fn(self.name, overused)
+        ssn.add_preemptive_fn(self.name, preemptive)
+        ssn.add_reclaimable_fn(self.name, reclaimable)
         ssn.add_allocatable_fn(self.name, allocatable)
         ssn.add_job_enqueueable_fn(self.name, enqueueable)
         ssn.add_job_enqueued_fn(self.name, enqueued)

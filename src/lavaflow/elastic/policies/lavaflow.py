@@ -1,0 +1,139 @@
+"""``Lavaflow``: marginal goodput with resize-cost and heterogeneity awareness (ours).
+
+Objective.  For average JCT, each job's value is the fraction of its remaining work done per
+second, ``rate_j(type, n) / remaining_work_j`` (= 1 / remaining time).  Maximising the sum of these
+favours short jobs (SRPT-like) and, within a job, stops adding workers once they no longer speed
+it up enough to beat starting or growing another job.
+
+Resize cost.  Changing a running job (start, resize, type change) costs ``resize_cost`` seconds
+of no progress.  Any configuration other than the job's current one has its value discounted by
+``T / (T + resize_cost)`` with ``T = min(remaining time there, horizon)``: over the time the
+decision is likely to last, the job only progresses ``T`` out of ``T + resize_cost`` seconds, so a
+resize is only worth it when its gain outweighs the pause.
+
+Heterogeneity.  A waiting job may start on any type it is not pinned away from; the value uses
+the job's own rate on that type, so the job goes where it gains most per GPU.  To respect
+comparative advantage (Gavel), a type's value for a job is also reduced by the fraction of its
+best type's rate it would forgo, weighted by ``hetero_weight``: a job barely faster on a V100
+leaves V100s to jobs that are much faster there.
+
+Algorithm.  Greedy on value gain per GPU with a heap: a waiting job's options are starting at
+``k >= min`` workers on each type, a started job's options are growing by ``1..lookahead`` workers
+on its type (look-ahead so dips in measured curves, e.g. crossing a node boundary, do not stop
+growth), or jumping straight back to its current size (which carries no resize discount).  Each
+step takes the option with the best gain per GPU that fits; it ends when no positive gain fits.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .base import Assignment, JobView
+
+
+def lavaflow(
+    jobs: Sequence[JobView],
+    capacity: dict[str, int],
+    now: float,
+    resize_cost: float = 30.0,
+    horizon: float = 900.0,
+    lookahead: int = 8,
+    hetero_weight: float = 1.0,
+    type_agnostic: bool = False,
+) -> dict[str, Assignment]:
+    if type_agnostic and len(capacity) > 1:
+        # ablation: Voda-style per-type pools, jobs assigned to pools without looking at speed
+        from .base import split_pools
+
+        out: dict[str, Assignment] = {}
+        for t, pool in split_pools(jobs, capacity).items():
+            out.update(lavaflow(pool, {t: capacity[t]}, now, resize_cost, horizon, lookahead, 0.0))
+        return out
+    types = sorted(t for t, c in capacity.items() if c > 0)
+    free = {t: capacity[t] for t in types}
+    order = sorted(jobs, key=lambda j: (j.submit_time, j.name))
+    rank = {j.name: i for i, j in enumerate(order)}
+
+    # value tables: val[name][t][n] for n = 0..max
+    val: dict[str, dict[str, np.ndarray]] = {}
+    for j in order:
+        w = max(j.remaining_work, 1e-12)
+        jt = j.types(capacity)
+        best_unit = max((j.rate(t, 1) for t in jt), default=0.0)
+        per_type = {}
+        for t in jt:
+            if t not in free:
+                continue
+            r = np.asarray(j.rates.get(t, ()), dtype=float)[: j.max_workers + 1]
+            if len(r) < j.max_workers + 1:
+                r = np.concatenate([r, np.full(j.max_workers + 1 - len(r), r[-1] if len(r) else 0.0)])
+            v = r / w
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rem = np.where(r > 0, w / np.maximum(r, 1e-300), math.inf)
+            span = np.minimum(rem, horizon)
+            disc = span / (span + resize_cost) if resize_cost > 0 else np.ones_like(r)
+            if hetero_weight > 0 and best_unit > 0 and len(jt) > 1:
+                forgo = 1.0 - r[1] / best_unit if len(r) > 1 else 0.0
+                disc = disc * (1.0 - hetero_weight * forgo * 0.5)
+            v = v * disc
+            if j.current_type == t and 0 < j.current_workers <= j.max_workers:
+                c = j.current_workers
+                v[c] = r[c] / w  # staying as is costs nothing
+            v[0] = 0.0
+            per_type[t] = v
+        val[j.name] = per_type
+
+    alloc: dict[str, Assignment] = {}
+    version = {j.name: 0 for j in order}
+    heap: list = []
+
+    def push_options(j: JobView) -> None:
+        a = alloc.get(j.name)
+        best = None
+        if a is None:
+            for t, v in val[j.name].items():
+                hi = min(j.max_workers, free[t])
+                if hi < j.min_workers:
+                    continue
+                ks = np.arange(j.min_workers, hi + 1)
+                g = v[j.min_workers : hi + 1] / ks
+                i = int(np.argmax(g))
+                cand = (float(g[i]), t, int(ks[i]))
+                if best is None or cand[0] > best[0] + 1e-15:
+                    best = cand
+        else:
+            t, n = a
+            v = val[j.name][t]
+            hi = min(j.max_workers, n + free[t])
+            if hi > n:
+                top = min(hi, n + lookahead)
+                ks = np.arange(n + 1, top + 1)
+                if j.current_type == t and hi >= j.current_workers > top:
+                    ks = np.append(ks, j.current_workers)
+                g = (v[ks] - v[n]) / (ks - n)
+                i = int(np.argmax(g))
+                best = (float(g[i]), t, int(ks[i]))
+        if best is not None and best[0] > 0:
+            heapq.heappush(heap, (-best[0], rank[j.name], version[j.name], best[1], best[2], j))
+
+    for j in order:
+        push_options(j)
+    while heap:
+        negg, _, ver, t, k, j = heapq.heappop(heap)
+        if ver != version[j.name]:
+            continue
+        cur = alloc.get(j.name)
+        n = cur.workers if cur is not None else 0
+        if k - n > free[t]:
+            version[j.name] += 1
+            push_options(j)  # re-evaluate within what is left
+            continue
+        free[t] -= k - n
+        alloc[j.name] = Assignment(t, k)
+        version[j.name] += 1
+        push_options(j)
+    return alloc

@@ -1,0 +1,437 @@
+"""Throughput model for elastic training jobs.
+
+Two sources of measurements:
+
+* **Pollux traces** (``pollux/traces/<app>/``, measured on T4 GPUs): the step time of six
+  applications for each *placement* (per-node replica counts, e.g. ``(1, 1, 2, 2)``) and local batch
+  size, plus a coarser table for large clusters (``scalability.csv``) and per-epoch gradient
+  statistics at several global batch sizes (``validation-<bsz>.csv``).
+
+  A job trains at a fixed global batch size ``B``.  With ``r`` replicas each replica processes
+  ``ceil(B / r)`` samples per step, split into gradient-accumulation micro-steps when that exceeds
+  the application's largest local batch.  The step time for the placement comes from the table
+  (interpolated linearly over local batch size), or, for placements not measured, from a linear
+  interpolation over (#nodes, #replicas, local batch) of all measurements.
+
+  The *work* of a job is the number of optimiser steps it needs at batch size ``B``: the
+  validation files give, per epoch, the progress (in samples scaled to the smallest batch size)
+  and the gradient noise statistics; at batch ``B`` one step yields a statistical gain of
+  ``(var + sqr) / (var / s + sqr)`` progress units with ``s = B / B_min``.  Summing
+  ``Δprogress / gain`` over the application's epochs gives the steps the job must run.  Progress per
+  second is then ``1 / step_time``.
+
+* **Gavel throughputs** (``gavel/``): isolated steps/s of 26 model configurations at scale factors
+  1, 2, 4, 8 on K80, P100 and V100 GPUs, consolidated on one node or spread over nodes.  Used for
+  GPU-type factors of Pollux applications and for Gavel-built workloads.
+
+All curves are exposed as *rates* (work units per second) so the simulator and the policies need
+not know which source a job uses.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .data_paths import gavel_throughputs, pollux_trace_dir
+
+POLLUX_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+# The Pollux artifact limits yolov3's per-replica batch to 8 (GPU memory); others use the
+# largest measured local batch.
+_MAX_LOCAL_BSZ_OVERRIDE = {"yolov3": 8}
+
+# Gavel model closest to each Pollux application, used only for GPU-type speed *ratios*.
+POLLUX_TO_GAVEL = {
+    "cifar10": "ResNet-18 (batch size 128)",
+    "imagenet": "ResNet-50 (batch size 64)",
+    "bert": "Transformer (batch size 64)",
+    "ncf": "Recommendation (batch size 2048)",
+    "deepspeech2": "LM (batch size 20)",
+    "yolov3": "ResNet-50 (batch size 32)",
+}
+# Pollux measured on T4s; we treat a T4 as the reference (factor 1) and, lacking a T4 column in
+# Gavel, equate it with a P100 (similar FP32 throughput).  Documented in docs/elastic.md.
+REFERENCE_TYPE = "p100"
+REFERENCE_ALIASES = {"t4", "p100", "default", ""}
+
+
+def canonical_placement(placement) -> tuple[int, ...]:
+    """Drop empty nodes; rotate to the lexicographically smallest rotation (as the traces do)."""
+    p = tuple(int(x) for x in placement if x)
+    if not p:
+        return ()
+    return min(p[i:] + p[:i] for i in range(len(p)))
+
+
+def consolidated_placement(n: int, gpus_per_node: int) -> tuple[int, ...]:
+    """``n`` workers packed onto as few nodes of ``gpus_per_node`` GPUs as possible."""
+    if n <= 0:
+        return ()
+    full, rest = divmod(n, gpus_per_node)
+    return canonical_placement((gpus_per_node,) * full + ((rest,) if rest else ()))
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@dataclass
+class _Validation:
+    batch_size: int
+    progress: np.ndarray
+    grad_sqr: np.ndarray
+    grad_var: np.ndarray
+
+
+class PolluxApp:
+    """Measured step times and statistical efficiency of one Pollux application."""
+
+    def __init__(self, name: str, trace_dir: Path | None = None) -> None:
+        self.name = name
+        d = Path(trace_dir) if trace_dir is not None else pollux_trace_dir(name)
+        grouped: dict[tuple[int, ...], dict[int, list[tuple[float, float]]]] = {}
+        for row in _read_csv(d / "placements.csv"):
+            pl = canonical_placement(int(c) for c in row["placement"].strip())
+            grouped.setdefault(pl, {}).setdefault(int(row["local_bsz"]), []).append(
+                (float(row["step_time"]), float(row["sync_time"]))
+            )
+        self.placements: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        pts: list[tuple[float, float, float, float, float]] = []
+        for pl, by_bsz in grouped.items():
+            bs = np.array(sorted(by_bsz), dtype=float)
+            st = np.array([np.mean([v[0] for v in by_bsz[int(b)]]) for b in bs])
+            sy = np.array([np.mean([v[1] for v in by_bsz[int(b)]]) for b in bs])
+            self.placements[pl] = (bs, st, sy)
+            for b, s, y in zip(bs, st, sy):
+                pts.append((len(pl), sum(pl), b, s, y))
+        for row in _read_csv(d / "scalability.csv"):
+            pts.append(
+                (
+                    float(row["num_nodes"]),
+                    float(row["num_replicas"]),
+                    float(row["local_bsz"]),
+                    float(row["step_time"]),
+                    float(row["sync_time"]),
+                )
+            )
+        self._points = np.array(pts, dtype=float)
+        self._interp = None
+        self._nearest = None
+        vals: list[_Validation] = []
+        for p in sorted(d.glob("validation-*.csv")):
+            bsz = int(p.stem.split("-")[-1])
+            rows = _read_csv(p)
+            vals.append(
+                _Validation(
+                    bsz,
+                    np.array([float(r["progress"]) for r in rows]),
+                    np.array([float(r["grad_sqr"]) for r in rows]),
+                    np.array([float(r["grad_var"]) for r in rows]),
+                )
+            )
+        if not vals:
+            raise ValueError(f"{d}: no validation-*.csv files")
+        vals.sort(key=lambda v: v.batch_size)
+        self.validation = vals
+        self.max_epochs = min(len(v.progress) for v in vals)
+        # progress at the end of each epoch (the slowest-progressing run, as Pollux does)
+        self.epoch_progress = np.min(np.stack([v.progress[: self.max_epochs] for v in vals]), axis=0)
+        self.init_batch_size = vals[0].batch_size
+        self.max_batch_size = vals[-1].batch_size
+        all_bsz = np.concatenate([v[0] for v in self.placements.values()])
+        self.min_local_bsz = int(all_bsz.min())
+        self.max_local_bsz = int(_MAX_LOCAL_BSZ_OVERRIDE.get(name, all_bsz.max()))
+        self._step_cache: dict[tuple[tuple[int, ...], int], tuple[float, float]] = {}
+        self._work_cache: dict[int, float] = {}
+        self._rate_cache: dict[tuple[tuple[int, ...], int], float] = {}
+
+    # -- step time -----------------------------------------------------------------------------
+    def _interpolate(self, nodes: float, replicas: float, bsz: float) -> tuple[float, float]:
+        from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+
+        if self._interp is None:
+            # merge duplicate (nodes, replicas, bsz) points by mean
+            keys: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
+            for n, r, b, s, y in self._points:
+                keys.setdefault((n, r, b), []).append((s, y))
+            xs = np.array(list(keys), dtype=float)
+            ys = np.array([np.mean(v, axis=0) for v in keys.values()])
+            scale = xs.max(axis=0)
+            self._scale = scale
+            self._interp = LinearNDInterpolator(xs / scale, ys)
+            self._nearest = NearestNDInterpolator(xs / scale, ys)
+        q = np.array([[nodes, replicas, bsz]]) / self._scale
+        out = self._interp(q)[0]
+        if not np.all(np.isfinite(out)):
+            out = self._nearest(q)[0]
+        return float(out[0]), float(out[1])
+
+    def step_time(self, placement, local_bsz: int) -> tuple[float, float]:
+        """(step_time, sync_time) in seconds for one step of ``local_bsz`` samples per replica."""
+        pl = canonical_placement(placement)
+        key = (pl, int(local_bsz))
+        hit = self._step_cache.get(key)
+        if hit is not None:
+            return hit
+        if pl in self.placements:
+            bs, st, sy = self.placements[pl]
+            b = float(local_bsz)
+            if b > bs[-1] and len(bs) >= 2:
+                # beyond the largest measured batch: extend the last segment linearly
+                slope_s = (st[-1] - st[-2]) / (bs[-1] - bs[-2])
+                res = (float(st[-1] + slope_s * (b - bs[-1])), float(sy[-1]))
+            else:
+                res = (float(np.interp(b, bs, st)), float(np.interp(b, bs, sy)))
+        else:
+            nodes = min(len(pl), 16)
+            res = self._interpolate(nodes, sum(pl), float(local_bsz))
+        res = (max(res[0], 1e-6), max(min(res[1], res[0]), 0.0))
+        self._step_cache[key] = res
+        return res
+
+    def batch_config(self, replicas: int, batch_size: int) -> tuple[int, int]:
+        """(micro-batch per replica, accumulation steps) for a global batch on ``replicas``."""
+        local = math.ceil(batch_size / replicas - 1e-9)
+        accum = max(math.ceil(local / self.max_local_bsz - 1e-9) - 1, 0)
+        atomic = math.ceil(local / (accum + 1) - 1e-9)
+        return max(atomic, 1), accum
+
+    def max_replicas(self, batch_size: int) -> int:
+        """Largest replica count whose per-replica batch is still at least the smallest measured."""
+        return max(1, batch_size // self.min_local_bsz)
+
+    def rate(self, placement, batch_size: int) -> float:
+        """Optimiser steps per second at global batch ``batch_size`` on ``placement``."""
+        pl = canonical_placement(placement)
+        if not pl:
+            return 0.0
+        key = (pl, int(batch_size))
+        hit = self._rate_cache.get(key)
+        if hit is not None:
+            return hit
+        r = sum(pl)
+        atomic, accum = self.batch_config(r, batch_size)
+        step, sync = self.step_time(pl, atomic)
+        total = step + accum * (step - sync)
+        # rounding may make the real batch a little larger than B: count that as extra progress
+        real_batch = r * atomic * (accum + 1)
+        res = (real_batch / batch_size) / total if total > 0 else 0.0
+        self._rate_cache[key] = res
+        return res
+
+    # -- work ----------------------------------------------------------------------------------
+    def _grad_stats(self, batch_size: float, epoch: int) -> tuple[float, float]:
+        vals = self.validation
+        bs = [v.batch_size for v in vals]
+        b = min(max(float(batch_size), bs[0]), bs[-1])
+        hi = int(np.searchsorted(bs, b))
+        lo = hi if bs[hi] == b else hi - 1
+        if lo == hi:
+            return float(vals[lo].grad_sqr[epoch]), float(vals[lo].grad_var[epoch])
+        w = (b - bs[lo]) / (bs[hi] - bs[lo])
+        sqr = (1 - w) * vals[lo].grad_sqr[epoch] + w * vals[hi].grad_sqr[epoch]
+        var = (1 - w) * vals[lo].grad_var[epoch] + w * vals[hi].grad_var[epoch]
+        return float(sqr), float(var)
+
+    def work(self, batch_size: int) -> float:
+        """Optimiser steps needed to train for the application's epochs at batch ``batch_size``."""
+        hit = self._work_cache.get(int(batch_size))
+        if hit is not None:
+            return hit
+        scale = batch_size / self.init_batch_size
+        total = 0.0
+        prev = 0.0
+        for e in range(self.max_epochs):
+            sqr, var = self._grad_stats(batch_size, e)
+            gain = (var + sqr) / (var / scale + sqr) if (var / scale + sqr) > 0 else 1.0
+            total += (self.epoch_progress[e] - prev) / gain
+            prev = self.epoch_progress[e]
+        self._work_cache[int(batch_size)] = total
+        return total
+
+
+@lru_cache(maxsize=None)
+def pollux_app(name: str) -> PolluxApp:
+    if name not in POLLUX_APPS:
+        raise KeyError(name)
+    return PolluxApp(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gavel
+# ---------------------------------------------------------------------------------------------
+
+
+class GavelTable:
+    """Isolated throughputs (steps/s) by GPU type, model and scale factor."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        p = Path(path) if path is not None else gavel_throughputs()
+        raw = json.loads(p.read_text())
+        self.table: dict[str, dict[str, dict[int, float]]] = {}
+        for gtype, entries in raw.items():
+            for key, val in entries.items():
+                model, sf = _parse_gavel_key(key)
+                v = val.get("null") if isinstance(val, dict) else None
+                if v is None or not v or v <= 0:
+                    continue  # missing measurement (Gavel stores 0.0 for some)
+                self.table.setdefault(gtype, {}).setdefault(model, {})[sf] = float(v)
+        self.types = sorted(t for t in self.table if not t.endswith("_unconsolidated"))
+        self.models = sorted(self.table.get("v100", {}))
+
+    def isolated(self, model: str, gpu_type: str) -> float:
+        return self.table[gpu_type][model][1]
+
+    def throughput(self, model: str, gpu_type: str, workers: int, consolidated: bool = True) -> float:
+        """Steps/s of ``model`` on ``workers`` GPUs of ``gpu_type``.
+
+        Measured points (scale factors 1, 2, 4, 8) are made non-decreasing (more workers never
+        run slower: the extra ones could idle) and interpolated linearly; beyond the largest
+        measured scale the throughput stays flat.
+        """
+        if workers <= 0:
+            return 0.0
+        pts = self._points(model, gpu_type, consolidated)
+        xs, ys = pts
+        return float(np.interp(workers, xs, ys))
+
+    @lru_cache(maxsize=None)
+    def _points(self, model: str, gpu_type: str, consolidated: bool) -> tuple[np.ndarray, np.ndarray]:
+        base = self.table[gpu_type][model]
+        pts = dict(base)
+        if not consolidated:
+            unc = self.table.get(f"{gpu_type}_unconsolidated", {}).get(model, {})
+            pts = {1: base[1], **{k: v for k, v in unc.items() if k > 1}}
+            for k, v in base.items():  # fall back to consolidated figures where unmeasured
+                pts.setdefault(k, v)
+        xs = np.array(sorted(pts), dtype=float)
+        ys = np.maximum.accumulate(np.array([pts[int(x)] for x in xs]))
+        if xs[0] != 0:
+            xs = np.concatenate([[0.0], xs])
+            ys = np.concatenate([[0.0], ys])
+        return xs, ys
+
+    def __hash__(self) -> int:  # for lru_cache on methods
+        return id(self)
+
+
+def _parse_gavel_key(key: str) -> tuple[str, int]:
+    # "('ResNet-50 (batch size 64)', 2)"
+    inner = key.strip()[1:-1]
+    model_part, sf_part = inner.rsplit(",", 1)
+    return model_part.strip().strip("'\""), int(sf_part.strip())
+
+
+@lru_cache(maxsize=None)
+def gavel_table() -> GavelTable:
+    return GavelTable()
+
+
+def type_factor(app: str, gpu_type: str | None) -> float:
+    """Speed of a Pollux application on ``gpu_type`` relative to the T4 measurements."""
+    if gpu_type is None or gpu_type.lower() in REFERENCE_ALIASES:
+        return 1.0
+    t = gpu_type.lower()
+    try:
+        table = gavel_table()
+    except FileNotFoundError:
+        return 1.0
+    model = POLLUX_TO_GAVEL.get(app)
+    if model is None or t not in table.table or model not in table.table[t]:
+        return 1.0
+    return table.isolated(model, t) / table.isolated(model, REFERENCE_TYPE)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-job speed functions
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PolluxJobSpeed:
+    """A job of a Pollux application at a fixed global batch size."""
+
+    app: str
+    batch_size: int
+    _factors: dict[str, float] = field(default_factory=dict, repr=False)
+
+    @property
+    def model(self) -> PolluxApp:
+        return pollux_app(self.app)
+
+    def total_work(self) -> float:
+        return self.model.work(self.batch_size)
+
+    def max_useful_workers(self) -> int:
+        return self.model.max_replicas(self.batch_size)
+
+    def rate(self, placement, gpu_type: str | None = None) -> float:
+        f = self._factors.get(gpu_type or "")
+        if f is None:
+            f = type_factor(self.app, gpu_type)
+            self._factors[gpu_type or ""] = f
+        return self.model.rate(placement, self.batch_size) * f
+
+
+@dataclass
+class GavelJobSpeed:
+    """A job of a Gavel model configuration; work is counted in steps."""
+
+    model: str
+
+    def max_useful_workers(self) -> int:
+        return 8
+
+    def rate(self, placement, gpu_type: str | None = None) -> float:
+        pl = canonical_placement(placement)
+        if not pl:
+            return 0.0
+        t = (gpu_type or "v100").lower()
+        return gavel_table().throughput(self.model, t, sum(pl), consolidated=len(pl) == 1)
+
+
+@dataclass
+class TabulatedJobSpeed:
+    """Speed from measured (workers -> work units/s) points, e.g. reported by a running job.
+
+    Interpolated linearly between measured worker counts; beyond the largest measured count the
+    last per-worker marginal gain is extended but never decreases throughput; below the smallest
+    measured count throughput scales linearly to zero.  This is the fitted-and-interpolated
+    replacement for Voda's placeholder-filled speedup table.
+    """
+
+    points: dict[int, float]
+    per_type: dict[str, float] = field(default_factory=dict)
+
+    def rate(self, placement, gpu_type: str | None = None) -> float:
+        n = sum(canonical_placement(placement))
+        if n <= 0 or not self.points:
+            return 0.0
+        xs = np.array(sorted(self.points), dtype=float)
+        ys = np.maximum.accumulate(np.array([self.points[int(x)] for x in xs]))
+        if n <= xs[0]:
+            r = ys[0] * n / xs[0]
+        elif n >= xs[-1]:
+            slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) if len(xs) >= 2 else ys[-1] / xs[-1]
+            r = ys[-1] + max(slope, 0.0) * (n - xs[-1])
+        else:
+            r = float(np.interp(n, xs, ys))
+        return float(r) * self.per_type.get(gpu_type or "", 1.0)
+
+    def max_useful_workers(self) -> int:
+        return 1 << 16
+
+
+def rate_curve(speed, gpu_type: str | None, max_workers: int, gpus_per_node: int) -> tuple[float, ...]:
+    """Rates for 0..max_workers workers packed onto ``gpus_per_node``-GPU nodes."""
+    return tuple(
+        0.0 if n == 0 else speed.rate(consolidated_placement(n, gpus_per_node), gpu_type)
+        for n in range(max_workers + 1)
+    )

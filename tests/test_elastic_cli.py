@@ -1,0 +1,79 @@
+"""`lavaflow simulate --workload` and the Kubernetes YAML inputs of lavaflow.elastic."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lavaflow.elastic.data_paths import PACKAGE_DATA
+from lavaflow.elastic.k8s import read_k8s
+from lavaflow.elastic.workload import WorkloadError
+
+ROOT = Path(__file__).resolve().parents[1]
+W1 = PACKAGE_DATA / "pollux" / "workloads" / "workload-1.csv"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from lavaflow.cli import main; main()", "simulate", *args],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+
+
+def test_compare_policies_json_and_report(tmp_path):
+    rep = tmp_path / "r.html"
+    p = cli("--workload", str(W1), "--compare-policies", "Tiresias,Lavaflow", "--output", "json", "--report", str(rep))
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)["results"]
+    assert [r["policy"] for r in res] == ["Tiresias", "Lavaflow"]
+    assert all(r["completed"] == 160 for r in res)
+    html = rep.read_text()
+    assert html.count("<svg") >= 3 and "JCT CDF" in html
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--policy", "Nope"], "unknown policy 'Nope'"),
+        (["--resize-cost", "soon"], "--resize-cost"),
+        (["--gpu-types", "k80"], "--gpu-types"),
+    ],
+)
+def test_bad_options_exit_2_without_traceback(args, msg):
+    p = cli("--workload", str(W1), *args)
+    assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr
+
+
+def test_malformed_csv_row_names_file_line_column(tmp_path):
+    f = tmp_path / "w.csv"
+    f.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,1,128\nb,7,cifar10,1,lots\n")
+    p = cli("--workload", str(f))
+    assert p.returncode == 2 and f"{f}:3: column 'batch_size'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_examples_parse_and_simulate():
+    jobs, nodes = read_k8s(ROOT / "examples" / "elastic-pytorch.yaml")
+    assert [(j.min_workers, j.max_workers) for j in jobs] == [(2, 8), (1, 4)]
+    assert {n.gpu_type for n in nodes} == {"v100"} and jobs[0].gpu_type == "v100"
+    jobs, _ = read_k8s(ROOT / "examples" / "voda-mpijob.yaml")
+    a, b = jobs
+    assert (a.requested, a.min_workers, a.max_workers, a.gpu_type) == (2, 1, 4, "nvidia-tesla-v100")
+    assert b.priority == 1 and b.submit_time == 300.0
+    p = cli("--workload", "examples/voda-mpijob.yaml", "--gpu-types", "nvidia-tesla-v100:2",
+            "--compare-policies", "ElasticFIFO,Lavaflow")
+    assert p.returncode == 0, p.stderr
+
+
+def test_mpijob_without_min_max_is_rejected(tmp_path):
+    f = tmp_path / "j.yaml"
+    f.write_text(
+        "apiVersion: kubeflow.org/v1\nkind: MPIJob\nmetadata: {name: x, annotations: {lavaflow.io/application: cifar10}}\n"
+        "spec:\n  mpiReplicaSpecs:\n    Launcher:\n      template:\n        spec:\n"
+        "          containers: [{name: l, env: [{name: NP, value: '2'}]}]\n"
+    )
+    with pytest.raises(WorkloadError, match="MIN_NUM_PROC"):
+        read_k8s(f)

@@ -1,0 +1,220 @@
+"""Speed model, placement, simulator and input-format tests for lavaflow.elastic."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lavaflow.elastic.data_paths import PACKAGE_DATA
+from lavaflow.elastic.job import ElasticJobSpec
+from lavaflow.elastic.placement import Node, best_fit, place
+from lavaflow.elastic.policies import make_policy
+from lavaflow.elastic.sim import Cluster, simulate
+from lavaflow.elastic.speed import (
+    PolluxApp,
+    TabulatedJobSpeed,
+    canonical_placement,
+    consolidated_placement,
+    gavel_table,
+    type_factor,
+)
+from lavaflow.elastic.workload import WorkloadError, read_workload
+
+TRACES = PACKAGE_DATA / "pollux" / "traces"
+
+
+@pytest.fixture(scope="module")
+def cifar():
+    return PolluxApp("cifar10", TRACES / "cifar10")
+
+
+# -- speed model ---------------------------------------------------------------------------------
+def test_measured_point_is_reproduced_and_interpolated_between(cifar):
+    bs, st_, _ = cifar.placements[(1,)]
+    for b, s in zip(bs[:5], st_[:5]):
+        assert cifar.step_time((1,), int(b))[0] == pytest.approx(s)
+    mid = int((bs[2] + bs[3]) // 2)
+    lo, hi = sorted((st_[2], st_[3]))
+    assert lo - 1e-12 <= cifar.step_time((1,), mid)[0] <= hi + 1e-12
+
+
+def test_placement_canonicalisation():
+    assert canonical_placement((2, 1, 0, 3)) == (1, 3, 2)
+    assert consolidated_placement(10, 4) == (2, 4, 4)
+
+
+def test_throughput_grows_with_workers_where_the_data_do(cifar):
+    # At a large batch, one node with 1, 2, 4 replicas: measured step times give increasing rates.
+    rates = [cifar.rate((n,), 4096) for n in (1, 2, 4)]
+    assert rates == sorted(rates) and rates[-1] > 2 * rates[0]
+
+
+def test_unmeasured_placement_is_interpolated_finite(cifar):
+    r = cifar.rate((4, 4, 4, 4, 4), 4096)  # five nodes: not in placements.csv
+    assert np.isfinite(r) and r > cifar.rate((4,), 4096)
+
+
+def test_work_is_larger_at_larger_batch_in_samples(cifar):
+    # statistical efficiency: more samples needed at a bigger batch
+    assert cifar.work(4096) * 4096 > cifar.work(128) * 128
+    assert cifar.work(128) == pytest.approx(cifar.epoch_progress[-1], rel=0.05)
+
+
+def test_gavel_types_and_monotone_scaling():
+    g = gavel_table()
+    m = "ResNet-50 (batch size 64)"
+    assert g.isolated(m, "v100") > g.isolated(m, "p100") > g.isolated(m, "k80")
+    vals = [g.throughput(m, "v100", n) for n in range(1, 9)]
+    assert vals == sorted(vals)
+    assert type_factor("imagenet", "v100") > 1 > type_factor("imagenet", "k80")
+    assert type_factor("imagenet", "t4") == 1.0
+
+
+def test_tabulated_speed_interpolates_and_never_uses_placeholders():
+    sp = TabulatedJobSpeed({1: 1.0, 4: 3.0})
+    assert sp.rate((2,)) == pytest.approx(5 / 3)
+    assert sp.rate((1, 1, 1, 1)) == pytest.approx(3.0)
+    assert sp.rate((4, 2)) >= 3.0
+
+
+# -- placement -----------------------------------------------------------------------------------
+NODES = [Node(f"n{i}", 4) for i in range(4)]
+
+
+def _overlap(new, cur):
+    return sum(min(c, cur.get(j, {}).get(n, 0)) for j, per in new.items() for n, c in per.items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=6), st.randoms(use_true_random=False))
+def test_repack_fits_and_has_the_fewest_moves_of_any_node_mapping(sizes, rnd):
+    reqs = {f"j{i}": s for i, s in enumerate(sizes)}
+    while sum(reqs.values()) > 16:
+        reqs.pop(max(reqs))
+    if not reqs:
+        return
+    # a random current placement of the same jobs
+    cur = {}
+    free = {n.name: 4 for n in NODES}
+    for j, s in reqs.items():
+        per = {}
+        for _ in range(s):
+            opts = [k for k, f in free.items() if f > 0]
+            k = rnd.choice(opts)
+            per[k] = per.get(k, 0) + 1
+            free[k] -= 1
+        cur[j] = per
+    new, mig = place(NODES, cur, reqs, mode="repack")
+    for j, s in reqs.items():
+        assert sum(new[j].values()) == s
+    used = {}
+    for per in new.values():
+        for k, c in per.items():
+            used[k] = used.get(k, 0) + c
+    assert all(c <= 4 for c in used.values())
+    # any other assignment of the same virtual nodes to real nodes moves at least as many workers
+    virt = best_fit([4] * 4, reqs)
+    best = max(
+        _overlap({j: {NODES[p[v]].name: c for v in range(4) for jj, c in virt[v].items() if jj == j} for j in reqs}, cur)
+        for p in itertools.permutations(range(4))
+    )
+    assert _overlap(new, cur) == best
+    assert sum(mig.values()) == sum(reqs.values()) - best
+
+
+def test_unchanged_jobs_do_not_move_and_spread_jobs_get_consolidated():
+    cur = {"a": {"n0": 1}, "b": {"n1": 1}}
+    new, mig = place(NODES, cur, {"a": 1, "b": 1})
+    assert new == cur and not mig
+    cur = {"a": {"n0": 2, "n1": 2}, "b": {"n0": 2, "n1": 2}}
+    new, mig = place(NODES, cur, {"a": 4, "b": 4})
+    assert all(len(per) == 1 for per in new.values())
+    assert sum(mig.values()) == 4  # two workers of each job move
+
+
+def test_best_fit_counts_spilled_workers_exactly():
+    # Voda recorded a spilled job's full request on the second node (free = -2)
+    nodes = best_fit([4, 4], {"big": 6})
+    assert sorted(sum(n.values()) for n in nodes) == [2, 4]
+
+
+# -- simulator -----------------------------------------------------------------------------------
+class Linear:
+    def rate(self, placement, gpu_type=None):
+        return float(sum(placement))
+
+    def max_useful_workers(self):
+        return 64
+
+
+def _spec(name, t, work, lo=1, hi=1, req=None):
+    return ElasticJobSpec(name, t, Linear(), work, req or lo, lo, hi)
+
+
+def test_job_finishes_when_its_work_is_done():
+    r = simulate([_spec("a", 10.0, 400.0, 4, 4)], Cluster.homogeneous(1, 4), make_policy("FIFO"), resize_cost=0)
+    assert r.jobs[0].finish == pytest.approx(10.0 + 100.0)
+    r = simulate([_spec("a", 10.0, 400.0, 4, 4)], Cluster.homogeneous(1, 4), make_policy("FIFO"), resize_cost=25)
+    assert r.jobs[0].finish == pytest.approx(10.0 + 25.0 + 100.0)
+
+
+def test_resize_cost_delays_progress_of_resized_jobs():
+    jobs = [_spec("a", 0.0, 4000.0, 1, 4), _spec("b", 100.0, 400.0, 1, 4)]
+    fast = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("ElasticFIFO"), resize_cost=0)
+    slow = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("ElasticFIFO"), resize_cost=60)
+    assert fast.summary()["resizes"] >= 1
+    for f, s in zip(fast.jobs, slow.jobs):
+        assert s.finish > f.finish
+
+
+def test_reschedules_are_rate_limited():
+    jobs = [_spec(f"j{i}", float(i), 50.0) for i in range(20)]
+    r = simulate(jobs, Cluster.homogeneous(2, 4), make_policy("FIFO"), resched_interval=30, resize_cost=0)
+    assert r.reschedules <= 20 and all(j.finish is not None for j in r.jobs)
+    starts = sorted(j.start for j in r.jobs)
+    assert starts[0] == 0.0 and all(s == 0.0 or s >= 30.0 for s in starts)
+
+
+def test_pollux_workload_runs_every_policy_quickly():
+    jobs = read_workload(PACKAGE_DATA / "pollux" / "workloads" / "workload-1.csv", max_gpus=64)[:40]
+    for name in ("Tiresias", "Lavaflow", "AFS-L"):
+        r = simulate(jobs, Cluster.homogeneous(16, 4), make_policy(name))
+        assert r.summary()["completed"] == 40
+
+
+# -- input formats -------------------------------------------------------------------------------
+def _write(tmp_path: Path, text: str, name="w.csv") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_pollux_csv_errors_name_file_line_and_column(tmp_path):
+    p = _write(tmp_path, "name,time,application,num_replicas,batch_size\na,0,cifar10,2,256\nb,5,resnet,2,256\n")
+    with pytest.raises(WorkloadError) as e:
+        read_workload(p)
+    assert e.value.line == 3 and e.value.column == "application" and str(p) in str(e.value)
+    p = _write(tmp_path, "name,time,application,num_replicas,batch_size\na,0,cifar10,two,256\n")
+    with pytest.raises(WorkloadError, match=r":2: column 'num_replicas'"):
+        read_workload(p)
+    p = _write(tmp_path, "name,time,application,batch_size\na,0,cifar10,256\n")
+    with pytest.raises(WorkloadError, match="unknown CSV header|missing column"):
+        read_workload(p)
+    p = _write(tmp_path, "name,time,application,num_replicas,batch_size\na,-4,cifar10,1,256\n")
+    with pytest.raises(WorkloadError, match="column 'time'"):
+        read_workload(p)
+
+
+def test_philly_csv(tmp_path):
+    p = _write(tmp_path, "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,600,1,600,x\n"
+               "2017-10-09 07:05:00,3600,4,14400,x\n")
+    jobs = read_workload(p)
+    assert len(jobs) >= 1
+    p = _write(tmp_path, "timestamp,duration,num_gpus\nyesterday,60,1\n")
+    with pytest.raises(WorkloadError, match="column 'timestamp'"):
+        read_workload(p)

@@ -1,0 +1,152 @@
+"""Property tests for every elastic allocation policy."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lavaflow.elastic.policies import POLICY_NAMES, JobView, check_allocation, make_policy
+
+TYPES = ("k80", "p100", "v100")
+
+
+@st.composite
+def scenarios(draw):
+    ntypes = draw(st.integers(1, 3))
+    types = TYPES[:ntypes]
+    capacity = {t: draw(st.integers(0, 24)) for t in types}
+    njobs = draw(st.integers(0, 12))
+    jobs = []
+    for i in range(njobs):
+        lo = draw(st.integers(1, 6))
+        hi = draw(st.integers(lo, 12))
+        req = draw(st.integers(lo, hi))
+        rates = {}
+        for t in types:
+            base = draw(st.floats(0.1, 10))
+            incs = draw(st.lists(st.floats(-0.5, 1.5), min_size=hi, max_size=hi))
+            curve = [0.0, base]
+            for k in range(2, hi + 1):
+                curve.append(max(1e-3, curve[-1] + incs[k - 1] * base))
+            rates[t] = tuple(curve)
+        pinned = draw(st.one_of(st.none(), st.sampled_from(types)))
+        cur = draw(st.integers(0, hi))
+        cur = cur if cur >= lo else 0
+        cur_type = (pinned or draw(st.sampled_from(types))) if cur else None
+        jobs.append(
+            JobView(
+                name=f"job-{i}",
+                submit_time=draw(st.integers(0, 5)) * 10.0,
+                min_workers=lo,
+                max_workers=hi,
+                requested=req,
+                rates=rates,
+                remaining_work=draw(st.floats(1.0, 1e5)),
+                total_work=1e5,
+                priority=draw(st.integers(0, 2)),
+                current_workers=cur,
+                current_type=cur_type,
+                pinned_type=pinned,
+                first_start=draw(st.one_of(st.none(), st.floats(0, 100))),
+                attained_service=draw(st.floats(0, 1e4)),
+                queue_service=draw(st.floats(0, 1e4)),
+            )
+        )
+    return jobs, capacity
+
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _run(name, jobs, capacity):
+    return make_policy(name)(jobs, capacity, 1000.0)
+
+
+@SETTINGS
+@given(scenarios())
+def test_every_policy_respects_min_max_capacity_and_pinning(sc):
+    jobs, capacity = sc
+    for name in POLICY_NAMES:
+        res = _run(name, jobs, capacity)
+        check_allocation(jobs, capacity, res)  # raises on violation
+        by = {j.name: j for j in jobs}
+        for job, a in res.items():
+            assert a.workers == 0 or by[job].min_workers <= a.workers <= by[job].max_workers, name
+
+
+@SETTINGS
+@given(scenarios())
+def test_identical_inputs_identical_outputs_in_any_order(sc):
+    jobs, capacity = sc
+    shuffled = list(jobs)
+    random.Random(7).shuffle(shuffled)
+    for name in POLICY_NAMES:
+        a = _run(name, jobs, capacity)
+        b = _run(name, jobs, capacity)
+        c = _run(name, shuffled, capacity)
+        assert a == b, name
+        assert a == c, name
+
+
+@SETTINGS
+@given(scenarios())
+def test_job_at_max_never_gets_more(sc):
+    jobs, capacity = sc
+    for name in POLICY_NAMES:
+        res = _run(name, jobs, capacity)
+        for j in jobs:
+            if j.current_workers == j.max_workers and j.name in res:
+                assert res[j.name].workers <= j.max_workers, name
+
+
+def _job(name, lo, hi, req=None, rate=lambda n: float(n), t=0.0, work=100.0, **kw):
+    return JobView(
+        name=name, submit_time=t, min_workers=lo, max_workers=hi, requested=req or lo,
+        rates={"gpu": tuple(rate(n) for n in range(hi + 1))}, remaining_work=work, total_work=work, **kw,
+    )
+
+
+def test_voda_elastic_fifo_counterexample_is_fixed():
+    # Voda: A(min1,max4), B(min4,max4), 4 GPUs -> {A:3, B:1} (B below its minimum)
+    jobs = [_job("A", 1, 4, t=0), _job("B", 4, 4, t=1)]
+    res = make_policy("ElasticFIFO")(jobs, {"gpu": 4}, 0)
+    check_allocation(jobs, {"gpu": 4}, res)
+    assert res["A"].workers == 4 and "B" not in res
+
+
+def test_voda_elastic_srjf_counterexample_is_fixed():
+    # Voda: A(2,2), B(1,4), 8 GPUs -> A:5 (above its maximum)
+    jobs = [_job("A", 2, 2, work=10), _job("B", 1, 4, work=100)]
+    res = make_policy("ElasticSRJF")(jobs, {"gpu": 8}, 0)
+    check_allocation(jobs, {"gpu": 8}, res)
+    assert res["A"].workers == 2 and res["B"].workers == 4
+
+
+def test_ffdl_and_afsl_respect_minimum():
+    jobs = [_job("A", 3, 6, t=0), _job("B", 4, 4, t=1), _job("C", 2, 5, t=2)]
+    for name in ("FfDLOptimizer", "AFS-L"):
+        res = make_policy(name)(jobs, {"gpu": 8}, 0)
+        check_allocation(jobs, {"gpu": 8}, res)
+
+
+def test_tiresias_prefers_low_attained_service():
+    old = _job("old", 4, 4, t=0, queue_service=10_000.0, first_start=0.0, current_workers=4, current_type="gpu")
+    new = _job("new", 4, 4, t=5)
+    res = make_policy("Tiresias")([old, new], {"gpu": 4}, 100)
+    assert "new" in res and "old" not in res
+
+
+def test_lavaflow_does_not_grow_a_job_that_does_not_speed_up():
+    flat = _job("flat", 1, 8, rate=lambda n: 1.0 if n else 0.0)
+    res = make_policy("Lavaflow")([flat], {"gpu": 8}, 0)
+    assert res["flat"].workers == 1
+
+
+def test_lavaflow_prefers_the_faster_gpu_type_by_comparative_advantage():
+    # a (10x faster on v100) and b (1.1x) compete for one v100 and one k80 GPU
+    a = JobView("a", 0, 1, 1, 1, {"v100": (0, 10.0), "k80": (0, 1.0)}, 1e5, 1e5)
+    b = JobView("b", 0, 1, 1, 1, {"v100": (0, 1.1), "k80": (0, 1.0)}, 1e5, 1e5)
+    res = make_policy("Lavaflow")([a, b], {"v100": 1, "k80": 1}, 0)
+    assert res["a"].gpu_type == "v100" and res["b"].gpu_type == "k80"
