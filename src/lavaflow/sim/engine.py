@@ -126,8 +126,10 @@ class Simulation:
         rec = self.pod_records.get(pod.metadata.uid)
         if rec is None and event == "ADDED" and ann.DELETE_AT in pod.metadata.annotations and pod.metadata.owner_references:
             # A pod made from a template that carries delete-at: evicted at that time (if alive then).
+            # A pod created at or after that instant (e.g. the replacement a RestartJob made in reaction
+            # to the eviction itself) is not evicted again.
             at = ann.parse_duration(pod.metadata.annotations[ann.DELETE_AT], allow_inf=True)
-            if math.isfinite(at) and at >= self.now:
+            if math.isfinite(at) and at > self.now:
                 self._push(at, "evict", (pod.key, pod.metadata.uid))
         if rec is None:
             rec = {
@@ -360,14 +362,32 @@ class Simulation:
         names = self.cache.index.names
         used = self.cache.nodes.view("used").sum(axis=0)
         cap = self.cache.nodes.view("allocatable").sum(axis=0)
-        running = sum(1 for t in self.cache.tasks.values() if t.node >= 0)
-        pending = sum(1 for t in self.cache.tasks.values() if t.node < 0 and t.status == 0)
+        running = pending = 0
+        per_queue: dict[str, np.ndarray] = {}
+        for t in self.cache.tasks.values():
+            if t.node >= 0:
+                running += 1
+                job = self.cache.jobs.get(t.job)
+                q = job.queue if job is not None else "default"
+                if q not in per_queue:
+                    per_queue[q] = np.zeros(len(names))
+                per_queue[q][: len(t.resreq)] += t.resreq
+            elif t.status == 0:
+                pending += 1
+        queues = {q: {nm: float(v[i]) for i, nm in enumerate(names) if nm != "pods" and v[i]} for q, v in sorted(per_queue.items())}
+        deserved = {}
+        prop = getattr(self.last_session, "proportion", None) if self.last_session is not None else None
+        if prop is not None:
+            for q, a in sorted(prop.attrs.items()):
+                deserved[q] = {nm: float(a.deserved[i]) for i, nm in enumerate(names) if nm != "pods" and i < len(a.deserved) and a.deserved[i]}
         point = {
             "time": self.now,
             "allocated": {nm: float(used[i]) for i, nm in enumerate(names) if nm != "pods"},
             "capacity": {nm: float(cap[i]) for i, nm in enumerate(names) if nm != "pods"},
             "runningPods": running,
             "pendingPods": pending,
+            "queues": queues,
+            "deserved": deserved,
         }
         if self.timeline and self.timeline[-1]["time"] == self.now:
             self.timeline[-1] = point
@@ -456,7 +476,8 @@ class Simulation:
 
 
 def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return a["allocated"] != b["allocated"] or a["runningPods"] != b["runningPods"] or a["pendingPods"] != b["pendingPods"] or a["capacity"] != b["capacity"]
+    keys = ("allocated", "runningPods", "pendingPods", "capacity", "queues", "deserved")
+    return any(a.get(k) != b.get(k) for k in keys)
 
 
 def _pod_specs(obj) -> list:

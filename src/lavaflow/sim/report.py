@@ -370,6 +370,42 @@ def _allocation(result: Mapping, plotter: _Plotter) -> str:
     return plotter.render(fig)
 
 
+def _queue_shares(result: Mapping, plotter: _Plotter, resource: str = "cpu") -> str:
+    """Allocation of each queue over time (solid) against its deserved share (dashed), with Jain's index."""
+    plt = plotter.plt
+    timeline = [_dict(p) for p in _list(result.get("timeline")) if _num(_dict(p).get("time")) is not None]
+    queues = sorted({q for p in timeline for q in _dict(p.get("queues"))} | {q for p in timeline for q in _dict(p.get("deserved"))})
+    if len(queues) < 2:
+        return ""
+    times = [_num(p.get("time")) for p in timeline]
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 5.2), sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ratios_by_time: list[list[float]] = [[] for _ in timeline]
+    for i, q in enumerate(queues):
+        alloc = [_num(_dict(_dict(p.get("queues")).get(q)).get(resource)) or 0.0 for p in timeline]
+        des = [_num(_dict(_dict(p.get("deserved")).get(q)).get(resource)) or 0.0 for p in timeline]
+        color = colors[i % len(colors)]
+        ax.step(times, alloc, where="post", color=color, label=f"{_mpl(q)} allocated", linewidth=1.5)
+        ax.step(times, des, where="post", color=color, linestyle="--", linewidth=1.0, label=f"{_mpl(q)} deserved")
+        for k, (a, d) in enumerate(zip(alloc, des)):
+            if d > 0:
+                ratios_by_time[k].append(a / d)
+    jain = []
+    for r in ratios_by_time:
+        sq = sum(x * x for x in r)
+        jain.append((sum(r) ** 2) / (len(r) * sq) if r and sq > 0 else float("nan"))
+    ax.set_ylabel(f"{_mpl(resource)} allocated")
+    ax.set_title(f"Queue allocation over time ({_mpl(resource)}; dashed: deserved share)", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    ax.grid(alpha=0.3)
+    ax2.step(times, jain, where="post", color="black", linewidth=1.2)
+    ax2.set_ylim(0, 1.05)
+    ax2.set_ylabel("Jain's index")
+    ax2.set_xlabel("simulated time (s)")
+    ax2.grid(alpha=0.3)
+    return plotter.render(fig)
+
+
 def _cdf_plot(series: Sequence[tuple[str, list[float]]], plotter: _Plotter, title: str) -> str:
     plt = plotter.plt
     series = [(name, vals) for name, vals in series if vals]
@@ -553,6 +589,10 @@ def write_report(
             parts.append(_gantt(result, plotter))
             parts.append("<h3>Cluster allocation</h3>")
             parts.append(_allocation(result, plotter))
+            shares = _queue_shares(result, plotter)
+            if shares:
+                parts.append("<h3>Queue shares</h3>")
+                parts.append(shares)
             parts.append("<h3>JCT distribution</h3>")
             parts.append(_cdf_plot([(name, _jcts(result))], plotter, f"JCT empirical CDF \u2014 {name}"))
             parts.append("<h3>Jobs</h3>")
