@@ -1,0 +1,348 @@
+"""A small asyncio Kubernetes REST client (aiohttp): kubeconfig or in-cluster, rate limited.
+
+lavaflow keeps raw JSON next to its own models, so a generated client's models
+would only be decoded and thrown away; this client speaks JSON directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import os
+import ssl
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+log = logging.getLogger("lavaflow.kube")
+
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """An API server answer other than 2xx."""
+
+    def __init__(self, status: int, body: Any, method: str = "", path: str = "") -> None:
+        self.status = status
+        self.body = body if isinstance(body, dict) else {"message": str(body)}
+        self.reason = self.body.get("reason", "")
+        self.message = self.body.get("message", "")
+        super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}".strip())
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409 and self.reason != "AlreadyExists"
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass
+class ClientConfig:
+    server: str
+    token: str | None = None
+    token_file: str | None = None
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure: bool = False
+    namespace: str = "default"
+    exec_cmd: dict[str, Any] | None = None
+    qps: float = 50.0
+    burst: int = 100
+    max_connections: int = 100
+    user_agent: str = "lavaflow"
+    _tmp: list[str] = field(default_factory=list, repr=False)
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        if not self.server.startswith("https"):
+            return False
+        if self.insecure:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx = ssl.create_default_context(cafile=self.ca_file)
+        if self.cert_file and self.key_file:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        return ctx
+
+
+def _data_file(cfg: ClientConfig, data_b64: str, suffix: str) -> str:
+    fd, path = tempfile.mkstemp(prefix="lavaflow-", suffix=suffix)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(base64.b64decode(data_b64))
+    cfg._tmp.append(path)
+    return path
+
+
+def in_cluster_config() -> ClientConfig | None:
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not (SA_DIR / "token").exists():
+        return None
+    if ":" in host:
+        host = f"[{host}]"
+    ns_file = SA_DIR / "namespace"
+    return ClientConfig(
+        server=f"https://{host}:{port or 443}",
+        token_file=str(SA_DIR / "token"),
+        ca_file=str(SA_DIR / "ca.crt"),
+        namespace=ns_file.read_text().strip() if ns_file.exists() else "default",
+    )
+
+
+def kubeconfig_config(path: str, context: str | None = None) -> ClientConfig:
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read kubeconfig ({exc.strerror or exc})") from None
+    ctx_name = context or doc.get("current-context")
+    contexts = {c["name"]: c.get("context", {}) for c in doc.get("contexts") or []}
+    if ctx_name not in contexts:
+        raise ConfigError(f"{path}: context {ctx_name!r} not found (contexts: {', '.join(sorted(contexts)) or 'none'})")
+    ctx = contexts[ctx_name]
+    clusters = {c["name"]: c.get("cluster", {}) for c in doc.get("clusters") or []}
+    users = {u["name"]: u.get("user", {}) or {} for u in doc.get("users") or []}
+    cluster = clusters.get(ctx.get("cluster"))
+    if cluster is None or not cluster.get("server"):
+        raise ConfigError(f"{path}: cluster {ctx.get('cluster')!r} of context {ctx_name!r} has no server")
+    user = users.get(ctx.get("user"), {})
+    base = Path(path).parent
+    cfg = ClientConfig(server=cluster["server"].rstrip("/"), namespace=ctx.get("namespace") or "default")
+    cfg.insecure = bool(cluster.get("insecure-skip-tls-verify"))
+    if cluster.get("certificate-authority-data"):
+        cfg.ca_file = _data_file(cfg, cluster["certificate-authority-data"], ".crt")
+    elif cluster.get("certificate-authority"):
+        cfg.ca_file = str(base / cluster["certificate-authority"])
+    if user.get("client-certificate-data"):
+        cfg.cert_file = _data_file(cfg, user["client-certificate-data"], ".crt")
+    elif user.get("client-certificate"):
+        cfg.cert_file = str(base / user["client-certificate"])
+    if user.get("client-key-data"):
+        cfg.key_file = _data_file(cfg, user["client-key-data"], ".key")
+    elif user.get("client-key"):
+        cfg.key_file = str(base / user["client-key"])
+    cfg.token = user.get("token")
+    cfg.token_file = user.get("tokenFile")
+    cfg.exec_cmd = user.get("exec")
+    return cfg
+
+
+def load_config(kubeconfig: str | None = None, context: str | None = None) -> ClientConfig:
+    """kubeconfig (explicit, then $KUBECONFIG), else in-cluster, else ~/.kube/config."""
+    if kubeconfig:
+        return kubeconfig_config(kubeconfig, context)
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return kubeconfig_config(env.split(os.pathsep)[0], context)
+    cfg = in_cluster_config()
+    if cfg is not None:
+        return cfg
+    home = Path.home() / ".kube" / "config"
+    if home.exists():
+        return kubeconfig_config(str(home), context)
+    raise ConfigError("no Kubernetes configuration: pass --kubeconfig, set KUBECONFIG, or run in a cluster")
+
+
+class RateLimiter:
+    """Token bucket: ``qps`` requests per second with bursts of ``burst`` (qps <= 0: unlimited)."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self.tokens = float(self.burst)
+        self.last = time.monotonic()
+
+    async def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        while True:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+            self.last = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return
+            await asyncio.sleep((1 - self.tokens) / self.qps)
+
+
+class KubeClient:
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.limiter = RateLimiter(config.qps, config.burst)
+        self._session = None
+        self._token: tuple[str | None, float] = (None, 0.0)
+        self.requests = 0
+
+    async def session(self):
+        import aiohttp
+
+        if self._session is None or self._session.closed:
+            conn = aiohttp.TCPConnector(limit=self.config.max_connections, ssl=self.config.ssl_context())
+            self._session = aiohttp.ClientSession(
+                connector=conn,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None),
+                headers={"User-Agent": self.config.user_agent},
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        for p in self.config._tmp:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        self.config._tmp.clear()
+
+    def _bearer(self) -> str | None:
+        cfg = self.config
+        if cfg.token:
+            return cfg.token
+        tok, exp = self._token
+        if tok is not None and time.time() < exp:
+            return tok
+        if cfg.token_file:
+            try:
+                tok = Path(cfg.token_file).read_text().strip()
+            except OSError:
+                tok = None
+            self._token = (tok, time.time() + 60)
+            return tok
+        if cfg.exec_cmd:
+            tok, exp = _exec_credential(cfg.exec_cmd)
+            self._token = (tok, exp)
+            return tok
+        return None
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        h = {"Accept": JSON}
+        tok = self._bearer()
+        if tok:
+            h["Authorization"] = f"Bearer {tok}"
+        if content_type:
+            h["Content-Type"] = content_type
+        return h
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        content_type: str = JSON,
+        limited: bool = True,
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
+        import aiohttp
+
+        if limited:
+            await self.limiter.acquire()
+        sess = await self.session()
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        self.requests += 1
+        async with sess.request(
+            method,
+            self.config.server + path,
+            params=_params(params),
+            data=data,
+            headers=self._headers(content_type if data is not None else None),
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        ) as resp:
+            text = await resp.text()
+            try:
+                payload = json.loads(text) if text else {}
+            except ValueError:
+                payload = {"message": text}
+            if resp.status >= 300:
+                raise ApiError(resp.status, payload, method, path)
+            return payload
+
+    async def stream(self, path: str, params: dict[str, Any], timeout: float) -> AsyncIterator[dict[str, Any]]:
+        """Watch events (one JSON object per line) until the server ends the stream."""
+        import aiohttp
+
+        await self.limiter.acquire()
+        sess = await self.session()
+        async with sess.get(
+            self.config.server + path,
+            params=_params(params),
+            headers=self._headers(None),
+            timeout=aiohttp.ClientTimeout(total=timeout + 30, sock_read=timeout + 30),
+        ) as resp:
+            if resp.status >= 300:
+                text = await resp.text()
+                try:
+                    payload = json.loads(text)
+                except ValueError:
+                    payload = {"message": text}
+                raise ApiError(resp.status, payload, "WATCH", path)
+            buf = b""
+            async for chunk in resp.content.iter_any():
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+            if buf.strip():
+                yield json.loads(buf)
+
+
+def _params(params: dict[str, Any] | None) -> dict[str, str] | None:
+    if not params:
+        return None
+    out = {}
+    for k, v in params.items():
+        if v is None:
+            continue
+        out[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+    return out
+
+
+def _exec_credential(spec: dict[str, Any]) -> tuple[str | None, float]:
+    env = dict(os.environ)
+    for e in spec.get("env") or []:
+        env[e["name"]] = e["value"]
+    try:
+        out = subprocess.run(
+            [spec["command"], *(spec.get("args") or [])], env=env, capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+        status = json.loads(out).get("status", {})
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        log.error("kubeconfig exec credential plugin failed: %s", exc)
+        return None, time.time() + 5
+    exp = time.time() + 300
+    if status.get("expirationTimestamp"):
+        from .codec import parse_time
+
+        t = parse_time(status["expirationTimestamp"])
+        if isinstance(t, float):
+            exp = t - 30
+    return status.get("token"), exp

@@ -1,0 +1,234 @@
+"""`lavaflow controller` on a cluster: the simulator's controllers against an informer-backed store.
+
+Controllers (Job, PodGroup, Queue, and whichever others the package exports:
+Command, garbage collection, ...) are the ones the simulator runs, unchanged.
+Watch events mark their keys dirty; a reconcile pass then runs in a worker
+thread while the store's lock keeps the cache still, with each controller's
+writes going through the API server (409 conflicts retried on a fresh copy).
+A key whose reconcile fails is retried with exponential back-off, at most
+``max_requeue`` times (Volcano's --max-requeue-num).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from typing import Any
+
+from .client import KubeClient
+from .leader import LeaderElector, LostLeadership
+from .metrics import ControllerMetrics
+from .store import KubeStore
+
+log = logging.getLogger("lavaflow.kube")
+
+INFORMED = (
+    "Queue",
+    "PriorityClass",
+    "PodGroup",
+    "Job",
+    "Pod",
+    "Command",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "BatchJob",
+)
+OPTIONAL_INFORMED = ("Service", "ConfigMap", "Secret", "NetworkPolicy", "JobFlow", "JobTemplate")
+OPTIONAL_CONTROLLERS = (
+    "CommandController",
+    "GarbageCollector",
+    "GCController",
+    "JobFlowController",
+    "JobTemplateController",
+)
+
+
+def build_controllers(store: Any, clock, scheduler_names: tuple[str, ...]) -> list[Any]:
+    from .. import controllers as C
+
+    def priority_of(name: str | None) -> int:
+        if not name:
+            for pc in store.list("PriorityClass"):
+                if pc.global_default:
+                    return pc.value
+            return 0
+        pc = store.get("PriorityClass", name)
+        return pc.value if pc is not None else 0
+
+    out: list[Any] = [
+        C.PodGroupController(store, clock, scheduler_names),
+        C.JobController(store, clock, priority_of=priority_of),
+        C.QueueController(store, clock),
+    ]
+    for name in OPTIONAL_CONTROLLERS:
+        cls = getattr(C, name, None)
+        if cls is None:
+            continue
+        try:
+            params = inspect.signature(cls).parameters
+            out.append(cls(store, clock, scheduler_names) if "scheduler_names" in params else cls(store, clock))
+        except Exception as exc:  # pragma: no cover - depends on other modules
+            log.warning("controller %s not started: %s", name, exc)
+    return out
+
+
+class KubeControllers:
+    def __init__(
+        self,
+        client: KubeClient,
+        scheduler_names: tuple[str, ...] = ("volcano", "lavaflow"),
+        elector: LeaderElector | None = None,
+        metrics: ControllerMetrics | None = None,
+        resync: float = 1.0,
+        max_requeue: int = 15,
+        extra_kinds: tuple[str, ...] = (),
+    ) -> None:
+        self.client = client
+        self.store = KubeStore(client, keep_raw=True)
+        from .resources import RESOURCES
+
+        kinds = list(INFORMED) + [k for k in OPTIONAL_INFORMED if k in RESOURCES and _has_model(k)] + list(extra_kinds)
+        for kind in kinds:
+            self.store.inform(kind)
+        self.elector = elector
+        self.metrics = metrics or ControllerMetrics()
+        self.resync = resync
+        self.max_requeue = max_requeue
+        self.controllers = build_controllers(self.store, time.time, scheduler_names)
+        self.failures: dict[tuple[int, str], int] = {}
+        self.retry_at: dict[tuple[int, str], float] = {}
+        self.wake = asyncio.Event()
+        self.store.add_listener(lambda kind, ev, obj: self.wake.set())
+        self.passes = 0
+        self.last_tick = time.monotonic()
+
+    @property
+    def ready(self) -> bool:
+        return self.store.synced
+
+    @property
+    def healthy(self) -> bool:
+        return time.monotonic() - self.last_tick < max(60.0, 20 * self.resync)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.store.start()
+        while not await self.store.wait_synced(5.0):
+            if stop.is_set():
+                return
+            log.info("waiting for the informer caches to sync")
+        if self.elector is not None:
+            if not await self.elector.acquire(stop):
+                return
+            self.metrics.leader.set(1)
+            work = asyncio.create_task(self._loop(stop))
+            renew = asyncio.create_task(self.elector.renew_loop())
+            try:
+                done, _ = await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                work.cancel()
+                renew.cancel()
+                raise
+            for t in (work, renew):
+                if t not in done:
+                    t.cancel()
+                    try:
+                        await t
+                    except (asyncio.CancelledError, Exception):
+                        pass
+            self.metrics.leader.set(0)
+            for t in done:
+                exc = t.exception()
+                if exc is not None:
+                    raise exc if not isinstance(exc, LostLeadership) else exc
+            return
+        await self._loop(stop)
+
+    async def shutdown(self) -> None:
+        if self.elector is not None:
+            await self.elector.release()
+        await self.store.stop()
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        await self._ensure_builtin()
+        while not stop.is_set():
+            self.last_tick = time.monotonic()
+            self.wake.clear()
+            await self.reconcile()
+            try:
+                await asyncio.wait_for(_first(stop.wait(), self.wake.wait()), self._next_timeout())
+            except asyncio.TimeoutError:
+                pass
+
+    def _next_timeout(self) -> float:
+        if not self.retry_at:
+            return self.resync
+        return max(0.0, min(self.resync, min(self.retry_at.values()) - time.monotonic()))
+
+    async def _ensure_builtin(self) -> None:
+        from ..controllers.queue import builtin_queues
+
+        for q in builtin_queues():
+            if self.store.get("Queue", q.name) is None:
+                try:
+                    await self.store.acreate(q)
+                except Exception as exc:
+                    log.debug("creating queue %s: %s", q.name, exc)
+
+    async def reconcile(self) -> int:
+        """One pass: every dirty key of every controller, until nothing is dirty (bounded)."""
+        async with self.store.lock:
+            now = time.monotonic()
+            for (cid, key), at in list(self.retry_at.items()):
+                if at <= now:
+                    del self.retry_at[(cid, key)]
+                    for c in self.controllers:
+                        if id(c) == cid:
+                            c.mark(key)
+            n = await asyncio.to_thread(self._settle)
+        self.passes += 1
+        return n
+
+    def _settle(self) -> int:
+        done = 0
+        for _ in range(100):
+            if not any(c.dirty for c in self.controllers):
+                break
+            for c in self.controllers:
+                name = type(c).__name__
+                while c.dirty:
+                    for key in sorted(c.dirty):
+                        c.dirty.discard(key)
+                        try:
+                            c.sync(key)
+                            self.failures.pop((id(c), key), None)
+                            self.metrics.syncs.labels(controller=name).inc()
+                        except Exception as exc:
+                            self.metrics.errors.labels(controller=name).inc()
+                            n = self.failures.get((id(c), key), 0) + 1
+                            self.failures[(id(c), key)] = n
+                            if n <= self.max_requeue:
+                                self.retry_at[(id(c), key)] = time.monotonic() + min(0.05 * 2 ** (n - 1), 30.0)
+                                log.warning("%s %s: %s (retry %d)", name, key, exc, n)
+                            else:
+                                log.error("%s %s: %s (giving up after %d retries)", name, key, exc, n - 1)
+                                self.failures.pop((id(c), key), None)
+                        done += 1
+        return done
+
+
+def _has_model(kind: str) -> bool:
+    from .resources import resource
+
+    return resource(kind).model() is not None
+
+
+async def _first(*aws) -> None:
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()

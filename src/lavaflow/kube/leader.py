@@ -1,0 +1,155 @@
+"""Leader election on a coordination.k8s.io/v1 Lease (client-go's LeaseLock semantics).
+
+A candidate takes the lease when it is free or when its holder has not renewed
+it for ``lease_duration`` seconds *as observed locally* (no clock comparison
+across machines); the leader renews every ``retry_period`` and steps down if it
+could not renew within ``renew_deadline``. On a graceful stop the lease is
+released so a successor does not have to wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from .client import ApiError, KubeClient
+from .codec import micro_time
+
+log = logging.getLogger("lavaflow.kube")
+
+
+class LostLeadership(Exception):
+    pass
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: KubeClient,
+        name: str,
+        namespace: str,
+        identity: str,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+    ) -> None:
+        self.client = client
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.is_leader = False
+        self._observed: tuple[str | None, str | None, float] = (None, None, 0.0)  # holder, renewTime, local time seen
+        self.transitions = 0
+
+    @property
+    def path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
+
+    def _spec(self, lease: dict[str, Any] | None) -> dict[str, Any]:
+        now = micro_time(time.time())
+        old = (lease or {}).get("spec") or {}
+        transitions = int(old.get("leaseTransitions") or 0)
+        if old.get("holderIdentity") != self.identity:
+            transitions += 1 if lease is not None else 0
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, int(round(self.lease_duration))),
+            "acquireTime": old.get("acquireTime") if old.get("holderIdentity") == self.identity else now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    async def try_acquire_or_renew(self) -> bool:
+        try:
+            lease = await self.client.request("GET", self.path, limited=False)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(None),
+            }
+            try:
+                await self.client.request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body=body, limited=False)
+            except ApiError as exc2:
+                if exc2.status == 409:
+                    return False
+                raise
+            self._observed = (self.identity, body["spec"]["renewTime"], time.monotonic())
+            return True
+        spec = lease.get("spec") or {}
+        holder, renew = spec.get("holderIdentity"), spec.get("renewTime")
+        now = time.monotonic()
+        if (holder, renew) != self._observed[:2]:
+            self._observed = (holder, renew, now)
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        if holder and holder != self.identity and now < self._observed[2] + duration:
+            return False
+        lease["spec"] = self._spec(lease)
+        try:
+            await self.client.request("PUT", self.path, body=lease, limited=False)
+        except ApiError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        self._observed = (self.identity, lease["spec"]["renewTime"], time.monotonic())
+        return True
+
+    async def acquire(self, stop: asyncio.Event | None = None) -> bool:
+        """Wait until this candidate leads (False if ``stop`` was set first)."""
+        while stop is None or not stop.is_set():
+            try:
+                if await self.try_acquire_or_renew():
+                    if not self.is_leader:
+                        self.transitions += 1
+                        log.info("%s: became leader of lease %s/%s", self.identity, self.namespace, self.name)
+                    self.is_leader = True
+                    return True
+            except Exception as exc:  # API trouble: keep trying
+                log.warning("leader election: %s", exc)
+            try:
+                if stop is not None:
+                    await asyncio.wait_for(stop.wait(), self.retry_period)
+                else:
+                    await asyncio.sleep(self.retry_period)
+            except asyncio.TimeoutError:
+                pass
+        return False
+
+    async def renew_loop(self) -> None:
+        """Renew until renewal fails for ``renew_deadline``; then raise LostLeadership."""
+        last_ok = time.monotonic()
+        while True:
+            await asyncio.sleep(self.retry_period)
+            try:
+                ok = await self.try_acquire_or_renew()
+            except Exception as exc:
+                log.warning("lease renewal: %s", exc)
+                ok = False
+            if ok:
+                last_ok = time.monotonic()
+            elif time.monotonic() - last_ok > self.renew_deadline or not ok and self._observed[0] not in (None, self.identity):
+                self.is_leader = False
+                raise LostLeadership(f"{self.identity} lost lease {self.namespace}/{self.name}")
+
+    async def release(self) -> None:
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        try:
+            lease = await self.client.request("GET", self.path, limited=False)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            lease["spec"]["holderIdentity"] = None
+            lease["spec"]["leaseDurationSeconds"] = 1
+            lease["spec"]["renewTime"] = micro_time(time.time())
+            await self.client.request("PUT", self.path, body=lease, limited=False)
+        except Exception as exc:
+            log.warning("releasing lease: %s", exc)

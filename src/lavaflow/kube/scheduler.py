@@ -1,0 +1,444 @@
+"""`lavaflow scheduler` on a cluster: informers feed the SchedulerCache, decisions go to the API.
+
+The scheduling itself is the simulator's ``Scheduler.run_once``; this module
+only feeds it and applies what it decided:
+
+* binds through ``pods/<name>/binding``, concurrently (``bind_workers``) under
+  the client's rate limit. A pod being bound keeps its place in the cache
+  (as Volcano's "assumed" pods) until the watch shows it bound; a failed bind
+  puts it back from the API's view. The API server refuses to bind a bound pod,
+  and a restarted scheduler lists pods before its first cycle, so no pod is
+  bound twice and no node is overcommitted;
+* evictions through the Eviction API (``pods/<name>/eviction``);
+* PodGroup and Queue status through their status subresources (merge patches);
+* Kubernetes Events, and the pod condition ``PodScheduled=False`` with the
+  gang's message (``"3/4 tasks in gang unschedulable: ..."``) so that
+  ``kubectl describe pod`` explains a wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from ..scheduler.api import TaskStatus
+from ..scheduler.cache import SchedulerCache
+from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
+from ..scheduler.scheduler import Scheduler
+from ..store.base import DELETED
+from . import codec
+from .client import STRATEGIC_PATCH, ApiError, KubeClient
+from .leader import LeaderElector, LostLeadership
+from .metrics import SchedulerMetrics
+from .resources import resource
+from .store import KubeStore
+
+log = logging.getLogger("lavaflow.kube")
+
+COMPONENT = "lavaflow-scheduler"
+
+
+def default_identity() -> str:
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class KubeScheduler:
+    def __init__(
+        self,
+        client: KubeClient,
+        conf: SchedulerConfiguration | None = None,
+        scheduler_names: tuple[str, ...] = ("volcano", "lavaflow"),
+        period: float = 1.0,
+        bind_workers: int = 64,
+        write_workers: int = 32,
+        metrics: SchedulerMetrics | None = None,
+        emit_events: bool = True,
+        identity: str | None = None,
+        elector: LeaderElector | None = None,
+        idle_cycles_every: int = 10,
+    ) -> None:
+        self.client = client
+        self.conf = conf or load_scheduler_conf()
+        self.period = period
+        self.metrics = metrics or SchedulerMetrics()
+        self.emit_events = emit_events
+        self.identity = identity or default_identity()
+        self.elector = elector
+        self.idle_cycles_every = idle_cycles_every
+        self.store = KubeStore(client, keep_raw=False)
+        for kind in ("Node", "PriorityClass", "Queue", "PodGroup", "Pod"):
+            self.store.inform(kind)
+        self.cache = SchedulerCache(scheduler_names=scheduler_names)
+        self.scheduler = Scheduler(self.cache, self.conf)
+        self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound
+        self.bind_sem = asyncio.Semaphore(bind_workers)
+        self.write_sem = asyncio.Semaphore(write_workers)
+        self._tasks: set[asyncio.Task] = set()
+        self.cycles = 0
+        self.bound = 0
+        self.bind_failures = 0
+        self.last_tick = time.monotonic()
+        self._last_version = -1
+        self._idle = 0
+        for kind, fn in (
+            ("Node", self.cache.on_node),
+            ("PodGroup", self.cache.on_podgroup),
+            ("Queue", self.cache.on_queue),
+            ("PriorityClass", self.cache.on_priority_class),
+        ):
+            self.store.watch(kind, lambda ev, obj, old, fn=fn: fn(obj, ev == DELETED))
+        self.store.watch("Pod", self._on_pod)
+
+    # ------------------------------------------------------------------ cache feed
+    def _on_pod(self, event: str, pod: Any, old: Any) -> None:
+        key = pod.key
+        if event == DELETED:
+            self.inflight.pop(key, None)
+            self.cache.on_pod(pod, True)
+            return
+        if pod.spec.node_name:
+            self.inflight.pop(key, None)
+        elif key in self.inflight:
+            pod = _assumed(pod, self.inflight[key])
+        self.cache.on_pod(pod)
+
+    @property
+    def ready(self) -> bool:
+        return self.store.synced
+
+    @property
+    def healthy(self) -> bool:
+        return time.monotonic() - self.last_tick < max(30.0, 10 * self.period)
+
+    # ------------------------------------------------------------------ run
+    async def start(self) -> None:
+        await self.store.start()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Informers, then (as leader, when electing) a cycle every period until ``stop``."""
+        await self.start()
+        while not await self.store.wait_synced(5.0):
+            if stop.is_set():
+                return
+            log.info("waiting for the informer caches to sync")
+        await self._ensure_builtin_queues()
+        if self.elector is None:
+            await self._loop(stop)
+            return
+        if not await self.elector.acquire(stop):
+            return
+        self.metrics.leader.set(1)
+        work = asyncio.create_task(self._loop(stop))
+        renew = asyncio.create_task(self.elector.renew_loop())
+        try:
+            done, _ = await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            work.cancel()
+            renew.cancel()
+            raise
+        for t in (work, renew):
+            if t not in done:
+                t.cancel()
+                try:
+                    await t
+                except (asyncio.CancelledError, Exception):
+                    pass
+        self.metrics.leader.set(0)
+        if renew in done and isinstance(renew.exception(), LostLeadership):
+            raise renew.exception()  # type: ignore[misc]
+        for t in done:
+            if t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+
+    async def shutdown(self, drain: float = 10.0) -> None:
+        """Graceful stop: let running binds finish, release the lease, stop watching."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=drain)
+        if self.elector is not None:
+            await self.elector.release()
+        await self.store.stop()
+
+    async def crash(self) -> None:
+        """Stop at once, as a killed process would (tests): nothing is drained or released."""
+        for t in list(self._tasks):
+            t.cancel()
+        await self.store.stop()
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            self.last_tick = started
+            changed = self.store.version != self._last_version
+            self._idle = 0 if changed else self._idle + 1
+            if changed or self._idle >= self.idle_cycles_every:
+                self._idle = 0
+                await self.cycle()
+            self.metrics.refresh_rate()
+            left = self.period - (time.monotonic() - started)
+            try:
+                await asyncio.wait_for(stop.wait(), max(left, 0.0))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _ensure_builtin_queues(self) -> None:
+        from ..controllers.queue import builtin_queues
+
+        for q in builtin_queues():
+            if self.store.get("Queue", q.name) is None:
+                try:
+                    await self.store.acreate(q)
+                except Exception as exc:  # the controller may have made it meanwhile
+                    log.debug("creating queue %s: %s", q.name, exc)
+
+    async def cycle(self) -> None:
+        async with self.store.lock:
+            self._last_version = self.store.version
+            now = time.time()
+            t0 = time.perf_counter()
+            await asyncio.to_thread(self.scheduler.run_once, now)
+            self.metrics.cycle.observe(time.perf_counter() - t0)
+            self.metrics.cycles.inc()
+            self.cycles += 1
+            d = self.cache.take_decisions()
+            conditions = self._unschedulable_pods(d.podgroups)
+            self._pending_gauge()
+            for key, node in d.binds:
+                self.inflight[key] = node
+            old_pgs = {k: self.store.get("PodGroup", k) for k, _ in d.podgroups}
+            old_queues = {n: self.store.get("Queue", n) for n, _ in d.queues}
+        for key, node in d.binds:
+            self._spawn(self._bind(key, node))
+        for key, reason in d.evictions:
+            self._spawn(self._evict(key, reason))
+        for key, status in d.podgroups:
+            self._spawn(self._write_podgroup(key, status, old_pgs.get(key)))
+        for name, status in d.queues:
+            self._spawn(self._write_queue(name, status, old_queues.get(name)))
+        for key, message in conditions:
+            self._spawn(self._pod_unschedulable(key, message))
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    async def idle(self, timeout: float = 10.0) -> None:
+        """Wait for every write of past cycles (tests)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+
+    def _pending_gauge(self) -> None:
+        counts: dict[str, int] = {}
+        for q in self.cache.queues:
+            counts[q] = 0
+        for job in self.cache.jobs.values():
+            pg = job.pg
+            if pg is not None and (pg.status.phase or "Pending") in ("Pending", "Inqueue"):
+                counts[job.queue] = counts.get(job.queue, 0) + 1
+        for q, n in counts.items():
+            self.metrics.pending_jobs.labels(queue=q).set(n)
+
+    def _unschedulable_pods(self, pg_decisions: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
+        """Pending pods of gangs that just became (or stay, with a new reason) unschedulable."""
+        out = []
+        for key, status in pg_decisions:
+            cond = next((c for c in status.get("conditions", []) if c.get("type") == "Unschedulable" and c.get("status") == "True"), None)
+            if cond is None:
+                continue
+            job = self.cache.jobs.get(key)
+            if job is None:
+                continue
+            message = cond.get("message") or cond.get("reason") or "Unschedulable"
+            for task in job.tasks.values():
+                if task.status != TaskStatus.PENDING or task.uid in self.inflight:
+                    continue
+                pod = task.pod
+                have = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
+                if have is not None and have.status == "False" and have.message == message:
+                    continue
+                out.append((task.uid, message))
+        return out
+
+    # ------------------------------------------------------------------ decisions
+    async def _bind(self, key: str, node: str) -> None:
+        ns, name = key.split("/", 1)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": ns},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        async with self.bind_sem:
+            t0 = time.perf_counter()
+            try:
+                await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
+            except Exception as exc:
+                self.bind_failures += 1
+                reason = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
+                self.metrics.bind_errors.labels(reason=reason).inc()
+                log.warning("binding %s to %s failed: %s", key, node, exc)
+                await self._forget(key)
+                if isinstance(exc, ApiError) and not exc.not_found and not exc.status == 409:
+                    await self._event("Pod", key, "Warning", "FailedScheduling", f"Binding to node {node} failed: {exc.message or exc}")
+                return
+            self.metrics.bind_latency.observe(time.perf_counter() - t0)
+        self.bound += 1
+        pod = self.store.get("Pod", key)
+        created = codec.parse_time(pod.metadata.creation_timestamp) if pod is not None else None
+        self.metrics.bound_one(created if isinstance(created, float) else None)
+        if self.emit_events:
+            self._spawn(self._event("Pod", key, "Normal", "Scheduled", f"Successfully assigned {key} to {node}"))
+
+    async def _forget(self, key: str) -> None:
+        """A bind that failed: the cache takes the pod back from the API's view."""
+        async with self.store.lock:
+            self.inflight.pop(key, None)
+            pod = self.store.get("Pod", key)
+            if pod is not None:
+                self.cache.on_pod(pod)
+
+    async def _evict(self, key: str, reason: str) -> None:
+        ns, name = key.split("/", 1)
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
+        async with self.write_sem:
+            try:
+                await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body=body)
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning("evicting %s: %s", key, exc)
+                    await self._forget(key)
+                return
+        self.metrics.evictions.labels(reason=_reason_label(reason)).inc()
+        if "preempt" in reason.lower() or "reclaim" in reason.lower():
+            self.metrics.preemptions.inc()
+        await self._event("Pod", key, "Normal", "Evict", f"Pod evicted by lavaflow: {reason}")
+
+    async def _write_podgroup(self, key: str, status: dict[str, Any], old: Any) -> None:
+        body = {"status": codec._times_out(status)}
+        async with self.write_sem:
+            try:
+                await self.store.patch("PodGroup", key, body, sub="status")
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning("PodGroup %s status: %s", key, exc)
+                return
+        cond = next((c for c in status.get("conditions", []) if c.get("status") == "True"), None)
+        if cond is None:
+            return
+        before = None
+        if old is not None:
+            before = next((c for c in old.status.conditions if c.type == cond["type"] and c.status == "True"), None)
+        if before is not None and (before.message or "") == (cond.get("message") or ""):
+            return
+        if cond["type"] == "Unschedulable":
+            await self._event("PodGroup", key, "Warning", "Unschedulable", cond.get("message") or cond.get("reason") or "")
+        elif cond["type"] == "Scheduled":
+            await self._event("PodGroup", key, "Normal", "Scheduled", cond.get("reason") or "tasks in gang are ready to be scheduled")
+
+    async def _write_queue(self, name: str, status: dict[str, Any], old: Any) -> None:
+        allocated = dict(status.get("allocated") or {})
+        if old is not None:
+            for k in old.status.allocated:
+                allocated.setdefault(k, None)
+        async with self.write_sem:
+            try:
+                await self.store.patch("Queue", name, {"status": {"allocated": allocated}}, sub="status")
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning("Queue %s status: %s", name, exc)
+
+    async def _pod_unschedulable(self, key: str, message: str) -> None:
+        cond = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": codec.rfc3339(time.time()),
+        }
+        ns, name = key.split("/", 1)
+        async with self.write_sem:
+            try:
+                await self.client.request(
+                    "PATCH",
+                    f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                    body={"status": {"conditions": [cond]}},
+                    content_type=STRATEGIC_PATCH,
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning("pod %s condition: %s", key, exc)
+                return
+        await self._event("Pod", key, "Warning", "FailedScheduling", message)
+
+    async def _event(self, kind: str, key: str, etype: str, reason: str, message: str) -> None:
+        if not self.emit_events:
+            return
+        await post_event(self.client, self.store, kind, key, etype, reason, message, COMPONENT, self.identity, self.write_sem)
+
+
+def _reason_label(reason: str) -> str:
+    low = reason.lower()
+    for word in ("preempt", "reclaim", "shuffle", "rescheduling"):
+        if word in low:
+            return word
+    return "other"
+
+
+def _assumed(pod: Any, node: str) -> Any:
+    """The pod as the cache should see it while its binding is in flight."""
+    return pod.model_copy(update={"spec": pod.spec.model_copy(update={"node_name": node})})
+
+
+async def post_event(
+    client: KubeClient,
+    store: KubeStore | None,
+    kind: str,
+    key: str,
+    etype: str,
+    reason: str,
+    message: str,
+    component: str,
+    instance: str,
+    sem: asyncio.Semaphore | None = None,
+) -> None:
+    """Record a core/v1 Event about an object (best effort)."""
+    res = resource(kind)
+    ns, name = (key.split("/", 1) if res.namespaced else ("default", key))
+    obj = store.get(kind, key) if store is not None and kind in store.informers else None
+    now = codec.rfc3339(time.time())
+    body = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{name}.", "namespace": ns},
+        "involvedObject": {
+            "apiVersion": res.api_version,
+            "kind": res.api_kind,
+            "name": name,
+            "namespace": ns if res.namespaced else None,
+            "uid": obj.metadata.uid if obj is not None else None,
+        },
+        "reason": reason,
+        "message": message[:1024],
+        "type": etype,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": instance[:128],
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    body["involvedObject"] = {k: v for k, v in body["involvedObject"].items() if v is not None}
+    try:
+        if sem is not None:
+            async with sem:
+                await client.request("POST", f"/api/v1/namespaces/{ns}/events", body=body)
+        else:
+            await client.request("POST", f"/api/v1/namespaces/{ns}/events", body=body)
+    except Exception as exc:
+        log.debug("event %s on %s %s: %s", reason, kind, key, exc)

@@ -1,0 +1,546 @@
+"""An informer-backed Store: list + watch per kind, writes through the API server.
+
+Each informer lists its kind (paginated), then watches from the list's
+resourceVersion with bookmarks, remembering the last resourceVersion seen so a
+dropped stream resumes where it stopped; a 410 Gone (the version was
+compacted away) triggers a fresh list, whose differences with the cache are
+delivered as ADDED/MODIFIED/DELETED events.
+
+The Store protocol is synchronous (it is the simulator's), so controllers run
+in a worker thread while ``lock`` is held (no watch event is applied
+meanwhile); their writes hop onto the event loop and, once the server has
+answered, the answer is applied to the cache and handlers are notified at
+once, as the simulator's MemoryStore does. The watch event for the same
+resourceVersion that arrives later is recognised and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from typing import Any
+
+from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
+from . import codec
+from .client import ApiError, KubeClient
+from .resources import Resource, resource
+
+log = logging.getLogger("lavaflow.kube")
+
+
+class AlreadyExists(KeyError):
+    pass
+
+
+class Gone(Exception):
+    pass
+
+
+def _rv(raw: dict[str, Any] | None) -> str | None:
+    if not raw:
+        return None
+    return (raw.get("metadata") or {}).get("resourceVersion")
+
+
+def _newer_or_same(have: str | None, incoming: str | None) -> bool:
+    """Whether the cached version ``have`` is at least ``incoming`` (integers when they parse)."""
+    if have is None or incoming is None:
+        return False
+    if have == incoming:
+        return True
+    try:
+        return int(have) >= int(incoming)
+    except ValueError:
+        return False
+
+
+def key_of(res: Resource, raw: dict[str, Any]) -> str:
+    meta = raw.get("metadata") or {}
+    if res.namespaced:
+        return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    return meta.get("name", "")
+
+
+def _strip(raw: dict[str, Any]) -> dict[str, Any]:
+    meta = raw.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        raw = dict(raw)
+        raw["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    return raw
+
+
+_CONTAINER_KEEP = ("name", "resources", "restartPolicy", "ports")
+
+
+def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a pod the scheduler reads (memory at 150,000 pods): containers keep only
+    name, resources, restartPolicy and ports; status keeps phase, conditions and startTime."""
+    spec = raw.get("spec")
+    if not isinstance(spec, dict):
+        return raw
+    out = dict(raw)
+    spec = dict(spec)
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            spec[key] = [{k: c[k] for k in _CONTAINER_KEEP if k in c} for c in spec[key] or []]
+    spec.pop("volumes", None)
+    out["spec"] = spec
+    status = raw.get("status")
+    if isinstance(status, dict):
+        out["status"] = {k: status[k] for k in ("phase", "conditions", "startTime", "reason", "message", "containerStatuses") if k in status}
+        out["status"].pop("containerStatuses", None)
+    return out
+
+
+class Informer:
+    """List + watch of one kind into a KubeStore."""
+
+    def __init__(
+        self,
+        store: KubeStore,
+        res: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        watch_timeout: tuple[int, int] = (300, 600),
+    ) -> None:
+        self.store = store
+        self.res = res
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.rv: str | None = None
+        self.synced = asyncio.Event()
+        self.relists = 0
+        self.restarts = 0
+        self.events = 0
+        self.bookmarks = 0
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> asyncio.Task:
+        self._task = asyncio.get_running_loop().create_task(self.run(), name=f"informer-{self.res.kind}")
+        return self._task
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def run(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                if self.rv is None:
+                    await self._list()
+                await self._watch()
+                backoff = 0.2
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                log.info("%s: resourceVersion %s is gone; relisting", self.res.kind, self.rv)
+                self.rv = None
+                self.relists += 1
+            except ApiError as exc:
+                if exc.gone:
+                    self.rv = None
+                    self.relists += 1
+                    continue
+                log.warning("%s informer: %s", self.res.kind, exc)
+                self.restarts += 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+            except Exception as exc:  # connection trouble: resume from the last version
+                log.warning("%s informer: %s: %s", self.res.kind, type(exc).__name__, exc)
+                self.restarts += 1
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    def _selectors(self) -> dict[str, Any]:
+        return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
+
+    async def _list(self) -> None:
+        items: list[dict[str, Any]] = []
+        cont = None
+        while True:
+            params = {"limit": self.page_size, "continue": cont, **self._selectors()}
+            page = await self.store.client.request("GET", self.res.path(self.namespace), params=params)
+            for it in page.get("items") or []:
+                it.setdefault("apiVersion", self.res.api_version)
+                it.setdefault("kind", self.res.api_kind)
+                items.append(it)
+            meta = page.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                rv = meta.get("resourceVersion")
+                break
+        async with self.store.lock:
+            self.store._replace(self.res, items)
+        self.rv = rv
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        timeout = random.randint(*self.watch_timeout)
+        params = {
+            "watch": True,
+            "resourceVersion": self.rv,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
+            **self._selectors(),
+        }
+        async for ev in self.store.client.stream(self.res.path(self.namespace), params, timeout):
+            etype = ev.get("type")
+            obj = ev.get("object") or {}
+            if etype == "ERROR":
+                if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
+                    raise Gone()
+                raise ApiError(int(obj.get("code") or 500), obj, "WATCH", self.res.path(self.namespace))
+            rv = _rv(obj)
+            if etype == "BOOKMARK":
+                self.bookmarks += 1
+                if rv:
+                    self.rv = rv
+                continue
+            obj.setdefault("apiVersion", self.res.api_version)
+            obj.setdefault("kind", self.res.api_kind)
+            async with self.store.lock:
+                self.store._apply(self.res, etype, obj)
+            self.events += 1
+            if rv:
+                self.rv = rv
+
+
+class KubeStore:
+    """The Store protocol over a Kubernetes API server."""
+
+    def __init__(self, client: KubeClient, keep_raw: bool = True) -> None:
+        self.client = client
+        self.keep_raw = keep_raw
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.raw: dict[str, dict[str, dict[str, Any]]] = {}
+        self._handlers: dict[str, list[Handler]] = {}
+        self._listeners: list[Callable[[str, str, Any], None]] = []
+        self.informers: dict[str, Informer] = {}
+        self._tombstones: dict[str, set[str]] = {}
+        self.lock = asyncio.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.version = 0  # bumped on every applied change (like MemoryStore.version)
+        self.write_timeout = 120.0
+        self.conflict_retries = 8
+        self.conflicts = 0
+
+    # ------------------------------------------------------------------ informers
+    def inform(self, kind: str, **opts: Any) -> Informer:
+        if kind not in self.informers:
+            self.informers[kind] = Informer(self, resource(kind), **opts)
+            self.objects.setdefault(kind, {})
+            self.raw.setdefault(kind, {})
+        return self.informers[kind]
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        for inf in self.informers.values():
+            if inf._task is None:
+                inf.start()
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers.values())), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers.values())
+
+    async def stop(self) -> None:
+        for inf in self.informers.values():
+            await inf.stop()
+
+    def add_listener(self, fn: Callable[[str, str, Any], None]) -> None:
+        """fn(kind, event, obj) after every applied change (used to wake loops)."""
+        self._listeners.append(fn)
+
+    # ------------------------------------------------------------------ cache
+    def _notify(self, kind: str, event: str, obj: Any, old: Any) -> None:
+        self.version += 1
+        for h in self._handlers.get(kind, ()):
+            try:
+                h(event, obj, old)
+            except Exception:  # a handler bug must not kill the informer
+                log.exception("%s handler failed on %s", kind, event)
+        for fn in self._listeners:
+            fn(kind, event, obj)
+
+    def _apply(self, res: Resource, event: str, raw: dict[str, Any]) -> None:
+        kind = res.kind
+        key = key_of(res, raw)
+        objs = self.objects.setdefault(kind, {})
+        raws = self.raw.setdefault(kind, {})
+        uid = (raw.get("metadata") or {}).get("uid", "")
+        cur = objs.get(key)
+        cur_uid = cur.metadata.uid if cur is not None else None
+        if event == DELETED:
+            self._tombstones.get(kind, set()).discard(uid)
+            if cur is None or (uid and cur_uid and uid != cur_uid):
+                return
+            objs.pop(key, None)
+            raws.pop(key, None)
+            if cur.metadata.deletion_timestamp is None:
+                cur.metadata.deletion_timestamp = codec.parse_time((raw.get("metadata") or {}).get("deletionTimestamp")) or 0.0
+            self._notify(kind, DELETED, cur, None)
+            return
+        if uid and uid in self._tombstones.get(kind, ()):
+            return
+        if cur is not None and cur_uid == uid and self._same_or_newer(kind, key, cur, raw):
+            return
+        obj = codec.decode(res, raw if self.keep_raw or res.kind != "Pod" else slim_pod(raw))
+        if obj is None:
+            return
+        if cur is not None and cur_uid and uid and cur_uid != uid:
+            objs.pop(key, None)
+            raws.pop(key, None)
+            self._notify(kind, DELETED, cur, None)
+            cur = None
+        objs[key] = obj
+        if self.keep_raw:
+            raws[key] = _strip(raw)
+        self._notify(kind, ADDED if cur is None else MODIFIED, obj, cur)
+
+    def _same_or_newer(self, kind: str, key: str, cur: Any, raw: dict[str, Any]) -> bool:
+        have = cur.metadata.resource_version
+        return _newer_or_same(have, _rv(raw))
+
+    def _replace(self, res: Resource, items: list[dict[str, Any]]) -> None:
+        """A (re)list: deliver the differences with the cache as events."""
+        kind = res.kind
+        seen = set()
+        for raw in items:
+            seen.add(key_of(res, raw))
+            self._apply(res, MODIFIED if key_of(res, raw) in self.objects.get(kind, {}) else ADDED, raw)
+        for key in sorted(set(self.objects.get(kind, {})) - seen):
+            cur = self.objects[kind][key]
+            self._apply(res, DELETED, {"metadata": {"name": cur.name, "namespace": cur.metadata.namespace, "uid": cur.metadata.uid}})
+        self._tombstones.pop(kind, None)
+
+    # ------------------------------------------------------------------ Store protocol: reads
+    def get(self, kind: str, key: str) -> Any | None:
+        if kind not in self.informers:
+            raw = self._call(self._get_remote(resource(kind), key))
+            return None if raw is None else codec.decode(resource(kind), raw)
+        return self.objects.get(kind, {}).get(key)
+
+    def list(self, kind: str) -> list[Any]:
+        return list(self.objects.get(kind, {}).values())
+
+    def count(self, kind: str) -> int:
+        return len(self.objects.get(kind, {}))
+
+    def watch(self, kind: str, handler: Handler) -> None:
+        self._handlers.setdefault(kind, []).append(handler)
+
+    # ------------------------------------------------------------------ Store protocol: writes (sync)
+    def _call(self, coro):
+        loop = self.loop
+        if loop is None:
+            raise RuntimeError("KubeStore has not been started")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise RuntimeError("synchronous KubeStore calls must come from a worker thread; use the a* methods")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(self.write_timeout)
+
+    def create(self, obj: Any) -> Any:
+        res = resource(kind_of(obj))
+        raw = self._call(self._create_remote(res, obj))
+        return self._after_write(res, raw)
+
+    def update(self, obj: Any, old: Any = None) -> Any:
+        res = resource(kind_of(obj))
+        raw = self._call(self._update_remote(res, obj))
+        return self._after_write(res, raw)
+
+    def delete(self, kind: str, key: str) -> Any | None:
+        res = resource(kind)
+        raw = self._call(self._delete_remote(res, key))
+        return self._after_delete(res, key, raw)
+
+    # ------------------------------------------------------------------ async writes
+    async def acreate(self, obj: Any) -> Any:
+        res = resource(kind_of(obj))
+        return self._after_write(res, await self._create_remote(res, obj))
+
+    async def aupdate(self, obj: Any) -> Any:
+        res = resource(kind_of(obj))
+        return self._after_write(res, await self._update_remote(res, obj))
+
+    async def adelete(self, kind: str, key: str) -> Any | None:
+        res = resource(kind)
+        return self._after_delete(res, key, await self._delete_remote(res, key))
+
+    def _after_write(self, res: Resource, raw: dict[str, Any]) -> Any:
+        raw.setdefault("apiVersion", res.api_version)
+        raw.setdefault("kind", res.api_kind)
+        key = key_of(res, raw)
+        if res.kind in self.informers:
+            self._apply(res, MODIFIED if key in self.objects.get(res.kind, {}) else ADDED, raw)
+            hit = self.objects[res.kind].get(key)
+            if hit is not None:
+                return hit
+        return codec.decode(res, raw)
+
+    def _after_delete(self, res: Resource, key: str, raw: dict[str, Any] | None) -> Any | None:
+        cur = self.objects.get(res.kind, {}).get(key)
+        if raw is None:
+            return None
+        if res.kind not in self.informers:
+            return codec.decode(res, raw) if raw.get("kind") == res.api_kind else cur
+        meta = raw.get("metadata") or {}
+        lingering = raw.get("kind") == res.api_kind and (
+            meta.get("finalizers") or (res.kind == "Pod" and (raw.get("spec") or {}).get("nodeName") and meta.get("deletionGracePeriodSeconds"))
+        )
+        if lingering:
+            raw.setdefault("apiVersion", res.api_version)
+            self._apply(res, MODIFIED, raw)
+            return self.objects[res.kind].get(key, cur)
+        if cur is not None:
+            self._tombstones.setdefault(res.kind, set()).add(cur.metadata.uid)
+            self._apply(res, DELETED, {"metadata": {"name": cur.name, "namespace": cur.metadata.namespace, "uid": cur.metadata.uid}})
+        return cur
+
+    # ------------------------------------------------------------------ remote calls
+    async def _get_remote(self, res: Resource, key: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.request("GET", res.path_for_key(key))
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    def create_body(self, res: Resource, obj: Any) -> dict[str, Any]:
+        body = codec.encode(obj, res)
+        if res.kind == "Pod":
+            body = self._with_template(obj, body)
+        body.get("metadata", {}).pop("resourceVersion", None)
+        return body
+
+    def _with_template(self, pod: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """A Volcano Job's pod keeps every field of its task template, modelled or not."""
+        from ..api.volcano import JOB_NAME_KEY, TASK_SPEC_KEY
+
+        ann = pod.metadata.annotations
+        job_name, task_name = ann.get(JOB_NAME_KEY), ann.get(TASK_SPEC_KEY)
+        if not job_name or not task_name:
+            return body
+        raw_job = self.raw.get("Job", {}).get(f"{pod.namespace}/{job_name}")
+        if raw_job is None:
+            return body
+        for t in (raw_job.get("spec") or {}).get("tasks") or []:
+            if t.get("name") == task_name:
+                tmpl = t.get("template") or {}
+                from ..api.core import PodTemplateSpec
+
+                old = codec.encode(PodTemplateSpec.model_validate(tmpl))
+                base = {"metadata": dict(tmpl.get("metadata") or {}), "spec": tmpl.get("spec") or {}}
+                merged = codec.merge3(base, {"metadata": old.get("metadata", {}), "spec": old.get("spec", {})}, {
+                    "metadata": body.get("metadata", {}),
+                    "spec": body.get("spec", {}),
+                })
+                out = dict(body)
+                out["metadata"] = merged["metadata"]
+                out["spec"] = merged["spec"]
+                return out
+        return body
+
+    async def _create_remote(self, res: Resource, obj: Any) -> dict[str, Any]:
+        body = self.create_body(res, obj)
+        ns = obj.namespace if res.namespaced else None
+        try:
+            raw = await self.client.request("POST", res.path(ns), body=body)
+        except ApiError as exc:
+            if exc.already_exists:
+                raise AlreadyExists(f"{res.kind} {obj.key} already exists") from None
+            raise
+        want = body.get("status")
+        if res.status and want:
+            raw.setdefault("apiVersion", res.api_version)
+            raw.setdefault("kind", res.api_kind)
+            got = codec.encode(codec.decode(res, raw) or obj, res).get("status")
+            if got != want:
+                status_body = dict(raw)
+                status_body["status"] = codec.merge3(raw.get("status") or {}, got or {}, want)
+                raw = await self.client.request("PUT", res.path(ns, raw["metadata"]["name"], "status"), body=status_body)
+        return raw
+
+    async def _update_remote(self, res: Resource, obj: Any) -> dict[str, Any]:
+        key = obj.key
+        base = self.raw.get(res.kind, {}).get(key) if self.keep_raw else None
+        if base is None:
+            base = await self._get_remote(res, key)
+            if base is None:
+                raise KeyError(f"{res.kind} {key} not found")
+        new_d = codec.encode(obj, res)
+        new_d.get("metadata", {}).pop("resourceVersion", None)
+        for attempt in range(self.conflict_retries):
+            base = dict(base)
+            base.setdefault("apiVersion", res.api_version)
+            base.setdefault("kind", res.api_kind)
+            old_model = codec.decode(res, base)
+            old_d = codec.encode(old_model, res) if old_model is not None else {}
+            old_d.get("metadata", {}).pop("resourceVersion", None)
+            try:
+                result = base
+                main_old, main_new = codec.without(old_d, "status"), codec.without(new_d, "status")
+                status_changed = old_d.get("status") != new_d.get("status")
+                if main_old != main_new or (status_changed and not res.status):
+                    body = codec.merge3(base, old_d if not res.status else main_old, new_d if not res.status else main_new)
+                    result = await self.client.request("PUT", res.path_for_key(key), body=body)
+                if res.status and status_changed:
+                    body = codec.merge3(result, old_d, new_d)
+                    body.setdefault("metadata", {})["resourceVersion"] = _rv(result)
+                    result = await self.client.request("PUT", res.path_for_key(key, "status"), body=body)
+                return result
+            except ApiError as exc:
+                if exc.not_found:
+                    raise KeyError(f"{res.kind} {key} not found") from None
+                if not exc.conflict or attempt == self.conflict_retries - 1:
+                    raise
+                self.conflicts += 1
+                await asyncio.sleep(min(0.01 * 2**attempt, 0.5) * random.random())
+                fresh = await self._get_remote(res, key)
+                if fresh is None:
+                    raise KeyError(f"{res.kind} {key} not found") from None
+                base = fresh
+        raise RuntimeError("unreachable")
+
+    async def _delete_remote(self, res: Resource, key: str, grace: int | None = None) -> dict[str, Any] | None:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        if grace is not None:
+            body["gracePeriodSeconds"] = grace
+        try:
+            return await self.client.request("DELETE", res.path_for_key(key), body=body)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    # ------------------------------------------------------------------ raw helpers
+    async def patch(self, kind: str, key: str, patch: dict[str, Any], sub: str | None = None, strategic: bool = False) -> dict[str, Any]:
+        from .client import MERGE_PATCH, STRATEGIC_PATCH
+
+        res = resource(kind)
+        return await self.client.request(
+            "PATCH", res.path_for_key(key, sub), body=patch, content_type=STRATEGIC_PATCH if strategic else MERGE_PATCH
+        )
+

@@ -1,0 +1,746 @@
+"""Test doubles for the Kubernetes layer: an in-process API server and a fake kubelet.
+
+``ApiDouble`` is an aiohttp server on 127.0.0.1 that behaves like a
+kube-apiserver for the resources lavaflow uses: list (with pagination and
+selectors) and watch with resourceVersions, bookmarks and 410 Gone after a
+compaction; create/get/update/patch/delete with optimistic concurrency (409
+Conflict on a stale resourceVersion); status subresources; pods/binding (409
+for a pod that is already bound) and pods/eviction; Leases and Events like any
+object. Faults can be injected: ``fail_next(kind, verb, status, n)`` and
+``compact()`` (every open watch gets a 410 and must relist).
+
+``FakeKubelet`` plays the nodes through the HTTP API, so it works against the
+double and a real API server alike: it marks bound pods Running, then
+Succeeded (or Failed) after their ``sim.lavaflow.io/duration`` (scaled), creates
+the pods a running pod spawns (``sim.lavaflow.io/spawned-by``), and completes
+the deletion of pods bound to nodes (there is no real kubelet to do it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as _dt
+import itertools
+import json
+import threading
+import uuid
+from collections import defaultdict
+from typing import Any
+
+from .resources import RESOURCES, Resource
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}
+
+
+def merge_patch(target: Any, patch: Any, strategic: bool = False) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif strategic and k == "conditions" and isinstance(v, list) and isinstance(out.get(k), list):
+            merged = [dict(c) for c in out[k]]
+            for c in v:
+                for i, have in enumerate(merged):
+                    if have.get("type") == c.get("type"):
+                        merged[i] = {**have, **c}
+                        break
+                else:
+                    merged.append(dict(c))
+            out[k] = merged
+        else:
+            out[k] = merge_patch(out.get(k), v, strategic)
+    return out
+
+
+def _match_labels(labels: dict[str, str], selector: str | None) -> bool:
+    if not selector:
+        return True
+    for term in selector.split(","):
+        term = term.strip()
+        if not term:
+            continue
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "==" in term or "=" in term:
+            k, v = term.split("==", 1) if "==" in term else term.split("=", 1)
+            if labels.get(k.strip()) != v.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _field(obj: dict[str, Any], path: str) -> str:
+    cur: Any = obj
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return "" if cur is None else str(cur)
+
+
+def _match_fields(obj: dict[str, Any], selector: str | None) -> bool:
+    if not selector:
+        return True
+    for term in selector.split(","):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if _field(obj, k) == v:
+                return False
+        elif "=" in term:
+            k, v = term.split("==", 1) if "==" in term else term.split("=", 1)
+            if _field(obj, k) != v:
+                return False
+    return True
+
+
+class _Route:
+    def __init__(self, res: Resource, namespace: str | None, name: str | None, sub: str | None) -> None:
+        self.res, self.namespace, self.name, self.sub = res, namespace, name, sub
+
+
+class ApiDouble:
+    """An in-process stand-in for kube-apiserver (see the module docstring)."""
+
+    def __init__(self, bookmark_interval: float = 0.5, history: int = 200_000) -> None:
+        self.bookmark_interval = bookmark_interval
+        self.history = history
+        self.rv = itertools.count(1000)
+        self.current_rv = 1000
+        self.objects: dict[str, dict[tuple[str | None, str], dict[str, Any]]] = defaultdict(dict)
+        self.log: dict[str, list[tuple[int, str, dict[str, Any]]]] = defaultdict(list)
+        self.floor: dict[str, int] = defaultdict(int)
+        self.watchers: dict[str, list[asyncio.Queue]] = defaultdict(list)
+        self.faults: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self.counts: dict[str, int] = defaultdict(int)  # verb/kind -> requests
+        self.bindings: list[tuple[str, str]] = []  # (pod key, node) of every successful binding
+        self.binding_attempts: dict[str, int] = defaultdict(int)
+        self.admit = None  # admit(kind, operation, obj, old) -> obj, or an error message (str)
+        self.port = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner = None
+        self._started = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._plurals: dict[tuple[str, str], Resource] = {}
+        for r in RESOURCES.values():
+            self._plurals[(r.api_version, r.plural)] = r
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ApiDouble:
+        """Serve from a background thread (its own event loop)."""
+        self._thread = threading.Thread(target=self._serve, name="api-double", daemon=True)
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("API double did not start")
+        return self
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self.loop = loop
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(self._main())
+        loop.close()
+
+    async def _main(self) -> None:
+        from aiohttp import web
+
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._stop = asyncio.Event()
+        self._started.set()
+        await self._stop.wait()
+        for qs in self.watchers.values():
+            for q in qs:
+                q.put_nowait(None)
+        await self._runner.cleanup()
+
+    def stop(self) -> None:
+        if self.loop is not None and self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` on the server's loop (thread-safe access to its state)."""
+        if self.loop is None:
+            return fn(*args)
+        fut: asyncio.Future = asyncio.run_coroutine_threadsafe(self._acall(fn, *args), self.loop)
+        return fut.result(10)
+
+    async def _acall(self, fn, *args):
+        return fn(*args)
+
+    def kubeconfig(self, path: str) -> str:
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "double", "cluster": {"server": self.url}}],
+            "users": [{"name": "double", "user": {"token": "test"}}],
+            "contexts": [{"name": "double", "context": {"cluster": "double", "user": "double"}}],
+            "current-context": "double",
+        }
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+        return path
+
+    # ------------------------------------------------------------------ faults and inspection
+    def fail_next(self, kind: str, verb: str, status: int = 409, n: int = 1) -> None:
+        """The next ``n`` requests ``verb`` (get/list/create/update/patch/delete/bind/evict) on ``kind`` fail."""
+        self.call(lambda: self.faults[(kind, verb)].extend([status] * n))
+
+    def compact(self) -> None:
+        """Forget all history: watches from an older resourceVersion get 410 Gone."""
+
+        def _do() -> None:
+            for plural in list(self.log):
+                self.floor[plural] = self.current_rv
+                self.log[plural].clear()
+            for qs in self.watchers.values():
+                for q in qs:
+                    q.put_nowait("GONE")
+
+        self.call(_do)
+
+    def snapshot(self, kind: str) -> list[dict[str, Any]]:
+        res = RESOURCES[kind]
+        return self.call(lambda: [copy.deepcopy(o) for o in self.objects[self._bucket(res)].values()])
+
+    def get(self, kind: str, key: str) -> dict[str, Any] | None:
+        res = RESOURCES[kind]
+        ns, _, name = key.partition("/") if res.namespaced else (None, "", key)
+        return self.call(lambda: copy.deepcopy(self.objects[self._bucket(res)].get((ns, name))))
+
+    def put_object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace an object directly (test setup)."""
+        res = self._plurals_by_kind(obj)
+        return self.call(self._store_put, res, copy.deepcopy(obj))
+
+    def _plurals_by_kind(self, obj: dict[str, Any]) -> Resource:
+        for r in RESOURCES.values():
+            if r.api_version == obj.get("apiVersion") and r.api_kind == obj.get("kind"):
+                return r
+        raise KeyError(f"{obj.get('apiVersion')} {obj.get('kind')}")
+
+    # ------------------------------------------------------------------ storage
+    @staticmethod
+    def _bucket(res: Resource) -> str:
+        return f"{res.api_version}/{res.plural}"
+
+    def _next_rv(self) -> str:
+        self.current_rv = next(self.rv)
+        return str(self.current_rv)
+
+    def _emit(self, res: Resource, etype: str, obj: dict[str, Any]) -> None:
+        b = self._bucket(res)
+        rv = int(obj["metadata"]["resourceVersion"])
+        snap = copy.deepcopy(obj)
+        log = self.log[b]
+        log.append((rv, etype, snap))
+        if len(log) > self.history:
+            drop = len(log) - self.history
+            self.floor[b] = log[drop - 1][0]
+            del log[:drop]
+        for q in self.watchers[b]:
+            q.put_nowait((rv, etype, snap))
+
+    def _store_put(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj.setdefault("metadata", {})
+        ns = meta.get("namespace") if res.namespaced else None
+        if res.namespaced and not ns:
+            ns = meta["namespace"] = "default"
+        existing = self.objects[self._bucket(res)].get((ns, meta["name"]))
+        meta.setdefault("uid", existing["metadata"]["uid"] if existing else str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", existing["metadata"]["creationTimestamp"] if existing else _now())
+        meta["resourceVersion"] = self._next_rv()
+        obj.setdefault("apiVersion", res.api_version)
+        obj.setdefault("kind", res.api_kind)
+        self.objects[self._bucket(res)][(ns, meta["name"])] = obj
+        self._emit(res, "MODIFIED" if existing else "ADDED", obj)
+        return copy.deepcopy(obj)
+
+    # ------------------------------------------------------------------ routing
+    def _route(self, path: str) -> _Route | None:
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return None
+        if parts[0] == "api" and len(parts) >= 2:
+            gv, rest = parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 3:
+            gv, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        else:
+            return None
+        ns = None
+        if len(rest) >= 2 and rest[0] == "namespaces" and (len(rest) >= 3):
+            ns, rest = rest[1], rest[2:]
+        if not rest:
+            return None
+        res = self._plurals.get((gv, rest[0]))
+        if res is None:
+            return None
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        return _Route(res, ns, name, sub)
+
+    def _fault(self, kind: str, verb: str) -> int | None:
+        q = self.faults.get((kind, verb))
+        if q:
+            return q.pop(0)
+        return None
+
+    async def _handle(self, request):
+        from aiohttp import web
+
+        route = self._route(request.path)
+        if route is None:
+            return web.json_response(_status(404, "NotFound", f"the server could not find {request.path}"), status=404)
+        res = route.res
+        method = request.method
+        q = request.query
+        verb = {
+            "GET": "get" if route.name else ("watch" if q.get("watch") in ("1", "true") else "list"),
+            "POST": {"binding": "bind", "eviction": "evict"}.get(route.sub or "", "create"),
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete",
+        }.get(method, method.lower())
+        self.counts[f"{verb}/{res.kind}"] += 1
+        code = self._fault(res.kind, verb)
+        if code is not None:
+            reason = {409: "Conflict", 410: "Expired", 429: "TooManyRequests", 500: "InternalError", 404: "NotFound"}.get(code, "Failure")
+            return web.json_response(_status(code, reason, f"injected {code} for {verb} {res.kind}"), status=code)
+        body = None
+        if method in ("POST", "PUT", "PATCH"):
+            try:
+                body = await request.json()
+            except ValueError:
+                return web.json_response(_status(400, "BadRequest", "body is not JSON"), status=400)
+        if verb == "watch":
+            return await self._watch(request, route)
+        try:
+            status, payload = self._dispatch(route, verb, body, dict(q), request.headers.get("Content-Type", ""))
+        except KeyError as exc:
+            return web.json_response(_status(400, "BadRequest", f"missing field {exc}"), status=400)
+        return web.json_response(payload, status=status)
+
+    def _dispatch(self, r: _Route, verb: str, body: Any, q: dict[str, str], ctype: str) -> tuple[int, dict[str, Any]]:
+        res = r.res
+        bucket = self.objects[self._bucket(res)]
+        ns = r.namespace if res.namespaced else None
+        if verb == "list":
+            items = [
+                o
+                for (ons, _), o in sorted(bucket.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+                if (ns is None or ons == ns)
+                and _match_labels((o.get("metadata") or {}).get("labels") or {}, q.get("labelSelector"))
+                and _match_fields(o, q.get("fieldSelector"))
+            ]
+            start = int(q.get("continue") or 0)
+            limit = int(q.get("limit") or 0) or len(items) or 1
+            page = items[start : start + limit]
+            meta: dict[str, Any] = {"resourceVersion": str(self.current_rv)}
+            if start + limit < len(items):
+                meta["continue"] = str(start + limit)
+            return 200, {"kind": f"{res.api_kind}List", "apiVersion": res.api_version, "metadata": meta, "items": copy.deepcopy(page)}
+        if verb == "create":
+            meta = body.setdefault("metadata", {})
+            if res.namespaced:
+                meta["namespace"] = ns or meta.get("namespace") or "default"
+            if not meta.get("name"):
+                if not meta.get("generateName"):
+                    return 422, _status(422, "Invalid", "metadata.name or metadata.generateName is required")
+                meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
+            key = (meta.get("namespace") if res.namespaced else None, meta["name"])
+            if key in bucket:
+                return 409, _status(409, "AlreadyExists", f'{res.plural} "{meta["name"]}" already exists')
+            for k in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
+                meta.pop(k, None)
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = _now()
+            if self.admit is not None:
+                verdict = self.admit(res.kind, "CREATE", body, None)
+                if isinstance(verdict, str):
+                    return 422, _status(422, "Invalid", verdict)
+                body = verdict
+            if res.kind == "Pod":
+                body.setdefault("status", {}).setdefault("phase", "Pending")
+            elif res.status and res.kind not in ("Node", "Namespace"):
+                body.pop("status", None)
+            return 201, self._store_put(res, body)
+        key = (ns, r.name or "")
+        cur = bucket.get(key)
+        if verb == "bind":
+            return self._bind(res, key, cur, body)
+        if verb == "evict":
+            if cur is None:
+                return 404, _status(404, "NotFound", f'pods "{r.name}" not found')
+            self._delete(res, key, cur)
+            return 201, _status(201, "", "evicted") | {"status": "Success"}
+        if cur is None:
+            return 404, _status(404, "NotFound", f'{res.plural} "{r.name}" not found')
+        if verb == "get":
+            return 200, copy.deepcopy(cur)
+        if verb == "delete":
+            return 200, self._delete(res, key, cur)
+        if verb == "update":
+            want = (body.get("metadata") or {}).get("resourceVersion")
+            if want and want != cur["metadata"]["resourceVersion"]:
+                return 409, _status(
+                    409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{r.name}": the object has been modified; please apply your changes to the latest version and try again'
+                )
+            new = copy.deepcopy(body)
+            new["metadata"] = {**new.get("metadata", {}), **{k: cur["metadata"][k] for k in ("uid", "creationTimestamp", "name")}}
+            if res.namespaced:
+                new["metadata"]["namespace"] = cur["metadata"].get("namespace")
+            if self.admit is not None and r.sub is None:
+                verdict = self.admit(res.kind, "UPDATE", new, copy.deepcopy(cur))
+                if isinstance(verdict, str):
+                    return 422, _status(422, "Invalid", verdict)
+                new = verdict
+            new = self._split_status(res, r.sub, cur, new)
+            return 200, self._store_put(res, new)
+        if verb == "patch":
+            strategic = "strategic" in ctype
+            new = merge_patch(copy.deepcopy(cur), body, strategic)
+            want = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+            if want and want != cur["metadata"]["resourceVersion"]:
+                return 409, _status(409, "Conflict", "the object has been modified")
+            new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            new = self._split_status(res, r.sub, cur, new)
+            return 200, self._store_put(res, new)
+        return 405, _status(405, "MethodNotAllowed", verb)
+
+    def _split_status(self, res: Resource, sub: str | None, cur: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        """Main resource writes keep the old status; status writes keep everything else."""
+        if not res.status or res.kind in ("Namespace",):
+            return new
+        if sub == "status":
+            out = copy.deepcopy(cur)
+            out["status"] = new.get("status", {})
+            for k in ("labels", "annotations"):
+                pass
+            return out
+        new["status"] = copy.deepcopy(cur.get("status", {}))
+        return new
+
+    def _delete(self, res: Resource, key, cur: dict[str, Any]) -> dict[str, Any]:
+        bucket = self.objects[self._bucket(res)]
+        bucket.pop(key, None)
+        cur = copy.deepcopy(cur)
+        cur["metadata"]["deletionTimestamp"] = _now()
+        cur["metadata"]["resourceVersion"] = self._next_rv()
+        self._emit(res, "DELETED", cur)
+        return cur
+
+    def _bind(self, res: Resource, key, cur: dict[str, Any] | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.binding_attempts[f"{key[0]}/{key[1]}"] += 1
+        if cur is None:
+            return 404, _status(404, "NotFound", f'pods "{key[1]}" not found')
+        node = ((body or {}).get("target") or {}).get("name")
+        if not node:
+            return 400, _status(400, "BadRequest", "binding has no target")
+        if (cur.get("spec") or {}).get("nodeName"):
+            return 409, _status(409, "Conflict", f'pod {key[1]} is already assigned to node "{cur["spec"]["nodeName"]}"')
+        if (self.objects[self._bucket(RESOURCES["Node"])]).get((None, node)) is None:
+            return 404, _status(404, "NotFound", f'nodes "{node}" not found')
+        new = copy.deepcopy(cur)
+        new["spec"]["nodeName"] = node
+        conds = [c for c in new.setdefault("status", {}).get("conditions", []) if c.get("type") != "PodScheduled"]
+        conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": _now()})
+        new["status"]["conditions"] = conds
+        self._store_put(res, new)
+        self.bindings.append((f"{key[0]}/{key[1]}", node))
+        return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+
+    # ------------------------------------------------------------------ watch
+    async def _watch(self, request, r: _Route):
+        from aiohttp import web
+
+        res = r.res
+        b = self._bucket(res)
+        q = request.query
+        ns = r.namespace if res.namespaced else None
+        rv_param = q.get("resourceVersion") or "0"
+        timeout = float(q.get("timeoutSeconds") or 1800)
+        bookmarks = q.get("allowWatchBookmarks") in ("1", "true")
+        lsel, fsel = q.get("labelSelector"), q.get("fieldSelector")
+
+        def visible(obj: dict[str, Any]) -> bool:
+            meta = obj.get("metadata") or {}
+            return (ns is None or meta.get("namespace") == ns) and _match_labels(meta.get("labels") or {}, lsel) and _match_fields(obj, fsel)
+
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+
+        async def send(ev: dict[str, Any]) -> None:
+            await resp.write(json.dumps(ev).encode() + b"\n")
+
+        queue: asyncio.Queue = asyncio.Queue()
+        self.watchers[b].append(queue)
+        try:
+            start = int(rv_param)
+            if start == 0:
+                for obj in list(self.objects[b].values()):
+                    if visible(obj):
+                        await send({"type": "ADDED", "object": obj})
+                start = self.current_rv
+            elif start < self.floor[b]:
+                await send({"type": "ERROR", "object": _status(410, "Expired", f"too old resource version: {start} ({self.floor[b]})")})
+                return resp
+            else:
+                for rv, etype, obj in list(self.log[b]):
+                    if rv > start and visible(obj):
+                        await send({"type": etype, "object": obj})
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            while True:
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                try:
+                    item = await asyncio.wait_for(queue.get(), min(left, self.bookmark_interval))
+                except asyncio.TimeoutError:
+                    if bookmarks:
+                        await send(
+                            {
+                                "type": "BOOKMARK",
+                                "object": {"kind": res.api_kind, "apiVersion": res.api_version, "metadata": {"resourceVersion": str(self.current_rv)}},
+                            }
+                        )
+                    continue
+                if item is None:
+                    break
+                if item == "GONE":
+                    await send({"type": "ERROR", "object": _status(410, "Expired", "too old resource version")})
+                    break
+                rv, etype, obj = item
+                if rv > start and visible(obj):
+                    await send({"type": etype, "object": obj})
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.watchers[b].remove(queue)
+        return resp
+
+
+def webhook_admitter(server):
+    """An ``ApiDouble.admit`` hook that runs a WebhookServer's mutating then validating reviews."""
+    from .webhook import ENDPOINTS, apply_json_patch
+
+    by_kind: dict[str, list[str]] = defaultdict(list)
+    for path, (kind, mutate) in sorted(ENDPOINTS.items(), key=lambda kv: not kv[1][1]):
+        by_kind[kind].append(path)
+
+    def admit(kind: str, op: str, obj: dict[str, Any], old: dict[str, Any] | None):
+        for path in by_kind.get(kind, []):
+            review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": str(uuid.uuid4()), "operation": op, "object": obj, "oldObject": old,
+                            "namespace": (obj.get("metadata") or {}).get("namespace")},
+            }
+            resp = server.handle(path, review)["response"]
+            if not resp["allowed"]:
+                return resp["status"]["message"]
+            if resp.get("patch"):
+                import base64
+
+                obj = apply_json_patch(obj, json.loads(base64.b64decode(resp["patch"])))
+        return obj
+
+    return admit
+
+
+# ---------------------------------------------------------------------- fake kubelet
+
+
+class FakeKubelet:
+    """Runs bound pods through the API: Running at once, then Succeeded/Failed after their duration.
+
+    ``time_scale`` multiplies every ``sim.lavaflow.io/*`` duration (0.01: a
+    60 s pod finishes in 0.6 s). ``held`` are pods to create once their
+    ``sim.lavaflow.io/spawned-by`` parent runs (Spark executors).
+    """
+
+    def __init__(self, client, time_scale: float = 0.01, default_duration: float = 60.0, held: list[dict[str, Any]] | None = None) -> None:
+        self.client = client
+        self.time_scale = time_scale
+        self.default_duration = default_duration
+        self.held: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for p in held or []:
+            meta = p["metadata"]
+            parent = f"{meta.get('namespace', 'default')}/{meta['annotations']['sim.lavaflow.io/spawned-by']}"
+            self.held[parent].append(p)
+        self.started: set[str] = set()
+        self.finished: set[str] = set()
+        self.bound_nodes: dict[str, str] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._runner: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._runner = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        tasks = [t for t in [self._runner, *self._tasks] if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _run(self) -> None:
+        rv = None
+        while True:
+            try:
+                if rv is None:
+                    lst = await self.client.request("GET", "/api/v1/pods")
+                    for p in lst.get("items", []):
+                        self._see(p)
+                    rv = lst["metadata"]["resourceVersion"]
+                async for ev in self.client.stream(
+                    "/api/v1/pods", {"watch": True, "resourceVersion": rv, "allowWatchBookmarks": True, "timeoutSeconds": 60}, 60
+                ):
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        rv = None
+                        break
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if ev.get("type") in ("ADDED", "MODIFIED"):
+                        self._see(obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                rv = None
+                await asyncio.sleep(0.1)
+
+    def _see(self, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata", {})
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        uid = meta.get("uid")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if meta.get("deletionTimestamp") and node:
+            self._spawn(self._force_delete(key))
+            return
+        if node and uid not in self.started and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+            self.started.add(uid)
+            self.bound_nodes[key] = node
+            self._spawn(self._lifecycle(pod))
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _seconds(self, pod: dict[str, Any], key: str, default: float) -> float:
+        from ..sim.annotations import parse_duration
+
+        raw = (pod.get("metadata", {}).get("annotations") or {}).get(key)
+        if raw is None:
+            return default
+        return parse_duration(raw, allow_inf=True) if key.endswith("duration") else parse_duration(raw)
+
+    async def _set_status(self, pod: dict[str, Any], phase: str, exit_code: int | None = None) -> bool:
+        meta = pod["metadata"]
+        now = _now()
+        name = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
+        if phase == "Running":
+            state = {"running": {"startedAt": now}}
+        else:
+            state = {"terminated": {"exitCode": exit_code or 0, "reason": "Completed" if phase == "Succeeded" else "Error", "finishedAt": now}}
+        patch = {
+            "status": {
+                "phase": phase,
+                "startTime": (pod.get("status") or {}).get("startTime") or now,
+                "containerStatuses": [{"name": name, "ready": phase == "Running", "restartCount": 0, "image": "x", "imageID": "", "state": state}],
+            }
+        }
+        try:
+            await self.client.request(
+                "PATCH",
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                body=patch,
+                content_type="application/strategic-merge-patch+json",
+            )
+            return True
+        except Exception:
+            return False
+
+    async def _lifecycle(self, pod: dict[str, Any]) -> None:
+        import math
+
+        meta = pod["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if not await self._set_status(pod, "Running"):
+            return
+        for child in self.held.pop(key, []):
+            delay = self._seconds(child, "sim.lavaflow.io/spawn-delay", 0.0) * self.time_scale
+            self._spawn(self._create_later(child, delay))
+        duration = self._seconds(pod, "sim.lavaflow.io/duration", self.default_duration)
+        if not math.isfinite(duration):
+            return
+        await asyncio.sleep(duration * self.time_scale)
+        code = int((meta.get("annotations") or {}).get("sim.lavaflow.io/exit-code", "0"))
+        try:
+            cur = await self.client.request("GET", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+        except Exception:
+            return
+        if cur["metadata"].get("uid") != meta.get("uid") or cur.get("status", {}).get("phase") != "Running":
+            return
+        if await self._set_status(cur, "Succeeded" if code == 0 else "Failed", code):
+            self.finished.add(key)
+
+    async def _create_later(self, pod: dict[str, Any], delay: float) -> None:
+        await asyncio.sleep(delay)
+        ns = pod["metadata"].get("namespace", "default")
+        try:
+            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
+        except Exception:
+            pass
+
+    async def _force_delete(self, key: str) -> None:
+        ns, name = key.split("/", 1)
+        try:
+            await self.client.request(
+                "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+            )
+        except Exception:
+            pass
+
+
+def fake_node(name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Node object with no kubelet behind it (Ready, with the given allocatable)."""
+    alloc = {"cpu": cpu, "memory": memory, "pods": pods}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "fake", **(labels or {})}},
+        "spec": {"taints": []},
+        "status": {
+            "capacity": alloc,
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "FakeKubelet", "message": "fake node", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
+        },
+    }

@@ -1,0 +1,321 @@
+"""`lavaflow webhook`: Volcano's admission webhooks over TLS, calling lavaflow.api.admission.
+
+One code path: the defaults and checks are exactly the ones the simulator
+applies to its inputs (``default_job``/``validate_job``, ``validate_job_update``,
+``default_podgroup``/``validate_podgroup``, ``default_queue``/``validate_queue``/
+``validate_queue_delete``, ``validate_pod``). This module only translates
+AdmissionReview v1 requests into those calls and their results into
+responses (a JSONPatch for mutations; a refusal naming the object and each
+field for validations).
+
+TLS: a certificate from files (cert-manager, or any secret mounted into the
+pod), or a self-signed CA and serving certificate generated at start for
+``<service>.<namespace>.svc``, whose CA bundle is then written into the
+webhook configurations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as _dt
+import json
+import logging
+import os
+import ssl
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..api import admission as adm
+from ..api.core import Pod
+from ..api.volcano import Job, PodGroup, Queue
+from . import codec
+from .resources import resource
+
+log = logging.getLogger("lavaflow.kube")
+
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+
+# path -> (kind, mutate?)
+ENDPOINTS = {
+    "/jobs/mutate": ("Job", True),
+    "/jobs/validate": ("Job", False),
+    "/podgroups/mutate": ("PodGroup", True),
+    "/podgroups/validate": ("PodGroup", False),
+    "/queues/mutate": ("Queue", True),
+    "/queues/validate": ("Queue", False),
+    "/pods/validate": ("Pod", False),
+}
+
+
+def _describe(kind: str, obj: dict[str, Any] | None, req: dict[str, Any]) -> str:
+    meta = (obj or {}).get("metadata") or {}
+    name = meta.get("name") or req.get("name") or meta.get("generateName", "") + "*"
+    ns = meta.get("namespace") or req.get("namespace")
+    return f"{kind} {ns + '/' if ns and kind != 'Queue' else ''}{name}"
+
+
+def _refuse(uid: str, what: str, problems: list[adm.Problem], code: int = 422) -> dict[str, Any]:
+    lines = [f"{what}: {p.path + ': ' if p.path else ''}{p.message}" for p in problems]
+    return {
+        "uid": uid,
+        "allowed": False,
+        "status": {"code": code, "reason": "Invalid" if code == 422 else "Forbidden", "message": "; ".join(lines)},
+    }
+
+
+def _allow(uid: str, patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"uid": uid, "allowed": True}
+    if patch:
+        out["patchType"] = "JSONPatch"
+        out["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return out
+
+
+def json_patch(raw: dict[str, Any], before: Any, after: Any) -> list[dict[str, Any]]:
+    """A JSONPatch turning ``raw`` into raw + (before -> after), at the level of top-level fields."""
+    res = resource(type(after).__name__)
+    old_d, new_d = codec.encode(before, res), codec.encode(after, res)
+    merged = codec.merge3(raw, old_d, new_d)
+    ops = []
+    for key in ("metadata", "spec", "status"):
+        if merged.get(key) != raw.get(key) and key in merged:
+            ops.append({"op": "replace" if key in raw else "add", "path": f"/{key}", "value": merged[key]})
+    return ops
+
+
+def review(
+    request: dict[str, Any],
+    kind: str,
+    mutate: bool,
+    queues: Mapping[str, Queue] | None = None,
+    podgroups: Callable[[], list[PodGroup]] | None = None,
+    namespace_queue: Callable[[str], str | None] | None = None,
+    scheduler_names: tuple[str, ...] = ("volcano", "lavaflow"),
+) -> dict[str, Any]:
+    """The AdmissionResponse for one AdmissionRequest (pure: no I/O)."""
+    uid = request.get("uid", "")
+    op = request.get("operation", "CREATE")
+    raw = request.get("object") or {}
+    old_raw = request.get("oldObject") or {}
+    what = _describe(kind, raw or old_raw, request)
+    model_cls = {"Job": Job, "PodGroup": PodGroup, "Queue": Queue, "Pod": Pod}[kind]
+    res = resource(kind)
+    if op == "DELETE":
+        if kind == "Queue" and not mutate:
+            name = (old_raw.get("metadata") or {}).get("name") or request.get("name", "")
+            problems = adm.validate_queue_delete(name, queues or {}, podgroups() if podgroups else [])
+            return _refuse(uid, what, problems, 403) if problems else _allow(uid)
+        return _allow(uid)
+    if op not in ("CREATE", "UPDATE"):
+        return _allow(uid)
+    obj = codec.decode(res, raw)
+    if obj is None:
+        try:
+            model_cls.model_validate(raw)
+        except Exception as exc:  # pydantic's report, field by field
+            errs = getattr(exc, "errors", lambda: [])()
+            problems = [adm.Problem(".".join(str(x) for x in e.get("loc", ())), e.get("msg", "")) for e in errs] or [adm.Problem("", str(exc))]
+            return _refuse(uid, what, problems)
+        return _refuse(uid, what, [adm.Problem("", "cannot be read")])
+    if not obj.metadata.namespace and res.namespaced:
+        obj.metadata.namespace = request.get("namespace") or "default"
+    if mutate:
+        before = obj.model_copy(deep=True)
+        if kind == "Job" and op == "CREATE":
+            adm.default_job(obj, scheduler_names[0])
+        elif kind == "PodGroup" and op == "CREATE":
+            adm.default_podgroup(obj, namespace_queue(obj.namespace) if namespace_queue else None)
+        elif kind == "Queue" and op == "CREATE":
+            adm.default_queue(obj)
+        else:
+            return _allow(uid)
+        return _allow(uid, json_patch(raw, before, obj))
+    # validation
+    if kind == "Job":
+        if op == "UPDATE":
+            old = codec.decode(res, old_raw)
+            problems = adm.validate_job_update(old, obj) if old is not None else []
+        else:
+            problems = adm.validate_job(obj, queues)
+    elif kind == "PodGroup":
+        problems = adm.validate_podgroup(obj, queues) if op == "CREATE" else adm.validate_podgroup(obj, None)
+    elif kind == "Queue":
+        problems = adm.validate_queue(obj, queues)
+    else:
+        problems = adm.validate_pod(obj, scheduler_names)
+    return _refuse(uid, what, problems) if problems else _allow(uid)
+
+
+def admission_review(body: dict[str, Any], path: str, **kw: Any) -> dict[str, Any]:
+    kind, mutate = ENDPOINTS[path]
+    req = body.get("request") or {}
+    resp = review(req, kind, mutate, **kw)
+    return {"apiVersion": body.get("apiVersion", "admission.k8s.io/v1"), "kind": "AdmissionReview", "response": resp}
+
+
+def apply_json_patch(obj: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
+    """Apply the top-level add/replace/remove operations produced by :func:`json_patch`."""
+    out = dict(obj)
+    for op in patch:
+        key = op["path"].lstrip("/")
+        if "/" in key:
+            raise ValueError(f"unsupported patch path {op['path']}")
+        if op["op"] in ("add", "replace"):
+            out[key] = op["value"]
+        elif op["op"] == "remove":
+            out.pop(key, None)
+    return out
+
+
+# ---------------------------------------------------------------------- certificates
+
+
+def self_signed(service: str, namespace: str, directory: str | Path, days: int = 3650) -> tuple[str, str, bytes]:
+    """A CA and a serving certificate for ``service.namespace.svc``: (cert file, key file, CA PEM)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    now = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(minutes=5)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"lavaflow-webhook-ca.{namespace}")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local", "localhost"]
+    import ipaddress
+
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}.{namespace}.svc")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    os.chmod(key_file, 0o600)
+    ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+    (directory / "ca.crt").write_bytes(ca_pem)
+    return str(cert_file), str(key_file), ca_pem
+
+
+async def patch_ca_bundle(client, names: list[str], ca_pem: bytes) -> None:
+    """Write the CA bundle into our Mutating/ValidatingWebhookConfigurations."""
+    bundle = base64.b64encode(ca_pem).decode()
+    for kind, plural in (("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"), ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations")):
+        for name in names:
+            path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}"
+            try:
+                cfg = await client.request("GET", path)
+            except Exception as exc:
+                log.info("%s %s: %s", kind, name, exc)
+                continue
+            for wh in cfg.get("webhooks") or []:
+                wh.setdefault("clientConfig", {})["caBundle"] = bundle
+            await client.request("PUT", path, body=cfg)
+
+
+# ---------------------------------------------------------------------- server
+
+
+class WebhookServer:
+    """AdmissionReview over HTTPS; queues, PodGroups and Namespaces come from informers."""
+
+    def __init__(self, store=None, scheduler_names: tuple[str, ...] = ("volcano", "lavaflow")) -> None:
+        self.store = store
+        self.scheduler_names = scheduler_names
+        self.reviews = 0
+        self.refused = 0
+
+    def _queues(self) -> dict[str, Queue] | None:
+        if self.store is None:
+            return None
+        return {q.name: q for q in self.store.list("Queue")}
+
+    def _podgroups(self) -> list[PodGroup]:
+        return self.store.list("PodGroup") if self.store is not None else []
+
+    def _namespace_queue(self, ns: str) -> str | None:
+        if self.store is None or "Namespace" not in self.store.informers:
+            return None
+        obj = self.store.get("Namespace", ns)
+        return obj.metadata.annotations.get(QUEUE_ANNOTATION) if obj is not None else None
+
+    def handle(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.reviews += 1
+        out = admission_review(
+            body,
+            path,
+            queues=self._queues(),
+            podgroups=self._podgroups,
+            namespace_queue=self._namespace_queue,
+            scheduler_names=self.scheduler_names,
+        )
+        if not out["response"]["allowed"]:
+            self.refused += 1
+        return out
+
+    def app(self):
+        from aiohttp import web
+
+        async def handler(request):
+            try:
+                body = await request.json()
+            except ValueError:
+                return web.json_response({"message": "body is not an AdmissionReview"}, status=400)
+            return web.json_response(self.handle(request.path, body))
+
+        async def ok(_req):
+            return web.Response(text="ok")
+
+        app = web.Application()
+        for path in ENDPOINTS:
+            app.router.add_post(path, handler)
+        app.router.add_get("/healthz", ok)
+        app.router.add_get("/readyz", ok)
+        return app
+
+    async def serve(self, host: str, port: int, cert_file: str, key_file: str):
+        from aiohttp import web
+
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert_file, key_file)
+        runner = web.AppRunner(self.app(), handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, ssl_context=ctx)
+        await site.start()
+        from .metrics import Served
+
+        return Served(runner, site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+
+async def wait_forever(stop: asyncio.Event) -> None:
+    await stop.wait()

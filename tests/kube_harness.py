@@ -1,0 +1,214 @@
+"""A cluster for the Kubernetes-layer tests: the API double (or a real server), the scheduler,
+the controllers, the admission webhook's logic and a fake kubelet, all in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lavaflow.kube import codec
+from lavaflow.kube.client import ClientConfig, KubeClient, load_config
+from lavaflow.kube.controller import KubeControllers
+from lavaflow.kube.leader import LeaderElector
+from lavaflow.kube.ops import create_manifest, list_objects
+from lavaflow.kube.resources import RESOURCES, resource
+from lavaflow.kube.scheduler import KubeScheduler
+from lavaflow.kube.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
+from lavaflow.kube.webhook import WebhookServer
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+class DoubleView:
+    """The API double's own objects as a read-only store (for the webhook running inside it)."""
+
+    def __init__(self, double: ApiDouble) -> None:
+        self.double = double
+        self.informers = {"Queue": None, "PodGroup": None, "Namespace": None}
+
+    def list(self, kind: str) -> list[Any]:
+        res = RESOURCES[kind]
+        out = []
+        for raw in list(self.double.objects[ApiDouble._bucket(res)].values()):
+            obj = codec.decode(res, raw)
+            if obj is not None:
+                out.append(obj)
+        return out
+
+    def get(self, kind: str, key: str) -> Any | None:
+        return next((o for o in self.list(kind) if o.key == key), None)
+
+
+def load_example(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(nodes, objects, held pods) of an example file; NodeGroups become fake nodes."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+    nodes, objects, held = [], [], []
+    for d in docs:
+        if d["kind"] == "NodeGroup":
+            cap = {k: str(v) for k, v in d["spec"]["capacity"].items()}
+            for i in range(int(d["spec"].get("count", 1))):
+                nodes.append(
+                    fake_node(f"{d['metadata']['name']}-{i}", cap.get("cpu", "1"), cap.get("memory", "1Gi"), cap.get("pods", "110"), d["spec"].get("labels"))
+                )
+        elif "sim.lavaflow.io/spawned-by" in ((d.get("metadata") or {}).get("annotations") or {}):
+            held.append(d)
+        else:
+            objects.append(d)
+    return nodes, objects, held
+
+
+class Cluster:
+    """Async context manager: ``async with Cluster(nodes) as c: ...``."""
+
+    def __init__(
+        self,
+        nodes: list[dict[str, Any]] | None = None,
+        held: list[dict[str, Any]] | None = None,
+        period: float = 0.05,
+        time_scale: float = 0.01,
+        lease: bool = False,
+        real: bool = False,
+        namespace_prefix: str = "",
+    ) -> None:
+        self.nodes = nodes or []
+        self.held = held or []
+        self.period = period
+        self.time_scale = time_scale
+        self.lease = lease
+        self.real = real
+        self.double: ApiDouble | None = None
+        self.stop = asyncio.Event()
+        self.schedulers: list[tuple[KubeScheduler, asyncio.Task]] = []
+        self.controllers: KubeControllers | None = None
+        self._ctrl_task: asyncio.Task | None = None
+        self.clients: list[KubeClient] = []
+
+    def client(self) -> KubeClient:
+        if self.real:
+            cfg = load_config(os.environ.get("LAVAFLOW_TEST_KUBECONFIG") or os.environ.get("KUBECONFIG"))
+            cfg.qps, cfg.burst = 0, 0
+        else:
+            cfg = ClientConfig(server=self.double.url, qps=0, burst=0)  # type: ignore[union-attr]
+        c = KubeClient(cfg)
+        self.clients.append(c)
+        return c
+
+    async def __aenter__(self) -> Cluster:
+        if not self.real:
+            self.double = ApiDouble(bookmark_interval=0.1).start()
+            self.webhook = WebhookServer(store=DoubleView(self.double))
+            self.double.admit = webhook_admitter(self.webhook)
+        self.api = self.client()
+        for n in self.nodes:
+            await create_manifest(self.api, dict(n))
+        self.kubelet = FakeKubelet(self.client(), time_scale=self.time_scale, held=self.held)
+        self.kubelet.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.stop.set()
+        for s, t in self.schedulers:
+            await _finish(t)
+            await s.shutdown(drain=2)
+        if self._ctrl_task is not None:
+            await _finish(self._ctrl_task)
+            await self.controllers.shutdown()  # type: ignore[union-attr]
+        await self.kubelet.stop()
+        for c in self.clients:
+            await c.close()
+        if self.double is not None:
+            self.double.stop()
+
+    # ------------------------------------------------------------------ components
+    def start_scheduler(self, identity: str = "sched-a", lease_duration: float = 1.0, **kw: Any) -> KubeScheduler:
+        client = self.client()
+        elector = None
+        if self.lease:
+            elector = LeaderElector(client, "lavaflow-scheduler", "default", identity, lease_duration, lease_duration * 0.7, lease_duration / 5)
+        s = KubeScheduler(client, period=self.period, identity=identity, elector=elector, **kw)
+        stop = asyncio.Event()
+        s._stop = stop  # type: ignore[attr-defined]
+        t = asyncio.get_running_loop().create_task(s.run(stop))
+        self.schedulers.append((s, t))
+        return s
+
+    async def kill_scheduler(self, s: KubeScheduler) -> None:
+        for i, (x, t) in enumerate(self.schedulers):
+            if x is s:
+                t.cancel()
+                await _finish(t)
+                await s.crash()
+                del self.schedulers[i]
+                return
+
+    def start_controllers(self, **kw: Any) -> KubeControllers:
+        self.controllers = KubeControllers(self.client(), resync=0.2, **kw)
+        self._ctrl_task = asyncio.get_running_loop().create_task(self.controllers.run(self.stop))
+        return self.controllers
+
+    async def until_ready(self) -> None:
+        """Until the built-in queues exist (made by the controller or the scheduler)."""
+
+        async def queues() -> bool:
+            names = {q["metadata"]["name"] for q in await self.objects("Queue")}
+            return {"root", "default"} <= names
+
+        await self.wait_for(queues, 10, "the built-in queues")
+
+    # ------------------------------------------------------------------ helpers
+    async def create(self, docs: list[dict[str, Any]]) -> None:
+        for d in docs:
+            await create_manifest(self.api, dict(d))
+
+    async def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return await list_objects(self.api, "Pod", namespace)
+
+    async def objects(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        return await list_objects(self.api, kind, namespace)
+
+    async def wait_for(self, predicate, timeout: float = 20.0, what: str = "condition") -> Any:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = await predicate()
+            if last:
+                return last
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+    def bindings(self) -> list[tuple[str, str]]:
+        assert self.double is not None
+        return self.double.call(lambda: list(self.double.bindings))
+
+
+async def _finish(t: asyncio.Task) -> None:
+    if not t.done():
+        t.cancel()
+    try:
+        await t
+    except (asyncio.CancelledError, Exception):
+        pass
+
+
+def node_usage(pods: list[dict[str, Any]]) -> dict[str, float]:
+    """CPU requested per node by pods bound there and not finished."""
+    from lavaflow.api.quantity import parse_quantity
+
+    out: dict[str, float] = {}
+    for p in pods:
+        node = p["spec"].get("nodeName")
+        if not node or p.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for c in p["spec"].get("containers", []):
+            cpu = ((c.get("resources") or {}).get("requests") or {}).get("cpu")
+            if cpu is not None:
+                out[node] = out.get(node, 0.0) + float(parse_quantity(cpu))
+    return out
+
+
+__all__ = ["Cluster", "load_example", "node_usage", "resource"]

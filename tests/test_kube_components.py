@@ -1,0 +1,311 @@
+"""Kubernetes layer pieces: codec merges, the store's relist and conflict handling, the webhook
+over TLS, /metrics /healthz /readyz, leader election, and the vcctl/Voda CLI against the API double."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import ssl
+
+import pytest
+
+aiohttp = pytest.importorskip("aiohttp")
+pytest.importorskip("prometheus_client")
+
+from kube_harness import Cluster  # noqa: E402
+
+from lavaflow.kube import codec  # noqa: E402
+from lavaflow.kube.client import ClientConfig, KubeClient, kubeconfig_config  # noqa: E402
+from lavaflow.kube.leader import LeaderElector  # noqa: E402
+from lavaflow.kube.resources import resource  # noqa: E402
+from lavaflow.kube.store import KubeStore  # noqa: E402
+from lavaflow.kube.testing import ApiDouble, fake_node  # noqa: E402
+from lavaflow.kube.webhook import WebhookServer, admission_review, self_signed  # noqa: E402
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+# ---------------------------------------------------------------------- codec
+
+
+def test_merge3_keeps_fields_lavaflow_does_not_model():
+    raw = {
+        "metadata": {"name": "p", "annotations": {"a": "1"}, "managedFields": [{"x": 1}]},
+        "spec": {"containers": [{"name": "c", "image": "i", "volumeMounts": [{"name": "v", "mountPath": "/v"}]}], "volumes": [{"name": "v"}]},
+    }
+    res = resource("Pod")
+    model = codec.decode(res, raw)
+    old = codec.encode(model, res)
+    model.metadata.annotations["b"] = "2"
+    model.spec.containers[0].image = "j"
+    out = codec.merge3(raw, old, codec.encode(model, res))
+    assert out["spec"]["volumes"] == [{"name": "v"}]
+    assert out["spec"]["containers"][0]["volumeMounts"] == [{"name": "v", "mountPath": "/v"}]
+    assert out["spec"]["containers"][0]["image"] == "j"
+    assert out["metadata"]["annotations"] == {"a": "1", "b": "2"}
+
+
+def test_times_are_floats_in_models_and_rfc3339_on_the_wire():
+    res = resource("Job")
+    job = codec.decode(res, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "creationTimestamp": "2026-01-02T03:04:05Z"}, "status": {"state": {"phase": "Running", "lastTransitionTime": "2026-01-02T03:04:06Z"}}})
+    assert isinstance(job.metadata.creation_timestamp, float)
+    assert isinstance(job.status.state.last_transition_time, float)
+    wire = codec.encode(job, res)
+    assert wire["status"]["state"]["lastTransitionTime"] == "2026-01-02T03:04:06Z"
+
+
+def test_pod_exit_code_comes_from_container_statuses():
+    pod = codec.decode(resource("Pod"), {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}})
+    assert pod.status.exit_code == 3
+    assert "exitCode" not in codec.encode(pod, resource("Pod"))["status"]
+
+
+def test_kubeconfig_parsing(tmp_path):
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
+    p = tmp_path / "config"
+    p.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.1:6443/", "certificate-authority-data": ca}}],
+                "users": [{"name": "u", "user": {"token": "abc"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "ml"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    cfg = kubeconfig_config(str(p))
+    assert cfg.server == "https://10.0.0.1:6443" and cfg.token == "abc" and cfg.namespace == "ml" and cfg.ca_file
+
+
+# ---------------------------------------------------------------------- store
+
+
+def test_store_relist_delivers_deletions_and_update_retries_conflicts():
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        try:
+            client = KubeClient(ClientConfig(server=double.url, qps=0))
+            store = KubeStore(client)
+            store.inform("Queue")
+            events = []
+            store.watch("Queue", lambda ev, obj, old: events.append((ev, obj.name)))
+            double.put_object({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "a"}, "spec": {"weight": 1}})
+            double.put_object({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "b"}, "spec": {"weight": 1}})
+            await store.start()
+            assert await store.wait_synced(5)
+            assert sorted(e[1] for e in events) == ["a", "b"]
+            inf = store.informers["Queue"]
+            # An object vanishes while history is compacted: the relist reports it DELETED.
+            await asyncio.sleep(0.2)
+            assert inf.bookmarks > 0
+            double.call(lambda: double.objects["scheduling.volcano.sh/v1beta1/queues"].pop((None, "b")))
+            double.compact()
+            for _ in range(100):
+                if ("DELETED", "b") in events:
+                    break
+                await asyncio.sleep(0.05)
+            assert ("DELETED", "b") in events and inf.relists >= 1
+            # Conflicts: the update is re-applied on a fresh copy.
+            double.fail_next("Queue", "update", 409, 2)
+            q = store.get("Queue", "a")
+            q.spec.weight = 7
+            q.status.state = "Open"
+            await store.aupdate(q)
+            assert store.conflicts == 2
+            assert double.get("Queue", "a")["spec"]["weight"] == 7
+            assert double.get("Queue", "a")["status"]["state"] == "Open"
+            await store.stop()
+            await client.close()
+        finally:
+            double.stop()
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------- webhook
+
+
+def _review(kind_path: str, obj: dict, op: str = "CREATE", **kw):
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u1", "operation": op, "object": obj, "namespace": "default"}}
+    return admission_review(body, kind_path, **kw)["response"]
+
+
+def _queue(name: str, state: str = "Open"):
+    from lavaflow.api.volcano import Queue
+
+    q = Queue.model_validate({"metadata": {"name": name}, "spec": {"weight": 1, "parent": "root" if name != "root" else ""}})
+    q.status.state = state
+    return q
+
+
+JOB = {
+    "apiVersion": "batch.volcano.sh/v1alpha1",
+    "kind": "Job",
+    "metadata": {"name": "j", "namespace": "default"},
+    "spec": {"tasks": [{"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}]}}}], "plugins": {"mpi": []}},
+}
+
+
+def test_webhook_mutates_jobs_with_volcanos_defaults_and_keeps_unknown_fields():
+    resp = _review("/jobs/mutate", JOB)
+    assert resp["allowed"] and resp["patchType"] == "JSONPatch"
+    patch = json.loads(base64.b64decode(resp["patch"]))
+    spec = next(op["value"] for op in patch if op["path"] == "/spec")
+    assert spec["queue"] == "default" and spec["minAvailable"] == 2 and spec["maxRetry"] == 3
+    assert spec["tasks"][0]["name"] == "default0" and spec["tasks"][0]["minAvailable"] == 2
+    assert "ssh" in spec["plugins"] and "svc" in spec["plugins"]
+    assert spec["tasks"][0]["template"]["spec"]["containers"][0]["volumeMounts"] == [{"name": "x", "mountPath": "/x"}]
+
+
+def test_webhook_validation_refusals_name_object_and_field():
+    bad = json.loads(json.dumps(JOB))
+    bad["spec"]["tasks"][0]["name"] = "w"
+    bad["spec"]["tasks"][0]["minAvailable"] = 3
+    bad["spec"]["queue"] = "missing"
+    resp = _review("/jobs/validate", bad, queues={"default": _queue("default"), "root": _queue("root")})
+    assert not resp["allowed"]
+    msg = resp["status"]["message"]
+    assert msg.startswith("Job default/j: ")
+    assert "spec.tasks[0].minAvailable" in msg and "spec.queue" in msg
+    resp = _review("/queues/validate", {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"}, "spec": {"weight": 0}}, queues={})
+    assert not resp["allowed"] and "spec.weight" in resp["status"]["message"]
+    body = {"apiVersion": "admission.k8s.io/v1", "request": {"uid": "u", "operation": "DELETE", "name": "default", "oldObject": {"metadata": {"name": "default"}}}}
+    resp = admission_review(body, "/queues/validate", queues={"default": _queue("default")}, podgroups=lambda: [])["response"]
+    assert not resp["allowed"] and resp["status"]["code"] == 403
+
+
+def test_webhook_serves_admission_reviews_over_tls(tmp_path):
+    async def scenario():
+        cert, key, ca = self_signed("lavaflow-webhook", "lavaflow-system", tmp_path)
+        server = WebhookServer(store=None)
+        runner = await server.serve("127.0.0.1", 0, cert, key)
+        try:
+            ctx = ssl.create_default_context(cadata=ca.decode())
+            async with aiohttp.ClientSession() as s:
+                body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", "operation": "CREATE", "object": JOB}}
+                async with s.post(f"https://localhost:{runner.bound_port}/jobs/mutate", json=body, ssl=ctx) as r:
+                    out = await r.json()
+                async with s.get(f"https://localhost:{runner.bound_port}/healthz", ssl=ctx) as r:
+                    assert r.status == 200
+            assert out["response"]["uid"] == "x" and out["response"]["allowed"]
+        finally:
+            await runner.cleanup()
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------- metrics, health, leader
+
+
+def test_metrics_healthz_readyz_and_leader_election():
+    async def scenario():
+        from lavaflow.kube.metrics import serve_health
+
+        async with Cluster([fake_node("n0")]) as c:
+            s = c.start_scheduler()
+            await c.until_ready()
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "default", "annotations": {"sim.lavaflow.io/duration": "inf"}},
+                "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
+            }
+            c.start_controllers()
+            await c.create([pod])
+
+            async def bound():
+                return s.bound >= 1
+
+            await c.wait_for(bound, 10, "the pod bound")
+            runner = await serve_health(s.metrics.registry, "127.0.0.1", 0, lambda: s.healthy, lambda: s.ready)
+            try:
+                async with aiohttp.ClientSession() as http:
+                    base = f"http://127.0.0.1:{runner.bound_port}"
+                    async with http.get(base + "/metrics") as r:
+                        text = await r.text()
+                    for name in (
+                        "lavaflow_scheduling_cycle_duration_seconds_bucket",
+                        "lavaflow_e2e_scheduling_latency_seconds_count",
+                        "lavaflow_pods_bound_total 1.0",
+                        "lavaflow_pods_bound_per_second",
+                        'lavaflow_pending_jobs{queue="default"}',
+                        "lavaflow_preemptions_total",
+                    ):
+                        assert name in text, name
+                    for path in ("/healthz", "/readyz"):
+                        async with http.get(base + path) as r:
+                            assert r.status == 200
+            finally:
+                await runner.cleanup()
+            # Leases: one holder at a time; release hands over at once.
+            a = LeaderElector(c.client(), "l", "default", "a", lease_duration=5, retry_period=0.05)
+            b = LeaderElector(c.client(), "l", "default", "b", lease_duration=5, retry_period=0.05)
+            assert await a.acquire()
+            assert not await b.try_acquire_or_renew()
+            await a.release()
+            assert await b.try_acquire_or_renew()
+            lease = c.double.get("Lease", "default/l")
+            assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseTransitions"] >= 1
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def test_vcctl_and_voda_commands_against_the_double(tmp_path):
+    from typer.testing import CliRunner
+
+    from lavaflow.cli import app
+
+    double = ApiDouble().start()
+    try:
+        kc = double.kubeconfig(str(tmp_path / "kubeconfig"))
+        double.put_object({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}, "status": {"state": "Open"}})
+        cli = CliRunner()
+
+        def ok(*args):
+            res = cli.invoke(app, [*args, "--kubeconfig", kc])
+            assert res.exit_code == 0, res.output
+            return res.output
+
+        assert "run job demo successfully" in ok("job", "run", "-N", "demo", "-r", "2", "-m", "2")
+        out = ok("job", "list")
+        header = out.splitlines()[0]
+        assert header.split() == ["Name", "Creation", "Phase", "JobType", "Replicas", "Min", "Pending", "Running", "Succeeded", "Failed", "Unknown", "RetryCount"]
+        assert header.index("Creation") == len("demo") + 3 and out.splitlines()[1].split()[0] == "demo"
+        assert "Batch" in out.splitlines()[1]
+        assert "Min Available:" in ok("job", "view", "-N", "demo")
+        assert "suspend job demo successfully" in ok("job", "suspend", "-N", "demo")
+        assert "resume job demo successfully" in ok("job", "resume", "-N", "demo")
+        cmds = double.snapshot("Command")
+        assert sorted(c["action"] for c in cmds) == ["AbortJob", "ResumeJob"]
+        assert all(c["target"]["kind"] == "Job" and c["metadata"]["ownerReferences"][0]["name"] == "demo" for c in cmds)
+
+        assert "create queue ml successfully" in ok("queue", "create", "-n", "ml", "-w", "3")
+        out = ok("queue", "list")
+        assert out.splitlines()[0].split() == ["Name", "Weight", "State", "Parent", "Inqueue", "Pending", "Running", "Unknown", "Completed"]
+        assert any(line.split()[:2] == ["ml", "3"] for line in out.splitlines())
+        ok("queue", "operate", "-n", "ml", "-a", "update", "-w", "5")
+        assert double.get("Queue", "ml")["spec"]["weight"] == 5
+        ok("queue", "operate", "-n", "ml", "-a", "close")
+        assert any(c["action"] == "CloseQueue" for c in double.snapshot("Command"))
+        assert "ml" in ok("queue", "get", "-n", "ml")
+        ok("queue", "delete", "-n", "ml")
+        assert double.get("Queue", "ml") is None
+
+        job_file = tmp_path / "train.yaml"
+        job_file.write_text(json.dumps({**JOB, "metadata": {"name": "resnet"}}))
+        assert "job/resnet created" in ok("train", "create", "-f", str(job_file))
+        out = ok("train", "get", "jobs")
+        assert out.splitlines()[0].split() == ["NAME", "STATUS", "WORKERS", "SCHEDULER", "WAITING", "RUNNING", "TOTAL"]
+        assert "resnet" in out
+        assert "job resnet deleted" in ok("train", "delete", "resnet", "demo")
+        assert ok("job", "list").strip() == "No resources found"
+        res = cli.invoke(app, ["job", "view", "-N", "nope", "--kubeconfig", kc])
+        assert res.exit_code == 1 and "not found" in res.output
+    finally:
+        double.stop()

@@ -1,0 +1,298 @@
+"""The scheduler and controller processes end to end against the in-process API double.
+
+Fake nodes, a fake kubelet (bound pods become Running, then Succeeded after
+their scaled ``sim.lavaflow.io/duration``), the admission webhook's logic in
+the API's request path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+import pytest
+
+pytest.importorskip("aiohttp")
+pytest.importorskip("prometheus_client")
+
+from kube_harness import Cluster, load_example, node_usage  # noqa: E402
+
+from lavaflow.kube.testing import fake_node  # noqa: E402
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def phase(obj) -> str:
+    return (obj.get("status") or {}).get("state", {}).get("phase") or (obj.get("status") or {}).get("phase", "")
+
+
+async def job_done(c: Cluster) -> bool:
+    jobs = await c.objects("Job")
+    return bool(jobs) and all(phase(j) in ("Completed", "Failed") for j in jobs)
+
+
+def assert_no_double_binding(c: Cluster) -> None:
+    keys = [k for k, _ in c.bindings()]
+    dup = [k for k, n in collections.Counter(keys).items() if n > 1]
+    assert not dup, f"pods bound twice: {dup}"
+    attempts = c.double.call(lambda: dict(c.double.binding_attempts))
+    assert all(n == 1 for n in attempts.values()), {k: n for k, n in attempts.items() if n > 1}
+
+
+@pytest.mark.parametrize("example,pods", [("mpi-hello.yaml", 4), ("tensorflow-benchmark.yaml", 3)])
+def test_volcano_job_is_bound_as_a_gang_and_completes(example, pods):
+    async def scenario():
+        nodes, objs, held = load_example(example)
+        async with Cluster(nodes, held) as c:
+            c.start_controllers()
+            s = c.start_scheduler()
+            await c.until_ready()
+            await c.create(objs)
+            await c.wait_for(lambda: job_done(c), 20, "the job to finish")
+            jobs = await c.objects("Job")
+            assert [phase(j) for j in jobs] == ["Completed"]
+            binds = c.bindings()
+            assert len(binds) == pods
+            # One cycle placed the whole gang: every pod's binding came from the same decision batch.
+            assert s.bind_failures == 0
+            assert_no_double_binding(c)
+            # The pods kept every template field lavaflow does not model.
+            job_doc = next(o for o in objs if o["kind"] == "Job")
+            want_image = job_doc["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["image"]
+            assert want_image
+
+    run(scenario())
+
+
+def test_gang_waits_all_or_nothing_and_explains_why():
+    """A job that does not fit gets no pod bound and an Unschedulable PodGroup with the gang's reason; a new node unblocks it."""
+
+    async def scenario():
+        _, objs, _ = load_example("mpi-hello.yaml")
+        async with Cluster([fake_node("small-0", cpu="3", memory="4Gi")]) as c:
+            c.start_controllers()
+            c.start_scheduler()
+            await c.until_ready()
+            await c.create(objs)
+
+            async def explained():
+                pgs = await c.objects("PodGroup")
+                conds = [x for pg in pgs for x in (pg.get("status") or {}).get("conditions", []) if x["type"] == "Unschedulable"]
+                return conds
+
+            conds = await c.wait_for(explained, 15, "an Unschedulable PodGroup condition")
+            assert conds[0]["status"] == "True"
+            assert conds[0]["message"].startswith("4/4 tasks in gang unschedulable")
+            assert c.bindings() == []
+            events = await c.objects("Event")
+            assert any(e["reason"] == "Unschedulable" and e["involvedObject"]["kind"] == "PodGroup" for e in events)
+            await c.create([fake_node("small-1", cpu="3", memory="4Gi")])
+
+            async def all_bound():
+                pods = await c.pods()
+                return len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods)
+
+            await c.wait_for(all_bound, 15, "the gang to be bound")
+            assert len(c.bindings()) == 4
+            assert_no_double_binding(c)
+
+    run(scenario())
+
+
+def spark_style(n_pods: int = 3, cpu: str = "1") -> list[dict]:
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "spark-pi-pg", "namespace": "spark"},
+        "spec": {"minMember": 3, "minResources": {"cpu": "3", "memory": "3Gi"}, "queue": "default"},
+    }
+    pods = []
+    for i in range(n_pods):
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"spark-pi-{i}",
+                    "namespace": "spark",
+                    "annotations": {"scheduling.k8s.io/group-name": "spark-pi-pg", "sim.lavaflow.io/duration": "inf"},
+                },
+                "spec": {
+                    "schedulerName": "volcano",
+                    "containers": [{"name": "spark", "image": "apache/spark:3.5.2", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+                },
+            }
+        )
+    return [pg, *pods]
+
+
+def test_spark_style_podgroup_is_all_or_nothing():
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="2", memory="8Gi")]) as c:
+            c.start_controllers()
+            c.start_scheduler()
+            await c.until_ready()
+            await c.create(spark_style())
+
+            async def unschedulable():
+                pg = (await c.objects("PodGroup", "spark"))[0]
+                return any(x["type"] == "Unschedulable" for x in (pg.get("status") or {}).get("conditions", []))
+
+            await c.wait_for(unschedulable, 10, "the PodGroup to be reported unschedulable")
+
+            async def explained():
+                pods = await c.pods("spark")
+                conds = [next((x for x in p["status"].get("conditions", []) if x["type"] == "PodScheduled"), None) for p in pods]
+                return all(x and x["status"] == "False" for x in conds) and conds
+
+            conds = await c.wait_for(explained, 10, "PodScheduled=False on every pod (kubectl describe pod)")
+            assert conds[0]["reason"] == "Unschedulable"
+            assert conds[0]["message"].startswith("3/3 tasks in gang unschedulable"), conds[0]["message"]
+            events = await c.objects("Event", "spark")
+            assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod" for e in events)
+            await asyncio.sleep(0.3)
+            assert c.bindings() == [], "a partial gang was bound"
+            await c.create([fake_node("n1", cpu="2", memory="8Gi")])
+
+            async def bound():
+                pods = await c.pods("spark")
+                return all(p["spec"].get("nodeName") for p in pods)
+
+            await c.wait_for(bound, 10, "all three pods bound")
+            assert sorted(k for k, _ in c.bindings()) == ["spark/spark-pi-0", "spark/spark-pi-1", "spark/spark-pi-2"]
+            pg = (await c.objects("PodGroup", "spark"))[0]
+
+            async def running():
+                pg = (await c.objects("PodGroup", "spark"))[0]
+                return pg["status"].get("phase") == "Running" and pg["status"].get("running") == 3
+
+            await c.wait_for(running, 10, "PodGroup Running with 3 running")
+            del pg
+
+    run(scenario())
+
+
+def test_spark_deadlock_resolves():
+    async def scenario():
+        nodes, objs, held = load_example("spark-wordcount.yaml")
+        async with Cluster(nodes, held) as c:
+            c.start_controllers()
+            c.start_scheduler()
+            await c.until_ready()
+            await c.create(objs)
+
+            async def finished():
+                pods = await c.pods("spark")
+                return len(pods) == 18 and all(p["status"]["phase"] == "Succeeded" for p in pods)
+
+            await c.wait_for(finished, 30, "all six applications to finish")
+            assert_no_double_binding(c)
+
+            async def statuses():
+                pgs = await c.objects("PodGroup", "spark")
+                q = next(q for q in await c.objects("Queue") if q["metadata"]["name"] == "default")
+                return all(pg["status"]["phase"] == "Completed" for pg in pgs) and q["status"].get("completed") == 6 and q
+
+            q = await c.wait_for(statuses, 10, "PodGroups Completed and counted in the queue")
+            assert q["status"]["state"] == "Open"
+
+    run(scenario())
+
+
+def many_jobs(n: int, replicas: int, cpu: str = "1") -> list[dict]:
+    out = []
+    for i in range(n):
+        out.append(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": f"job-{i}", "namespace": "default"},
+                "spec": {
+                    "schedulerName": "volcano",
+                    "minAvailable": replicas,
+                    "tasks": [
+                        {
+                            "name": "w",
+                            "replicas": replicas,
+                            "template": {
+                                "metadata": {"annotations": {"sim.lavaflow.io/duration": "inf"}},
+                                "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]},
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+    return out
+
+
+def test_killed_scheduler_restarts_without_losing_or_double_binding():
+    async def scenario():
+        nodes = [fake_node(f"n{i}", cpu="4", memory="16Gi") for i in range(6)]
+        async with Cluster(nodes, lease=True) as c:
+            c.start_controllers()
+            first = c.start_scheduler("sched-a", bind_workers=2)
+            await c.until_ready()
+            await c.create(many_jobs(10, 2))  # 20 pods of 1 CPU on 24 CPUs
+            await c.wait_for(lambda: _bound_at_least(c, 4), 15, "some pods bound")
+            await c.kill_scheduler(first)
+            bound_before = len(c.bindings())
+            await c.create(many_jobs(2, 2, cpu="1")[0:0])  # nothing: the cluster keeps going without a scheduler
+            second = c.start_scheduler("sched-b")
+            await c.wait_for(lambda: _bound_at_least(c, 20), 20, "every pod bound after the restart")
+            assert second.elector.is_leader
+            assert len(c.bindings()) == 20 >= bound_before
+            assert_no_double_binding(c)
+            usage = node_usage(await c.pods())
+            assert all(v <= 4 for v in usage.values()), usage
+            # A second replica waiting for the lease binds nothing.
+            standby = c.start_scheduler("sched-c")
+            await asyncio.sleep(0.5)
+            assert not standby.elector.is_leader and standby.bound == 0
+
+    run(scenario())
+
+
+async def _bound_at_least(c: Cluster, n: int) -> bool:
+    pods = await c.pods()
+    return sum(1 for p in pods if p["spec"].get("nodeName")) >= n
+
+
+def test_410_gone_triggers_a_relist_and_nothing_is_missed():
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="8")]) as c:
+            c.start_controllers()
+            s = c.start_scheduler()
+            await c.until_ready()
+            await c.create(spark_style(3))
+            await c.wait_for(lambda: _bound_at_least(c, 3), 10, "first gang bound")
+            c.double.compact()
+            pods = spark_style(3)
+            for d in pods:
+                d["metadata"]["name"] = d["metadata"]["name"].replace("spark-pi", "second")
+                if d["kind"] == "Pod":
+                    d["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = "second-pg"
+            await c.create(pods)
+            await c.wait_for(lambda: _bound_at_least(c, 6), 10, "second gang bound after the relist")
+            assert s.store.informers["Pod"].relists >= 1
+            assert c.controllers.store.informers["Pod"].relists >= 1
+            assert s.store.informers["Pod"].bookmarks >= 0
+
+    run(scenario())
+
+
+def test_409_conflicts_are_retried_on_a_fresh_copy():
+    async def scenario():
+        nodes, objs, held = load_example("tensorflow-benchmark.yaml")
+        async with Cluster(nodes, held) as c:
+            ctrl = c.start_controllers()
+            c.start_scheduler()
+            await c.until_ready()
+            c.double.fail_next("Job", "update", 409, 3)
+            await c.create(objs)
+            await c.wait_for(lambda: job_done(c), 20, "the job to finish despite conflicts")
+            assert ctrl.store.conflicts >= 3
+
+    run(scenario())
