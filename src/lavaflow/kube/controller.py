@@ -163,9 +163,14 @@ class KubeControllers:
                 pass
 
     def _next_timeout(self) -> float:
-        if not self.retry_at:
-            return self.resync
-        return max(0.0, min(self.resync, min(self.retry_at.values()) - time.monotonic()))
+        """Sleep until the next retry or controller timer (delayed actions, TTLs), at most one resync."""
+        waits = [self.resync]
+        if self.retry_at:
+            waits.append(min(self.retry_at.values()) - time.monotonic())
+        timers = [t for t in (getattr(c, "next_timer", lambda: None)() for c in self.controllers) if t is not None]
+        if timers:
+            waits.append(min(timers) - time.time())
+        return max(0.0, min(waits))
 
     async def _ensure_builtin(self) -> None:
         from ..controllers.queue import builtin_queues
@@ -180,6 +185,10 @@ class KubeControllers:
     async def reconcile(self) -> int:
         """One pass: every dirty key of every controller, until nothing is dirty (bounded)."""
         async with self.store.lock:
+            for c in self.controllers:
+                fire = getattr(c, "fire_timers", None)
+                if fire is not None:
+                    fire(time.time())  # controllers run on wall-clock time here
             now = time.monotonic()
             for (cid, key), at in list(self.retry_at.items()):
                 if at <= now:
