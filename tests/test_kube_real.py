@@ -95,3 +95,141 @@ def test_examples_on_a_real_api_server(example, pods):
                     await delete_object(c.api, "Node", n["metadata"]["name"])
 
     run(scenario())
+
+
+class _NodeNames:
+    """Watch-free record of every pod's nodeName over time (a pod must never change node)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+        self.changed: list[str] = []
+
+    def update(self, pods) -> None:
+        for p in pods:
+            key = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+            node = p["spec"].get("nodeName")
+            if not node:
+                continue
+            if key in self.seen and self.seen[key] != node:
+                self.changed.append(key)
+            self.seen[key] = node
+
+
+def _labelled_nodes(suffix: str, n: int, cpu: str, memory: str, start: int = 0) -> list[dict]:
+    from lavaflow.kube.testing import fake_node
+
+    return [fake_node(f"rt-{suffix}-{i}", cpu=cpu, memory=memory, labels={"lavaflow-test": suffix}) for i in range(start, start + n)]
+
+
+def test_spark_style_podgroup_is_all_or_nothing_on_a_real_api_server():
+    """A PodGroup (minMember 3, minResources cpu 3) with annotation-linked pods: nothing is bound on 2 CPUs, all three on 4."""
+    from kube_harness import Cluster
+
+    from lavaflow.kube.ops import delete_object
+
+    async def scenario():
+        suffix = uuid.uuid4().hex[:6]
+        ns = f"lavaflow-spark-{suffix}"
+        docs = []
+        from test_kube_e2e import spark_style
+
+        for d in spark_style():
+            d["metadata"]["namespace"] = ns
+            if d["kind"] == "Pod":
+                d["spec"]["nodeSelector"] = {"lavaflow-test": suffix}
+            docs.append(d)
+        nodes = _labelled_nodes(suffix, 1, "2", "8Gi")
+        extra = _labelled_nodes(suffix, 1, "2", "8Gi", start=1)
+        async with Cluster(nodes, real=True, period=0.2) as c:
+            try:
+                await _install_crds(c.api)
+                await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+                c.start_controllers()
+                c.start_scheduler()
+                await c.until_ready()
+                await c.create([_admitted(d) for d in docs])
+
+                async def explained():
+                    pods = await c.pods(ns)
+                    conds = [next((x for x in p["status"].get("conditions", []) if x["type"] == "PodScheduled"), None) for p in pods]
+                    return len(pods) == 3 and all(x and x["status"] == "False" for x in conds) and conds
+
+                conds = await c.wait_for(explained, 30, "PodScheduled=False on every pod")
+                assert conds[0]["reason"] == "Unschedulable"
+                assert conds[0]["message"].startswith("3/3 tasks in gang unschedulable"), conds[0]["message"]
+                pg = (await c.objects("PodGroup", ns))[0]
+                assert any(x["type"] == "Unschedulable" and x["status"] == "True" for x in pg["status"].get("conditions", [])), pg["status"]
+                events = await c.objects("Event", ns)
+                assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod" for e in events)
+                await asyncio.sleep(1.0)
+                assert not [p for p in await c.pods(ns) if p["spec"].get("nodeName")], "a partial gang was bound"
+                await c.create(extra)
+
+                async def running():
+                    pods = await c.pods(ns)
+                    pg = (await c.objects("PodGroup", ns))[0]
+                    return all(p["spec"].get("nodeName") for p in pods) and pg["status"].get("phase") == "Running" and pg["status"].get("running") == 3
+
+                await c.wait_for(running, 30, "all three pods bound and the PodGroup Running with 3 running")
+            finally:
+                await delete_object(c.api, "Namespace", ns)
+                for n in nodes + extra:
+                    await delete_object(c.api, "Node", n["metadata"]["name"])
+
+    run(scenario())
+
+
+def test_killed_scheduler_restarts_on_a_real_api_server():
+    """Kill the scheduler mid-run (no lease release): the next one rebuilds from the API, binds the rest, none twice, no overcommit."""
+    from kube_harness import Cluster, node_usage
+    from test_kube_e2e import many_jobs
+
+    from lavaflow.kube.ops import delete_object
+
+    async def scenario():
+        suffix = uuid.uuid4().hex[:6]
+        ns = f"lavaflow-restart-{suffix}"
+        nodes = _labelled_nodes(suffix, 6, "4", "16Gi")
+        jobs = many_jobs(10, 2)
+        for j in jobs:
+            j["metadata"]["namespace"] = ns
+            j["spec"]["tasks"][0]["template"]["spec"]["nodeSelector"] = {"lavaflow-test": suffix}
+        names = _NodeNames()
+        async with Cluster(nodes, real=True, lease=True, period=0.2) as c:
+            try:
+                await _install_crds(c.api)
+                await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+                c.start_controllers()
+                first = c.start_scheduler(f"sched-a-{suffix}", lease_duration=2.0, bind_workers=2)
+                await c.until_ready()
+                await c.create([_admitted(j) for j in jobs])
+
+                async def bound_at_least(n):
+                    pods = await c.pods(ns)
+                    names.update(pods)
+                    return sum(1 for p in pods if p["spec"].get("nodeName")) >= n
+
+                await c.wait_for(lambda: bound_at_least(4), 60, "some pods bound")
+                await c.kill_scheduler(first)
+                before = sum(1 for p in await c.pods(ns) if p["spec"].get("nodeName"))
+                second = c.start_scheduler(f"sched-b-{suffix}", lease_duration=2.0)
+                await c.wait_for(lambda: bound_at_least(20), 90, "every pod bound after the restart")
+                pods = await c.pods(ns)
+                names.update(pods)
+                assert len(pods) == 20 and before <= 20
+                assert second.elector.is_leader
+                assert second.bind_failures == 0, "the restarted scheduler tried to bind a pod that was already bound"
+                assert first.bound + second.bound <= 20
+                assert not names.changed, names.changed
+                usage = node_usage(pods)
+                assert all(v <= 4 for v in usage.values()), usage
+                standby = c.start_scheduler(f"sched-c-{suffix}", lease_duration=2.0)
+                await asyncio.sleep(1.0)
+                assert not standby.elector.is_leader and standby.bound == 0
+                print(f"bound before the kill: {before}; by the first: {first.bound}, by the second: {second.bound}")
+            finally:
+                await delete_object(c.api, "Namespace", ns)
+                for n in nodes:
+                    await delete_object(c.api, "Node", n["metadata"]["name"])
+
+    run(scenario())

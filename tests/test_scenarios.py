@@ -504,7 +504,8 @@ def test_delete_at_job_removes_its_pods():
     pods = pods_of(r, "gone")
     assert len(pods) == 2
     assert all(p["phase"] == "Deleted" and p["finishTime"] == 50 for p in pods)
-    assert not any(j["name"] == "gone" for j in r["jobs"])  # deleted: no longer a job
+    # Deleted before it finished: still reported, as Deleted at its delete-at time, and not stuck.
+    assert [(j["phase"], j["deleteTime"], j["finishTime"]) for j in r["jobs"] if j["name"] == "gone"] == [("Deleted", 50, 50)]
     assert r["stuck"] == [] and r["stalled"] is False
 
 

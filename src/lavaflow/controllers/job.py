@@ -441,7 +441,8 @@ class JobController(Controller):
 
     def _execute(self, job: Job, pods: dict[str, Pod], action: str, req: Request) -> None:
         phase = job.status.state.phase
-        if phase in JOB_FINAL_PHASES:
+        if phase in JOB_FINAL_PHASES and not (phase == "Aborted" and action == "ResumeJob"):
+            # Aborted is final for reporting, but a ResumeJob still restarts it (Volcano's aborted state).
             self._kill(job, pods, keep_finished=True)
             self._counts(job, pods)
             return

@@ -107,7 +107,9 @@ def _speed(path: str, line: int, ann: dict, epochs: int | None):
             raise WorkloadError(path, line, "EPOCHS", "number of epochs required")
         base = pts.get(1)
         scale = 1.0 / epoch_time / (base if base else 1.0)
-        sp = TabulatedJobSpeed({k: v * scale for k, v in pts.items()})
+        from .fit import fit_speed
+
+        sp = fit_speed({k: v * scale for k, v in pts.items()})
         return sp, float(epochs), "custom", None
     raise WorkloadError(
         path, line, "metadata.annotations",

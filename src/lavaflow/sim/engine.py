@@ -101,6 +101,8 @@ class Simulation:
         self.last_session = None
         self.store.watch("Pod", self._record_pod)
         self.deleted_podgroups: dict[str, Any] = {}
+        self.deleted_jobs: dict[str, Any] = {}  # Volcano Jobs deleted during the run (delete-at, TTL), kept for the report
+        self.store.watch("Job", lambda ev, job, old: self.deleted_jobs.__setitem__(job.key, job) if ev == "DELETED" else None)
         self.store.watch("PodGroup", lambda ev, pg, old: self.deleted_podgroups.__setitem__(pg.key, pg) if ev == "DELETED" else None)
 
     # ------------------------------------------------------------------ setup

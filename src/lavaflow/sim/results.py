@@ -60,13 +60,20 @@ def build_result(sim) -> dict[str, Any]:
     jobs_out: list[dict[str, Any]] = []
     stuck: list[dict[str, str]] = []
     owned_pgs: set[str] = set()
-    for job in sorted(store.list("Job"), key=lambda j: (j.metadata.creation_timestamp or 0, j.key)):
+    jobs_all = {j.key: j for j in sim.deleted_jobs.values()}
+    jobs_all.update({j.key: j for j in store.list("Job")})
+    for job in sorted(jobs_all.values(), key=lambda j: (j.metadata.creation_timestamp or 0, j.key)):
         hist = sim.job_ctrl.history.get(job.key, [])
         start = next((h["time"] for h in hist if h["phase"] == "Running"), None)
-        finish = next((h["time"] for h in hist if h["phase"] in JOB_FINAL_PHASES), None)
+        # The last final phase, if the job is still in it (an Aborted job may be resumed).
+        finish = hist[-1]["time"] if hist and hist[-1]["phase"] in JOB_FINAL_PHASES else None
         pg_key = f"{job.namespace}/{job.name}-{job.metadata.uid}"
         owned_pgs.add(pg_key)
         phase = job.status.state.phase or "Pending"
+        deleted = job.key in sim.deleted_jobs and store.get("Job", job.key) is None
+        if deleted and phase not in JOB_FINAL_PHASES:
+            phase = "Deleted"  # removed by the user before it finished
+            finish = job.metadata.deletion_timestamp
         jobs_out.append(
             {
                 "namespace": job.namespace,
@@ -81,9 +88,10 @@ def build_result(sim) -> dict[str, Any]:
                 "retryCount": job.status.retry_count,
                 "version": job.status.version,
                 "generated": sim.job_ctrl.generated.get(job.key, {"services": [], "configMaps": [], "secrets": []}),
+                "deleteTime": job.metadata.deletion_timestamp if deleted else None,
             }
         )
-        if phase not in JOB_FINAL_PHASES:
+        if phase not in JOB_FINAL_PHASES and phase != "Deleted":
             stuck.append({"namespace": job.namespace, "name": job.name, "reason": _reason(sim, store.get("PodGroup", pg_key), phase)})
     pods_by_group: dict[str, list[dict[str, Any]]] = {}
     for rec in sim.pod_records.values():

@@ -16,9 +16,9 @@ from .tiresias import tiresias
 # name -> (function, elastic, needs job info, uses Tiresias queues, one-line description)
 _REGISTRY = {
     "FIFO": (fifo, False, False, False, "first come first served, requested workers"),
-    "ElasticFIFO": (elastic_fifo, True, False, False, "FIFO at minimum, then round-robin +1 to maximum"),
+    "ElasticFIFO": (elastic_fifo, True, True, False, "FIFO at minimum, then round-robin +1 to maximum; resize only when it pays"),
     "SRJF": (srjf, False, True, False, "shortest remaining job first, requested workers"),
-    "ElasticSRJF": (elastic_srjf, True, True, False, "SRJF at minimum, then round-robin +1 to maximum"),
+    "ElasticSRJF": (elastic_srjf, True, True, False, "SRJF at minimum, then round-robin +1 to maximum; resize only when it pays"),
     "Tiresias": (tiresias, False, False, True, "2D-LAS priority queues on attained GPU service"),
     "ElasticTiresias": (elastic_tiresias, True, True, True, "Tiresias then greedy marginal speedup"),
     "FfDLOptimizer": (ffdl, True, True, False, "DP maximising total speedup over the FIFO prefix"),
@@ -35,7 +35,7 @@ ALIASES = {
     "e-tiresias": "ElasticTiresias",
 }
 POLICY_NAMES = list(_REGISTRY)
-_RESIZE_AWARE = {"Lavaflow"}
+_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF"}
 
 
 def resolve_name(name: str) -> str:

@@ -1,6 +1,6 @@
 """ElasticSRJF (Voda ``ElasticSRJF``), corrected: ElasticFIFO's two phases in shortest-remaining
-order, growing a job only while a
-worker more still speeds it up.  Voda's version let jobs already at their maximum keep growing (n > max); not here."""
+order, with the same fixes D1–D4 (see :mod:`.elastic_fifo`).  Voda's version also let jobs already
+at their maximum keep growing (n > max); not here."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from .elastic_fifo import elastic_in_order
 from .srjf import srjf_key
 
 
-def elastic_srjf_pool(jobs: list[JobView], gpus: int, now: float, gpu_type: str) -> dict[str, int]:
-    return elastic_in_order(sorted(jobs, key=srjf_key(gpu_type)), gpus, gpu_type)
+def elastic_srjf_pool(
+    jobs: list[JobView], gpus: int, now: float, gpu_type: str, resize_cost: float = 30.0, sticky: bool = True
+) -> dict[str, int]:
+    return elastic_in_order(sorted(jobs, key=srjf_key(gpu_type)), gpus, gpu_type, resize_cost, sticky)
 
 
-elastic_srjf = per_pool(elastic_srjf_pool)
+def elastic_srjf(jobs, capacity, now, resize_cost: float = 30.0, sticky: bool = True, **_):
+    return per_pool(elastic_srjf_pool)(jobs, capacity, now, resize_cost=resize_cost, sticky=sticky)

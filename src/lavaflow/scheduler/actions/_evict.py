@@ -27,29 +27,43 @@ def candidate_nodes(ssn, task) -> list[int]:
         return []
     scores = ssn.node_scores(task, cand)
     order = np.lexsort((cand, -scores))
-    return [int(cand[i]) for i in order]
+    return cand[order].tolist()
 
 
-def make_room(ssn, stmt, actor, node: int, victims: list, reason: str) -> bool:
+def make_room(ssn, stmt, actor, node: int, victims: list, reason: str, count_idle: bool = True) -> bool:
     """Evict victims (lowest priority first) until ``actor`` fits ``node``; pipeline it there.
 
     Nothing is evicted when even all the victims would not make enough room.
+    With ``count_idle=False`` the victims must free the actor's whole request
+    themselves (Volcano's reclaim): idle room on the node does not help a task
+    whose queue (or an ancestor queue) has no room left for it.
     """
     req = actor.resreq
     freed = sum((v.resreq for v in victims), np.zeros_like(req))
     if not fits(future_idle(ssn, node) + freed, req):
+        return False
+    if not count_idle and not fits(freed, req):
         return False
     # Victims in reverse task/job order: the least important go first.
     ordered = sorted(
         victims,
         key=lambda v: (ssn.jobs[v.job].priority, v.priority, -(ssn.jobs[v.job].creation), v.uid),
     )
+    evicted = np.zeros_like(req)
     for v in ordered:
-        if fits(future_idle(ssn, node), req):
+        if fits(future_idle(ssn, node), req) and (count_idle or fits(evicted, req)):
             break
         stmt.evict(v, reason)
-        ssn.record(v.job, "evicted", f"{v.name} evicted: {reason}")
-    if not fits(future_idle(ssn, node), req):
+        evicted = evicted + v.resreq
+    if not fits(future_idle(ssn, node), req) or not (count_idle or fits(evicted, req)):
         return False
     stmt.pipeline(actor, node)
     return True
+
+
+def commit(ssn, stmt) -> None:
+    """Commit a preemptor's statement, recording its evictions (a discarded statement evicted nothing)."""
+    for op, task, extra in stmt.operations:
+        if op == "evict":
+            ssn.record(task.job, "evicted", f"{task.name} evicted: {extra[1]}")
+    stmt.commit()

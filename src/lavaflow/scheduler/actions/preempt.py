@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._evict import EVICTABLE, candidate_nodes, make_room
+from ._evict import EVICTABLE, candidate_nodes, commit, make_room
 from ._queues import OrderedQueue
 
 
@@ -43,7 +43,7 @@ class PreemptAction(Action):
                         break
                     self._preempt(ssn, stmt, task, lambda v, job=job: self._same_queue(ssn, job, v))
                 if ssn.job_pipelined(job):
-                    stmt.commit()
+                    commit(ssn, stmt)
                     ssn.record(job, "preempt", "preempted lower-priority tasks; waiting for them to terminate")
                 else:
                     stmt.discard()
@@ -54,7 +54,7 @@ class PreemptAction(Action):
             for task in _pending(ssn, job):
                 stmt = Statement(ssn)
                 if self._preempt(ssn, stmt, task, lambda v, task=task: v.job == task.job and v.priority < task.priority):
-                    stmt.commit()
+                    commit(ssn, stmt)
                 else:
                     stmt.discard()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._evict import EVICTABLE, candidate_nodes, make_room
+from ._evict import EVICTABLE, candidate_nodes, commit, make_room
 from ._queues import OrderedQueue
 
 
@@ -41,6 +41,12 @@ class ReclaimAction(Action):
             for task in tasks:
                 if task.preemption_policy == "Never" or not ssn.preemptive(queue, task):
                     continue
+                # Idle room on a node counts only if the queue could take the task there; when the
+                # queue or an ancestor (capacity hierarchy) is at its limit, victims must free the
+                # whole request, as in Volcano's reclaim.
+                err = job.job_fit_errors
+                count_idle = ssn.allocatable(queue, task)
+                job.job_fit_errors = err
                 for node in candidate_nodes(ssn, task):
                     cands = []
                     for t in ssn.nodes.tasks[node].values():
@@ -56,10 +62,12 @@ class ReclaimAction(Action):
                     if not cands:
                         continue
                     victims = ssn.reclaimable(task, cands)
-                    if victims and make_room(ssn, stmt, task, node, victims, f"reclaimed by queue {queue.name}"):
+                    if victims and make_room(
+                        ssn, stmt, task, node, victims, f"reclaimed by queue {queue.name}", count_idle=count_idle
+                    ):
                         break
             if ssn.job_pipelined(job):
-                stmt.commit()
+                commit(ssn, stmt)
                 ssn.record(job, "reclaim", f"reclaimed resources for queue {queue.name}; waiting for victims to terminate")
             else:
                 stmt.discard()

@@ -130,7 +130,12 @@ class ProportionPlugin(Plugin):
             a = self.attrs.get(queue.name)
             if a is None:
                 return False
-            return bool(np.all(a.deserved <= a.allocated + EPS))
+            # pods is not a share dimension (Volcano's Resource.LessEqual ignores MaxTaskNum): a queue
+            # with pending pods would otherwise never count as overused.
+            dims = np.ones(len(a.deserved), dtype=bool)
+            if len(dims) > 2:
+                dims[2] = False
+            return bool(np.all(a.deserved[dims] <= a.allocated[dims] + EPS))
 
         def allocatable(queue, task) -> bool:
             a = self.attrs.get(queue.name)
