@@ -150,3 +150,26 @@ def test_lavaflow_prefers_the_faster_gpu_type_by_comparative_advantage():
     b = JobView("b", 0, 1, 1, 1, {"v100": (0, 1.1), "k80": (0, 1.0)}, 1e5, 1e5)
     res = make_policy("Lavaflow")([a, b], {"v100": 1, "k80": 1}, 0)
     assert res["a"].gpu_type == "v100" and res["b"].gpu_type == "k80"
+
+
+def test_elastic_srjf_shrinks_instead_of_halting_and_keeps_sizes():
+    # long job running on 8 of 8 GPUs; a shorter job arrives asking for 4: rigid SRJF halts the
+    # long job, ElasticSRJF shrinks it to the 4 GPUs left (E2)
+    long = _job("long", 2, 8, req=8, work=1000, current_workers=8, current_type="gpu")
+    short = _job("short", 2, 8, req=4, work=10, t=1)
+    assert "long" not in make_policy("SRJF")([long, short], {"gpu": 8}, 0)
+    res = make_policy("ElasticSRJF")([long, short], {"gpu": 8}, 0)
+    assert res["short"].workers == 4 and res["long"].workers == 4
+    # a running job keeps its size when a little growth would not pay for the resize pause (E1, E4)
+    a = _job("a", 1, 4, req=2, work=10, current_workers=2, current_type="gpu")
+    assert make_policy("ElasticSRJF")([a], {"gpu": 4}, 0)["a"].workers == 2
+    b = _job("b", 1, 4, req=2, work=10_000, current_workers=2, current_type="gpu")
+    assert make_policy("ElasticSRJF")([b], {"gpu": 4}, 0)["b"].workers == 4
+
+
+def test_elastic_srjf_starts_waiting_job_on_leftover_gpus():
+    # the shortest waiting job's request (6) does not fit beside a running job, its minimum does (E3)
+    run = _job("run", 4, 4, req=4, work=50, current_workers=4, current_type="gpu")
+    wait = _job("wait", 2, 8, req=6, work=500, t=1)
+    assert "wait" not in make_policy("SRJF")([run, wait], {"gpu": 8}, 0)
+    assert make_policy("ElasticSRJF")([run, wait], {"gpu": 8}, 0)["wait"].workers == 4

@@ -18,7 +18,7 @@ _REGISTRY = {
     "FIFO": (fifo, False, False, False, "first come first served, requested workers"),
     "ElasticFIFO": (elastic_fifo, True, True, False, "FIFO at minimum, then round-robin +1 to maximum; resize only when it pays"),
     "SRJF": (srjf, False, True, False, "shortest remaining job first, requested workers"),
-    "ElasticSRJF": (elastic_srjf, True, True, False, "SRJF at minimum, then round-robin +1 to maximum; resize only when it pays"),
+    "ElasticSRJF": (elastic_srjf, True, True, False, "SRJF order; running jobs keep their size or shrink instead of halting, waiting jobs start on spare GPUs, spare GPUs go +1 to the shortest jobs while it pays"),
     "Tiresias": (tiresias, False, False, True, "2D-LAS priority queues on attained GPU service"),
     "ElasticTiresias": (elastic_tiresias, True, True, True, "Tiresias then greedy marginal speedup"),
     "FfDLOptimizer": (ffdl, True, True, False, "DP maximising total speedup over the FIFO prefix"),
