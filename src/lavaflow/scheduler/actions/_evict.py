@@ -30,32 +30,54 @@ def candidate_nodes(ssn, task) -> list[int]:
     return cand[order].tolist()
 
 
-def make_room(ssn, stmt, actor, node: int, victims: list, reason: str, count_idle: bool = True) -> bool:
+def _queue_takes(ssn, actor) -> bool:
+    """Would the actor's queue (and its ancestors) take the actor now, victims' release counted?"""
+    job = ssn.jobs.get(actor.job)
+    queue = ssn.queues.get(job.queue) if job is not None else None
+    if queue is None:
+        return True
+    saved = job.job_fit_errors
+    ok = ssn.allocatable(queue, actor)
+    job.job_fit_errors = saved  # a tentative check, not an explanation
+    return ok
+
+
+def make_room(ssn, stmt, actor, node: int, victims: list, reason: str) -> bool:
     """Evict victims (lowest priority first) until ``actor`` fits ``node``; pipeline it there.
 
     Nothing is evicted when even all the victims would not make enough room.
-    With ``count_idle=False`` the victims must free the actor's whole request
-    themselves (Volcano's reclaim): idle room on the node does not help a task
-    whose queue (or an ancestor queue) has no room left for it.
+
+    The actor's queue (and, with the capacity plugin's hierarchy, its ancestors)
+    must also be able to take it once the victims are gone (their release is
+    deducted from the queues' allocation as they are evicted): idle room on a
+    node does not help a task whose queue has no room left. Otherwise the actor
+    would be pipelined, fail allocation in the next cycle, the victims'
+    replacements would take the room back and the same victims would be
+    evicted again, cycle after cycle (a preemption loop).
     """
     req = actor.resreq
     freed = sum((v.resreq for v in victims), np.zeros_like(req))
     if not fits(future_idle(ssn, node) + freed, req):
-        return False
-    if not count_idle and not fits(freed, req):
         return False
     # Victims in reverse task/job order: the least important go first.
     ordered = sorted(
         victims,
         key=lambda v: (ssn.jobs[v.job].priority, v.priority, -(ssn.jobs[v.job].creation), v.uid),
     )
-    evicted = np.zeros_like(req)
+    mark = len(stmt.operations)
+
+    def enough() -> bool:
+        return fits(future_idle(ssn, node), req) and _queue_takes(ssn, actor)
+
     for v in ordered:
-        if fits(future_idle(ssn, node), req) and (count_idle or fits(evicted, req)):
+        if enough():
             break
         stmt.evict(v, reason)
-        evicted = evicted + v.resreq
-    if not fits(future_idle(ssn, node), req) or not (count_idle or fits(evicted, req)):
+    if not enough():
+        # Undo this task's evictions only; earlier tasks of the statement keep theirs.
+        for _op, task, extra in reversed(stmt.operations[mark:]):
+            ssn._unrelease(ssn.jobs[task.job], task, extra[0])
+        del stmt.operations[mark:]
         return False
     stmt.pipeline(actor, node)
     return True

@@ -41,12 +41,6 @@ class ReclaimAction(Action):
             for task in tasks:
                 if task.preemption_policy == "Never" or not ssn.preemptive(queue, task):
                     continue
-                # Idle room on a node counts only if the queue could take the task there; when the
-                # queue or an ancestor (capacity hierarchy) is at its limit, victims must free the
-                # whole request, as in Volcano's reclaim.
-                err = job.job_fit_errors
-                count_idle = ssn.allocatable(queue, task)
-                job.job_fit_errors = err
                 for node in candidate_nodes(ssn, task):
                     cands = []
                     for t in ssn.nodes.tasks[node].values():
@@ -62,9 +56,7 @@ class ReclaimAction(Action):
                     if not cands:
                         continue
                     victims = ssn.reclaimable(task, cands)
-                    if victims and make_room(
-                        ssn, stmt, task, node, victims, f"reclaimed by queue {queue.name}", count_idle=count_idle
-                    ):
+                    if victims and make_room(ssn, stmt, task, node, victims, f"reclaimed by queue {queue.name}"):
                         break
             if ssn.job_pipelined(job):
                 commit(ssn, stmt)
