@@ -144,6 +144,18 @@ def test_lavaflow_does_not_grow_a_job_that_does_not_speed_up():
     assert res["flat"].workers == 1
 
 
+def test_lavaflow_keeps_a_running_size_unless_the_gain_beats_the_switching_cost():
+    # running on 4 of 8 GPUs, sqrt speed-up: growing to 8 saves ~146 s of its 500 s, more than one
+    # 30 s pause but less than the switching cost (12 pauses), so the size stays; with the pause
+    # alone as the cost (switch_factor=1, the previous rule) it grows
+    job = _job("j", 4, 8, req=4, rate=lambda n: n**0.5, work=1000, current_workers=4, current_type="gpu")
+    assert make_policy("Lavaflow")([job], {"gpu": 8}, 0)["j"].workers == 4
+    assert make_policy("Lavaflow", switch_factor=1)([job], {"gpu": 8}, 0)["j"].workers == 8
+    # a long job still grows when it gains much (linear speed-up, 10^5 s left)
+    big = _job("b", 4, 8, req=4, work=1e5, current_workers=4, current_type="gpu")
+    assert make_policy("Lavaflow")([big], {"gpu": 8}, 0)["b"].workers == 8
+
+
 def test_lavaflow_prefers_the_faster_gpu_type_by_comparative_advantage():
     # a (10x faster on v100) and b (1.1x) compete for one v100 and one k80 GPU
     a = JobView("a", 0, 1, 1, 1, {"v100": (0, 10.0), "k80": (0, 1.0)}, 1e5, 1e5)

@@ -5,11 +5,17 @@ second, ``rate_j(type, n) / remaining_work_j`` (= 1 / remaining time).  Maximisi
 favours short jobs (SRPT-like) and, within a job, stops adding workers once they no longer speed
 it up enough to beat starting or growing another job.
 
-Resize cost.  Changing a running job (start, resize, type change) costs ``resize_cost`` seconds
+Switching cost.  Changing a running job (start, resize, type change) costs ``resize_cost`` seconds
 of no progress.  Any configuration other than the job's current one has its value discounted by
-``T / (T + resize_cost)`` with ``T = min(remaining time there, horizon)``: over the time the
-decision is likely to last, the job only progresses ``T`` out of ``T + resize_cost`` seconds, so a
-resize is only worth it when its gain outweighs the pause.
+``T / (T + S)`` with ``T`` the job's remaining time there (sizes are sticky: a configuration, once
+taken, is kept until the job ends unless GPUs are needed elsewhere) and ``S = switch_factor *
+resize_cost`` the switching cost.  The pause alone under-counts what a change costs: GPUs taken
+from the spare pool are usually handed back later (a second pause), a job started on GPUs it
+cannot keep is shrunk or halted later, and each change can displace other jobs.  ``S`` charges
+this as a multiple of the pause (default 12x = 360 s at a 30 s pause; one global constant, chosen
+on the Pollux workloads where 8x-24x form a plateau, docs/benchmarks.md).  Keeping the current
+configuration costs nothing, so a running job only changes when the gain beats the switching cost.
+``horizon`` optionally caps ``T`` (the previous rule: 900 s with ``switch_factor=1``).
 
 Heterogeneity.  A waiting job may start on any type it is not pinned away from; the value uses
 the job's own rate on that type, so the job goes where it gains most per GPU.  To respect
@@ -40,10 +46,11 @@ def lavaflow(
     capacity: dict[str, int],
     now: float,
     resize_cost: float = 30.0,
-    horizon: float = 900.0,
+    horizon: float = math.inf,
     lookahead: int = 8,
     hetero_weight: float = 1.0,
     type_agnostic: bool = False,
+    switch_factor: float = 12.0,
 ) -> dict[str, Assignment]:
     if type_agnostic and len(capacity) > 1:
         # ablation: Voda-style per-type pools, jobs assigned to pools without looking at speed
@@ -51,10 +58,12 @@ def lavaflow(
 
         out: dict[str, Assignment] = {}
         for t, pool in split_pools(jobs, capacity).items():
-            out.update(lavaflow(pool, {t: capacity[t]}, now, resize_cost, horizon, lookahead, 0.0))
+            out.update(lavaflow(pool, {t: capacity[t]}, now, resize_cost, horizon, lookahead, 0.0,
+                                switch_factor=switch_factor))
         return out
     types = sorted(t for t, c in capacity.items() if c > 0)
     free = {t: capacity[t] for t in types}
+    switch = max(resize_cost, 0.0) * switch_factor
     order = sorted(jobs, key=lambda j: (j.submit_time, j.name))
     rank = {j.name: i for i, j in enumerate(order)}
 
@@ -75,7 +84,11 @@ def lavaflow(
             with np.errstate(divide="ignore", invalid="ignore"):
                 rem = np.where(r > 0, w / np.maximum(r, 1e-300), math.inf)
             span = np.minimum(rem, horizon)
-            disc = span / (span + resize_cost) if resize_cost > 0 else np.ones_like(r)
+            if switch > 0:
+                with np.errstate(invalid="ignore"):
+                    disc = np.where(np.isfinite(span), span / (span + switch), 1.0)
+            else:
+                disc = np.ones_like(r)
             if hetero_weight > 0 and best_unit > 0 and len(jt) > 1:
                 forgo = 1.0 - r[1] / best_unit if len(r) > 1 else 0.0
                 disc = disc * (1.0 - hetero_weight * forgo * 0.5)

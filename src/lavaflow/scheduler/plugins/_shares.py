@@ -29,3 +29,23 @@ def elastic_of(job, width: int) -> np.ndarray:
     if job.min_resources is None:
         return np.zeros(width)
     return np.maximum(job.allocated_vector(width) - job.min_resources, 0.0)
+
+
+def preemptable_below(ssn, job, width: int) -> np.ndarray:
+    """Resources held in ``job``'s queue by running jobs of strictly lower priority.
+
+    Only counted when the ``preempt`` action is configured: those resources can
+    be taken for ``job``, so admission should not refuse it for a full queue
+    (Volcano refuses it, and its users then find that "preemption doesn't work").
+    Best-effort and non-preemptable tasks and kube-system/critical pods are left out.
+    """
+    out = np.zeros(width)
+    if "preempt" not in ssn.conf.action_names:
+        return out
+    for other in ssn.jobs.values():
+        if other.uid == job.uid or other.queue != job.queue or other.priority >= job.priority:
+            continue
+        for t in other.tasks.values():
+            if t.status in ALLOCATED and t.preemptable and not t.critical and not t.best_effort:
+                out[: len(t.resreq)] += t.resreq
+    return out

@@ -7,7 +7,7 @@ import numpy as np
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, describe
-from ._shares import reserved_by_admission
+from ._shares import preemptable_below, reserved_by_admission
 
 
 def within_deserved(ssn, job) -> bool:
@@ -49,9 +49,12 @@ class OvercommitPlugin(Plugin):
             dims = req > 0
             if np.all(self.inqueue[dims] + req[dims] <= limit[dims] + EPS):
                 return PERMIT
-            if within_deserved(ssn, job):
-                # The cluster is full, but the job's queue is below its deserved share: leave the
-                # decision to the queue plugins; reclaim can take back what the queue deserves.
+            if within_deserved(ssn, job) or np.all(
+                (self.inqueue + req - preemptable_below(ssn, job, width))[dims] <= limit[dims] + EPS
+            ):
+                # The cluster is full, but the job's queue is below its deserved share (reclaim can
+                # take back what it deserves) or lower-priority work can be preempted for it:
+                # leave the decision to the queue plugins.
                 return ABSTAIN
             free = np.maximum(limit - self.inqueue, 0.0)
             job.job_fit_errors = (

@@ -19,7 +19,7 @@ from ..api import ALLOCATED, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, describe
-from ._shares import elastic_of, reserved_by_admission
+from ._shares import elastic_of, preemptable_below, reserved_by_admission
 
 
 @dataclass
@@ -172,6 +172,9 @@ class ProportionPlugin(Plugin):
             dims = req > 0
             need = req + a.allocated + a.inqueue - a.elastic
             if np.all(need[dims] <= a.real_capability[dims] + EPS):
+                return PERMIT
+            if np.all((need - preemptable_below(ssn, job, width))[dims] <= a.real_capability[dims] + EPS):
+                ssn.record(job, "enqueue", "queue is full, but lower-priority work in it can be preempted")
                 return PERMIT
             job.job_fit_errors = (
                 f"queue {job.queue} cannot admit minResources ({describe(ssn.index, req)}): "
