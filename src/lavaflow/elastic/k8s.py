@@ -29,7 +29,7 @@ import yaml
 
 from .job import ElasticJobSpec
 from .placement import Node
-from .speed import POLLUX_APPS, PolluxJobSpeed, TabulatedJobSpeed, pollux_app
+from .speed import POLLUX_APPS, PolluxJobSpeed, pollux_app
 from .workload import WorkloadError
 
 ACCEL_LABELS = ("lavaflow.io/accelerator", "vodascheduler/accelerator")

@@ -1,5 +1,5 @@
 """Memory of the scheduler's informer cache (python -m lavaflow.kube.bench_memory NODES PODS): events applied directly, no API server."""
-import gc, resource, sys, time
+import gc, sys, time
 from lavaflow.kube.client import ClientConfig, KubeClient
 from lavaflow.kube.resources import resource as res_of
 from lavaflow.kube.scheduler import KubeScheduler

@@ -393,7 +393,7 @@ def describe_job(j: dict[str, Any]) -> str:
     state = st.get("state") or {}
     out += [
         "Status:",
-        f"  State:",
+        "  State:",
         f"    Phase:                 {state.get('phase', '')}",
         f"    Reason:                {state.get('reason', '') or ''}",
         f"    Message:               {state.get('message', '') or ''}",

@@ -29,3 +29,17 @@ class OrderedQueue:
 
     def __bool__(self) -> bool:
         return bool(self._heap)
+
+
+def starving_jobs_by_queue(ssn) -> dict[str, OrderedQueue]:
+    """Admitted, valid jobs with pending tasks that are starving, per queue in job order (preempt, reclaim)."""
+    from ..api import TaskStatus
+
+    per_queue: dict[str, OrderedQueue] = {}
+    for job in ssn.jobs.values():
+        if job.is_pending() or not job.counts[TaskStatus.PENDING]:
+            continue
+        if not ssn.job_valid(job)[0] or not ssn.job_starving(job):
+            continue
+        per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
+    return per_queue

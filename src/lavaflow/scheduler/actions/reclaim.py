@@ -11,7 +11,7 @@ from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room
-from ._queues import OrderedQueue
+from ._queues import OrderedQueue, starving_jobs_by_queue
 
 
 @register_action
@@ -19,13 +19,7 @@ class ReclaimAction(Action):
     name = "reclaim"
 
     def execute(self, ssn) -> None:
-        per_queue: dict[str, OrderedQueue] = {}
-        for job in ssn.jobs.values():
-            if job.is_pending() or not job.counts[TaskStatus.PENDING]:
-                continue
-            if not ssn.job_valid(job)[0] or not ssn.job_starving(job):
-                continue
-            per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
+        per_queue = starving_jobs_by_queue(ssn)
         queues = OrderedQueue(ssn.queue_key, (ssn.queues[q] for q in per_queue))
         while queues:
             queue = queues.pop()

@@ -23,7 +23,7 @@ from .registry import PLUGINS, Plugin
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cache import SchedulerCache
-    from .conf import PluginOption, SchedulerConfiguration
+    from .conf import SchedulerConfiguration
 
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
 

@@ -49,3 +49,18 @@ def preemptable_below(ssn, job, width: int) -> np.ndarray:
             if t.status in ALLOCATED and t.preemptable and not t.critical and not t.best_effort:
                 out[: len(t.resreq)] += t.resreq
     return out
+
+
+def share_queue_order(attrs):
+    """Queue order of proportion and capacity: higher spec.priority first, then the smaller share."""
+
+    def order(l, r) -> int:
+        if l.priority != r.priority:
+            return -1 if l.priority > r.priority else 1
+        ls = attrs[l.name].share if l.name in attrs else 0.0
+        rs = attrs[r.name].share if r.name in attrs else 0.0
+        if abs(ls - rs) <= 1e-9:
+            return 0
+        return -1 if ls < rs else 1
+
+    return order

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import ALLOCATED, TaskStatus
+from ..api import ALLOCATED
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
 from ..resources import EPS, PODS, describe
-from ._shares import elastic_of, reserved_by_admission
+from ._shares import elastic_of, reserved_by_admission, share_queue_order
 
 
 @dataclass
@@ -84,15 +84,6 @@ class CapacityPlugin(Plugin):
                 a.elastic += elastic_of(job, width)
         for a in self.attrs.values():
             self._update_share(a)
-
-        def queue_order(l, r) -> int:
-            if l.priority != r.priority:
-                return -1 if l.priority > r.priority else 1
-            ls = self.attrs[l.name].share if l.name in self.attrs else 0.0
-            rs = self.attrs[r.name].share if r.name in self.attrs else 0.0
-            if abs(ls - rs) <= 1e-9:
-                return 0
-            return -1 if ls < rs else 1
 
         def allocatable(queue, task) -> bool:
             dims = _dims(task.resreq.copy())
@@ -178,7 +169,7 @@ class CapacityPlugin(Plugin):
                     a.allocated -= task.resreq
                     self._update_share(a)
 
-        ssn.add_queue_order_fn(self.name, queue_order)
+        ssn.add_queue_order_fn(self.name, share_queue_order(self.attrs))
         ssn.add_allocatable_fn(self.name, allocatable)
         ssn.add_job_enqueueable_fn(self.name, enqueueable)
         ssn.add_job_enqueued_fn(self.name, enqueued)

@@ -1,4 +1,20 @@
-"""drf: dominant resource fairness — jobs with the smaller dominant share go first."""
+"""drf: dominant resource fairness — jobs with the smaller dominant share go first.
+
+With ``enableHierarchy: true`` (Volcano's HDRF) the plugin also orders queues and
+chooses reclaim victims by hierarchical dominant share. The tree is
+root → queue path segments → jobs; a queue's path and per-level weights come
+from its annotations ``volcano.sh/hierarchy`` ("root/sci/dev") and
+``volcano.sh/hierarchy-weights`` ("1/2/8"), or, when those are absent, from its
+``spec.parent`` chain and ``spec.weight`` (as Volcano's effective hierarchy does).
+
+A leaf (job) is *saturated* when it holds all it asked for in some resource, or
+when it asks for a resource the cluster has fully handed out. An inner node
+rescales each non-empty, unsaturated child to the smallest unsaturated dominant
+share among its siblings (saturated children count as they are), sums them and
+takes the dominant share of the sum; it is saturated when all its children are.
+Queues compare level by level from the root: an unsaturated subtree goes before
+a saturated one, otherwise the smaller share/weight goes first.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +24,80 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT
 
 SHARE_DELTA = 1e-6
+
+HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
+HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
+_POD_COLUMN = 2  # pods are never a dominant (nor a saturating) resource
+
+
+class HNode:
+    """A node of the HDRF tree: inner nodes have ``children``; job leaves have ``children is None``."""
+
+    __slots__ = ("name", "weight", "allocated", "share", "saturated", "request", "children")
+
+    def __init__(self, name: str, weight: float, width: int, children: dict | None = None,
+                 allocated: np.ndarray | None = None, share: float = 0.0,
+                 request: np.ndarray | None = None) -> None:
+        self.name = name
+        self.weight = weight
+        self.allocated = np.zeros(width) if allocated is None else allocated
+        self.share = share
+        self.saturated = False
+        self.request = np.zeros(width) if request is None else request
+        self.children = children
+
+    def clone(self) -> "HNode":
+        node = HNode(self.name, self.weight, len(self.allocated),
+                     None if self.children is None else {},
+                     self.allocated.copy(), self.share, self.request)
+        node.saturated = self.saturated
+        if self.children is not None:
+            for key, child in self.children.items():
+                node.children[key] = child.clone()
+        return node
+
+
+def parse_weight(text: str) -> float:
+    try:
+        w = float(text)
+    except (TypeError, ValueError):
+        w = 0.0
+    return w if w >= 1 else 1.0  # Volcano: weights below 1 count as 1
+
+
+def queue_paths(queues: dict) -> dict[str, tuple[list[str], list[float]]]:
+    """Per queue name: (path segments from "root", weight per segment).
+
+    Annotations win when both are set; otherwise the path follows spec.parent up
+    to root, each level weighted by that queue's spec.weight. A parent cycle or a
+    missing parent ends the walk at root.
+    """
+    out: dict[str, tuple[list[str], list[float]]] = {}
+
+    def build(name: str, seen: set[str]) -> tuple[list[str], list[float]]:
+        if name in out:
+            return out[name]
+        q = queues.get(name)
+        ann = (q.queue.metadata.annotations if q is not None and q.queue is not None else {}) or {}
+        hier, weights = ann.get(HIERARCHY_ANNOTATION, ""), ann.get(HIERARCHY_WEIGHTS_ANNOTATION, "")
+        if hier and weights:
+            paths = hier.split("/")
+            ws = weights.split("/")
+            res = (paths, [parse_weight(ws[i]) if i < len(ws) else 1.0 for i in range(len(paths))])
+        elif name == "root" or q is None or name in seen:
+            res = (["root"], [1.0])
+        else:
+            parent = q.parent or "root"
+            if parent not in queues and parent != "root":
+                parent = "root"
+            ppaths, pweights = build(parent, seen | {name})
+            res = (ppaths + [name], pweights + [parse_weight(q.weight)])
+        out[name] = res
+        return res
+
+    for name in queues:
+        build(name, set())
+    return out
 
 
 @register_plugin
@@ -58,6 +148,148 @@ class DRFPlugin(Plugin):
         ssn.add_preemptable_fn(self.name, preemptable)
         ssn.add_event_handler(on_allocate, on_deallocate)
 
+        self.hierarchy = _hierarchy_enabled(ssn, self.name)
+        if self.hierarchy:
+            self._open_hierarchy(ssn)
+
+    # ------------------------------------------------------------------ HDRF
+    def _open_hierarchy(self, ssn) -> None:
+        width = len(ssn.index)
+        self.width = width
+        self.paths = queue_paths(ssn.queues)
+        self.root = HNode("root", 1.0, width, children={})
+        self.total_allocated = np.zeros(width)
+        self.requests: dict[str, np.ndarray] = {}
+        for uid, job in ssn.jobs.items():
+            req = np.zeros(width)
+            for t in job.tasks.values():
+                req[: len(t.resreq)] += t.resreq
+            self.requests[uid] = req
+            self.total_allocated += self.allocated[uid]
+            self._place_leaf(self.root, job, self.allocated[uid], self.share[uid])
+        self._update_tree(self.root, self.total_allocated)
+
+        def queue_order(l, r) -> int:
+            ret = self.compare_queues(self.root, l, r)
+            return -1 if ret < 0 else (1 if ret > 0 else 0)
+
+        def reclaimable(reclaimer, reclaimees):
+            ljob = ssn.jobs.get(reclaimer.job)
+            if ljob is None or ljob.queue not in ssn.queues or reclaimer.job not in self.allocated:
+                return [], PERMIT
+            lqueue = ssn.queues[ljob.queue]
+            root = self.root.clone()
+            total = self.total_allocated + reclaimer.resreq
+            lalloc = self.allocated[ljob.uid] + reclaimer.resreq
+            self._place_leaf(root, ljob, lalloc, self._share(lalloc))
+            self._update_tree(root, total)
+            victims = []
+            for t in reclaimees:
+                rjob = ssn.jobs.get(t.job)
+                if rjob is None or rjob.queue not in ssn.queues or t.job not in self.allocated:
+                    continue
+                rqueue = ssn.queues[rjob.queue]
+                # Each candidate is judged alone: take it away, compare, put it back.
+                ralloc = self.allocated[rjob.uid] - t.resreq
+                self._place_leaf(root, rjob, ralloc, self._share(ralloc))
+                self._update_tree(root, total - t.resreq)
+                ret = self.compare_queues(root, lqueue, rqueue)
+                ralloc = self.allocated[rjob.uid]
+                self._place_leaf(root, rjob, ralloc.copy(), self._share(ralloc))
+                self._update_tree(root, total)
+                if ret < 0:
+                    victims.append(t)
+            return victims, PERMIT
+
+        def on_change(task) -> None:
+            job = ssn.jobs.get(task.job)
+            if job is None or job.queue not in ssn.queues or task.job not in self.allocated:
+                return
+            self._place_leaf(self.root, job, self.allocated[task.job], self.share[task.job])
+            self._update_tree(self.root, self.total_allocated)
+
+        def on_allocate_h(task) -> None:
+            if task.job in self.allocated:
+                self.total_allocated += task.resreq
+            on_change(task)
+
+        def on_deallocate_h(task) -> None:
+            if task.job in self.allocated:
+                self.total_allocated -= task.resreq
+            on_change(task)
+
+        ssn.add_queue_order_fn(self.name, queue_order)
+        ssn.add_reclaimable_fn(self.name, reclaimable)
+        # Registered after the job-share handler, so the job's allocation is already updated.
+        ssn.add_event_handler(on_allocate_h, on_deallocate_h)
+
+    def _place_leaf(self, root: HNode, job, allocated: np.ndarray, share: float) -> None:
+        """Create the job's path if needed and (re)attach its leaf with this allocation."""
+        paths, weights = self.paths.get(job.queue, (["root"], [1.0]))
+        node = root
+        for i in range(1, len(paths)):
+            child = node.children.get(paths[i])
+            if child is None or child.children is None:
+                child = node.children[paths[i]] = HNode(paths[i], weights[i], self.width, children={})
+            node = child
+        leaf = node.children.get(job.uid)
+        if leaf is None or leaf.children is not None:
+            leaf = node.children[job.uid] = HNode(job.uid, 1.0, self.width, request=self.requests.get(job.uid))
+        leaf.allocated = allocated
+        leaf.share = share
+
+    def _update_tree(self, root: HNode, total_allocated: np.ndarray) -> None:
+        # Resources the cluster still has some of; asking for one that is used up saturates a job.
+        total = self.total.tolist()
+        used = total_allocated.tolist()
+        demanding = [i for i in range(min(len(total), len(used))) if i != _POD_COLUMN and used[i] < total[i]]
+        self._update_node(root, set(demanding))
+
+    def _update_node(self, node: HNode, demanding: set[int]) -> None:
+        if node.children is None:
+            node.saturated = _saturated(node.allocated, node.request, demanding)
+            return
+        mdr = 1.0
+        for child in node.children.values():
+            self._update_node(child, demanding)
+            if child.share != 0 and not child.saturated:
+                s = self._share(child.allocated)
+                if s < mdr:
+                    mdr = s
+        alloc = np.zeros(self.width)
+        saturated = True
+        for child in node.children.values():
+            if not child.saturated:
+                saturated = False
+            if child.share != 0:
+                alloc += child.allocated if child.saturated else child.allocated * (mdr / child.share)
+        node.allocated = alloc
+        node.share = self._share(alloc)
+        node.saturated = saturated
+
+    def compare_queues(self, root: HNode, lqueue, rqueue) -> float:
+        """< 0 when ``lqueue`` goes first: level by level, unsaturated before saturated, then share/weight."""
+        lpaths, lweights = self.paths.get(lqueue.name, (["root"], [1.0]))
+        rpaths, rweights = self.paths.get(rqueue.name, (["root"], [1.0]))
+        lnode: HNode | None = root
+        rnode: HNode | None = root
+        depth = min(len(lpaths), len(rpaths))
+        for i in range(depth):
+            # A subtree without jobs is not in the tree: it counts as empty and demanding.
+            lsat, rsat = lnode is not None and lnode.saturated, rnode is not None and rnode.saturated
+            if not lsat and rsat:
+                return -1.0
+            if lsat and not rsat:
+                return 1.0
+            lv = (lnode.share / lnode.weight) if lnode is not None else 0.0
+            rv = (rnode.share / rnode.weight) if rnode is not None else 0.0
+            if lv != rv:
+                return lv - rv
+            if i < depth - 1:
+                lnode = _child(lnode, lpaths[i + 1])
+                rnode = _child(rnode, rpaths[i + 1])
+        return 0.0
+
     def _share(self, alloc: np.ndarray) -> float:
         # pods are not a dominant resource. Scalar arithmetic: the same IEEE divisions
         # as the vector form (a few columns are cheaper in Python than in numpy).
@@ -73,3 +305,33 @@ class DRFPlugin(Plugin):
             if v > best:
                 best = v
         return best
+
+
+def _hierarchy_enabled(ssn, name: str) -> bool:
+    """Volcano reads the switch of the first drf entry in the tiers."""
+    for tier in ssn.tiers:
+        for opt in tier.plugins:
+            if opt.name == name:
+                return opt.enabled("Hierarchy")
+    return False
+
+
+def _child(node: HNode | None, key: str) -> HNode | None:
+    if node is None or node.children is None:
+        return None
+    child = node.children.get(key)
+    return child if child is not None and child.children is not None else None
+
+
+def _saturated(allocated: np.ndarray, request: np.ndarray, demanding: set[int]) -> bool:
+    """A job holds all it asked for in some resource, or asks for one the cluster has used up."""
+    a = allocated.tolist()
+    r = request.tolist()
+    for i in range(min(len(a), len(r))):
+        if i == _POD_COLUMN or a[i] == 0:
+            continue
+        if r[i] != 0 and a[i] >= r[i]:
+            return True
+        if i not in demanding and r[i] != 0:
+            return True
+    return False

@@ -19,7 +19,7 @@ from ..api import ALLOCATED, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, describe
-from ._shares import elastic_of, preemptable_below, reserved_by_admission
+from ._shares import elastic_of, preemptable_below, reserved_by_admission, share_queue_order
 
 
 @dataclass
@@ -116,15 +116,6 @@ class ProportionPlugin(Plugin):
         water_fill(attrs, total)
         for a in attrs:
             self._update_share(a)
-
-        def queue_order(l, r) -> int:
-            if l.priority != r.priority:
-                return -1 if l.priority > r.priority else 1
-            ls = self.attrs[l.name].share if l.name in self.attrs else 0.0
-            rs = self.attrs[r.name].share if r.name in self.attrs else 0.0
-            if abs(ls - rs) <= 1e-9:
-                return 0
-            return -1 if ls < rs else 1
 
         def overused(queue) -> bool:
             a = self.attrs.get(queue.name)
@@ -226,7 +217,7 @@ class ProportionPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        ssn.add_queue_order_fn(self.name, queue_order)
+        ssn.add_queue_order_fn(self.name, share_queue_order(self.attrs))
         ssn.add_overused_fn(self.name, overused)
         ssn.add_preemptive_fn(self.name, preemptive)
         ssn.add_reclaimable_fn(self.name, reclaimable)
