@@ -19,6 +19,10 @@ class ReclaimAction(Action):
     name = "reclaim"
 
     def execute(self, ssn) -> None:
+        if not ssn.fns.get("Preemptive"):
+            # No queue-share plugin (proportion, capacity) says what a queue deserves: reclaiming
+            # would only move resources back and forth between queues, forever.
+            return
         per_queue = starving_jobs_by_queue(ssn)
         queues = OrderedQueue(ssn.queue_key, (ssn.queues[q] for q in per_queue))
         while queues:

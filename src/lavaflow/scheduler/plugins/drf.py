@@ -234,7 +234,8 @@ class DRFPlugin(Plugin):
             node = child
         leaf = node.children.get(job.uid)
         if leaf is None or leaf.children is not None:
-            leaf = node.children[job.uid] = HNode(job.uid, 1.0, self.width, request=self.requests.get(job.uid))
+            leaf = node.children[job.uid] = HNode(job.uid, 1.0, self.width)
+        leaf.request = self.requests.get(job.uid, leaf.request)
         leaf.allocated = allocated
         leaf.share = share
 
