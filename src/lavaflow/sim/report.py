@@ -277,11 +277,32 @@ def _gantt(result: Mapping, plotter: _Plotter) -> str:
     jobs = sorted({b[1] for b in bars}, key=_natural_key)
     colors = _job_colors(jobs, plt)
 
+    # Pods that overlap in time on one node get lanes of their own within the node's row.
+    lane_of: list[int] = [0] * len(bars)
+    lanes_per_node: dict[str, int] = {}
+    by_node: dict[str, list[int]] = {}
+    for i, b in enumerate(bars):
+        by_node.setdefault(b[0], []).append(i)
+    for node, idx in by_node.items():
+        ends: list[float] = []  # end time of the last bar in each lane
+        for i in sorted(idx, key=lambda i: (bars[i][2], bars[i][3])):
+            s0, t0 = bars[i][2], bars[i][3]
+            free = next((k for k, e in enumerate(ends) if e <= s0), None)
+            if free is None:
+                ends.append(t0)
+                free = len(ends) - 1
+            else:
+                ends[free] = t0
+            lane_of[i] = free
+        lanes_per_node[node] = max(len(ends), 1)
+
     verts, faces, edges = [], [], []
-    for node, job, s, t, unfinished in bars:
-        y = row[node]
+    for i, (node, job, s, t, unfinished) in enumerate(bars):
+        lanes = lanes_per_node[node]
+        h = 0.8 / lanes
+        y0 = row[node] - 0.4 + lane_of[i] * h
         w = max(t - s, 0.0)
-        verts.append([(s, y - 0.4), (s, y + 0.4), (s + w, y + 0.4), (s + w, y - 0.4)])
+        verts.append([(s, y0), (s, y0 + h * 0.9), (s + w, y0 + h * 0.9), (s + w, y0)])
         faces.append(colors[job])
         edges.append((0.0, 0.0, 0.0, 0.9) if unfinished else (1.0, 1.0, 1.0, 0.6))
 
