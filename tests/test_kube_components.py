@@ -309,3 +309,30 @@ def test_vcctl_and_voda_commands_against_the_double(tmp_path):
         assert res.exit_code == 1 and "not found" in res.output
     finally:
         double.stop()
+
+
+def test_pods_listed_before_their_node_still_count_in_its_use():
+    """On a real server the informers list concurrently: pods bound to a node can reach the
+    scheduler's cache before the node does. They must count in the node's use once it arrives."""
+    from lavaflow.kube.scheduler import KubeScheduler
+    from lavaflow.scheduler.resources import CPU
+
+    s = KubeScheduler(KubeClient(ClientConfig(server="http://127.0.0.1:9")), emit_events=False)
+
+    def pod(name: str, scheduler: str, annotations: dict | None = None) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1", "annotations": annotations or {}},
+            "spec": {"schedulerName": scheduler, "nodeName": "n0", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Running"},
+        }
+
+    s.store._apply(resource("Pod"), "ADDED", pod("ours", "volcano", {"scheduling.k8s.io/group-name": "pg"}))
+    s.store._apply(resource("Pod"), "ADDED", pod("theirs", "default-scheduler"))
+    node = fake_node("n0", cpu="4", memory="8Gi")
+    node["metadata"].update(uid="uid-n0", resourceVersion="2")
+    s.store._apply(resource("Node"), "ADDED", node)
+    i = s.cache.nodes.pos["n0"]
+    assert s.cache.nodes.used[i][CPU] == 2.0
+    s.cache.check_consistency()

@@ -291,7 +291,7 @@ def crds() -> dict[str, dict[str, Any]]:
         "Job",
         "jobs",
         job_spec(),
-        short=["vcjob", "vj"],
+        short=["vcjob", "vcjobs", "vj"],
         columns=[
             ("STATUS", "string", ".status.state.phase", 0),
             ("MINAVAILABLE", "integer", ".status.minAvailable", 0),

@@ -78,6 +78,8 @@ _ALL = [
     Resource("PersistentVolumeClaim", "PersistentVolumeClaim", "v1", "persistentvolumeclaims", True, True),
     Resource("Lease", "Lease", "coordination.k8s.io/v1", "leases"),
     Resource("PodDisruptionBudget", "PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True, True),
+    # so that the CRDs of deploy/crds can be applied through the client (tests against a real server)
+    Resource("CustomResourceDefinition", "CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", False, True),
 ]
 
 RESOURCES: dict[str, Resource] = {r.kind: r for r in _ALL}

@@ -30,7 +30,7 @@ from ..scheduler.api import TaskStatus
 from ..scheduler.cache import SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import Scheduler
-from ..store.base import DELETED
+from ..store.base import DELETED, MODIFIED
 from . import codec
 from .client import STRATEGIC_PATCH, ApiError, KubeClient
 from .leader import LeaderElector, LostLeadership
@@ -85,22 +85,39 @@ class KubeScheduler:
         self.last_tick = time.monotonic()
         self._last_version = -1
         self._idle = 0
+        # pod keys bound to a node the cache did not know when the pod was seen (the informers list
+        # concurrently: on a real server the pods can arrive before their nodes)
+        self._unplaced: dict[str, set[str]] = {}
         for kind, fn in (
-            ("Node", self.cache.on_node),
             ("PodGroup", self.cache.on_podgroup),
             ("Queue", self.cache.on_queue),
             ("PriorityClass", self.cache.on_priority_class),
         ):
             self.store.watch(kind, lambda ev, obj, old, fn=fn: fn(obj, ev == DELETED))
+        self.store.watch("Node", self._on_node)
         self.store.watch("Pod", self._on_pod)
 
     # ------------------------------------------------------------------ cache feed
+    def _on_node(self, event: str, node: Any, old: Any) -> None:
+        self.cache.on_node(node, event == DELETED)
+        if event == DELETED:
+            return
+        # pods seen bound to this node before the node itself: count them in its use now
+        for key in self._unplaced.pop(node.name, ()):
+            pod = self.store.get("Pod", key)
+            if pod is not None and pod.spec.node_name == node.name:
+                self._on_pod(MODIFIED, pod, None)
+
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
         key = pod.key
         if event == DELETED:
             self.inflight.pop(key, None)
+            if pod.spec.node_name in self._unplaced:
+                self._unplaced[pod.spec.node_name].discard(key)
             self.cache.on_pod(pod, True)
             return
+        if pod.spec.node_name and pod.spec.node_name not in self.cache.nodes.pos:
+            self._unplaced.setdefault(pod.spec.node_name, set()).add(key)
         if pod.spec.node_name:
             self.inflight.pop(key, None)
         elif key in self.inflight:
@@ -244,21 +261,20 @@ class KubeScheduler:
             self.metrics.pending_jobs.labels(queue=q).set(n)
 
     def _unschedulable_pods(self, pg_decisions: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
-        """Pending pods of gangs that just became (or stay, with a new reason) unschedulable."""
+        """Pending pods of gangs the last session found unschedulable, whose PodScheduled condition
+        does not say so yet. Every unschedulable gang is looked at, not only those whose PodGroup
+        status changed: pods can reach the cache after their PodGroup's condition was written."""
+        del pg_decisions
         out = []
-        for key, status in pg_decisions:
-            cond = next((c for c in status.get("conditions", []) if c.get("type") == "Unschedulable" and c.get("status") == "True"), None)
-            if cond is None:
+        for job in self.cache.jobs.values():
+            cond = job.condition
+            if cond is None or cond[0] != "Unschedulable":
                 continue
-            job = self.cache.jobs.get(key)
-            if job is None:
-                continue
-            message = cond.get("message") or cond.get("reason") or "Unschedulable"
+            message = cond[2] or cond[1] or "Unschedulable"
             for task in job.tasks.values():
-                if task.status != TaskStatus.PENDING or task.uid in self.inflight:
+                if task.status != TaskStatus.PENDING or task.uid in self.inflight or task.pod is None:
                     continue
-                pod = task.pod
-                have = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
+                have = next((c for c in task.pod.status.conditions if c.type == "PodScheduled"), None)
                 if have is not None and have.status == "False" and have.message == message:
                     continue
                 out.append((task.uid, message))
@@ -327,6 +343,9 @@ class KubeScheduler:
                 if not exc.not_found:
                     log.warning("PodGroup %s status: %s", key, exc)
                 return
+            except Exception as exc:  # a dropped connection: the next cycle writes the status again
+                log.warning("PodGroup %s status: %s: %s", key, type(exc).__name__, exc)
+                return
         cond = next((c for c in status.get("conditions", []) if c.get("status") == "True"), None)
         if cond is None:
             return
@@ -351,6 +370,8 @@ class KubeScheduler:
             except ApiError as exc:
                 if not exc.not_found:
                     log.warning("Queue %s status: %s", name, exc)
+            except Exception as exc:  # a dropped connection: the next cycle writes the status again
+                log.warning("Queue %s status: %s: %s", name, type(exc).__name__, exc)
 
     async def _pod_unschedulable(self, key: str, message: str) -> None:
         cond = {
