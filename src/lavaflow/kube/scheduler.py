@@ -19,6 +19,7 @@ only feeds it and applies what it decided:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -228,26 +229,35 @@ class KubeScheduler:
                 self.inflight[key] = node
             old_pgs = {k: self.store.get("PodGroup", k) for k, _ in d.podgroups}
             old_queues = {n: self.store.get("Queue", n) for n, _ in d.queues}
-        for key, node in d.binds:
-            self._spawn(self._bind(key, node))
+        binds = [self._spawn(self._bind(key, node)) for key, node in d.binds]
         for key, reason in d.evictions:
             self._spawn(self._evict(key, reason))
-        for key, status in d.podgroups:
-            self._spawn(self._write_podgroup(key, status, old_pgs.get(key)))
-        for name, status in d.queues:
-            self._spawn(self._write_queue(name, status, old_queues.get(name)))
-        for key, message in conditions:
-            self._spawn(self._pod_unschedulable(key, message))
+        # Status writes wait for this cycle's bindings: on a busy API server they would otherwise
+        # compete with the bindings, and pods starting matters more than status being current.
+        # (Coroutines are made only when they run, so a crash leaves none un-awaited.)
+        writes = [functools.partial(self._write_podgroup, key, status, old_pgs.get(key)) for key, status in d.podgroups]
+        writes += [functools.partial(self._write_queue, name, status, old_queues.get(name)) for name, status in d.queues]
+        writes += [functools.partial(self._pod_unschedulable, key, message) for key, message in conditions]
+        if writes:
+            self._spawn(self._after(binds, writes))
 
-    def _spawn(self, coro) -> None:
+    async def _after(self, first: list, then: list) -> None:
+        if first:
+            await asyncio.wait(first)
+        for make in then:
+            self._spawn(make())
+
+    def _spawn(self, coro) -> asyncio.Task:
         t = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
+        return t
 
     async def idle(self, timeout: float = 10.0) -> None:
-        """Wait for every write of past cycles (tests)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
+        """Wait for every write of past cycles (tests), including writes queued behind bindings."""
+        deadline = time.monotonic() + timeout
+        while self._tasks and time.monotonic() < deadline:
+            await asyncio.wait(list(self._tasks), timeout=max(deadline - time.monotonic(), 0.0))
 
     def _pending_gauge(self) -> None:
         counts: dict[str, int] = {}
