@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from .client import KubeClient
-from .leader import LeaderElector, LostLeadership
+from .leader import LeaderElector, lead
 from .metrics import ControllerMetrics
 from .store import KubeStore
 
@@ -120,29 +120,7 @@ class KubeControllers:
                 return
             log.info("waiting for the informer caches to sync")
         if self.elector is not None:
-            if not await self.elector.acquire(stop):
-                return
-            self.metrics.leader.set(1)
-            work = asyncio.create_task(self._loop(stop))
-            renew = asyncio.create_task(self.elector.renew_loop())
-            try:
-                done, _ = await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
-            except asyncio.CancelledError:
-                work.cancel()
-                renew.cancel()
-                raise
-            for t in (work, renew):
-                if t not in done:
-                    t.cancel()
-                    try:
-                        await t
-                    except (asyncio.CancelledError, Exception):
-                        pass
-            self.metrics.leader.set(0)
-            for t in done:
-                exc = t.exception()
-                if exc is not None:
-                    raise exc if not isinstance(exc, LostLeadership) else exc
+            await lead(self.elector, lambda: self._loop(stop), stop, self.metrics.leader)
             return
         await self._loop(stop)
 

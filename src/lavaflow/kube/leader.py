@@ -153,3 +153,34 @@ class LeaderElector:
             await self.client.request("PUT", self.path, body=lease, limited=False)
         except Exception as exc:
             log.warning("releasing lease: %s", exc)
+
+
+async def lead(elector: "LeaderElector", work, stop: asyncio.Event, leader_gauge=None) -> None:
+    """Run ``work()`` while holding the lease: acquire, renew beside it, and stop the work when
+    leadership is lost (LostLeadership is raised) or the work ends (its exception is raised)."""
+    if not await elector.acquire(stop):
+        return
+    if leader_gauge is not None:
+        leader_gauge.set(1)
+    job = asyncio.create_task(work())
+    renew = asyncio.create_task(elector.renew_loop())
+    try:
+        done, _ = await asyncio.wait({job, renew}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        job.cancel()
+        renew.cancel()
+        raise
+    for t in (job, renew):
+        if t not in done:
+            t.cancel()
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+    if leader_gauge is not None:
+        leader_gauge.set(0)
+    if renew in done and isinstance(renew.exception(), LostLeadership):
+        raise renew.exception()  # type: ignore[misc]
+    for t in done:
+        if t.exception() is not None:
+            raise t.exception()  # type: ignore[misc]

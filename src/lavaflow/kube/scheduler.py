@@ -34,7 +34,7 @@ from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED, MODIFIED
 from . import codec
 from .client import STRATEGIC_PATCH, ApiError, KubeClient
-from .leader import LeaderElector, LostLeadership
+from .leader import LeaderElector, lead
 from .metrics import SchedulerMetrics
 from .resources import resource
 from .store import KubeStore
@@ -148,30 +148,7 @@ class KubeScheduler:
         if self.elector is None:
             await self._loop(stop)
             return
-        if not await self.elector.acquire(stop):
-            return
-        self.metrics.leader.set(1)
-        work = asyncio.create_task(self._loop(stop))
-        renew = asyncio.create_task(self.elector.renew_loop())
-        try:
-            done, _ = await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            work.cancel()
-            renew.cancel()
-            raise
-        for t in (work, renew):
-            if t not in done:
-                t.cancel()
-                try:
-                    await t
-                except (asyncio.CancelledError, Exception):
-                    pass
-        self.metrics.leader.set(0)
-        if renew in done and isinstance(renew.exception(), LostLeadership):
-            raise renew.exception()  # type: ignore[misc]
-        for t in done:
-            if t.exception() is not None:
-                raise t.exception()  # type: ignore[misc]
+        await lead(self.elector, lambda: self._loop(stop), stop, self.metrics.leader)
 
     async def shutdown(self, drain: float = 10.0) -> None:
         """Graceful stop: let running binds finish, release the lease, stop watching."""
