@@ -702,3 +702,21 @@ def test_random_pod_events_keep_cache_consistent(events):
                 assert job.counts[s] == sum(1 for t in job.tasks.values() if t.status == s)
     assert (cache.nodes.view("used") >= -1e-9).all()
     assert (cache.nodes.view("releasing") >= -1e-9).all()
+
+
+def test_pods_bound_to_a_node_seen_later_count_once_the_node_arrives():
+    # Informers list pods and nodes concurrently: a bound pod may arrive before its node.
+    from lavaflow.scheduler.cache import SchedulerCache
+    from scheduler_helpers import make_node, make_pg, make_pod, make_queue
+
+    cache = SchedulerCache()
+    cache.on_queue(make_queue("default"))
+    cache.on_podgroup(make_pg("j", 1))
+    cache.on_pod(make_pod("ours", "j", cpu=2, node="n1", phase="Running"))
+    cache.on_pod(make_pod("theirs", None, cpu=1, node="n1", phase="Running", scheduler="default-scheduler"))
+    cache.on_pod(make_pod("gone", "j", cpu=1, node="n1", phase="Running"))
+    cache.on_pod(make_pod("gone", "j", cpu=1, node="n1", phase="Running"), deleted=True)
+    cache.on_node(make_node("n1", 8, "32Gi"))
+    i = cache.nodes.pos["n1"]
+    assert cache.nodes.used[i][0] == 3.0  # 2 of ours + 1 of another scheduler; the deleted pod is gone
+    cache.check_consistency()

@@ -31,7 +31,7 @@ from ..scheduler.api import TaskStatus
 from ..scheduler.cache import SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import Scheduler
-from ..store.base import DELETED, MODIFIED
+from ..store.base import DELETED
 from . import codec
 from .client import STRATEGIC_PATCH, ApiError, KubeClient
 from .leader import LeaderElector, lead
@@ -86,39 +86,22 @@ class KubeScheduler:
         self.last_tick = time.monotonic()
         self._last_version = -1
         self._idle = 0
-        # pod keys bound to a node the cache did not know when the pod was seen (the informers list
-        # concurrently: on a real server the pods can arrive before their nodes)
-        self._unplaced: dict[str, set[str]] = {}
         for kind, fn in (
             ("PodGroup", self.cache.on_podgroup),
             ("Queue", self.cache.on_queue),
             ("PriorityClass", self.cache.on_priority_class),
         ):
             self.store.watch(kind, lambda ev, obj, old, fn=fn: fn(obj, ev == DELETED))
-        self.store.watch("Node", self._on_node)
+        self.store.watch("Node", lambda ev, obj, old: self.cache.on_node(obj, ev == DELETED))
         self.store.watch("Pod", self._on_pod)
 
     # ------------------------------------------------------------------ cache feed
-    def _on_node(self, event: str, node: Any, old: Any) -> None:
-        self.cache.on_node(node, event == DELETED)
-        if event == DELETED:
-            return
-        # pods seen bound to this node before the node itself: count them in its use now
-        for key in self._unplaced.pop(node.name, ()):
-            pod = self.store.get("Pod", key)
-            if pod is not None and pod.spec.node_name == node.name:
-                self._on_pod(MODIFIED, pod, None)
-
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
         key = pod.key
         if event == DELETED:
             self.inflight.pop(key, None)
-            if pod.spec.node_name in self._unplaced:
-                self._unplaced[pod.spec.node_name].discard(key)
             self.cache.on_pod(pod, True)
             return
-        if pod.spec.node_name and pod.spec.node_name not in self.cache.nodes.pos:
-            self._unplaced.setdefault(pod.spec.node_name, set()).add(key)
         if pod.spec.node_name:
             self.inflight.pop(key, None)
         elif key in self.inflight:

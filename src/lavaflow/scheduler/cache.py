@@ -91,6 +91,7 @@ class SchedulerCache:
         self.static_masks: dict[Any, np.ndarray] = {}
         self._signatures: dict[int, tuple[Any, Any]] = {}
         self.decisions = Decisions()
+        self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
 
     # ------------------------------------------------------------------ resources
     def _vector(self, amounts: dict[str, float]) -> np.ndarray:
@@ -156,6 +157,10 @@ class SchedulerCache:
         labels.setdefault(HOSTNAME_LABEL, node.name)
         self.nodes.upsert(node.name, alloc, labels, list(node.spec.taints), node.ready and not node.spec.unschedulable)
         self.static_masks.clear()
+        # Pods seen bound to this node before the node itself (informers list concurrently on a
+        # real API server): count them in its use now.
+        for pod in self._before_node.pop(node.name, {}).values():
+            self.on_pod(pod)
 
     # ------------------------------------------------------------------ queues
     def on_queue(self, queue: Queue, deleted: bool = False) -> None:
@@ -282,6 +287,13 @@ class SchedulerCache:
 
     def on_pod(self, pod: Pod, deleted: bool = False) -> None:
         key = pod.key
+        node_name = pod.spec.node_name
+        if node_name and node_name not in self.nodes.pos:
+            waiting = self._before_node.setdefault(node_name, {})
+            if deleted:
+                waiting.pop(key, None)
+            else:
+                waiting[key] = pod
         if not self.is_ours(pod):
             self._on_foreign_pod(pod, deleted)
             return
