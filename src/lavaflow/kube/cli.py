@@ -120,23 +120,31 @@ def scheduler_cmd(
 
     async def main() -> None:
         from .leader import LeaderElector
-        from .metrics import serve_health
         from .scheduler import KubeScheduler, default_identity
 
         client = _client(kubeconfig, context, kube_api_qps, kube_api_burst)
         identity = default_identity()
         elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), identity) if leader_elect else None
         sched = KubeScheduler(client, conf, names, period, bind_workers, emit_events=events, identity=identity, elector=elector)
-        stop = _stop_event()
-        health = await serve_health(sched.metrics.registry, listen_address, listen_port, lambda: sched.healthy, lambda: sched.ready)
-        try:
-            await sched.run(stop)
-        finally:
-            await sched.shutdown()
-            await health.cleanup()
-            await client.close()
+        await _run_component(sched, client, listen_address, listen_port)
 
     asyncio.run(main())
+
+
+async def _run_component(component, client, listen_address: str, listen_port: int) -> None:
+    """Serve /metrics, /healthz and /readyz, run until SIGTERM/SIGINT, then shut down gracefully."""
+    from .metrics import serve_health
+
+    stop = _stop_event()
+    health = await serve_health(
+        component.metrics.registry, listen_address, listen_port, lambda: component.healthy, lambda: component.ready
+    )
+    try:
+        await component.run(stop)
+    finally:
+        await component.shutdown()
+        await health.cleanup()
+        await client.close()
 
 
 def controller_cmd(
@@ -161,20 +169,12 @@ def controller_cmd(
     async def main() -> None:
         from .controller import KubeControllers
         from .leader import LeaderElector
-        from .metrics import serve_health
         from .scheduler import default_identity
 
         client = _client(kubeconfig, context, kube_api_qps, kube_api_burst)
         elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), default_identity()) if leader_elect else None
         ctrl = KubeControllers(client, names, elector=elector, max_requeue=max_requeue)
-        stop = _stop_event()
-        health = await serve_health(ctrl.metrics.registry, listen_address, listen_port, lambda: ctrl.healthy, lambda: ctrl.ready)
-        try:
-            await ctrl.run(stop)
-        finally:
-            await ctrl.shutdown()
-            await health.cleanup()
-            await client.close()
+        await _run_component(ctrl, client, listen_address, listen_port)
 
     asyncio.run(main())
 
