@@ -51,12 +51,3 @@ class Controller:
 
     def sync(self, key: str) -> None:  # pragma: no cover - interface
         raise NotImplementedError
-
-
-def owner_of(obj) -> tuple[str, str] | None:
-    """(kind, name) of the controlling owner reference, if any."""
-    for ref in obj.metadata.owner_references:
-        if ref.controller:
-            return ref.kind, ref.name
-    refs = obj.metadata.owner_references
-    return (refs[0].kind, refs[0].name) if refs else None

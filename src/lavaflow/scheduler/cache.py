@@ -167,7 +167,6 @@ class SchedulerCache:
         if deleted:
             self.queues.pop(queue.name, None)
             return
-        width = len(self.index)
         spec = queue.spec
         cap = self._vector({k: float(v) for k, v in spec.capability.items()}) if spec.capability else None
         capability = np.full(len(self.index), np.inf)
@@ -183,7 +182,6 @@ class SchedulerCache:
             for k in spec.deserved:
                 if k in self.index.pos:
                     deserved[self.index.pos[k]] = vec[self.index.pos[k]]
-        del width
         info = self.queues.get(queue.name)
         if info is None:
             info = QueueInfo(name=queue.name)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..api.core import Node, Pod
-from ..api.volcano import PodGroupCondition, PriorityClass
+from ..api.volcano import PodGroupCondition
 from ..controllers import JobController, PodGroupController, QueueController
 from ..controllers.gc import GarbageCollector
 from ..controllers.jobflow import JobFlowController
@@ -112,12 +112,10 @@ class Simulation:
             obj = it.obj
             if isinstance(obj, Node):
                 names.update(obj.allocatable)
-            spec = getattr(obj, "spec", None)
             for tmpl_spec in _pod_specs(obj):
                 for c in list(tmpl_spec.containers) + list(tmpl_spec.init_containers):
                     names.update(c.resources.requests)
                     names.update(c.resources.limits)
-            del spec
         self.cache.register_resources(sorted(names))
 
     def _push(self, time: float, kind: str, payload: Any) -> None:
@@ -494,4 +492,4 @@ def _pod_specs(obj) -> list:
     return [tmpl.spec] if tmpl is not None else []
 
 
-__all__ = ["Simulation", "SCHEDULERS", "np", "PriorityClass"]
+__all__ = ["SCHEDULERS", "Simulation"]
