@@ -4,13 +4,16 @@ The scheduling itself is the simulator's ``Scheduler.run_once``; this module
 only feeds it and applies what it decided:
 
 * binds through ``pods/<name>/binding``, concurrently (``bind_workers``) under
-  the client's rate limit. A pod being bound keeps its place in the cache
+  the client's rate limit, ahead of every other write (``dispatch.Dispatcher``). A pod being bound keeps its place in the cache
   (as Volcano's "assumed" pods) until the watch shows it bound; a failed bind
   puts it back from the API's view. The API server refuses to bind a bound pod,
   and a restarted scheduler lists pods before its first cycle, so no pod is
   bound twice and no node is overcommitted;
 * evictions through the Eviction API (``pods/<name>/eviction``);
-* PodGroup and Queue status through their status subresources (merge patches);
+* PodGroup and Queue status through their status subresources (merge patches),
+  coalesced per object. A PodGroup status the session decided is the cache's at
+  once (as Volcano's cache keeps it), not only when the write comes back, so the
+  next cycle neither enqueues the job again nor decides the same write twice;
 * Kubernetes Events, and the pod condition ``PodScheduled=False`` with the
   gang's message (``"3/4 tasks in gang unschedulable: ..."``) so that
   ``kubectl describe pod`` explains a wait.
@@ -34,6 +37,7 @@ from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED
 from . import codec
 from .client import STRATEGIC_PATCH, ApiError, KubeClient
+from .dispatch import Dispatcher
 from .leader import LeaderElector, lead
 from .metrics import SchedulerMetrics
 from .resources import resource
@@ -77,9 +81,11 @@ class KubeScheduler:
         self.cache = SchedulerCache(scheduler_names=scheduler_names)
         self.scheduler = Scheduler(self.cache, self.conf)
         self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound
-        self.bind_sem = asyncio.Semaphore(bind_workers)
-        self.write_sem = asyncio.Semaphore(write_workers)
-        self._tasks: set[asyncio.Task] = set()
+        self.dispatch = Dispatcher(workers=bind_workers, status_workers=write_workers)
+        # statuses decided but not yet written (the newest per object)
+        self.pg_wanted: dict[str, dict[str, Any]] = {}
+        self.queue_wanted: dict[str, dict[str, Any]] = {}
+        self.condition_wanted: dict[str, str] = {}
         self.cycles = 0
         self.bound = 0
         self.bind_failures = 0
@@ -87,11 +93,11 @@ class KubeScheduler:
         self._last_version = -1
         self._idle = 0
         for kind, fn in (
-            ("PodGroup", self.cache.on_podgroup),
             ("Queue", self.cache.on_queue),
             ("PriorityClass", self.cache.on_priority_class),
         ):
             self.store.watch(kind, lambda ev, obj, old, fn=fn: fn(obj, ev == DELETED))
+        self.store.watch("PodGroup", self._on_podgroup)
         self.store.watch("Node", lambda ev, obj, old: self.cache.on_node(obj, ev == DELETED))
         self.store.watch("Pod", self._on_pod)
 
@@ -107,6 +113,14 @@ class KubeScheduler:
         elif key in self.inflight:
             pod = _assumed(pod, self.inflight[key])
         self.cache.on_pod(pod)
+
+    def _on_podgroup(self, event: str, pg: Any, old: Any) -> None:
+        if event == DELETED:
+            self.pg_wanted.pop(pg.key, None)
+            self.cache.on_podgroup(pg, True)
+            return
+        wanted = self.pg_wanted.get(pg.key)
+        self.cache.on_podgroup(pg if wanted is None else _with_status(pg, wanted))
 
     @property
     def ready(self) -> bool:
@@ -135,16 +149,15 @@ class KubeScheduler:
 
     async def shutdown(self, drain: float = 10.0) -> None:
         """Graceful stop: let running binds finish, release the lease, stop watching."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=drain)
+        await self.dispatch.drain(drain)
+        await self.dispatch.stop()
         if self.elector is not None:
             await self.elector.release()
         await self.store.stop()
 
     async def crash(self) -> None:
         """Stop at once, as a killed process would (tests): nothing is drained or released."""
-        for t in list(self._tasks):
-            t.cancel()
+        await self.dispatch.stop()
         await self.store.stop()
 
     async def _loop(self, stop: asyncio.Event) -> None:
@@ -178,46 +191,43 @@ class KubeScheduler:
             self._last_version = self.store.version
             now = time.time()
             t0 = time.perf_counter()
-            await asyncio.to_thread(self.scheduler.run_once, now)
+            # Binds go out while the session continues (each job's as its statement commits).
+            loop = asyncio.get_running_loop()
+            self.cache.on_bind = lambda key, node: loop.call_soon_threadsafe(self._bind_now, key, node)
+            try:
+                await asyncio.to_thread(self.scheduler.run_once, now)
+            finally:
+                self.cache.on_bind = None
             self.metrics.cycle.observe(time.perf_counter() - t0)
             self.metrics.cycles.inc()
             self.cycles += 1
             d = self.cache.take_decisions()
-            conditions = self._unschedulable_pods(d.podgroups)
             self._pending_gauge()
             for key, node in d.binds:
-                self.inflight[key] = node
-            old_pgs = {k: self.store.get("PodGroup", k) for k, _ in d.podgroups}
-            old_queues = {n: self.store.get("Queue", n) for n, _ in d.queues}
-        binds = [self._spawn(self._bind(key, node)) for key, node in d.binds]
-        for key, reason in d.evictions:
-            self._spawn(self._evict(key, reason))
-        # Status writes wait for this cycle's bindings: on a busy API server they would otherwise
-        # compete with the bindings, and pods starting matters more than status being current.
-        # (Coroutines are made only when they run, so a crash leaves none un-awaited.)
-        writes = [functools.partial(self._write_podgroup, key, status, old_pgs.get(key)) for key, status in d.podgroups]
-        writes += [functools.partial(self._write_queue, name, status, old_queues.get(name)) for name, status in d.queues]
-        writes += [functools.partial(self._pod_unschedulable, key, message) for key, message in conditions]
-        if writes:
-            self._spawn(self._after(binds, writes))
+                self._bind_now(key, node)
+            for key, reason in d.evictions:
+                self.dispatch.decision(functools.partial(self._evict, key, reason))
+            for key, status in d.podgroups:
+                self.pg_wanted[key] = status
+                pg = self.store.get("PodGroup", key)
+                if pg is not None:
+                    self.cache.on_podgroup(_with_status(pg, status))
+                self.dispatch.status(("PodGroup", key), functools.partial(self._write_podgroup, key))
+            for name, status in d.queues:
+                if self.queue_wanted.get(name) != status:
+                    self.queue_wanted[name] = status
+                    self.dispatch.status(("Queue", name), functools.partial(self._write_queue, name))
+            for key, message in self._unschedulable_pods():
+                self.condition_wanted[key] = message
+                self.dispatch.status(("Pod", key), functools.partial(self._pod_unschedulable, key))
 
-    async def _after(self, first: list, then: list) -> None:
-        if first:
-            await asyncio.wait(first)
-        for make in then:
-            self._spawn(make())
-
-    def _spawn(self, coro) -> asyncio.Task:
-        t = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
-        return t
+    def _bind_now(self, key: str, node: str) -> None:
+        self.inflight[key] = node
+        self.dispatch.decision(functools.partial(self._bind, key, node))
 
     async def idle(self, timeout: float = 10.0) -> None:
-        """Wait for every write of past cycles (tests), including writes queued behind bindings."""
-        deadline = time.monotonic() + timeout
-        while self._tasks and time.monotonic() < deadline:
-            await asyncio.wait(list(self._tasks), timeout=max(deadline - time.monotonic(), 0.0))
+        """Wait until every decision, status write and event of past cycles went out (tests)."""
+        await self.dispatch.drain(timeout)
 
     def _pending_gauge(self) -> None:
         counts: dict[str, int] = {}
@@ -230,11 +240,11 @@ class KubeScheduler:
         for q, n in counts.items():
             self.metrics.pending_jobs.labels(queue=q).set(n)
 
-    def _unschedulable_pods(self, pg_decisions: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str]]:
+    def _unschedulable_pods(self) -> list[tuple[str, str]]:
         """Pending pods of gangs the last session found unschedulable, whose PodScheduled condition
-        does not say so yet. Every unschedulable gang is looked at, not only those whose PodGroup
-        status changed: pods can reach the cache after their PodGroup's condition was written."""
-        del pg_decisions
+        does not say so yet (nor is about to). Every unschedulable gang is looked at, not only those
+        whose PodGroup status changed: pods can reach the cache after their PodGroup's condition
+        was written."""
         out = []
         for job in self.cache.jobs.values():
             cond = job.condition
@@ -246,6 +256,8 @@ class KubeScheduler:
                     continue
                 have = next((c for c in task.pod.status.conditions if c.type == "PodScheduled"), None)
                 if have is not None and have.status == "False" and have.message == message:
+                    continue
+                if self.condition_wanted.get(task.uid) == message:
                     continue
                 out.append((task.uid, message))
         return out
@@ -259,26 +271,24 @@ class KubeScheduler:
             "metadata": {"name": name, "namespace": ns},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        async with self.bind_sem:
-            t0 = time.perf_counter()
-            try:
-                await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
-            except Exception as exc:
-                self.bind_failures += 1
-                reason = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
-                self.metrics.bind_errors.labels(reason=reason).inc()
-                log.warning("binding %s to %s failed: %s", key, node, exc)
-                await self._forget(key)
-                if isinstance(exc, ApiError) and not exc.not_found and not exc.status == 409:
-                    await self._event("Pod", key, "Warning", "FailedScheduling", f"Binding to node {node} failed: {exc.message or exc}")
-                return
-            self.metrics.bind_latency.observe(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        try:
+            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
+        except Exception as exc:
+            self.bind_failures += 1
+            reason = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
+            self.metrics.bind_errors.labels(reason=reason).inc()
+            log.warning("binding %s to %s failed: %s", key, node, exc)
+            await self._forget(key)
+            if isinstance(exc, ApiError) and not exc.not_found and not exc.status == 409:
+                self._event_later("Pod", key, "Warning", "FailedScheduling", f"Binding to node {node} failed: {exc.message or exc}")
+            return
+        self.metrics.bind_latency.observe(time.perf_counter() - t0)
         self.bound += 1
         pod = self.store.get("Pod", key)
         created = codec.parse_time(pod.metadata.creation_timestamp) if pod is not None else None
         self.metrics.bound_one(created if isinstance(created, float) else None)
-        if self.emit_events:
-            self._spawn(self._event("Pod", key, "Normal", "Scheduled", f"Successfully assigned {key} to {node}"))
+        self._event_later("Pod", key, "Normal", "Scheduled", f"Successfully assigned {key} to {node}")
 
     async def _forget(self, key: str) -> None:
         """A bind that failed: the cache takes the pod back from the API's view."""
@@ -291,31 +301,42 @@ class KubeScheduler:
     async def _evict(self, key: str, reason: str) -> None:
         ns, name = key.split("/", 1)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
-        async with self.write_sem:
-            try:
-                await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body=body)
-            except ApiError as exc:
-                if not exc.not_found:
-                    log.warning("evicting %s: %s", key, exc)
-                    await self._forget(key)
-                return
+        try:
+            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body=body)
+        except ApiError as exc:
+            if not exc.not_found:
+                log.warning("evicting %s: %s", key, exc)
+                await self._forget(key)
+            return
         self.metrics.evictions.labels(reason=_reason_label(reason)).inc()
         if "preempt" in reason.lower() or "reclaim" in reason.lower():
             self.metrics.preemptions.inc()
-        await self._event("Pod", key, "Normal", "Evict", f"Pod evicted by lavaflow: {reason}")
+        self._event_later("Pod", key, "Normal", "Evict", f"Pod evicted by lavaflow: {reason}")
 
-    async def _write_podgroup(self, key: str, status: dict[str, Any], old: Any) -> None:
-        body = {"status": codec._times_out(status)}
-        async with self.write_sem:
-            try:
-                await self.store.patch("PodGroup", key, body, sub="status")
-            except ApiError as exc:
-                if not exc.not_found:
-                    log.warning("PodGroup %s status: %s", key, exc)
-                return
-            except Exception as exc:  # a dropped connection: the next cycle writes the status again
+    async def _observe(self, kind: str, raw: dict[str, Any]) -> None:
+        """The server's answer to a status write is the newest object: the cache takes it now."""
+        async with self.store.lock:
+            self.store.observe(kind, raw)
+
+    async def _write_podgroup(self, key: str) -> None:
+        status = self.pg_wanted.get(key)
+        if status is None:
+            return
+        old = self.store.get("PodGroup", key)
+        try:
+            raw = await self.store.patch("PodGroup", key, {"status": codec._times_out(status)}, sub="status")
+        except Exception as exc:  # gone, refused or a dropped connection: the next cycle decides again
+            if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("PodGroup %s status: %s: %s", key, type(exc).__name__, exc)
-                return
+            async with self.store.lock:
+                if self.pg_wanted.get(key) is status:
+                    del self.pg_wanted[key]
+                    if old is not None:
+                        self.cache.on_podgroup(self.store.get("PodGroup", key) or old)
+            return
+        if self.pg_wanted.get(key) is status:
+            del self.pg_wanted[key]
+        await self._observe("PodGroup", raw)
         cond = next((c for c in status.get("conditions", []) if c.get("status") == "True"), None)
         if cond is None:
             return
@@ -325,25 +346,35 @@ class KubeScheduler:
         if before is not None and (before.message or "") == (cond.get("message") or ""):
             return
         if cond["type"] == "Unschedulable":
-            await self._event("PodGroup", key, "Warning", "Unschedulable", cond.get("message") or cond.get("reason") or "")
+            self._event_later("PodGroup", key, "Warning", "Unschedulable", cond.get("message") or cond.get("reason") or "")
         elif cond["type"] == "Scheduled":
-            await self._event("PodGroup", key, "Normal", "Scheduled", cond.get("reason") or "tasks in gang are ready to be scheduled")
+            self._event_later("PodGroup", key, "Normal", "Scheduled", cond.get("reason") or "tasks in gang are ready to be scheduled")
 
-    async def _write_queue(self, name: str, status: dict[str, Any], old: Any) -> None:
+    async def _write_queue(self, name: str) -> None:
+        status = self.queue_wanted.get(name)
+        if status is None:
+            return
         allocated = dict(status.get("allocated") or {})
+        old = self.store.get("Queue", name)
         if old is not None:
             for k in old.status.allocated:
                 allocated.setdefault(k, None)
-        async with self.write_sem:
-            try:
-                await self.store.patch("Queue", name, {"status": {"allocated": allocated}}, sub="status")
-            except ApiError as exc:
-                if not exc.not_found:
-                    log.warning("Queue %s status: %s", name, exc)
-            except Exception as exc:  # a dropped connection: the next cycle writes the status again
+        try:
+            raw = await self.store.patch("Queue", name, {"status": {"allocated": allocated}}, sub="status")
+        except Exception as exc:  # the next cycle decides again
+            if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("Queue %s status: %s: %s", name, type(exc).__name__, exc)
+            if self.queue_wanted.get(name) is status:
+                del self.queue_wanted[name]
+            return
+        if self.queue_wanted.get(name) is status:
+            del self.queue_wanted[name]
+        await self._observe("Queue", raw)
 
-    async def _pod_unschedulable(self, key: str, message: str) -> None:
+    async def _pod_unschedulable(self, key: str) -> None:
+        message = self.condition_wanted.get(key)
+        if message is None:
+            return
         cond = {
             "type": "PodScheduled",
             "status": "False",
@@ -353,24 +384,32 @@ class KubeScheduler:
             "lastTransitionTime": codec.rfc3339(time.time()),
         }
         ns, name = key.split("/", 1)
-        async with self.write_sem:
-            try:
-                await self.client.request(
-                    "PATCH",
-                    f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                    body={"status": {"conditions": [cond]}},
-                    content_type=STRATEGIC_PATCH,
-                )
-            except ApiError as exc:
-                if not exc.not_found:
-                    log.warning("pod %s condition: %s", key, exc)
-                return
-        await self._event("Pod", key, "Warning", "FailedScheduling", message)
+        try:
+            raw = await self.client.request(
+                "PATCH",
+                f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                body={"status": {"conditions": [cond]}},
+                content_type=STRATEGIC_PATCH,
+            )
+        except Exception as exc:
+            if not (isinstance(exc, ApiError) and exc.not_found):
+                log.warning("pod %s condition: %s: %s", key, type(exc).__name__, exc)
+            if self.condition_wanted.get(key) == message:
+                del self.condition_wanted[key]
+            return
+        if self.condition_wanted.get(key) == message:
+            del self.condition_wanted[key]
+        await self._observe("Pod", raw)
+        self._event_later("Pod", key, "Warning", "FailedScheduling", message)
+
+    def _event_later(self, kind: str, key: str, etype: str, reason: str, message: str) -> None:
+        if self.emit_events:
+            self.dispatch.event(functools.partial(self._event, kind, key, etype, reason, message))
 
     async def _event(self, kind: str, key: str, etype: str, reason: str, message: str) -> None:
         if not self.emit_events:
             return
-        await post_event(self.client, self.store, kind, key, etype, reason, message, COMPONENT, self.identity, self.write_sem)
+        await post_event(self.client, self.store, kind, key, etype, reason, message, COMPONENT, self.identity)
 
 
 def _reason_label(reason: str) -> str:
@@ -379,6 +418,11 @@ def _reason_label(reason: str) -> str:
         if word in low:
             return word
     return "other"
+
+
+def _with_status(pg: Any, status: dict[str, Any]) -> Any:
+    """The PodGroup as the cache should see it while its new status is being written."""
+    return pg.model_copy(update={"status": type(pg.status).model_validate(status)})
 
 
 def _assumed(pod: Any, node: str) -> Any:

@@ -400,6 +400,13 @@ class KubeStore:
                 return hit
         return codec.decode(res, raw)
 
+    def observe(self, kind: str, raw: dict[str, Any]) -> Any | None:
+        """Take an object the server returned (e.g. to a status patch) as the newest known version
+        of it, as if its watch event had arrived (which is then skipped). Call with ``lock`` held."""
+        if kind not in self.informers or not isinstance(raw, dict) or not raw.get("metadata"):
+            return None
+        return self._after_write(resource(kind), raw)
+
     def _after_delete(self, res: Resource, key: str, raw: dict[str, Any] | None) -> Any | None:
         cur = self.objects.get(res.kind, {}).get(key)
         if raw is None:

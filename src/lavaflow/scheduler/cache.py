@@ -3,7 +3,10 @@
 Backends feed it object events (``on_*``); it keeps TaskInfo/JobInfo/QueueInfo
 objects and the node arrays up to date without rebuilding them each cycle.
 Decisions a session commits (binds, evictions, status writes) are queued in
-``decisions`` for the backend to apply: the core itself performs no I/O.
+``decisions`` for the backend to apply: the core itself performs no I/O. A
+backend that can bind while the session goes on (as Volcano's asynchronous
+binder does) sets ``on_bind``, which then receives each bind as its job's
+statement commits instead of ``decisions.binds``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -91,6 +95,7 @@ class SchedulerCache:
         self.static_masks: dict[Any, np.ndarray] = {}
         self._signatures: dict[int, tuple[Any, Any]] = {}
         self.decisions = Decisions()
+        self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
         self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
 
     # ------------------------------------------------------------------ resources
@@ -377,7 +382,10 @@ class SchedulerCache:
 
     # ------------------------------------------------------------------ decisions
     def bind(self, task: TaskInfo, node_name: str) -> None:
-        self.decisions.binds.append((task.uid, node_name))
+        if self.on_bind is not None:
+            self.on_bind(task.uid, node_name)
+        else:
+            self.decisions.binds.append((task.uid, node_name))
 
     def evict(self, task: TaskInfo, reason: str) -> None:
         self.decisions.evictions.append((task.uid, reason))
