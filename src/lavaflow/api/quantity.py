@@ -15,6 +15,7 @@ other resource in its own unit).
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -61,6 +62,13 @@ def parse_quantity(value: str | int | float | Decimal) -> Decimal:
         return Decimal(repr(value))
     if not isinstance(value, str):
         raise QuantityError(f"quantity must be a number or a string, not {type(value).__name__}")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    """A quantity string (cached: clusters repeat a handful of them across thousands of objects;
+    Decimals are immutable, so sharing one is safe)."""
     text = value.strip()
     m = _RE.match(text)
     if not m:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -40,12 +41,17 @@ class Resource:
 
     def model(self) -> Any | None:
         """The pydantic model class for this kind, if lavaflow has one."""
-        for mod in ("core", "volcano", "workloads"):
-            m = importlib.import_module(f"lavaflow.api.{mod}")
-            cls = getattr(m, self.kind, None)
-            if isinstance(cls, type) and hasattr(cls, "model_validate"):
-                return cls
-        return None
+        return _model_of(self.kind)
+
+
+@functools.cache
+def _model_of(kind: str) -> Any | None:
+    for mod in ("core", "volcano", "workloads"):
+        m = importlib.import_module(f"lavaflow.api.{mod}")
+        cls = getattr(m, kind, None)
+        if isinstance(cls, type) and hasattr(cls, "model_validate"):
+            return cls
+    return None
 
 
 def split_key(key: str, namespaced: bool) -> tuple[str | None, str]:

@@ -94,6 +94,26 @@ def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def slim_node(raw: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a node the scheduler reads: a kubelet's status also lists its images, addresses
+    and daemon endpoints, and its conditions carry heartbeat times, none of which scheduling needs."""
+    status = raw.get("status")
+    if not isinstance(status, dict):
+        return raw
+    out = dict(raw)
+    out["status"] = {
+        "capacity": status.get("capacity") or {},
+        "allocatable": status.get("allocatable") or {},
+        "conditions": [
+            {k: c[k] for k in ("type", "status", "reason", "message") if k in c} for c in status.get("conditions") or () if isinstance(c, dict)
+        ],
+    }
+    return out
+
+
+_SLIM = {"Pod": slim_pod, "Node": slim_node}
+
+
 class Informer:
     """List + watch of one kind into a KubeStore."""
 
@@ -302,7 +322,8 @@ class KubeStore:
             return
         if cur is not None and cur_uid == uid and self._same_or_newer(kind, key, cur, raw):
             return
-        obj = codec.decode(res, raw if self.keep_raw or res.kind != "Pod" else slim_pod(raw))
+        slim = None if self.keep_raw else _SLIM.get(res.kind)
+        obj = codec.decode(res, raw if slim is None else slim(raw))
         if obj is None:
             return
         if cur is not None and cur_uid and uid and cur_uid != uid:

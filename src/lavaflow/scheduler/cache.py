@@ -81,6 +81,9 @@ class Decisions:
         return bool(self.binds or self.evictions or self.podgroups or self.queues)
 
 
+_PLAIN_SIGNATURE = json.dumps([[], None, []], sort_keys=True)  # no selector, node affinity or toleration
+
+
 class SchedulerCache:
     def __init__(self, scheduler_names: tuple[str, ...] = ("lavaflow", "volcano")) -> None:
         self.scheduler_names = scheduler_names
@@ -236,6 +239,8 @@ class SchedulerCache:
         if hit is not None and hit[0] is spec:
             return hit[1]
         aff = spec.affinity.node_affinity if spec.affinity is not None else None
+        if not spec.node_selector and aff is None and not spec.tolerations:
+            return _PLAIN_SIGNATURE
         key = json.dumps(
             [
                 sorted(spec.node_selector.items()),
