@@ -4,8 +4,10 @@ Skipped unless LAVAFLOW_TEST_KUBECONFIG names a kubeconfig of a disposable clust
 with etcd and no kubelets is enough: the fake kubelet here marks bound pods Running and then
 Succeeded, and finishes deletions). The CRDs are applied from deploy/crds; nodes, namespaces and
 objects made by a test are removed afterwards. kube-scheduler should be absent or not own the
-schedulerName "volcano". No admission webhook runs: objects are defaulted by lavaflow's admission
-code before being created, as the webhook would.
+schedulerName "volcano". Except in the webhook test, no admission webhook runs: objects are
+defaulted by lavaflow's admission code before being created, as the webhook would. The webhook test
+serves lavaflow's webhook on 127.0.0.1, so the API server must run on this machine (its
+configurations match only that test's namespace and labelled queues).
 """
 
 from __future__ import annotations
@@ -253,5 +255,90 @@ def test_killed_scheduler_restarts_on_a_real_api_server():
                 print(f"bound before the kill: {before}; by the first: {first.bound}, by the second: {second.bound}")
             finally:
                 await _cleanup(c.api, ns, nodes)
+
+    run(scenario())
+
+
+def test_admission_webhook_on_a_real_api_server(tmp_path):
+    """The API server itself calls `lavaflow webhook`'s server over TLS (a generated self-signed
+    certificate, its CA written into the webhook configurations): a Volcano Job gets Volcano's
+    defaults and keeps the fields lavaflow does not model; an invalid Job and a Queue under a
+    missing parent are refused with messages naming the object and the field."""
+    from lavaflow.kube.client import ApiError, KubeClient, load_config
+    from lavaflow.kube.manifests import webhook_objects
+    from lavaflow.kube.ops import delete_object
+    from lavaflow.kube.store import KubeStore
+    from lavaflow.kube.webhook import WebhookServer, patch_ca_bundle, self_signed
+
+    async def scenario():
+        suffix = uuid.uuid4().hex[:6]
+        ns = f"lavaflow-webhook-{suffix}"
+        name = f"lavaflow-webhook-{suffix}"
+        cfg = load_config(KUBECONFIG)
+        cfg.qps, cfg.burst = 0, 0
+        api = KubeClient(cfg)
+        store = KubeStore(api)
+        for kind in ("Queue", "PodGroup", "Namespace"):
+            store.inform(kind)
+        served = None
+        plurals = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations", "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
+        try:
+            await _install_crds(api)
+            await api.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            await store.start()
+            assert await store.wait_synced(20)
+            cert, key, ca = self_signed("lavaflow-webhook", ns, tmp_path)
+            served = await WebhookServer(store).serve("127.0.0.1", 0, cert, key)
+            for doc in webhook_objects(ns)[1:]:
+                doc["metadata"]["name"] = name
+                for wh in doc["webhooks"]:
+                    wh["clientConfig"] = {"url": f"https://127.0.0.1:{served.bound_port}{wh['clientConfig']['service']['path']}"}
+                    if wh["rules"][0]["resources"] == ["queues"]:  # cluster-scoped: only this test's queues
+                        wh["objectSelector"] = {"matchLabels": {"lavaflow-test": suffix}}
+                    else:
+                        wh["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+                await api.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plurals[doc['kind']]}", body=doc)
+            await patch_ca_bundle(api, [name], ca)
+            await asyncio.sleep(2)  # the API server picks up new webhook configurations
+
+            jobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
+            task = {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}]}}}
+            job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "mpi", "namespace": ns}, "spec": {"tasks": [task]}}
+            made = await api.request("POST", jobs, body=job)
+            spec = made["spec"]
+            assert spec["queue"] == "default" and spec["schedulerName"] == "volcano" and spec["minAvailable"] == 2
+            assert spec["maxRetry"] == 3 and spec["tasks"][0]["name"] == "default0"
+            assert spec["tasks"][0]["template"]["spec"]["containers"][0]["volumeMounts"] == [{"name": "x", "mountPath": "/x"}]
+
+            bad = {**job, "metadata": {"name": "too-many", "namespace": ns}, "spec": {"minAvailable": 5, "tasks": [task]}}
+            with pytest.raises(ApiError) as err:
+                await api.request("POST", jobs, body=bad)
+            assert err.value.status == 422
+            assert f"Job {ns}/too-many" in err.value.message and "minAvailable" in err.value.message
+
+            queue = {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": f"orphan-{suffix}", "labels": {"lavaflow-test": suffix}},
+                "spec": {"weight": 1, "parent": f"missing-{suffix}"},
+            }
+            with pytest.raises(ApiError) as err:
+                await api.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", body=queue)
+            assert f"Queue orphan-{suffix}" in err.value.message and "spec.parent" in err.value.message
+        finally:
+            for kind, plural in plurals.items():
+                try:
+                    await api.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
+                except ApiError:
+                    pass
+            if served is not None:
+                await served.cleanup()
+            await store.stop()
+            try:
+                await api.request("DELETE", f"/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs")
+            except ApiError:
+                pass
+            await delete_object(api, "Namespace", ns)
+            await api.close()
 
     run(scenario())
