@@ -233,6 +233,8 @@ def test_metrics_healthz_readyz_and_leader_election():
                         "lavaflow_pods_bound_per_second",
                         'lavaflow_pending_jobs{queue="default"}',
                         "lavaflow_preemptions_total",
+                        'lavaflow_writes_waiting{lane="decision"}',
+                        "lavaflow_events_dropped",
                     ):
                         assert name in text, name
                     for path in ("/healthz", "/readyz"):

@@ -73,6 +73,10 @@ class Dispatcher:
         self._events.append(work)
         self._kick()
 
+    def waiting(self) -> dict[str, int]:
+        """Writes not yet started, per lane."""
+        return {"decision": len(self._decisions), "status": len(self._status), "event": len(self._events)}
+
     @property
     def pending(self) -> int:
         return len(self._decisions) + len(self._status) + len(self._events)

@@ -38,6 +38,12 @@ class SchedulerMetrics:
         self.cycles = Counter("lavaflow_scheduling_cycles", "Scheduling cycles run.", registry=r)
         self.leader = Gauge("lavaflow_leader", "1 while this replica holds the leader lease.", registry=r)
         self.relists = Gauge("lavaflow_informer_relists", "Relists after 410 Gone, per kind.", ["kind"], registry=r)
+        self.writes_waiting = Gauge(
+            "lavaflow_writes_waiting", "API writes decided but not yet sent, per lane (decision, status, event).", ["lane"], registry=r
+        )
+        self.events_dropped = Gauge(
+            "lavaflow_events_dropped", "Events dropped because too many were waiting (since start).", registry=r
+        )
         self._binds: collections.deque[float] = collections.deque()
 
     def bound_one(self, created: float | None) -> None:
@@ -53,6 +59,11 @@ class SchedulerMetrics:
         while self._binds and self._binds[0] < now - 10:
             self._binds.popleft()
         self.bound_rate.set(len(self._binds) / 10.0)
+
+    def refresh_writes(self, waiting: dict[str, int], dropped: int) -> None:
+        for lane, n in waiting.items():
+            self.writes_waiting.labels(lane=lane).set(n)
+        self.events_dropped.set(dropped)
 
 
 class ControllerMetrics:

@@ -170,6 +170,7 @@ class KubeScheduler:
                 self._idle = 0
                 await self.cycle()
             self.metrics.refresh_rate()
+            self.metrics.refresh_writes(self.dispatch.waiting(), self.dispatch.events_dropped)
             left = self.period - (time.monotonic() - started)
             try:
                 await asyncio.wait_for(stop.wait(), max(left, 0.0))
