@@ -200,3 +200,32 @@ def test_a_failed_status_write_is_decided_and_written_again():
             double.stop()
 
     run(scenario())
+
+
+def test_a_scheduler_that_loses_leadership_drops_what_it_has_not_sent():
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        try:
+            s = await _scheduler(double)
+            gate = asyncio.Event()
+
+            async def stuck():
+                await gate.wait()
+
+            s.dispatch.workers = 1
+            s.dispatch.decision(stuck)  # occupies the only worker
+            s._bind_now("ns/p-0", "n0")
+            s._bind_now("ns/p-1", "n1")
+            await asyncio.sleep(0.05)
+            assert s.dispatch.waiting()["decision"] == 2
+            await s.step_down()
+            gate.set()
+            await asyncio.sleep(0.1)
+            assert s.dispatch.pending == 0 and not s.inflight
+            assert double.counts["bind/Pod"] == 0
+            await s.shutdown(1)
+            await s.client.close()
+        finally:
+            double.stop()
+
+    run(scenario())

@@ -38,7 +38,7 @@ from ..store.base import DELETED
 from . import codec
 from .client import STRATEGIC_PATCH, ApiError, KubeClient
 from .dispatch import Dispatcher
-from .leader import LeaderElector, lead
+from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
 from .resources import resource
 from .store import KubeStore
@@ -145,7 +145,19 @@ class KubeScheduler:
         if self.elector is None:
             await self._loop(stop)
             return
-        await lead(self.elector, lambda: self._loop(stop), stop, self.metrics.leader)
+        try:
+            await lead(self.elector, lambda: self._loop(stop), stop, self.metrics.leader)
+        except LostLeadership:
+            await self.step_down()
+            raise
+
+    async def step_down(self) -> None:
+        """Leadership lost: whatever was decided and not yet sent is dropped, not drained, since
+        the new leader decides from its own view and two leaders' bindings could overcommit."""
+        dropped = self.dispatch.waiting()
+        await self.dispatch.stop()
+        self.inflight.clear()
+        log.warning("lost leadership; dropped unsent writes %s", dropped)
 
     async def shutdown(self, drain: float = 10.0) -> None:
         """Graceful stop: let running binds finish, release the lease, stop watching."""
