@@ -77,3 +77,60 @@ def test_mpijob_without_min_max_is_rejected(tmp_path):
     )
     with pytest.raises(WorkloadError, match="MIN_NUM_PROC"):
         read_k8s(f)
+
+
+CLUSTER = """\
+apiVersion: sim.lavaflow.io/v1alpha1
+kind: NodeGroup
+metadata: {name: steady}
+spec: {count: 12, capacity: {nvidia.com/gpu: 4}}
+---
+apiVersion: sim.lavaflow.io/v1alpha1
+kind: NodeGroup
+metadata:
+  name: flaky
+  annotations: {ANNOTATIONS}
+spec: {count: 4, capacity: {nvidia.com/gpu: 4}}
+"""
+
+
+def _cluster(tmp_path, annotations: str) -> Path:
+    f = tmp_path / "cluster.yaml"
+    f.write_text(CLUSTER.replace("{ANNOTATIONS}", annotations))
+    return f
+
+
+def test_cluster_node_failures_and_recoveries_are_replayed(tmp_path):
+    from lavaflow.elastic.k8s import read_k8s_cluster
+
+    faulty = _cluster(tmp_path, "{sim.lavaflow.io/fail-at: 30m, sim.lavaflow.io/recover-at: 3h}")
+    nodes, events = read_k8s_cluster(faulty)
+    assert len(nodes) == 16
+    assert sorted((e.time, e.up) for e in events) == [(1800.0, False)] * 4 + [(10800.0, True)] * 4
+    assert {e.node.name for e in events} == {f"flaky-{i}" for i in range(4)}
+
+    def avg_jct(cluster: Path) -> float:
+        p = cli("--workload", str(W1), "--cluster", str(cluster), "--policy", "Tiresias", "--output", "json")
+        assert p.returncode == 0, p.stderr
+        (res,) = json.loads(p.stdout)["results"]
+        assert res["completed"] == 160
+        return res["avg_jct"]
+
+    steady = tmp_path / "steady"
+    steady.mkdir()
+    # a quarter of the GPUs gone for 2.5 hours: jobs finish later
+    assert avg_jct(faulty) > avg_jct(_cluster(steady, "{}"))
+
+
+@pytest.mark.parametrize(
+    "annotations, field, msg",
+    [
+        ("{sim.lavaflow.io/fail-at: soon}", "sim.lavaflow.io/fail-at", ""),
+        ("{sim.lavaflow.io/fail-at: 2h, sim.lavaflow.io/recover-at: 1h}", "sim.lavaflow.io/recover-at", "must be later than"),
+    ],
+)
+def test_bad_node_fault_annotations_name_file_and_field(tmp_path, annotations, field, msg):
+    f = _cluster(tmp_path, annotations)
+    p = cli("--workload", str(W1), "--cluster", str(f))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert str(f) in p.stderr and f"metadata.annotations[{field}]" in p.stderr and msg in p.stderr

@@ -80,13 +80,14 @@ def run_workload(
     if gpus_per_node < 1:
         problems.append(f"--gpus-per-node: must be >= 1, got {gpus_per_node}")
     cl: Cluster | None = None
+    node_events: list = []
     if cluster is not None and gpu_types is not None:
         problems.append("--cluster and --gpu-types are exclusive")
     elif cluster is not None:
         try:
-            from .k8s import read_k8s
+            from .k8s import read_k8s_cluster
 
-            _, nds = read_k8s(cluster)
+            nds, node_events = read_k8s_cluster(cluster)
             if not nds:
                 problems.append(f"{cluster}: no Node or NodeGroup with {'nvidia.com/gpu'} capacity")
             cl = Cluster(list(nds))
@@ -108,11 +109,12 @@ def run_workload(
     try:
         jobs = read_workload(workload, max_gpus=cl.total_gpus)
         if workload.suffix.lower() in (".yaml", ".yml") and cluster is None and gpu_types is None:
-            from .k8s import read_k8s
+            from .k8s import read_k8s_cluster
 
-            _, nds = read_k8s(workload)
+            nds, evs = read_k8s_cluster(workload)
             if nds:
                 cl = Cluster(list(nds))
+                node_events = evs
     except WorkloadError as exc:
         raise _invalid([str(exc)]) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -124,12 +126,13 @@ def run_workload(
            for j in jobs if j.gpu_type is not None and j.gpu_type not in types]
     if bad:
         raise _invalid(bad[:20])
-    results = run_policies(jobs, cl, names, resched_interval=interval, resize_cost=cost)
+    results = run_policies(jobs, cl, names, resched_interval=interval, resize_cost=cost, node_events=node_events)
     if output == "json":
         out.write(json.dumps(to_json(results), indent=2, default=str) + "\n")
     else:
         gtxt = ", ".join(f"{t}: {n}" for t, n in sorted(cl.capacity.items()))
-        out.write(f"{len(jobs)} jobs from {workload}; {len(cl.nodes)} nodes, GPUs {gtxt}; "
+        faults = f" ({len(node_events)} node failures/recoveries)" if node_events else ""
+        out.write(f"{len(jobs)} jobs from {workload}; {len(cl.nodes)} nodes{faults}, GPUs {gtxt}; "
                   f"resize interval {interval:g}s, resize cost {cost:g}s\n")
         out.write(format_table(results) + "\n")
     if report is not None:

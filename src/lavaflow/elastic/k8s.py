@@ -17,7 +17,10 @@ Speed, from annotations (one of):
   interpolated (:class:`~lavaflow.elastic.speed.TabulatedJobSpeed`), never filled with placeholders.
 Submission time: ``sim.lavaflow.io/submit-at`` (duration, default 0).
 Nodes: ``Node`` objects (``status.capacity['nvidia.com/gpu']``, accelerator label) or lavaflow
-``NodeGroup`` objects (``spec.count``, ``spec.capacity``, ``spec.labels``).
+``NodeGroup`` objects (``spec.count``, ``spec.capacity``, ``spec.labels``). As in the cluster
+simulator, ``sim.lavaflow.io/fail-at`` takes a node (every node of a group) out of the cluster at
+that time, its workers lost, and ``sim.lavaflow.io/recover-at`` brings it back (a node with only
+``recover-at`` is there from the start).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import yaml
 
 from .job import ElasticJobSpec
 from .placement import Node
+from .sim import NodeEvent
 from .speed import POLLUX_APPS, PolluxJobSpeed, pollux_app
 from .workload import WorkloadError
 
@@ -215,10 +219,48 @@ def volcano_job_spec(path: str, line: int, doc: dict) -> ElasticJobSpec | None:
     )
 
 
+FAIL_AT = "sim.lavaflow.io/fail-at"
+RECOVER_AT = "sim.lavaflow.io/recover-at"
+
+
+def _node_events(path: str, line: int, meta: dict[str, Any], nodes: list[Node]) -> list[NodeEvent]:
+    from ..sim.annotations import parse_duration
+
+    ann = meta.get("annotations") or {}
+    times: dict[str, float] = {}
+    for key in (FAIL_AT, RECOVER_AT):
+        if key in ann:
+            try:
+                times[key] = parse_duration(str(ann[key]))
+            except ValueError as exc:
+                raise WorkloadError(path, line, f"metadata.annotations[{key}]", str(exc)) from None
+    fail, recover = times.get(FAIL_AT), times.get(RECOVER_AT)
+    if fail is None:
+        return []
+    if recover is not None and recover <= fail:
+        raise WorkloadError(path, line, f"metadata.annotations[{RECOVER_AT}]", f"must be later than {FAIL_AT}")
+    out = [NodeEvent(fail, n, False) for n in nodes]
+    if recover is not None:
+        out += [NodeEvent(recover, n, True) for n in nodes]
+    return out
+
+
 def read_k8s(path: Path | str) -> tuple[list[ElasticJobSpec], list[Node]]:
+    jobs, nodes, _ = read_k8s_all(path)
+    return jobs, nodes
+
+
+def read_k8s_cluster(path: Path | str) -> tuple[list[Node], list[NodeEvent]]:
+    """The nodes of a YAML file and their fail-at / recover-at events."""
+    _, nodes, events = read_k8s_all(path)
+    return nodes, events
+
+
+def read_k8s_all(path: Path | str) -> tuple[list[ElasticJobSpec], list[Node], list[NodeEvent]]:
     p = Path(path)
     jobs: list[ElasticJobSpec] = []
     nodes: list[Node] = []
+    events: list[NodeEvent] = []
     for line, doc in _docs(p):
         if not isinstance(doc, dict):
             raise WorkloadError(str(p), line, None, "expected a mapping (a Kubernetes object)")
@@ -235,15 +277,19 @@ def read_k8s(path: Path | str) -> tuple[list[ElasticJobSpec], list[Node]]:
             cap = ((doc.get("status") or {}).get("capacity") or {}).get(GPU, 0)
             g = _int(str(p), line, f"status.capacity.{GPU}", cap, 0)
             if g:
-                nodes.append(Node(meta.get("name") or f"node-{line}", g, _accel(meta.get("labels")) or "default"))
+                made = [Node(meta.get("name") or f"node-{line}", g, _accel(meta.get("labels")) or "default")]
+                nodes += made
+                events += _node_events(str(p), line, meta, made)
         elif kind == "NodeGroup":
             spec = doc.get("spec") or {}
             g = _int(str(p), line, f"spec.capacity.{GPU}", (spec.get("capacity") or {}).get(GPU, 0), 0)
             count = _int(str(p), line, "spec.count", spec.get("count", 1), 0)
             t = _accel(spec.get("labels")) or _accel(meta.get("labels")) or "default"
             if g:
-                nodes += [Node(f"{meta.get('name', 'group')}-{i}", g, t) for i in range(count)]
-    return jobs, nodes
+                made = [Node(f"{meta.get('name', 'group')}-{i}", g, t) for i in range(count)]
+                nodes += made
+                events += _node_events(str(p), line, meta, made)
+    return jobs, nodes, events
 
 
 def read_k8s_jobs(path: Path | str, max_gpus: int | None = None) -> list[ElasticJobSpec]:
