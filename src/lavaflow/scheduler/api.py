@@ -35,6 +35,9 @@ class TaskStatus(enum.IntEnum):
     UNKNOWN = 9
 
 
+assert (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND) == (0, 1, 2, 3, 4)
+assert (TaskStatus.RUNNING, TaskStatus.SUCCEEDED) == (5, 7)  # JobInfo.ready_num indexes counts by these numbers
+
 # Statuses holding resources on a node.
 OCCUPYING = frozenset(
     {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING}
@@ -129,26 +132,23 @@ class JobInfo:
 
     @property
     def ready_num(self) -> int:
+        # plain int indices: this runs inside every job comparison of a session
         c = self.counts
-        return (
-            c[TaskStatus.ALLOCATED]
-            + c[TaskStatus.BINDING]
-            + c[TaskStatus.BOUND]
-            + c[TaskStatus.RUNNING]
-            + c[TaskStatus.SUCCEEDED]
-        )
+        return c[1] + c[3] + c[4] + c[5] + c[7]  # ALLOCATED, BINDING, BOUND, RUNNING, SUCCEEDED
 
     @property
     def waiting_num(self) -> int:
-        return self.counts[TaskStatus.PIPELINED]
+        return self.counts[2]  # PIPELINED
 
     def pending_best_effort_num(self) -> int:
-        if self.counts[TaskStatus.PENDING] == 0:
+        if self.counts[0] == 0:  # PENDING
             return 0
         return self.be_pending
 
     def is_ready(self) -> bool:
-        return self.ready_num + self.pending_best_effort_num() >= self.min_available
+        c = self.counts
+        ready = c[1] + c[3] + c[4] + c[5] + c[7]
+        return ready + (self.be_pending if c[0] else 0) >= self.min_available
 
     def is_pipelined(self) -> bool:
         return self.waiting_num + self.ready_num + self.pending_best_effort_num() >= self.min_available

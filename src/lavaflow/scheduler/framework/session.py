@@ -67,6 +67,7 @@ class Session:
             job.sphase = job.phase
         self._static_cache: dict[Any, np.ndarray] = cache.static_masks
         self._tier_cache: dict[tuple[str, str | None], list[list[tuple[str, Callable]]]] = {}
+        self._order_fns: dict[str, tuple[Callable, ...]] = {}
         self._score_keys: dict[str, Callable | None] = {}
         # Per task class: (node-set key, epoch, scores over all nodes); see _class_scores.
         self._score_cache: dict[Any, list] = {}
@@ -123,6 +124,7 @@ class Session:
     def _add(self, point: str, name: str, fn: Callable) -> None:
         self.fns.setdefault(point, {})[name] = fn
         self._tier_cache.clear()
+        self._order_fns.clear()
         self._score_cache.clear()
 
     def add_job_order_fn(self, name: str, fn: Callable) -> None:
@@ -211,11 +213,14 @@ class Session:
         return out
 
     def _order(self, point: str, left: Any, right: Any) -> int:
-        for tier in self._tiered(point):
-            for _, fn in tier:
-                r = fn(left, right)
-                if r != 0:
-                    return r
+        # Orders combine as "the first non-zero answer in tier order", so the tiers flatten.
+        fns = self._order_fns.get(point)
+        if fns is None:
+            fns = self._order_fns[point] = tuple(fn for tier in self._tiered(point) for _, fn in tier)
+        for fn in fns:
+            r = fn(left, right)
+            if r != 0:
+                return r
         return 0
 
     def job_order(self, left: JobInfo, right: JobInfo) -> int:

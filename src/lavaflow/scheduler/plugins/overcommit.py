@@ -41,6 +41,7 @@ class OvercommitPlugin(Plugin):
         for job in ssn.jobs.values():
             self.inqueue += reserved_by_admission(job, width)
         limit = ssn.total * factor - used
+        messages: dict[tuple[bytes, bytes], str] = {}  # many waiting jobs ask for the same amounts
 
         def enqueueable(job) -> int:
             if job.min_resources is None:
@@ -56,11 +57,15 @@ class OvercommitPlugin(Plugin):
                 # take back what it deserves) or lower-priority work can be preempted for it:
                 # leave the decision to the queue plugins.
                 return ABSTAIN
-            free = np.maximum(limit - self.inqueue, 0.0)
-            job.job_fit_errors = (
-                f"minResources ({describe(ssn.index, req)}) exceed what the cluster can admit "
-                f"(overcommit factor {factor:g}: {describe(ssn.index, np.where(dims, free, 0))} left)"
-            )
+            free = np.where(dims, np.maximum(limit - self.inqueue, 0.0), 0.0)
+            key = (req.tobytes(), free.tobytes())
+            msg = messages.get(key)
+            if msg is None:
+                msg = messages[key] = (
+                    f"minResources ({describe(ssn.index, req)}) exceed what the cluster can admit "
+                    f"(overcommit factor {factor:g}: {describe(ssn.index, free)} left)"
+                )
+            job.job_fit_errors = msg
             return REJECT
 
         def enqueued(job) -> None:
