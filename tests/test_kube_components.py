@@ -338,3 +338,34 @@ def test_pods_listed_before_their_node_still_count_in_its_use():
     i = s.cache.nodes.pos["n0"]
     assert s.cache.nodes.used[i][CPU] == 2.0
     s.cache.check_consistency()
+
+
+def test_the_schedulers_pods_keep_only_what_scheduling_reads():
+    from lavaflow.kube.store import slim_pod
+
+    raw = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "labels": {"app": "x"},
+            "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j", "uid": "u"}],
+            "managedFields": [{"manager": "kubectl"}],
+            "finalizers": ["x/y"],
+        },
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "env": [{"name": "A", "value": "1"}], "resources": {"requests": {"cpu": "1"}}}],
+            "volumes": [{"name": "v", "emptyDir": {}}],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [{"name": "c", "ready": True}],
+        },
+    }
+    slim = slim_pod(raw)
+    assert slim["metadata"] == {"name": "p", "namespace": "ns", "labels": {"app": "x"}}
+    assert slim["spec"] == {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    assert slim["status"] == {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    assert "ownerReferences" in raw["metadata"] and len(raw["status"]["conditions"]) == 2  # the input is untouched

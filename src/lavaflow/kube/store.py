@@ -75,13 +75,20 @@ def _strip(raw: dict[str, Any]) -> dict[str, Any]:
 _CONTAINER_KEEP = ("name", "resources", "restartPolicy", "ports")
 
 
+_META_DROP = ("managedFields", "ownerReferences", "finalizers")
+
+
 def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a pod the scheduler reads (memory at 150,000 pods): containers keep only
-    name, resources, restartPolicy and ports; status keeps phase, conditions and startTime."""
+    """The parts of a pod the scheduler reads (memory at 150,000 pods): metadata without owner
+    references, finalizers and managed fields; containers keep only name, resources, restartPolicy
+    and ports; status keeps phase, startTime and the PodScheduled condition."""
     spec = raw.get("spec")
     if not isinstance(spec, dict):
         return raw
     out = dict(raw)
+    meta = raw.get("metadata")
+    if isinstance(meta, dict) and any(k in meta for k in _META_DROP):
+        out["metadata"] = {k: v for k, v in meta.items() if k not in _META_DROP}
     spec = dict(spec)
     for key in ("containers", "initContainers"):
         if key in spec:
@@ -90,8 +97,10 @@ def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
     out["spec"] = spec
     status = raw.get("status")
     if isinstance(status, dict):
-        out["status"] = {k: status[k] for k in ("phase", "conditions", "startTime", "reason", "message", "containerStatuses") if k in status}
-        out["status"].pop("containerStatuses", None)
+        out["status"] = {k: status[k] for k in ("phase", "startTime", "reason", "message") if k in status}
+        scheduled = [c for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "PodScheduled"]
+        if scheduled:
+            out["status"]["conditions"] = scheduled
     return out
 
 
