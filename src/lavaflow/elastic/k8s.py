@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from ..sim.annotations import FAIL_AT, RECOVER_AT, parse_duration
 from .job import ElasticJobSpec
 from .placement import Node
 from .sim import NodeEvent
@@ -219,13 +220,7 @@ def volcano_job_spec(path: str, line: int, doc: dict) -> ElasticJobSpec | None:
     )
 
 
-FAIL_AT = "sim.lavaflow.io/fail-at"
-RECOVER_AT = "sim.lavaflow.io/recover-at"
-
-
 def _node_events(path: str, line: int, meta: dict[str, Any], nodes: list[Node]) -> list[NodeEvent]:
-    from ..sim.annotations import parse_duration
-
     ann = meta.get("annotations") or {}
     times: dict[str, float] = {}
     for key in (FAIL_AT, RECOVER_AT):

@@ -342,13 +342,10 @@ class KubeScheduler:
             if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("PodGroup %s status: %s: %s", key, type(exc).__name__, exc)
             async with self.store.lock:
-                if self.pg_wanted.get(key) is status:
-                    del self.pg_wanted[key]
-                    if old is not None:
-                        self.cache.on_podgroup(self.store.get("PodGroup", key) or old)
+                if _settle(self.pg_wanted, key, status) and old is not None:
+                    self.cache.on_podgroup(self.store.get("PodGroup", key) or old)
             return
-        if self.pg_wanted.get(key) is status:
-            del self.pg_wanted[key]
+        _settle(self.pg_wanted, key, status)
         await self._observe("PodGroup", raw)
         cond = next((c for c in status.get("conditions", []) if c.get("status") == "True"), None)
         if cond is None:
@@ -377,11 +374,9 @@ class KubeScheduler:
         except Exception as exc:  # the next cycle decides again
             if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("Queue %s status: %s: %s", name, type(exc).__name__, exc)
-            if self.queue_wanted.get(name) is status:
-                del self.queue_wanted[name]
+            _settle(self.queue_wanted, name, status)
             return
-        if self.queue_wanted.get(name) is status:
-            del self.queue_wanted[name]
+        _settle(self.queue_wanted, name, status)
         await self._observe("Queue", raw)
 
     async def _pod_unschedulable(self, key: str) -> None:
@@ -407,11 +402,9 @@ class KubeScheduler:
         except Exception as exc:
             if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("pod %s condition: %s: %s", key, type(exc).__name__, exc)
-            if self.condition_wanted.get(key) == message:
-                del self.condition_wanted[key]
+            _settle(self.condition_wanted, key, message)
             return
-        if self.condition_wanted.get(key) == message:
-            del self.condition_wanted[key]
+        _settle(self.condition_wanted, key, message)
         await self._observe("Pod", raw)
         self._event_later("Pod", key, "Warning", "FailedScheduling", message)
 
@@ -431,6 +424,14 @@ def _reason_label(reason: str) -> str:
         if word in low:
             return word
     return "other"
+
+
+def _settle(wanted: dict[str, Any], key: str, value: Any) -> bool:
+    """A write of ``value`` ended: forget it, unless a newer value is waiting (True if forgotten)."""
+    if wanted.get(key) == value:
+        del wanted[key]
+        return True
+    return False
 
 
 def _with_status(pg: Any, status: dict[str, Any]) -> Any:

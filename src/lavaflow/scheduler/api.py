@@ -35,8 +35,19 @@ class TaskStatus(enum.IntEnum):
     UNKNOWN = 9
 
 
-assert (TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.BINDING, TaskStatus.BOUND) == (0, 1, 2, 3, 4)
-assert (TaskStatus.RUNNING, TaskStatus.SUCCEEDED) == (5, 7)  # JobInfo.ready_num indexes counts by these numbers
+# Plain ints for indexing JobInfo.counts inside job comparisons (an IntEnum index costs more).
+_PENDING, _ALLOCATED, _PIPELINED, _BINDING, _BOUND, _RUNNING, _SUCCEEDED = (
+    int(s)
+    for s in (
+        TaskStatus.PENDING,
+        TaskStatus.ALLOCATED,
+        TaskStatus.PIPELINED,
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.SUCCEEDED,
+    )
+)
 
 # Statuses holding resources on a node.
 OCCUPYING = frozenset(
@@ -132,23 +143,21 @@ class JobInfo:
 
     @property
     def ready_num(self) -> int:
-        # plain int indices: this runs inside every job comparison of a session
         c = self.counts
-        return c[1] + c[3] + c[4] + c[5] + c[7]  # ALLOCATED, BINDING, BOUND, RUNNING, SUCCEEDED
+        return c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING] + c[_SUCCEEDED]
 
     @property
     def waiting_num(self) -> int:
-        return self.counts[2]  # PIPELINED
+        return self.counts[_PIPELINED]
 
     def pending_best_effort_num(self) -> int:
-        if self.counts[0] == 0:  # PENDING
-            return 0
-        return self.be_pending
+        return self.be_pending if self.counts[_PENDING] else 0
 
     def is_ready(self) -> bool:
+        # ready_num + pending_best_effort_num(), spelled out: it runs in every job comparison
         c = self.counts
-        ready = c[1] + c[3] + c[4] + c[5] + c[7]
-        return ready + (self.be_pending if c[0] else 0) >= self.min_available
+        ready = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING] + c[_SUCCEEDED]
+        return ready + (self.be_pending if c[_PENDING] else 0) >= self.min_available
 
     def is_pipelined(self) -> bool:
         return self.waiting_num + self.ready_num + self.pending_best_effort_num() >= self.min_available
