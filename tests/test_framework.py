@@ -720,3 +720,22 @@ def test_pods_bound_to_a_node_seen_later_count_once_the_node_arrives():
     i = cache.nodes.pos["n1"]
     assert cache.nodes.used[i][0] == 3.0  # 2 of ours + 1 of another scheduler; the deleted pod is gone
     cache.check_consistency()
+
+
+def test_on_bind_receives_each_jobs_binds_as_its_statement_commits():
+    """A backend that binds while the session goes on (Kubernetes) sets cache.on_bind: the binds
+    reach it, in commit order, before the session ends, and not through decisions.binds."""
+    from scheduler_helpers import run_cycle
+
+    cache = make_cache(
+        [make_node("n1", 8, "16Gi")],
+        pgs=[make_pg("j1", 2), make_pg("j2", 1)],
+        pods=[make_pod("a", "j1", cpu=1), make_pod("b", "j1", cpu=1), make_pod("c", "j2", cpu=1)],
+    )
+    seen: list[tuple[str, str]] = []
+    cache.on_bind = lambda key, node: seen.append((key, node))
+    _, d = run_cycle(cache)
+    assert sorted(seen) == [("default/a", "n1"), ("default/b", "n1"), ("default/c", "n1")]
+    order = [k for k, _ in seen]
+    assert abs(order.index("default/a") - order.index("default/b")) == 1  # a gang's binds leave together
+    assert d.binds == []
