@@ -33,11 +33,11 @@ from scheduler_helpers import (
 # ---------------------------------------------------------------------------- configuration
 
 
-def test_default_conf_is_volcanos_shipped_default():
+def test_default_conf_is_volcanos_shipped_default_plus_elastic():
     conf = load_scheduler_conf()
-    assert conf.action_names == ["enqueue", "allocate", "backfill"]
+    assert conf.action_names == ["enqueue", "elastic", "allocate", "backfill"]
     assert [[p.name for p in t.plugins] for t in conf.tiers] == [
-        ["priority", "gang", "conformance"],
+        ["priority", "gang", "conformance", "elastic"],
         ["overcommit", "drf", "predicates", "proportion", "nodeorder", "binpack"],
     ]
     opts = {p.name: p for t in conf.tiers for p in t.plugins}

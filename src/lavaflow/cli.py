@@ -35,12 +35,19 @@ def _fmt_pct(v: float | None) -> str:
 
 
 def _load(files: list[Path], config: Path | None):
-    from .api.loader import InputError, load_files
+    from .api.loader import InputError, Problems, load_files
     from .scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
     from .sim.inputs import prepare
+    from .sim.traces import is_trace, load_traces
 
     try:
-        sim_input = prepare(load_files([str(f) for f in files]))
+        loaded = load_files([str(f) for f in files if not is_trace(f)])
+        traces = [str(f) for f in files if is_trace(f)]
+        if traces:
+            problems = Problems()
+            loaded += load_traces(traces, loaded, problems)
+            problems.raise_if_any()
+        sim_input = prepare(loaded)
     except InputError as exc:
         raise Invalid(exc.problems) from None
     conf = None
@@ -53,32 +60,89 @@ def _load(files: list[Path], config: Path | None):
             conf = load_scheduler_conf(text)
         except SchedulerConfError as exc:
             raise Invalid([f"{config}: {p + ': ' if p else ''}{m}" for p, m in exc.problems]) from None
+    elif sim_input.conf_text is not None:
+        conf = load_scheduler_conf(sim_input.conf_text)
     return sim_input, conf
 
 
-def _run(files, config, scheduler, seed, until, default_duration, show_progress: bool):
+def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | None):
+    """The configuration with the elastic plugin's policy / interval / cost overridden."""
+    from .scheduler.framework.conf import load_scheduler_conf
+
+    conf = conf if conf is not None else load_scheduler_conf()
+    if policy is None and interval is None and cost is None:
+        return conf
+    conf = conf.model_copy(deep=True)
+    opt = next((p for t in conf.tiers for p in t.plugins if p.name == "elastic"), None)
+    if opt is None or "elastic" not in conf.action_names:
+        flag = "--policy" if policy is not None else "--resize-interval" if interval is not None else "--resize-cost"
+        raise Invalid([f"{flag}: the scheduler configuration does not enable elastic scheduling "
+                       "(add 'elastic' to actions and '- name: elastic' to a tier)"])
+    for key, value in (("elastic.policy", policy), ("elastic.resizeInterval", interval), ("elastic.resizeCost", cost)):
+        if value is not None:
+            opt.arguments[key] = value
+    return conf
+
+
+def _run(files, config, scheduler, seed, until, default_duration, show_progress: bool,
+         policy: str | None = None, interval: str | None = None, cost: str | None = None):
+    import time as _time
+
     from .sim.engine import Simulation
 
     sim_input, conf = _load(files, config)
-    sim = Simulation(sim_input, scheduler=scheduler, conf=conf, seed=seed, until=until, default_duration=default_duration)
+    if scheduler == "lavaflow":
+        conf = _elastic_conf(conf, policy, interval, cost)
+    pause = 30.0
+    if cost is not None:
+        from .sim.annotations import parse_duration
+
+        pause = parse_duration(cost)
+    t0 = _time.perf_counter()
+    sim = Simulation(sim_input, scheduler=scheduler, conf=conf, seed=seed, until=until,
+                     default_duration=default_duration, restart_pause=pause)
+    label = scheduler if policy is None else f"{scheduler} ({policy})"
     if not show_progress:
-        return sim.run()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        result = sim.run()
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    with Progress(
-        TextColumn(f"[bold]{scheduler}[/bold]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("jobs finished · t={task.fields[t]}s"),
-        console=err,
-        transient=True,
-    ) as progress:
-        tid = progress.add_task("simulate", total=None, t=0)
+        with Progress(
+            TextColumn(f"[bold]{label}[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("jobs finished · t={task.fields[t]}s"),
+            console=err,
+            transient=True,
+        ) as progress:
+            tid = progress.add_task("simulate", total=None, t=0)
 
-        def cb(now: float, done: int, total: int) -> None:
-            progress.update(tid, completed=done, total=total or None, t=f"{now:.0f}")
+            def cb(now: float, done: int, total: int) -> None:
+                progress.update(tid, completed=done, total=total or None, t=f"{now:.0f}")
 
-        return sim.run(progress=cb)
+            result = sim.run(progress=cb)
+    elastic = None
+    if sim.training.jobs:
+        elastic = sim.training.result(sim.elastic_policy_name() or "-", _time.perf_counter() - t0)
+        result["elastic"] = _elastic_json(elastic, sim)
+        if policy is not None:
+            result["scheduler"] = label
+    return result, elastic
+
+
+def _elastic_json(res, sim) -> dict:
+    s = res.summary()
+    s.pop("wall_seconds", None)
+    s["clairvoyant"] = sim.elastic_policy_clairvoyant()
+    return {
+        "summary": s,
+        "jobs": [
+            {"name": j.name, "application": j.application, "submit": j.submit, "start": j.start, "finish": j.finish,
+             "jct": j.jct, "resizes": j.resizes, "halts": j.halts, "migrations": j.migrations,
+             "gpuSeconds": j.gpu_seconds, "workers": [[t, n, ty] for t, n, ty in j.history]}
+            for j in res.jobs
+        ],
+    }
 
 
 def _job_table(result: dict) -> Table:
@@ -158,29 +222,18 @@ def simulate(
     output: Annotated[str, typer.Option(help="table or json")] = "table",
     report: Annotated[Optional[Path], typer.Option(help="write an HTML report here")] = None,  # noqa: UP007
     explain: Annotated[Optional[str], typer.Option(help="NAMESPACE/JOB: print the decision history of one job")] = None,  # noqa: UP007
-    workload: Annotated[Optional[Path], typer.Option(help="elastic GPU trace (Pollux/Philly/Gavel CSV, MPIJob/Volcano YAML) to replay")] = None,  # noqa: UP007
-    policy: Annotated[Optional[str], typer.Option(help="with --workload: allocation policy (default Lavaflow)")] = None,  # noqa: UP007
-    compare_policies: Annotated[Optional[str], typer.Option(help="with --workload: comma-separated policies to compare")] = None,  # noqa: UP007
-    nodes: Annotated[int, typer.Option(help="with --workload: GPU nodes")] = 16,
-    gpus_per_node: Annotated[int, typer.Option(help="with --workload: GPUs per node")] = 4,
-    cluster: Annotated[Optional[Path], typer.Option(help="with --workload: YAML with Node/NodeGroup objects")] = None,  # noqa: UP007
-    gpu_types: Annotated[Optional[str], typer.Option(help="with --workload: nodes per GPU type, e.g. k80:4,p100:4,v100:4")] = None,  # noqa: UP007
-    resize_interval: Annotated[str, typer.Option(help="with --workload: minimum time between reschedules")] = "30s",
-    resize_cost: Annotated[str, typer.Option(help="with --workload: pause per start/resize/migration")] = "30s",
+    policy: Annotated[Optional[str], typer.Option(help="elastic policy for training jobs (elastic.policy): Lavaflow, ElasticSRJF, Tiresias, ...")] = None,  # noqa: UP007
+    compare_policies: Annotated[Optional[str], typer.Option(help="run once per elastic policy (comma-separated) and compare them")] = None,  # noqa: UP007
+    resize_interval: Annotated[Optional[str], typer.Option(help="elastic.resizeInterval: at most one reschedule per interval (default 30s)")] = None,  # noqa: UP007
+    resize_cost: Annotated[Optional[str], typer.Option(help="pause of a training job per start/resize/migration, also the policy's elastic.resizeCost (default 30s)")] = None,  # noqa: UP007
+    workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
     from .sim.annotations import parse_duration
 
-    if workload is not None:
-        from .elastic.cli import run_workload
-
-        if files:
-            raise Invalid(["--workload replays a trace: give no YAML files with it"])
-        run_workload(workload, policy, compare_policies, nodes, gpus_per_node, cluster, gpu_types,
-                     resize_interval, resize_cost, report, output)
-        return
+    files = list(files or []) + ([workload] if workload is not None else [])
     if not files:
-        raise Invalid(["simulate: give YAML files, or --workload FILE"])
+        raise Invalid(["simulate: give input files (YAML objects, or Pollux / Philly / Gavel CSV traces)"])
 
     problems = []
     if scheduler not in ("lavaflow", "kube-default"):
@@ -196,11 +249,42 @@ def simulate(
         dd = parse_duration(default_duration, allow_inf=True)
     except ValueError as exc:
         problems.append(f"--default-duration: {exc}")
+    for flag, value in (("--resize-interval", resize_interval), ("--resize-cost", resize_cost)):
+        if value is not None:
+            try:
+                parse_duration(value)
+            except ValueError as exc:
+                problems.append(f"{flag}: {exc}")
+    policies: list[str | None] = [policy]
+    if compare_policies is not None or policy is not None:
+        from .elastic.policies import POLICY_NAMES, resolve_name
+
+        raw = [p for p in (compare_policies or "").split(",") if p.strip()] if compare_policies is not None else [policy]
+        flag = "--compare-policies" if compare_policies is not None else "--policy"
+        policies = []
+        for p in raw:
+            try:
+                policies.append(resolve_name(p))
+            except KeyError:
+                problems.append(f"{flag}: unknown policy {p.strip()!r} (choose from {', '.join(POLICY_NAMES)})")
+        if not raw:
+            problems.append("--compare-policies: name at least one policy")
+        if compare and compare_policies is not None:
+            problems.append("--compare and --compare-policies cannot be combined")
     if problems:
         raise Invalid(problems)
     schedulers = ["kube-default", "lavaflow"] if compare else [scheduler]
     tty = sys.stderr.isatty() and output == "table"
-    results = [_run(files, config, s, seed, until_s, dd, tty) for s in schedulers]
+    runs = []
+    for s in schedulers:
+        for pol in (policies if s == "lavaflow" else [None]):
+            runs.append(_run(files, config, s, seed, until_s, dd, tty, pol, resize_interval, resize_cost))
+    results = [r for r, _ in runs]
+    elastic = [e for _, e in runs if e is not None]
+    if explain is not None:
+        problems = [p for r in results for p in [_explain_problem(r, explain)] if p]
+        if len(problems) == len(results):
+            raise Invalid([problems[0]])
     if explain is not None:
         problems = [p for r in results for p in [_explain_problem(r, explain)] if p]
         if len(problems) == len(results):
@@ -209,14 +293,30 @@ def simulate(
         payload = results[0] if len(results) == 1 else {"results": results}
         sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
     else:
-        _print_table(results)
+        if compare_policies is None:
+            _print_table(results)
+        else:
+            out = Console(width=max(Console().width, 100))
+            out.print(_summary_table(results))
+        if elastic:
+            from .elastic.compare import format_table
+
+            out = Console(width=max(Console().width, 100))
+            marks = {r["elastic"]["summary"]["policy"]: r["elastic"]["summary"].get("clairvoyant") for r in results if "elastic" in r}
+            out.print("[bold]elastic training jobs[/bold] (* = the policy reads remaining work: clairvoyant)")
+            out.print(format_table(elastic, clairvoyant=marks), markup=False, highlight=False)
     if explain is not None and output == "table":
         for r in results:
             _print_explanation(r, explain)
     if report is not None:
-        from .sim.report import write_report
+        if elastic and compare_policies is not None:
+            from .elastic.report import write_report as write_elastic_report
 
-        write_report(results, report)
+            write_elastic_report(elastic, report)
+        else:
+            from .sim.report import write_report
+
+            write_report(results, report)
         if output == "table":
             err.print(f"report written to {report}")
 

@@ -507,6 +507,11 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
     spec = job.spec
     meta = job.metadata
 
+    # lavaflow's elastic training annotations (speed model, size knobs, progress reports).
+    from ..elastic.spec import validate as validate_elastic
+
+    out += [Problem(path, msg) for path, msg in validate_elastic(job)]
+
     # Name of the job itself.
     job_name = meta.name
     if job_name:

@@ -18,6 +18,8 @@ from .core import ConfigMap, Namespace, Node, Pod
 from .volcano import Command, Job, JobFlow, JobTemplate, PodGroup, PriorityClass, Queue
 from .workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
 
+from .mpijob import MPIJobError, is_mpijob, to_volcano_job
+
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 KINDS: dict[tuple[str, str], type[BaseModel]] = {
@@ -44,9 +46,10 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
 class Source:
     file: str
     document: int  # 1-based
+    unit: str = "document"  # "line" for a row of a CSV trace
 
     def __str__(self) -> str:
-        return f"{self.file}: document {self.document}"
+        return f"{self.file}: {self.unit} {self.document}"
 
 
 @dataclass
@@ -133,6 +136,14 @@ def build_object(src: Source, doc: Any, problems: Problems) -> Any | None:
         missing = "apiVersion" if not api_version else "kind"
         problems.add(src, describe(str(kind or "object"), doc), missing, "is required")
         return None
+    if is_mpijob(doc):
+        # Voda's MPIJob: run as the elastic Volcano Job it stands for.
+        try:
+            doc = to_volcano_job(doc)
+        except MPIJobError as exc:
+            problems.add(src, describe(str(kind), doc), exc.path, exc.message)
+            return None
+        api_version, kind = doc["apiVersion"], doc["kind"]
     cls = KINDS.get((str(api_version), str(kind)))
     if cls is None:
         known = ", ".join(f"{k} ({a})" for a, k in sorted(KINDS))

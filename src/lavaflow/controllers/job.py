@@ -39,6 +39,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..api import admission
+from ..elastic import spec as elastic_spec
 from ..api.core import Pod
 from ..api.selectors import pod_requests
 from ..api.volcano import (
@@ -107,6 +108,7 @@ class JobController(Controller):
         self.generated: dict[str, dict[str, list[str]]] = {}
         self.pg_phase: dict[str, str] = {}
         self.specs: dict[str, dict] = {}  # last accepted spec per job (to tell updates from status writes)
+        self._elastic_seen: dict[str, dict[str, str]] = {}  # lavaflow.io/* annotations last copied to the PodGroup
         self._timer_tokens: dict[int, tuple[str, str]] = {}  # live delayed actions: token -> (job, scope)
         self._next_token = 0
         store.watch("Job", self._on_job)
@@ -153,6 +155,10 @@ class JobController(Controller):
             before = self.pod_phase.pop(uid, None)
             if uid in self.killing:
                 self.killing.discard(uid)
+                self.mark(key)
+            elif _resized_out(pod):
+                # The elastic scheduler shrank the job: the pod comes back as a pending worker
+                # (no PodEvicted policy, no restart).
                 self.mark(key)
             elif before in ALIVE:
                 self._request(key, Request("PodEvicted", task, pod.name, version=version))
@@ -372,6 +378,7 @@ class JobController(Controller):
             self.store.delete(kind, f"{ns}/{name}{suffix}")
         self._cancel(key)
         self.requests.pop(key, None)
+        self._elastic_seen.pop(key, None)
 
     def _initiate(self, job: Job) -> None:
         self._set_phase(job, "Pending")
@@ -506,6 +513,7 @@ class JobController(Controller):
             else:
                 return
         pg = self._ensure_podgroup(job)
+        self._sync_elastic_annotations(job, pg)
         if pg.status.phase not in ("", "Pending"):
             self._create_pods(job, pods)
             counts = self._counts(job, pods)
@@ -527,6 +535,18 @@ class JobController(Controller):
             self._set_phase(job, "Completing", "MinSuccess", f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})")
             if not any(p.status.phase in ALIVE for p in pods.values()):
                 self._set_phase(job, "Completed")
+            return
+        if (
+            counts["Running"] == 0
+            and counts["Succeeded"] > 0
+            and counts["Failed"] == 0
+            and elastic_spec.has_speed_model(job.metadata.annotations)
+            and elastic_spec.job_shape(job) is not None
+        ):
+            # An elastic training job is done when its running workers finished their work:
+            # workers it never needed (still pending) go.
+            self._kill(job, pods, keep_finished=True)
+            self._set_phase(job, "Completed")
             return
         created = counts["Pending"] + counts["Running"] + counts["Succeeded"] + counts["Failed"]
         if created >= total and counts["Pending"] == 0 and counts["Running"] == 0:
@@ -562,6 +582,24 @@ class JobController(Controller):
             for p in extra:
                 self.killing.add(p.metadata.uid)
                 self.store.delete("Pod", p.key)
+
+    def _sync_elastic_annotations(self, job: Job, pg: PodGroup) -> None:
+        """A running training job may update its speed / progress annotations (lavaflow.io/*) on
+        the Job; the scheduler reads them from the PodGroup."""
+        ann = job.metadata.annotations
+        if not elastic_spec.has_speed_model(ann) and elastic_spec.PROGRESS not in ann:
+            return
+        mine = {k: v for k, v in ann.items() if k.startswith(elastic_spec.PREFIX)}
+        # Only what changed on the Job since it was last copied (the PodGroup may hold newer
+        # progress reports of its own, e.g. from the simulator).
+        last = self._elastic_seen.get(job.key)
+        self._elastic_seen[job.key] = mine
+        changed = {k: v for k, v in mine.items() if last is None or last.get(k) != v}
+        theirs = pg.metadata.annotations
+        if not changed or all(theirs.get(k) == v for k, v in changed.items()):
+            return
+        pg.metadata.annotations = {**theirs, **changed}
+        self.store.update(pg)
 
     def _task_ready(self, job: Job, task_name: str, pods: dict[str, Pod]) -> bool:
         """dependsOn: a dependee counts once minAvailable of its pods run (or succeeded)."""
@@ -610,6 +648,10 @@ class JobController(Controller):
             plugin.on_job_update(old, self.store)
         self.store.update(old)
         return []
+
+
+def _resized_out(pod: Pod) -> bool:
+    return pod.status.reason == elastic_spec.RESIZE_REASON or elastic_spec.RESIZED_OUT in pod.metadata.annotations
 
 
 def _is_vcjob(ref) -> bool:

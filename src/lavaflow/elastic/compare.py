@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from .job import ElasticJobSpec
 from .policies import make_policy
-from .sim import Cluster, NodeEvent, SimResult, simulate
+from .results import SimResult
 
 COLUMNS = (
     ("policy", "policy"),
@@ -24,13 +24,15 @@ COLUMNS = (
 
 def run_policies(
     jobs: Sequence[ElasticJobSpec],
-    cluster: Cluster,
+    cluster,
     policies: Sequence[str],
     resched_interval: float = 30.0,
     resize_cost: float = 30.0,
-    node_events: Sequence[NodeEvent] = (),
+    node_events: Sequence = (),
     horizon: float | None = None,
 ) -> list[SimResult]:
+    from .sim import simulate
+
     out = []
     for name in policies:
         pol = make_policy(name, resize_cost=resize_cost, horizon=horizon)
@@ -49,7 +51,7 @@ def fmt_duration(v: float | None) -> str:
     return f"{v:.0f}s"
 
 
-def table_rows(results: Sequence[SimResult]) -> tuple[list[str], list[list[str]]]:
+def table_rows(results: Sequence[SimResult], clairvoyant: dict | None = None) -> tuple[list[str], list[list[str]]]:
     header = [h for _, h in COLUMNS]
     rows = []
     for r in results:
@@ -57,7 +59,10 @@ def table_rows(results: Sequence[SimResult]) -> tuple[list[str], list[list[str]]
         row = []
         for key, _ in COLUMNS:
             v = s[key]
-            if key in ("avg_jct", "p50_jct", "p99_jct", "makespan"):
+            if key == "policy":
+                mark = _clairvoyant(v, clairvoyant)
+                row.append(f"{v}{' *' if mark else ''}")
+            elif key in ("avg_jct", "p50_jct", "p99_jct", "makespan"):
                 row.append(fmt_duration(v))
             elif key == "gpu_utilization":
                 row.append("-" if v is None else f"{100 * v:.1f}%")
@@ -69,8 +74,20 @@ def table_rows(results: Sequence[SimResult]) -> tuple[list[str], list[list[str]]
     return header, rows
 
 
-def format_table(results: Sequence[SimResult]) -> str:
-    header, rows = table_rows(results)
+def _clairvoyant(policy: str, marks: dict | None) -> bool:
+    if marks is not None:
+        return bool(marks.get(policy))
+    from .policies import make_policy, resolve_name
+
+    try:
+        pol = make_policy(resolve_name(policy))
+    except KeyError:
+        return False
+    return bool(getattr(pol, "clairvoyant", pol.needs_info))
+
+
+def format_table(results: Sequence[SimResult], clairvoyant: dict | None = None) -> str:
+    header, rows = table_rows(results, clairvoyant)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
     for r in rows:

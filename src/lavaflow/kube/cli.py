@@ -411,7 +411,9 @@ def describe_job(j: dict[str, Any]) -> str:
 
 
 def format_train_jobs(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], now: float | None = None) -> str:
-    """Voda's `get jobs`: NAME STATUS WORKERS SCHEDULER WAITING RUNNING TOTAL (times as durations)."""
+    """Voda's `get jobs`: NAME STATUS WORKERS SCHEDULER WAITING RUNNING TOTAL (times as durations).
+
+    WORKERS counts the running GPU workers; for an elastic job its range follows in brackets."""
     import time as _time
 
     now = now or _time.time()
@@ -425,7 +427,9 @@ def format_train_jobs(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], no
         meta, st = j["metadata"], j.get("status") or {}
         phase = (st.get("state") or {}).get("phase", "") or "Pending"
         mine = by_job.get((meta.get("namespace", ""), meta["name"]), [])
-        workers = sum(1 for p in mine if (p.get("status") or {}).get("phase") == "Running")
+        gpu_pods = [p for p in mine if _gpu_pod(p)] or mine
+        workers = sum(1 for p in gpu_pods if (p.get("status") or {}).get("phase") == "Running")
+        rng = _elastic_range(j)
         created = _ts(meta.get("creationTimestamp")) or now
         starts = [t for t in (_ts((p.get("status") or {}).get("startTime")) for p in mine) if t is not None]
         first = min(starts) if starts else None
@@ -437,7 +441,7 @@ def format_train_jobs(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], no
             (
                 meta["name"],
                 phase,
-                str(workers),
+                f"{workers} ({rng})" if rng else str(workers),
                 (j.get("spec") or {}).get("schedulerName", ""),
                 _age(waiting),
                 _age(running),
@@ -446,6 +450,27 @@ def format_train_jobs(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], no
         )
     widths = [max(len(r[i]) for r in rows) + 3 for i in range(len(rows[0]))]
     return "\n".join("".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+
+
+def _gpu_pod(pod: dict[str, Any]) -> bool:
+    for c in ((pod.get("spec") or {}).get("containers") or []):
+        res = c.get("resources") or {}
+        for part in ("requests", "limits"):
+            if any(str(k).endswith("/gpu") for k in (res.get(part) or {})):
+                return True
+    return False
+
+
+def _elastic_range(job: dict[str, Any]) -> str:
+    """"min-max" workers of an elastic Volcano Job, "" for others."""
+    from ..api.volcano import Job
+    from ..elastic.spec import job_shape
+
+    try:
+        shape = job_shape(Job.model_validate(job))
+    except Exception:  # noqa: BLE001 - a job the models cannot read is shown without a range
+        return ""
+    return "" if shape is None else f"{shape[0]}-{shape[1]}"
 
 
 def _requests(text: str) -> dict[str, str]:
@@ -743,13 +768,27 @@ def train_create(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
-    """Create the training job(s) in FILE."""
+    """Create the training job(s) in FILE: Volcano Jobs, or Voda's MPIJobs (created as the elastic
+    Volcano Jobs they stand for, see lavaflow.api.mpijob)."""
     import yaml
 
+    from ..api.mpijob import MPIJobError, is_mpijob, to_volcano_job
+
     try:
-        docs = [d for d in yaml.safe_load_all(filename.read_text(encoding="utf-8")) if d]
+        raw = [d for d in yaml.safe_load_all(filename.read_text(encoding="utf-8")) if d]
     except OSError as exc:
         _die(f"{filename}: {exc.strerror or exc}", 2)
+    except yaml.YAMLError as exc:
+        _die(f"{filename}: not valid YAML ({getattr(exc, 'problem', None) or exc})", 2)
+    docs = []
+    for i, d in enumerate(raw, start=1):
+        if is_mpijob(d):
+            try:
+                d = to_volcano_job(d)
+            except MPIJobError as exc:
+                name = ((d.get("metadata") or {}).get("name")) or "?"
+                _die(f"{filename}: document {i}: MPIJob/{name}: {exc.path}: {exc.message}", 2)
+        docs.append(d)
 
     async def go(client):
         from .ops import create_manifest

@@ -36,6 +36,9 @@ class SchedulerMetrics:
         self.preemptions = Counter("lavaflow_preemptions", "Pods evicted to make room for other pods (preempt, reclaim).", registry=r)
         self.evictions = Counter("lavaflow_evictions", "Pods evicted through the Eviction API.", ["reason"], registry=r)
         self.cycles = Counter("lavaflow_scheduling_cycles", "Scheduling cycles run.", registry=r)
+        self.elastic_resizes = Counter(
+            "lavaflow_elastic_resizes", "Elastic training jobs started, resized, halted, and workers migrated, by kind.", ["kind"], registry=r
+        )
         self.leader = Gauge("lavaflow_leader", "1 while this replica holds the leader lease.", registry=r)
         self.relists = Gauge("lavaflow_informer_relists", "Relists after 410 Gone, per kind.", ["kind"], registry=r)
         self.writes_waiting = Gauge(

@@ -36,7 +36,8 @@ from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_co
 from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED
 from . import codec
-from .client import STRATEGIC_PATCH, ApiError, KubeClient
+from ..elastic.spec import RESIZE_REASON, RESIZED_OUT
+from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, KubeClient
 from .dispatch import Dispatcher
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
@@ -220,6 +221,10 @@ class KubeScheduler:
                 self._bind_now(key, node)
             for key, reason in d.evictions:
                 self.dispatch.decision(functools.partial(self._evict, key, reason))
+            for kind, key, etype, reason, message in d.events:
+                self._event_later(kind, key, etype, reason, message)
+            for _key, kind, _message, count in d.resizes:
+                self.metrics.elastic_resizes.labels(kind=kind.lower()).inc(count or 1)
             for key, status in d.podgroups:
                 self.pg_wanted[key] = status
                 pg = self.store.get("PodGroup", key)
@@ -314,6 +319,17 @@ class KubeScheduler:
     async def _evict(self, key: str, reason: str) -> None:
         ns, name = key.split("/", 1)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
+        if reason.startswith(RESIZE_REASON):
+            # Tell the job controller this worker goes for a resize, not a failure.
+            try:
+                await self.client.request(
+                    "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}",
+                    body={"metadata": {"annotations": {RESIZED_OUT: reason[:200]}}}, content_type=MERGE_PATCH,
+                )
+            except ApiError as exc:
+                if exc.not_found:
+                    return
+                log.warning("marking %s for a resize: %s", key, exc)
         try:
             await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body=body)
         except ApiError as exc:
@@ -420,6 +436,8 @@ class KubeScheduler:
 
 def _reason_label(reason: str) -> str:
     low = reason.lower()
+    if reason.startswith(RESIZE_REASON):
+        return "elastic"
     for word in ("preempt", "reclaim", "shuffle", "rescheduling"):
         if word in low:
             return word

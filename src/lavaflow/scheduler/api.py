@@ -110,6 +110,8 @@ class JobInfo:
     sphase: str = ""
     # Condition the gang plugin decided at session close: (type, reason, message).
     condition: tuple[str, str, str] | None = None
+    # Conditions other plugins/actions add this session: (type, reason, message), e.g. Resized.
+    extra_conditions: list[tuple[str, str, str]] = field(default_factory=list)
     # Per-status counts (maintained by set_status / add / remove).
     counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
     # Pending best-effort tasks (maintained with counts).

@@ -76,6 +76,10 @@ class Decisions:
     queues: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (queue name, status dict)
     enqueued: list[str] = field(default_factory=list)
     wakeups: list[float] = field(default_factory=list)  # times a plugin wants a cycle even if nothing changes
+    # (kind, key, type, reason, message): Events the backend records (e.g. elastic resizes)
+    events: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    # (PodGroup key, kind, message, workers moved): elastic starts, resizes, halts, migrations
+    resizes: list[tuple[str, str, str, int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.binds or self.evictions or self.podgroups or self.queues)
@@ -98,6 +102,8 @@ class SchedulerCache:
         self.static_masks: dict[Any, np.ndarray] = {}
         self._signatures: dict[int, tuple[Any, Any]] = {}
         self.decisions = Decisions()
+        # State a plugin keeps between sessions (Volcano keeps such state in its cache too).
+        self.plugin_state: dict[str, Any] = {}
         self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
         self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
 

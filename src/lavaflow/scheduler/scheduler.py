@@ -51,6 +51,8 @@ class Scheduler:
             if job.condition is not None:
                 ctype, reason, message = job.condition
                 conditions = upsert_condition(conditions, ctype, reason, message, now)
+            for ctype, reason, message in job.extra_conditions:
+                conditions = upsert_condition(conditions, ctype, reason, message, now)
             # Unknown: running tasks but the gang is broken this session.
             if (
                 job.counts[TaskStatus.RUNNING]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..api.core import Node, Pod
 from ..api.volcano import PodGroupCondition
+from ..elastic.spec import RESIZE_REASON
 from ..controllers import JobController, PodGroupController, QueueController
 from ..controllers.gc import GarbageCollector
 from ..controllers.jobflow import JobFlowController
@@ -29,6 +30,7 @@ from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
 from . import annotations as ann
 from .inputs import Item, SimInput
+from .training import TrainingModel
 from .workloads import WorkloadController
 
 SCHEDULERS = ("lavaflow", "kube-default")
@@ -47,6 +49,7 @@ class Simulation:
         until: float | None = None,
         default_duration: float = 60.0,
         period: float = 1.0,
+        restart_pause: float = 30.0,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(f"unknown scheduler {scheduler!r} (choose {', '.join(SCHEDULERS)})")
@@ -100,6 +103,8 @@ class Simulation:
         self.cycles = 0
         self.last_session = None
         self.store.watch("Pod", self._record_pod)
+        self.training = TrainingModel(self, restart_pause)
+        self.events: list[dict[str, Any]] = []  # Events the scheduler recorded (e.g. elastic resizes)
         self.deleted_podgroups: dict[str, Any] = {}
         self.deleted_jobs: dict[str, Any] = {}  # Volcano Jobs deleted during the run (delete-at, TTL), kept for the report
         self.store.watch("Job", lambda ev, job, old: self.deleted_jobs.__setitem__(job.key, job) if ev == "DELETED" else None)
@@ -183,7 +188,7 @@ class Simulation:
         rec["startTime"] = self.now
         rec["node"] = node
         duration = self._duration_of(pod)
-        if math.isfinite(duration):
+        if math.isfinite(duration) and not self.training.owns(pod):  # training pods end with their work
             self._push(self.now + duration, "finish", (key, pod.metadata.uid))
         for child in self.held.pop(key, []):
             delay = ann.parse_duration(child.metadata.annotations.get(ann.SPAWN_DELAY, "0"))
@@ -317,7 +322,7 @@ class Simulation:
         for key, reason in decisions.evictions:
             pod = self.store.get("Pod", key)
             if pod is not None:
-                pod.status.reason = "Evicted"
+                pod.status.reason = RESIZE_REASON if reason.startswith(RESIZE_REASON) else "Evicted"
                 pod.status.message = reason
                 self.store.delete("Pod", key)
         for key, status in decisions.podgroups:
@@ -330,6 +335,10 @@ class Simulation:
             pg.status.failed = status["failed"]
             pg.status.conditions = [PodGroupCondition.model_validate(c) for c in status["conditions"]]
             self.store.update(pg)
+        for key, kind, _message, count in decisions.resizes:
+            self.training.on_resize(key, kind, count)
+        for kind, key, etype, reason, message in decisions.events:
+            self.events.append({"time": self.now, "kind": kind, "object": key, "type": etype, "reason": reason, "message": message})
         for t in sorted(set(decisions.wakeups) - self._wakes):
             self._wakes.add(t)
             self._push(t, "wake", None)
@@ -407,6 +416,8 @@ class Simulation:
         idle_cycles = 0
         until = self.until
         while True:
+            while self._events and self._events[0][2] == "train" and self.training.stale(*self._events[0][3]):
+                heapq.heappop(self._events)  # a progress projection a later change replaced
             t_event = self._events[0][0] if self._events else math.inf
             dirty = self.store.version != last_cycle_version
             if dirty and next_tick < self.now:
@@ -441,6 +452,8 @@ class Simulation:
                     if pod is not None and pod.metadata.uid == uid and pod.status.phase in ("Pending", "Running"):
                         pod.status.reason = "Evicted"
                         self.store.delete("Pod", key)
+                elif kind == "train":
+                    self.training.on_event(*payload)
                 elif kind == "wake":
                     last_cycle_version = -1  # a time-based rule asked for a cycle
                 self._settle()
@@ -465,6 +478,22 @@ class Simulation:
         from .results import build_result
 
         return build_result(self)
+
+    def _elastic_policy(self):
+        opt = next((p for t in self.scheduler.conf.tiers for p in t.plugins if p.name == "elastic"), None)
+        if opt is None or "elastic" not in self.scheduler.conf.action_names:
+            return None
+        from ..scheduler.plugins.elastic import ElasticPlugin
+
+        return ElasticPlugin(opt.arguments).policy
+
+    def elastic_policy_name(self) -> str | None:
+        pol = self._elastic_policy()
+        return pol.name if pol is not None else None
+
+    def elastic_policy_clairvoyant(self) -> bool | None:
+        pol = self._elastic_policy()
+        return None if pol is None else bool(getattr(pol, "clairvoyant", pol.needs_info))
 
     def _anything_running(self) -> bool:
         return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())

@@ -152,7 +152,7 @@ def build_result(sim) -> dict[str, Any]:
         }
         for q in sorted(store.list("Queue"), key=lambda q: q.name)
     ]
-    return {
+    out = {
         "scheduler": sim.scheduler_name,
         "stalled": bool(stuck) and not (sim.until is not None and sim.now >= sim.until) and not sim._events,
         "endTime": sim.now,
@@ -168,6 +168,9 @@ def build_result(sim) -> dict[str, Any]:
         "timeline": sim.timeline,
         "cycles": sim.cycles,
     }
+    if sim.events:
+        out["events"] = sim.events  # Events the scheduler recorded (elastic starts, resizes, halts)
+    return out
 
 
 def summarize(jobs: list[dict[str, Any]], timeline: list[dict[str, Any]], end: float, stuck: list) -> dict[str, Any]:

@@ -14,6 +14,8 @@ class BackfillAction(Action):
         for job in sorted(ssn.jobs.values(), key=ssn.job_key):
             if job.is_pending() or not job.counts[TaskStatus.PENDING]:
                 continue
+            if not ssn.job_valid(job)[0]:
+                continue  # e.g. a job the elastic policy sizes
             tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and t.best_effort]
             for task in sorted(tasks, key=ssn.task_key):
                 node, fits = ssn.select_node(task, future=False)

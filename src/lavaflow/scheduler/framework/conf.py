@@ -7,15 +7,17 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-# Volcano's shipped default (installer/helm/.../volcano-scheduler.conf).
+# Volcano's shipped default (installer/helm/.../volcano-scheduler.conf), plus lavaflow's elastic
+# action and plugin (they only act on elastic training jobs; see plugins/elastic.py).
 DEFAULT_SCHEDULER_CONF = """\
-actions: "enqueue, allocate, backfill"
+actions: "enqueue, elastic, allocate, backfill"
 tiers:
 - plugins:
   - name: priority
   - name: gang
     enablePreemptable: false
   - name: conformance
+  - name: elastic
 - plugins:
   - name: overcommit
   - name: drf
@@ -130,6 +132,10 @@ def load_scheduler_conf(text: str | None = None) -> SchedulerConfiguration:
                 problems.append(
                     (f"tiers[{ti}].plugins[{pi}].name", f"unknown plugin {p.name!r} (known: {', '.join(sorted(_P))})")
                 )
+            else:
+                check = getattr(_P[p.name], "check_arguments", None)
+                for key, msg in (check(p.arguments) if check is not None else []):
+                    problems.append((f"tiers[{ti}].plugins[{pi}].arguments[{key}]", msg))
         if "proportion" in names and any(p.name == "drf" and p.enabled("Hierarchy") for p in tier.plugins):
             problems.append((f"tiers[{ti}]", "drf with enableHierarchy cannot share a tier with proportion"))
     if problems:

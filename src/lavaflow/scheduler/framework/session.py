@@ -65,6 +65,8 @@ class Session:
             job.fit_errors = {}
             job.job_fit_errors = ""
             job.sphase = job.phase
+            if job.extra_conditions:
+                job.extra_conditions = []
         self._static_cache: dict[Any, np.ndarray] = cache.static_masks
         self._tier_cache: dict[tuple[str, str | None], list[list[tuple[str, Callable]]]] = {}
         self._order_fns: dict[str, tuple[Callable, ...]] = {}

@@ -1,0 +1,358 @@
+"""elastic: size elastic training jobs by policy, then move the cluster towards those sizes.
+
+Each session, with the ``elastic`` plugin configured:
+
+1. **Reschedule, when due.** Arrivals and completions of elastic jobs, a change of the GPUs the
+   policy may hand out (nodes added, lost, cordoned, or taken by other pods) and Tiresias
+   priority changes ask for a reschedule; it runs at once for capacity changes, otherwise at most
+   once per ``elastic.resizeInterval`` (Voda's rate limit; ``ssn.wake_at`` asks the backend for
+   the cycle).  The policy (a pure function of the jobs' views and the GPUs per type) gives each
+   job a GPU type and a worker count; workers are then placed per type by best-fit consolidation
+   mapped onto the current placement with the fewest moves (:mod:`lavaflow.elastic.placement`).
+   A job that shrinks keeps its lowest-index workers (scale-in removes the highest indices, as
+   the MPI operator does).  The result is each job's *target*: workers per node.
+2. **Reconcile, every session.** Workers above a node's target are evicted (highest index first);
+   pending workers are bound where the target has room that is idle now; the job's other tasks
+   (launcher, master) are placed beside them.  A job that is not yet running is started only as a
+   whole gang (its statement is committed only when the job is ready).  Room still held by
+   evicted pods is used in a later session, once they are gone.
+
+Every change is recorded for the job ("resized 4 → 2 workers: ..."), becomes a ``Resized``
+PodGroup condition and a Kubernetes Event, and is counted.  Evictions made for a resize carry the
+reason ``ElasticResize`` so the job controller recreates the pod as pending (no restart, no
+PodEvicted policy).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...elastic import spec as es
+from ..api import OCCUPYING, TaskStatus
+from ..framework.registry import Action, register_action
+from ..framework.statement import Statement
+from ..plugins.elastic import ALIVE, ElasticJob
+
+EPS = 1e-9
+
+
+@register_action
+class ElasticAction(Action):
+    name = "elastic"
+
+    def execute(self, ssn) -> None:
+        plugin = ssn.plugins.get("elastic")
+        if plugin is None or plugin.state is None:
+            return
+        st = plugin.state
+        now = ssn.now
+        jobs: dict[str, ElasticJob] = {
+            uid: ej for uid, ej in plugin.jobs.items() if not any(t.status == TaskStatus.SUCCEEDED for t in ej.workers)
+        }
+        for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
+            del st.jobs[uid]
+            st.static.pop(uid, None)
+        # time accounting since the last session
+        for ej in jobs.values():
+            js = ej.state
+            last = js.seen_at if js.seen_at is not None else now
+            if now > last:
+                if ej.current:
+                    js.running_time += now - last
+                else:
+                    js.waiting_time += now - last
+            js.seen_at = now
+        if not st.adopted:
+            st.adopted = True
+            if any(ej.current for ej in jobs.values()):
+                st.last_resched = now  # a restarted scheduler keeps sizes for one interval
+        capacity, nodes = self._capacity(ssn, plugin, jobs)
+        fingerprint = (tuple(sorted(capacity.items())), tuple((n[0], n[1]) for n in nodes))
+        active = frozenset(jobs)
+        force = fingerprint != st.node_version and st.node_version != -1
+        dirty = force or active != st.known
+        if st.node_version == -1:
+            dirty = dirty or bool(active)
+        st.node_version = fingerprint  # type: ignore[assignment]
+        if plugin.policy.uses_priority_queues:
+            nxt = self._priority_change(plugin, jobs, now)
+            if nxt <= now + EPS:
+                dirty = True
+            elif math.isfinite(nxt):
+                ssn.wake_at(nxt)
+        if any(ej.state.stuck_since is not None and now - ej.state.stuck_since >= plugin.interval for ej in jobs.values()):
+            dirty = True
+        if dirty:
+            due = now if force else max(now, st.last_resched + plugin.interval)
+            st.due = due if st.due is None else min(st.due, due)
+        if st.due is not None and st.due <= now + EPS and jobs:
+            st.due = None
+            self._reschedule(ssn, plugin, jobs, capacity, nodes)
+            st.known = active
+        elif st.due is not None and not jobs:
+            st.due = None
+            st.known = active
+        elif st.due is not None:
+            ssn.wake_at(st.due)
+        self._reconcile(ssn, plugin, jobs, capacity)
+
+    # ------------------------------------------------------------------ capacity
+    def _capacity(self, ssn, plugin, jobs) -> tuple[dict[str, int], list[tuple[str, int, str]]]:
+        """GPUs per type the policy may hand out, and (node, slots, type) per GPU node."""
+        col = plugin.gpu_col
+        nodes_out: list[tuple[str, int, str]] = []
+        cap: dict[str, int] = {}
+        if col is None:
+            return cap, nodes_out
+        ns = ssn.nodes
+        n = len(ns)
+        if n == 0:
+            return cap, nodes_out
+        elastic_used = np.zeros(n)
+        for ej in plugin.jobs.values():
+            for t in ej.workers:
+                if t.status in OCCUPYING and t.node >= 0:
+                    elastic_used[t.node] += t.resreq[col]
+        alloc = ns.allocatable[:n, col]
+        used = ns.used[:n, col]
+        for i in np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist():
+            other = used[i] - elastic_used[i]
+            slots = int(math.floor(alloc[i] - other + EPS))
+            ty = plugin.node_type(i)
+            cap.setdefault(ty, 0)
+            if slots <= 0:
+                continue
+            cap[ty] += slots
+            nodes_out.append((ns.names[i], slots, ty))
+        return cap, nodes_out
+
+    # ------------------------------------------------------------------ Tiresias
+    def _priority_change(self, plugin, jobs, now: float) -> float:
+        thresholds, knob = _tiresias_params(plugin.policy)
+        best = math.inf
+        for ej in jobs.values():
+            js = ej.state
+            qs = ej.attained - js.queue_offset
+            if ej.current:
+                for th in thresholds:
+                    if qs < th - 1e-6 * max(th, 1.0):
+                        best = min(best, now + (th - qs) / (ej.current * ej.gpus_per_worker))
+                        break
+            elif knob and js.last_run_len > 0 and qs > 0 and js.wait_since is not None:
+                due = js.wait_since + knob * js.last_run_len
+                if due <= now + EPS:
+                    js.queue_offset = ej.attained  # promoted: service counted afresh
+                best = min(best, due)
+        return best
+
+    # ------------------------------------------------------------------ reschedule
+    def _reschedule(self, ssn, plugin, jobs: dict[str, ElasticJob], capacity, nodes) -> None:
+        from ...elastic.placement import Node, place
+        from ...elastic.policies import JobView, check_allocation
+
+        st = plugin.state
+        now = ssn.now
+        st.last_resched = now
+        st.reschedules += 1
+        types = sorted(capacity)
+        col = plugin.gpu_col
+        gpn = int(max((float(ssn.nodes.allocatable[ssn.nodes.pos[nm], col]) for nm, _, _ in nodes), default=1)) or 1
+        views = []
+        by_name: dict[str, ElasticJob] = {}
+        for ej in jobs.values():
+            js = ej.state
+            by_name[ej.name] = ej
+            views.append(
+                JobView(
+                    name=ej.name,
+                    submit_time=ej.info.creation,
+                    min_workers=ej.min_workers,
+                    max_workers=ej.max_workers,
+                    requested=ej.requested,
+                    rates=plugin.curves(ej, types, gpn),
+                    remaining_work=ej.remaining,
+                    total_work=ej.speed.work,
+                    priority=ej.priority,
+                    current_workers=ej.current,
+                    current_type=ej.gpu_type if ej.current else None,
+                    pinned_type=ej.pinned,
+                    first_start=js.first_start,
+                    attained_service=ej.attained,
+                    queue_service=ej.attained - js.queue_offset,
+                    running_time=js.running_time,
+                    waiting_time=js.waiting_time,
+                )
+            )
+        result = plugin.policy(views, capacity, now)
+        check_allocation(views, capacity, result)
+        new_n: dict[str, int] = {}
+        new_t: dict[str, str | None] = {}
+        for ej in jobs.values():
+            a = result.get(ej.name)
+            new_n[ej.name] = a.workers if a else 0
+            new_t[ej.name] = a.gpu_type if a and a.workers else None
+        targets: dict[str, dict[str, int]] = {}
+        moved: dict[str, int] = {}
+        for ty in types:
+            ty_nodes = [Node(nm, slots, t) for nm, slots, t in nodes if t == ty]
+            reqs = {nm: new_n[nm] for nm in new_n if new_t[nm] == ty}
+            cur: dict[str, dict[str, int]] = {}
+            for nm in reqs:
+                ej = by_name[nm]
+                if ej.current and ej.gpu_type == ty:
+                    cur[nm] = _keep_lowest(ssn, ej, min(reqs[nm], ej.current))
+            if not reqs:
+                continue
+            pl, mig = place(ty_nodes, cur, reqs)
+            targets.update({k: dict(v) for k, v in pl.items()})
+            for k, v in mig.items():
+                if by_name[k].gpu_type == ty and by_name[k].current:
+                    moved[k] = v
+        grew = [nm for nm in new_n if new_n[nm] > by_name[nm].current]
+        shrank = [nm for nm in new_n if new_n[nm] < by_name[nm].current]
+        for nm, ej in by_name.items():
+            js = ej.state
+            n0, n1 = ej.current, new_n[nm]
+            t0, t1 = ej.gpu_type if n0 else None, new_t[nm]
+            js.target = {k: v for k, v in targets.get(nm, {}).items() if v > 0} if n1 else {}
+            js.target_type = t1
+            js.stuck_since = None
+            why = _why(plugin.policy.name, nm, n0, n1, grew, shrank, capacity)
+            if n1 == 0:
+                if n0:
+                    js.halts += 1
+                    js.last_run_len = now - (js.run_start if js.run_start is not None else now)
+                    js.run_start = None
+                    js.wait_since = now
+                    _note(ssn, ej, "Halted", f"halted ({n0} → 0 workers): {why}")
+                continue
+            if n0 == 0:
+                if js.first_start is None:
+                    js.first_start = now
+                js.run_start = now
+                _note(ssn, ej, "Started", f"started with {n1} worker(s){' on ' + t1 if t1 and t1 != 'default' else ''}: {why}")
+            elif n0 != n1 or t0 != t1:
+                js.resizes += 1
+                kind = "type " + f"{t0} → {t1}, " if t0 != t1 else ""
+                _note(ssn, ej, "Resized", f"resized {n0} → {n1} workers{(' (' + kind.rstrip(', ') + ')') if kind else ''}: {why}")
+            if moved.get(nm):
+                js.migrations += moved[nm]
+                msg = f"{moved[nm]} worker(s) moved to consolidate the job: {plugin.policy.name}"
+                if n0 == n1 and t0 == t1:
+                    _note(ssn, ej, "Migrated", msg, count=moved[nm])
+                else:
+                    ssn.cache.decisions.resizes.append((ej.info.uid, "Migrated", msg, moved[nm]))
+
+    # ------------------------------------------------------------------ reconcile
+    def _reconcile(self, ssn, plugin, jobs: dict[str, ElasticJob], capacity) -> None:
+        names = ssn.nodes.names
+        pos = ssn.nodes.pos
+        free = sum(capacity.values()) - sum(ej.current for ej in jobs.values())
+        for ej in sorted(jobs.values(), key=lambda e: (e.info.creation, e.name)):
+            js = ej.state
+            target = js.target
+            # 1. evictions: above target on a node (or the whole job when halted)
+            evict = Statement(ssn)
+            per_node: dict[str, list] = {}
+            for t in ej.workers:
+                if t.status in ALIVE and t.node >= 0:
+                    per_node.setdefault(names[t.node], []).append(t)
+            for node, tasks in per_node.items():
+                extra = len(tasks) - target.get(node, 0)
+                for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True)[: max(extra, 0)]:
+                    evict.evict(t, f"{es.RESIZE_REASON}: {js.reason or 'resized by the elastic policy'}")
+            if not target:
+                for t in ej.others:
+                    if t.status in ALIVE and t.node >= 0:
+                        evict.evict(t, f"{es.RESIZE_REASON}: halted by the elastic policy {plugin.policy.name}")
+            if len(evict):
+                evict.commit()
+            if not target:
+                js.reason = (
+                    f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
+                    f"(minimum {ej.min_workers} worker(s); {max(free, 0)} GPU(s) not allocated to elastic jobs)"
+                )
+                ej.info.job_fit_errors = js.reason
+                continue
+            # 2. bindings: pending workers onto nodes below target, then the other tasks
+            stmt = Statement(ssn)
+            pending = [t for t in ej.workers if t.status == TaskStatus.PENDING]
+            short = False
+            k = 0
+            for node, want in sorted(target.items()):
+                i = pos.get(node)
+                alive_here = sum(1 for t in per_node.get(node, []) if t.status in ALIVE)
+                need = want - min(alive_here, want)
+                while need > 0 and k < len(pending):
+                    task = pending[k]
+                    if i is None or not ssn.nodes.fits_idle(i, task.resreq) or not ssn.predicate_mask(task)[i]:
+                        break
+                    stmt.allocate(task, i)
+                    k += 1
+                    need -= 1
+                if need > 0:
+                    short = True
+            for t in ej.others:
+                if t.status == TaskStatus.PENDING:
+                    node, fits = ssn.select_node(t, future=False)
+                    if node < 0 or not fits:
+                        short = True
+                        continue
+                    stmt.allocate(t, node)
+            if len(stmt) and ssn.job_ready(ej.info):
+                stmt.commit()
+            else:
+                stmt.discard()
+            if short:
+                if js.stuck_since is None:
+                    js.stuck_since = ssn.now
+            else:
+                js.stuck_since = None
+            js.reason = ""
+
+
+def _keep_lowest(ssn, ej: ElasticJob, n: int) -> dict[str, int]:
+    """Per-node counts of the job's ``n`` lowest-index alive workers (a scale-in keeps them)."""
+    out: dict[str, int] = {}
+    kept = 0
+    for t in ej.workers:
+        if kept >= n:
+            break
+        if t.status in ALIVE and t.node >= 0:
+            name = ssn.nodes.names[t.node]
+            out[name] = out.get(name, 0) + 1
+            kept += 1
+    return out
+
+
+def _why(policy: str, name: str, n0: int, n1: int, grew, shrank, capacity) -> str:
+    def few(xs):
+        xs = [x.split("/", 1)[-1] for x in xs if x != name]
+        return ", ".join(xs[:3]) + (f" and {len(xs) - 3} more" if len(xs) > 3 else "")
+
+    if n1 < n0:
+        others = few(grew)
+        return f"{policy} gives the GPUs to {others}" if others else f"{policy} shrinks it"
+    if n1 > n0:
+        others = few(shrank)
+        return f"{policy}: GPUs freed by {others}" if others else f"{policy}: {sum(capacity.values())} GPUs, room to grow"
+    return policy
+
+
+def _note(ssn, ej: ElasticJob, reason: str, message: str, count: int = 0) -> None:
+    ej.state.reason = message
+    ssn.record(ej.info, "elastic", message)
+    ej.info.extra_conditions.append(("Resized", reason, message))
+    ssn.cache.decisions.events.append(("PodGroup", ej.info.uid, "Normal", reason, message))
+    ssn.cache.decisions.resizes.append((ej.info.uid, reason, message, count))
+
+
+def _tiresias_params(policy) -> tuple[tuple[float, ...], float]:
+    from ...elastic.policies.tiresias import DEFAULT_THRESHOLDS
+
+    th = policy.params.get("thresholds") if isinstance(policy.params, dict) else None
+    thresholds = tuple(sorted(th if th is not None else getattr(policy, "thresholds", DEFAULT_THRESHOLDS)))
+    knob = getattr(policy, "promote_knob", 8.0)
+    return thresholds, knob

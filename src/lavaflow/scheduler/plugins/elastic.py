@@ -1,0 +1,320 @@
+"""elastic: elastic training jobs are sized by a policy (Voda's job), not by "whatever fits".
+
+Configured like any plugin, with the ``elastic`` action in ``actions``::
+
+    actions: "enqueue, elastic, allocate, backfill"
+    tiers:
+    - plugins:
+      - name: priority
+      - name: gang
+      - name: conformance
+      - name: elastic
+        arguments:
+          elastic.policy: Lavaflow          # FIFO, SRJF, Tiresias, ElasticFIFO, ... (see docs/elastic.md)
+          elastic.resizeInterval: 30s       # at most one reschedule per interval (Voda's rate limit)
+          elastic.resizeCost: 30s           # what a start / resize / migration costs a job (policies weigh it)
+          elastic.gpuTypeLabel: lavaflow.io/accelerator   # node label naming the GPU type
+          elastic.gpuResource: nvidia.com/gpu
+
+A job is elastic when its PodGroup carries a speed model (annotations, see
+:mod:`lavaflow.elastic.spec`) and its GPU pods (the workers, one GPU each) outnumber
+``minMember`` less its other pods.  The plugin
+
+* permits such a job at enqueue (the policy shares the GPUs among every submitted elastic job,
+  as Voda does; queue capacities do not apply to them);
+* marks it invalid for allocate, backfill, preempt and reclaim, so only the ``elastic`` action
+  places its pods, with the reason the policy gave ("waiting: ...");
+* keeps across sessions, in the cache, what the policy decided (each job's target placement) and
+  what Tiresias-like policies need (first start, attained service, last run).
+
+The state is rebuilt from the cluster after a restart: a job's size is its running workers, its
+attained service the last ``lavaflow.io/gpu-seconds`` report; the first reschedule waits one
+interval, so a restart does not resize anything by itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...elastic import spec as es
+from ..api import OCCUPYING, JobInfo, TaskInfo, TaskStatus
+from ..framework.registry import Plugin, register_plugin
+
+ALIVE = frozenset(OCCUPYING - {TaskStatus.RELEASING})
+
+
+def parse_seconds(value: Any, default: float) -> float:
+    if value is None or value == "":
+        return default
+    if isinstance(value, (int, float)):
+        return float(value)
+    from ...sim.annotations import parse_duration
+
+    return parse_duration(str(value))
+
+
+@dataclass
+class JobState:
+    """What the elastic scheduler remembers about one job between sessions."""
+
+    first_start: float | None = None
+    run_start: float | None = None
+    last_run_len: float = 0.0
+    wait_since: float | None = None
+    queue_offset: float = 0.0  # attained service at the last Tiresias promotion
+    running_time: float = 0.0
+    waiting_time: float = 0.0
+    seen_at: float | None = None
+    target: dict[str, int] = field(default_factory=dict)  # node name -> workers
+    target_type: str | None = None
+    reason: str = ""
+    stuck_since: float | None = None
+    # counters (reported by the backends)
+    resizes: int = 0
+    halts: int = 0
+    migrations: int = 0
+
+
+@dataclass
+class ElasticState:
+    """Kept in ``cache.plugin_state['elastic']``."""
+
+    last_resched: float = -math.inf
+    due: float | None = None  # a reschedule is wanted at this time
+    known: frozenset = frozenset()
+    node_version: int = -1
+    jobs: dict[str, JobState] = field(default_factory=dict)
+    curves: dict[tuple, tuple[float, ...]] = field(default_factory=dict)
+    reschedules: int = 0
+    adopted: bool = False
+    static: dict[str, tuple] = field(default_factory=dict)  # job uid -> (signature, parsed parts)
+
+
+@dataclass
+class ElasticJob:
+    """One elastic job as this session sees it."""
+
+    info: JobInfo
+    name: str  # namespace/job name, for the policy (ties are broken by name)
+    speed: es.SpeedSpec
+    min_workers: int
+    max_workers: int
+    requested: int
+    priority: int
+    pinned: str | None
+    workers: list[TaskInfo]  # GPU tasks by index
+    others: list[TaskInfo]  # the job's other tasks (launcher, master, ...)
+    gpus_per_worker: float
+    placement: dict[str, int]  # node name -> alive workers
+    gpu_type: str | None
+    remaining: float
+    attained: float
+    state: JobState
+
+    @property
+    def current(self) -> int:
+        return sum(self.placement.values())
+
+
+@register_plugin
+class ElasticPlugin(Plugin):
+    name = "elastic"
+
+    def __init__(self, arguments: dict[str, Any] | None = None) -> None:
+        super().__init__(arguments)
+        from ...elastic.policies import make_policy
+
+        a = self.arguments
+        self.policy_name = str(a.get("elastic.policy", "Lavaflow"))
+        self.interval = parse_seconds(a.get("elastic.resizeInterval"), 30.0)
+        self.resize_cost = parse_seconds(a.get("elastic.resizeCost"), 30.0)
+        self.type_label = str(a.get("elastic.gpuTypeLabel", "lavaflow.io/accelerator"))
+        self.gpu_resource = str(a.get("elastic.gpuResource", es.DEFAULT_GPU_RESOURCE))
+        params = {k[len("elastic.policy."):]: v for k, v in a.items() if k.startswith("elastic.policy.")}
+        self.policy = make_policy(self.policy_name, resize_cost=self.resize_cost, **params)
+        self.jobs: dict[str, ElasticJob] = {}
+        self.invalid: dict[str, str] = {}  # job uid -> why its annotations cannot be used
+        self.state: ElasticState | None = None
+        self.ssn = None
+
+    @classmethod
+    def check_arguments(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
+        """Problems with the plugin's arguments, found when the configuration is loaded."""
+        from ...elastic.policies import POLICY_NAMES, resolve_name
+
+        out: list[tuple[str, str]] = []
+        name = arguments.get("elastic.policy", "Lavaflow")
+        try:
+            resolve_name(str(name))
+        except KeyError:
+            out.append(("elastic.policy", f"unknown policy {name!r} (choose from {', '.join(POLICY_NAMES)})"))
+        for key in ("elastic.resizeInterval", "elastic.resizeCost"):
+            if key in arguments:
+                try:
+                    v = parse_seconds(arguments[key], 0.0)
+                except ValueError as exc:
+                    out.append((key, str(exc)))
+                    continue
+                if v < 0:
+                    out.append((key, f"must not be negative, got {arguments[key]!r}"))
+        for key in ("elastic.gpuTypeLabel", "elastic.gpuResource"):
+            if key in arguments and (not isinstance(arguments[key], str) or not arguments[key].strip()):
+                out.append((key, "must be a non-empty string"))
+        known = {"elastic.policy", "elastic.resizeInterval", "elastic.resizeCost", "elastic.gpuTypeLabel", "elastic.gpuResource"}
+        for key in arguments:
+            if key not in known and not str(key).startswith("elastic.policy."):
+                out.append((str(key), f"unknown argument (known: {', '.join(sorted(known))}, elastic.policy.<parameter>)"))
+        return out
+
+    # ------------------------------------------------------------------ session
+    def on_session_open(self, ssn) -> None:
+        self.ssn = ssn
+        self.state = ssn.cache.plugin_state.setdefault("elastic", ElasticState())
+        col = ssn.index.pos.get(self.gpu_resource)
+        self.gpu_col = col
+        self.jobs = {}
+        for uid, job in ssn.jobs.items():
+            ej = self._elastic_job(ssn, job, col)
+            if ej is not None:
+                self.jobs[uid] = ej
+        # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
+        candidates = {uid for uid, j in ssn.jobs.items() if j.pg is not None and es.has_speed_model(j.pg.metadata.annotations) and uid not in self.invalid}
+
+        def job_valid(job: JobInfo) -> tuple[bool, str]:
+            ej = self.jobs.get(job.uid)
+            if ej is not None:
+                if ej.current:
+                    return False, f"sized by the elastic policy {self.policy.name} ({ej.current} of {ej.max_workers} workers)"
+                return False, ej.state.reason or f"waiting for the elastic policy {self.policy.name}"
+            return True, ""
+
+        def enqueueable(job: JobInfo) -> int:
+            return 1 if job.uid in candidates else 0
+
+        ssn.add_job_valid_fn(self.name, job_valid)
+        ssn.add_job_enqueueable_fn(self.name, enqueueable)
+
+    # ------------------------------------------------------------------ jobs
+    def _elastic_job(self, ssn, job: JobInfo, col: int | None) -> ElasticJob | None:
+        pg = job.pg
+        if pg is None or col is None or not job.tasks:
+            return None
+        ann = pg.metadata.annotations
+        if not es.has_speed_model(ann):
+            return None
+        # What only changes with the PodGroup or the job's tasks is kept between sessions.
+        sig = (pg.metadata.resource_version, id(pg), len(job.tasks), tuple(job.counts), col, self.type_label)
+        hit = self.state.static.get(job.uid)
+        if hit is not None and hit[0] == sig:
+            _, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name = hit
+        else:
+            try:
+                sp = es.speed_spec(ann)
+                kn = es.knobs(ann)
+                prog = es.progress(ann, parse_time=_time_parser)
+            except es.SpecError as exc:
+                self.invalid[job.uid] = f"{exc.field}: {exc.message}"
+                return None
+            workers = []
+            others = []
+            gpw = 0.0
+            for t in job.tasks.values():
+                g = float(t.resreq[col]) if col < len(t.resreq) else 0.0
+                if g > 0:
+                    workers.append(t)
+                    gpw = max(gpw, g)
+                else:
+                    others.append(t)
+            if not workers:
+                return None
+            # minMember covering every pod makes a rigid job (min = max): the policy still sizes it.
+            lo = max(1, job.min_available - len(others))
+            hi = len(workers)
+            workers.sort(key=lambda t: (t.index, t.uid))
+            placement = {}
+            gtype = None
+            names = self.ssn.nodes.names
+            for t in workers:
+                if t.status in ALIVE and t.node >= 0:
+                    node = names[t.node]
+                    placement[node] = placement.get(node, 0) + 1
+                    gtype = gtype or self.node_type(t.node)
+            pinned = None
+            pod = workers[0].pod
+            if pod is not None:
+                sel = pod.spec.node_selector or {}
+                v = sel.get(self.type_label) or next((sel[k] for k in es.DEFAULT_GPU_TYPE_LABELS if sel.get(k)), None)
+                pinned = str(v).lower() if v else None
+            name = _job_name(job)
+            self.state.static[job.uid] = (sig, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name)
+        st = self.state.jobs.get(job.uid)
+        if st is None:
+            st = JobState(seen_at=ssn.now, wait_since=ssn.now)
+            self.state.jobs[job.uid] = st
+            if placement:  # adopted from the cluster (a restarted scheduler)
+                st.target = dict(placement)
+                st.target_type = gtype
+                from ..cache import timestamp
+
+                starts = [timestamp(t.pod.status.start_time) for t in workers if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None]
+                st.first_start = st.run_start = min(starts, default=ssn.now)
+        n = sum(placement.values())
+        rate = sp.speed.rate(_shape(placement), gtype) if n else 0.0
+        done = 0.0
+        attained = 0.0
+        if prog is not None:
+            done = prog.fraction * sp.work
+            attained = prog.gpu_seconds
+            if prog.time is not None and n and ssn.now > prog.time:
+                done += rate * (ssn.now - prog.time)
+                attained += n * gpw * (ssn.now - prog.time)
+        remaining = max(sp.work - done, 0.0)
+        requested = min(max(kn.requested if kn.requested is not None else hi, lo), hi)
+        return ElasticJob(
+            info=job, name=name, speed=sp, min_workers=min(lo, hi), max_workers=hi, requested=requested,
+            priority=kn.priority, pinned=pinned, workers=workers, others=others, gpus_per_worker=gpw or 1.0,
+            placement=dict(placement), gpu_type=gtype, remaining=remaining, attained=attained, state=st,
+        )
+
+    def node_type(self, i: int) -> str:
+        labels = self.ssn.nodes.labels[i]
+        v = labels.get(self.type_label) or next((labels[k] for k in es.DEFAULT_GPU_TYPE_LABELS if labels.get(k)), None)
+        return str(v).lower() if v else "default"
+
+    def curves(self, ej: ElasticJob, types: list[str], gpus_per_node: int) -> dict[str, tuple[float, ...]]:
+        from ...elastic.speed import rate_curve
+
+        out = {}
+        for ty in types:
+            if ej.pinned is not None and ty != ej.pinned:
+                continue
+            key = (id(ej.speed.speed), ty, ej.max_workers, gpus_per_node)
+            c = self.state.curves.get(key)
+            if c is None:
+                c = rate_curve(ej.speed.speed, ty, ej.max_workers, gpus_per_node)
+                self.state.curves[key] = c
+            out[ty] = c
+        return out
+
+
+def _shape(placement: dict[str, int]) -> tuple[int, ...]:
+    return tuple(sorted((v for v in placement.values() if v > 0), reverse=True))
+
+
+def _job_name(job: JobInfo) -> str:
+    pg = job.pg
+    for ref in (pg.metadata.owner_references if pg is not None else []):
+        if getattr(ref, "kind", "") == "Job":
+            return f"{job.namespace}/{ref.name}"
+    return job.uid
+
+
+def _time_parser(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        from ..cache import timestamp
+
+        return timestamp(raw)

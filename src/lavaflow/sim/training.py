@@ -1,0 +1,278 @@
+"""The simulated cluster's progress model for training jobs (what the cluster does, not the scheduler).
+
+A training job is a PodGroup whose annotations carry a speed model (:mod:`lavaflow.elastic.spec`):
+usually an elastic Volcano Job.  Its pods do not run for a fixed duration.  Instead the job has
+an amount of *work*; while it runs it progresses at the rate the speed model gives for the
+placement of its running GPU workers (workers per node) and their GPU type.  Every change of that
+placement — a start, a resize, a migration, a lost node — pauses the job for ``restart_pause``
+seconds (checkpoint and restart; ``sim.lavaflow.io/restart-pause`` on the job overrides it).
+When the work is done every running pod of the job succeeds, and the job controller completes
+the job.
+
+Like a metrics collector, the model reports each job's progress on its PodGroup whenever the
+rate changes (``lavaflow.io/progress``, ``-time``, ``gpu-seconds``); the scheduler extrapolates
+from the last report with the same speed model.  Results for reports: per job submit / first
+start / finish, the worker count over time, GPU-seconds; GPUs allocated per type over time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..api.selectors import pod_requests
+from ..api.volcano import GROUP_NAME_ANNOTATION
+from ..elastic import spec as es
+from . import annotations as ann
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import Simulation
+
+RESTART_PAUSE = "sim.lavaflow.io/restart-pause"
+EPS = 1e-9
+
+
+@dataclass
+class TrainState:
+    key: str  # PodGroup key
+    job: str  # namespace/job name
+    speed: es.SpeedSpec
+    pause: float
+    submit: float
+    done: float = 0.0
+    t_last: float = 0.0
+    rate: float = 0.0
+    paused_until: float = 0.0
+    gpu_seconds: float = 0.0
+    placement: dict[str, int] = field(default_factory=dict)
+    gpu_type: str | None = None
+    pods: dict[str, tuple[str, float, str]] = field(default_factory=dict)  # running pod key -> (node, gpus, uid)
+    token: int = 0
+    first_start: float | None = None
+    finish: float | None = None
+    history: list[tuple[float, int, str | None]] = field(default_factory=list)
+    resizes: int = 0
+    halts: int = 0
+    migrations: int = 0
+    application: str = ""
+
+
+class TrainingModel:
+    def __init__(self, sim: Simulation, restart_pause: float = 30.0) -> None:
+        self.sim = sim
+        self.restart_pause = restart_pause
+        self.jobs: dict[str, TrainState] = {}
+        self.finished: list[TrainState] = []
+        self.timeline: list[tuple[float, dict[str, int]]] = []
+        self._gpus: dict[int, float] = {}
+        self._tokens = 0
+        sim.store.watch("PodGroup", self._on_podgroup)
+        sim.store.watch("Pod", self._on_pod)
+
+    # ------------------------------------------------------------------ ownership
+    def owns(self, pod) -> bool:
+        pg = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
+        return pg is not None and f"{pod.namespace}/{pg}" in self.jobs
+
+    def _on_podgroup(self, event: str, pg, old) -> None:
+        if event == "DELETED" or pg.key in self.jobs:
+            return
+        a = pg.metadata.annotations
+        if not es.has_speed_model(a):
+            return
+        try:
+            sp = es.speed_spec(a)
+        except es.SpecError:
+            return  # admission reports it; the scheduler treats it as a plain job
+        job = next((f"{pg.namespace}/{r.name}" for r in pg.metadata.owner_references if r.kind == "Job"), pg.key)
+        vcjob = self.sim.store.get("Job", job)
+        src = vcjob.metadata.annotations if vcjob is not None else a
+        pause = self.restart_pause
+        if RESTART_PAUSE in src:
+            pause = ann.parse_duration(src[RESTART_PAUSE])
+        submit = self.sim.now
+        if vcjob is not None and isinstance(vcjob.metadata.creation_timestamp, (int, float)):
+            submit = float(vcjob.metadata.creation_timestamp)
+        self.jobs[pg.key] = TrainState(key=pg.key, job=job, speed=sp, pause=pause, submit=submit, t_last=self.sim.now, application=sp.application)
+
+    def _gpus_of(self, pod) -> float:
+        spec = pod.spec
+        g = self._gpus.get(id(spec))
+        if g is None:
+            g = sum(v for k, v in pod_requests(spec).items() if es.is_gpu(k))
+            self._gpus[id(spec)] = g
+        return g
+
+    def _on_pod(self, event: str, pod, old) -> None:
+        pgname = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
+        if pgname is None:
+            return
+        st = self.jobs.get(f"{pod.namespace}/{pgname}")
+        if st is None or st.finish is not None:
+            return
+        key = pod.key
+        running = event != "DELETED" and pod.status.phase == "Running" and bool(pod.spec.node_name)
+        had = key in st.pods
+        if running and not had:
+            st.pods[key] = (pod.spec.node_name, self._gpus_of(pod), pod.metadata.uid)
+        elif not running and had:
+            del st.pods[key]
+        else:
+            return
+        self._changed(st)
+
+    # ------------------------------------------------------------------ progress
+    def _accrue(self, st: TrainState, now: float) -> None:
+        if now > st.t_last:
+            n = sum(st.placement.values())
+            st.gpu_seconds += n * (now - st.t_last)
+            start = max(st.t_last, st.paused_until)
+            if st.rate > 0 and now > start:
+                st.done += st.rate * (now - start)
+            st.t_last = now
+
+    def _changed(self, st: TrainState) -> None:
+        now = self.sim.now
+        self._accrue(st, now)
+        placement: dict[str, int] = {}
+        gtype = None
+        for node, gpus, _uid in st.pods.values():
+            if gpus > 0:
+                placement[node] = placement.get(node, 0) + 1
+                if gtype is None:
+                    gtype = self._node_type(node)
+        if placement == st.placement:
+            return
+        n0, n1 = sum(st.placement.values()), sum(placement.values())
+        if n1 and st.first_start is None:
+            st.first_start = now
+        st.placement = placement
+        st.gpu_type = gtype if n1 else None
+        if n1 != n0 or not st.history or st.history[-1][2] != st.gpu_type:
+            if st.history and st.history[-1][0] == now:
+                st.history[-1] = (now, n1, st.gpu_type)
+            else:
+                st.history.append((now, n1, st.gpu_type))
+        if n1:
+            shape = tuple(sorted(placement.values(), reverse=True))
+            st.rate = st.speed.speed.rate(shape, gtype)
+            st.paused_until = now + st.pause
+        else:
+            st.rate = 0.0
+        self._record_alloc(now)
+        self._report(st, now)
+        self._tokens += 1
+        st.token = self._tokens
+        if st.rate > 0:
+            left = max(st.speed.work - st.done, 0.0)
+            self.sim._push(max(now, st.paused_until) + left / st.rate, "train", (st.key, st.token))
+
+    def _report(self, st: TrainState, now: float) -> None:
+        pg = self.sim.store.get("PodGroup", st.key)
+        if pg is None:
+            return
+        n = sum(st.placement.values())
+        at = max(now, st.paused_until) if n else now
+        a = dict(pg.metadata.annotations)
+        a[es.PROGRESS] = repr(min(st.done / st.speed.work, 1.0) if st.speed.work > 0 else 1.0)
+        a[es.PROGRESS_TIME] = repr(at)
+        a[es.GPU_SECONDS] = repr(st.gpu_seconds + n * (at - now))
+        pg.metadata.annotations = a
+        self.sim.store.update(pg)
+
+    def stale(self, key: str, token: int) -> bool:
+        st = self.jobs.get(key)
+        return st is None or st.token != token or st.finish is not None
+
+    def on_event(self, key: str, token: int) -> None:
+        st = self.jobs.get(key)
+        if st is None or st.token != token or st.finish is not None:
+            return
+        now = self.sim.now
+        self._accrue(st, now)
+        if st.done + EPS * max(st.speed.work, 1.0) < st.speed.work:
+            return
+        st.done = st.speed.work
+        st.finish = now
+        st.history.append((now, 0, None))
+        self.finished.append(st)
+        pods = list(st.pods.items())
+        st.pods.clear()
+        st.placement = {}
+        self._record_alloc(now)
+        for pod_key, (_node, _g, uid) in sorted(pods):
+            self.sim._finish(pod_key, uid)
+
+    def on_resize(self, key: str, kind: str, count: int) -> None:
+        """A resize the scheduler decided (counted as the old replayer counted them)."""
+        st = self.jobs.get(key)
+        if st is None:
+            return
+        if kind == "Resized":
+            st.resizes += 1
+        elif kind == "Halted":
+            st.halts += 1
+        elif kind == "Migrated":
+            st.migrations += count
+
+    # ------------------------------------------------------------------ results
+    def _node_type(self, node: str) -> str:
+        n = self.sim.store.get("Node", node)
+        if n is None:
+            return "default"
+        labels = n.metadata.labels
+        v = next((labels[k] for k in es.DEFAULT_GPU_TYPE_LABELS if labels.get(k)), None)
+        return str(v).lower() if v else "default"
+
+    def _record_alloc(self, now: float) -> None:
+        alloc: dict[str, int] = {}
+        for st in self.jobs.values():
+            if st.finish is None and st.placement:
+                t = st.gpu_type or "default"
+                alloc[t] = alloc.get(t, 0) + sum(st.placement.values())
+        if self.timeline and self.timeline[-1][0] == now:
+            self.timeline[-1] = (now, alloc)
+        else:
+            self.timeline.append((now, alloc))
+
+    def capacity(self) -> dict[str, int]:
+        cap: dict[str, int] = {}
+        for node in self.sim.store.list("Node"):
+            g = sum(float(v) for k, v in node.allocatable.items() if es.is_gpu(k))
+            if g > 0:
+                t = self._node_type(node.name)
+                cap[t] = cap.get(t, 0) + int(g)
+        return cap
+
+    def result(self, policy: str, wall: float) -> Any:
+        """The replay as the comparison table and report expect it."""
+        from ..elastic.results import JobResult, SimResult
+
+        jobs = []
+        for st in sorted(self.jobs.values(), key=lambda s: (s.submit, s.job)):
+            jobs.append(
+                JobResult(
+                    name=st.job.split("/", 1)[-1] if st.job.startswith("default/") else st.job,
+                    application=st.application,
+                    submit=st.submit,
+                    start=st.first_start,
+                    finish=st.finish,
+                    jct=(st.finish - st.submit) if st.finish is not None else None,
+                    resizes=st.resizes,
+                    halts=st.halts,
+                    migrations=st.migrations,
+                    gpu_seconds=st.gpu_seconds,
+                    history=list(st.history),
+                )
+            )
+        t0 = min((j.submit for j in jobs), default=0.0)
+        timeline = [(t0, {})] + [p for p in self.timeline if p[0] >= t0]
+        return SimResult(
+            policy=policy,
+            jobs=jobs,
+            capacity=self.capacity(),
+            timeline=timeline,
+            reschedules=self.sim.scheduler.cache.plugin_state.get("elastic").reschedules if self.sim.scheduler.cache.plugin_state.get("elastic") else 0,
+            wall_seconds=wall,
+            end_time=self.sim.now,
+        )
