@@ -150,8 +150,12 @@ def test_spark_style_podgroup_is_all_or_nothing():
             conds = await c.wait_for(explained, 10, "PodScheduled=False on every pod (kubectl describe pod)")
             assert conds[0]["reason"] == "Unschedulable"
             assert conds[0]["message"].startswith("3/3 tasks in gang unschedulable"), conds[0]["message"]
-            events = await c.objects("Event", "spark")
-            assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod" for e in events)
+            async def failed_scheduling():
+                # Events go out after bindings and status writes: wait for them (a busy machine delays them).
+                events = await c.objects("Event", "spark")
+                return any(e["reason"] == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod" for e in events)
+
+            await c.wait_for(failed_scheduling, 10, "a FailedScheduling Event on a pod")
             await asyncio.sleep(0.3)
             assert c.bindings() == [], "a partial gang was bound"
             await c.create([fake_node("n1", cpu="2", memory="8Gi")])

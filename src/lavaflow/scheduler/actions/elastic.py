@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ...elastic import spec as es
-from ..api import OCCUPYING, TaskStatus
+from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ..plugins.elastic import ALIVE, ElasticJob
@@ -48,9 +48,8 @@ class ElasticAction(Action):
             return
         st = plugin.state
         now = ssn.now
-        jobs: dict[str, ElasticJob] = {
-            uid: ej for uid, ej in plugin.jobs.items() if not any(t.status == TaskStatus.SUCCEEDED for t in ej.workers)
-        }
+        # A job whose workers started succeeding has finished its work.
+        jobs: dict[str, ElasticJob] = {uid: ej for uid, ej in plugin.jobs.items() if not ej.info.counts[TaskStatus.SUCCEEDED]}
         for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
             del st.jobs[uid]
             st.static.pop(uid, None)
@@ -111,10 +110,14 @@ class ElasticAction(Action):
         if n == 0:
             return cap, nodes_out
         elastic_used = np.zeros(n)
+        pos = ns.pos
         for ej in plugin.jobs.values():
-            for t in ej.workers:
-                if t.status in OCCUPYING and t.node >= 0:
-                    elastic_used[t.node] += t.resreq[col]
+            for node, k in ej.placement.items():
+                elastic_used[pos[node]] += k * ej.gpus_per_worker
+            if ej.info.counts[TaskStatus.RELEASING]:
+                for t in ej.workers:
+                    if t.status == TaskStatus.RELEASING and t.node >= 0:
+                        elastic_used[t.node] += t.resreq[col]
         alloc = ns.allocatable[:n, col]
         used = ns.used[:n, col]
         for i in np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist():
@@ -253,6 +256,18 @@ class ElasticAction(Action):
         for ej in sorted(jobs.values(), key=lambda e: (e.info.creation, e.name)):
             js = ej.state
             target = js.target
+            if ej.placement == target:  # nothing to evict or bind for the workers
+                if target and not any(t.status == TaskStatus.PENDING for t in ej.others):
+                    js.stuck_since = None
+                    js.reason = ""
+                    continue
+                if not target and not any(t.status in ALIVE for t in ej.others):
+                    js.reason = js.reason if js.reason.startswith("waiting") else (
+                        f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
+                        f"(minimum {ej.min_workers} worker(s); {max(free, 0)} GPU(s) not allocated to elastic jobs)"
+                    )
+                    ej.info.job_fit_errors = js.reason
+                    continue
             # 1. evictions: above target on a node (or the whole job when halted)
             evict = Statement(ssn)
             per_node: dict[str, list] = {}
