@@ -279,7 +279,7 @@ class JobController(Controller):
                     "name": podgroup_name(job),
                     "namespace": job.namespace,
                     "labels": dict(job.metadata.labels),
-                    "annotations": {k: v for k, v in job.metadata.annotations.items() if not k.startswith("sim.")},
+                    "annotations": self._pg_annotations(job),
                     "ownerReferences": [_owner_ref(job)],
                 },
                 "spec": self._pg_spec(job),
@@ -583,6 +583,14 @@ class JobController(Controller):
                 self.killing.add(p.metadata.uid)
                 self.store.delete("Pod", p.key)
 
+    def _pg_annotations(self, job: Job) -> dict[str, str]:
+        out = {k: v for k, v in job.metadata.annotations.items() if not k.startswith("sim.")}
+        if elastic_spec.has_speed_model(out):
+            shape = elastic_spec.job_shape(job)
+            if shape is not None:
+                out[elastic_spec.WORKERS] = f"{shape[0]}-{shape[1]}"
+        return out
+
     def _sync_elastic_annotations(self, job: Job, pg: PodGroup) -> None:
         """A running training job may update its speed / progress annotations (lavaflow.io/*) on
         the Job; the scheduler reads them from the PodGroup."""
@@ -590,6 +598,9 @@ class JobController(Controller):
         if not elastic_spec.has_speed_model(ann) and elastic_spec.PROGRESS not in ann:
             return
         mine = {k: v for k, v in ann.items() if k.startswith(elastic_spec.PREFIX)}
+        shape = elastic_spec.job_shape(job)
+        if shape is not None:
+            mine[elastic_spec.WORKERS] = f"{shape[0]}-{shape[1]}"
         # Only what changed on the Job since it was last copied (the PodGroup may hold newer
         # progress reports of its own, e.g. from the simulator).
         last = self._elastic_seen.get(job.key)

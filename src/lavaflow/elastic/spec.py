@@ -50,6 +50,9 @@ GPU_SECONDS = PREFIX + "gpu-seconds"
 # Set on a worker pod the scheduler removes to shrink its job (the job controller recreates it
 # as a pending pod instead of treating the removal as a failure).
 RESIZED_OUT = PREFIX + "resized-out"
+# "min-max" GPU workers, written on the PodGroup by the job controller (the scheduler sees the
+# PodGroup and the pods, not the Job's replicas).
+WORKERS = PREFIX + "elastic-workers"
 RESIZE_REASON = "ElasticResize"
 
 SPEED_KEYS = (APPLICATION, BATCH_SIZE, EPOCHS, WORK, GAVEL_MODEL, SPEEDUP, EPOCH_TIME, ADAPTIVE, MAX_BATCH)
@@ -247,6 +250,17 @@ def job_shape(job) -> tuple[int, int, list[str], str | None] | None:
         return None
     lo = max(1, min_avail - other)
     return lo, gpu_pods, workers, gtype
+
+
+def workers_range(annotations: Mapping[str, str]) -> tuple[int, int] | None:
+    raw = annotations.get(WORKERS)
+    if not raw:
+        return None
+    try:
+        lo, hi = (int(x) for x in str(raw).split("-", 1))
+    except ValueError:
+        return None
+    return (lo, hi) if 1 <= lo <= hi else None
 
 
 def is_gpu(resource: str) -> bool:

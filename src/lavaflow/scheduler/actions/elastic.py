@@ -68,7 +68,9 @@ class ElasticAction(Action):
             if any(ej.current for ej in jobs.values()):
                 st.last_resched = now  # a restarted scheduler keeps sizes for one interval
         capacity, nodes = self._capacity(ssn, plugin, jobs)
-        fingerprint = (tuple(sorted(capacity.items())), tuple((n[0], n[1]) for n in nodes))
+        # Nodes joining, leaving or changing their GPUs reschedule at once; usage by other pods
+        # only through the rate-limited path (it moves with every bind of theirs).
+        fingerprint = self._gpu_nodes(ssn, plugin)
         active = frozenset(jobs)
         force = fingerprint != st.node_version and st.node_version != -1
         dirty = force or active != st.known
@@ -131,6 +133,16 @@ class ElasticAction(Action):
             nodes_out.append((ns.names[i], slots, ty))
         return cap, nodes_out
 
+    def _gpu_nodes(self, ssn, plugin) -> tuple:
+        col = plugin.gpu_col
+        ns = ssn.nodes
+        n = len(ns)
+        if col is None or n == 0:
+            return ()
+        alloc = ns.allocatable[:n, col]
+        live = np.flatnonzero((alloc > 0) & ns.schedulable[:n])
+        return tuple((ns.names[i], float(alloc[i]), plugin.node_type(i)) for i in live.tolist())
+
     # ------------------------------------------------------------------ Tiresias
     def _priority_change(self, plugin, jobs, now: float) -> float:
         thresholds, knob = _tiresias_params(plugin.policy)
@@ -167,6 +179,12 @@ class ElasticAction(Action):
         for ej in jobs.values():
             js = ej.state
             by_name[ej.name] = ej
+            if js.target and ej.placement != js.target:
+                # A change decided earlier is still on its way (binds in flight, pods being
+                # recreated): the policy's own decision is the job's size.
+                ej.placement_seen = ej.placement
+                ej.placement = dict(js.target)
+                ej.gpu_type = js.target_type
             views.append(
                 JobView(
                     name=ej.name,
@@ -205,7 +223,7 @@ class ElasticAction(Action):
             for nm in reqs:
                 ej = by_name[nm]
                 if ej.current and ej.gpu_type == ty:
-                    cur[nm] = _keep_lowest(ssn, ej, min(reqs[nm], ej.current))
+                    cur[nm] = dict(ej.placement) if ej.placement_seen is not None else _keep_lowest(ssn, ej, min(reqs[nm], ej.current))
             if not reqs:
                 continue
             pl, mig = place(ty_nodes, cur, reqs)
@@ -219,6 +237,8 @@ class ElasticAction(Action):
             js = ej.state
             n0, n1 = ej.current, new_n[nm]
             t0, t1 = ej.gpu_type if n0 else None, new_t[nm]
+            if ej.placement_seen is not None:  # back to what the cluster holds now, for reconcile
+                ej.placement, ej.placement_seen = ej.placement_seen, None
             js.target = {k: v for k, v in targets.get(nm, {}).items() if v > 0} if n1 else {}
             js.target_type = t1
             js.stuck_since = None

@@ -112,6 +112,7 @@ class ElasticJob:
     remaining: float
     attained: float
     state: JobState
+    placement_seen: dict[str, int] | None = None
 
     @property
     def current(self) -> int:
@@ -184,6 +185,8 @@ class ElasticPlugin(Plugin):
 
         def job_valid(job: JobInfo) -> tuple[bool, str]:
             ej = self.jobs.get(job.uid)
+            if ej is None and job.uid in candidates:
+                return False, f"waiting for the elastic policy {self.policy.name} (its pods are being created)"
             if ej is not None:
                 if ej.current:
                     return False, f"sized by the elastic policy {self.policy.name} ({ej.current} of {ej.max_workers} workers)"
@@ -230,8 +233,15 @@ class ElasticPlugin(Plugin):
             if not workers:
                 return None
             # minMember covering every pod makes a rigid job (min = max): the policy still sizes it.
-            lo = max(1, job.min_available - len(others))
-            hi = len(workers)
+            rng = es.workers_range(ann)
+            if rng is not None:
+                lo, hi = rng
+                if len(workers) < hi and not any(t.status in ALIVE for t in workers):
+                    return None  # its pods are still being created
+                hi = max(min(hi, len(workers)), lo)
+            else:
+                lo = max(1, job.min_available - len(others))
+                hi = len(workers)
             workers.sort(key=lambda t: (t.index, t.uid))
             placement = {}
             gtype = None
