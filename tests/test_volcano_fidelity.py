@@ -49,3 +49,57 @@ def test_best_effort_task_counts_toward_its_own_task_minimum_only_once_workers_f
     r = simulate(node_group("gpu", count=1, cpu="8", **{"nvidia.com/gpu": "1"}) + MINDSPORE_LIKE)
     assert job_of(r, "ms")["phase"] != "Completed"
     assert all(p["startTime"] is None for p in r["pods"])
+
+
+# ------------------------------------------------- 10. every jobs[] entry has phaseHistory and retryCount
+def test_podgroup_entries_have_phase_history_and_retry_count():
+    bare = doc({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+    late = doc({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q", "annotations": {"sim.lavaflow.io/duration": "10s"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}})
+    r = simulate(node_group("n", cpu="2") + bare + late)
+    entries = [j for j in r["jobs"] if j["kind"] == "PodGroup"]
+    assert len(entries) == 2
+    for j in entries:
+        assert j["retryCount"] == 0
+        assert [h["phase"] for h in j["phaseHistory"]] == ["Pending", "Running", "Completed"]
+        assert [h["time"] for h in j["phaseHistory"]] == [j["submitTime"], j["startTime"], j["finishTime"]]
+    second = max(entries, key=lambda j: j["startTime"])
+    assert second["phaseHistory"][1]["time"] > second["submitTime"]  # it waited for the first
+
+
+# ------------------------------------------------- 3. a stall does not depend on --until
+def _spark_like_deadlock() -> str:
+    # Two drivers take both CPUs under kube-default; their executors can never be placed.
+    out = node_group("n", count=1, cpu="2")
+    for i in (1, 2):
+        out += doc({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"d{i}", "annotations": {"scheduling.k8s.io/group-name": f"app{i}",
+                                                                  "sim.lavaflow.io/duration": "10s"}},
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+        out += doc({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"e{i}", "annotations": {"scheduling.k8s.io/group-name": f"app{i}",
+                                                                  "sim.lavaflow.io/spawned-by": f"d{i}"}},
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+        out += doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": f"app{i}"},
+                    "spec": {"minMember": 1}})
+    return out
+
+
+def test_stall_is_reported_the_same_with_or_without_until():
+    text = _spark_like_deadlock()
+    free = simulate(text, scheduler="kube-default")
+    capped = simulate(text, scheduler="kube-default", until=900)
+    assert free["stalled"] is True and capped["stalled"] is True
+    assert free["stalledAt"] == capped["stalledAt"] is not None
+    assert capped["endTime"] == 900
+    assert [s["reason"] for s in free["stuck"]] == [s["reason"] for s in capped["stuck"]]
+
+
+def test_running_services_are_not_a_stall_either_way():
+    svc = doc({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "svc", "annotations": {"sim.lavaflow.io/duration": "inf"}},
+               "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+    for kw in ({}, {"until": 300}):
+        r = simulate(node_group("n", cpu="2") + svc, **kw)
+        assert r["stalled"] is False and r["stalledAt"] is None
+        assert len(r["stuck"]) == 1

@@ -124,7 +124,7 @@ def _summary_table(results: list[dict]) -> Table:
         t.add_column(r["scheduler"], justify="right")
     for label, key, fmt in SUMMARY_ROWS:
         t.add_row(label, *[fmt(r["summary"].get(key)) if r["summary"].get(key) is not None else "-" for r in results])
-    t.add_row("stalled", *["yes" if r["stalled"] else "no" for r in results])
+    t.add_row("stalled", *[f"yes (t={_fmt_time(r.get('stalledAt'))})" if r["stalled"] else "no" for r in results])
     t.add_row("end time (s)", *[_fmt_time(r["endTime"]) for r in results])
     return t
 
@@ -141,7 +141,7 @@ def _print_table(results: list[dict]) -> None:
                       markup=False, highlight=False)
         if r["stuck"]:
             out.print(f"[bold red]{r['scheduler']}: {len(r['stuck'])} job(s) did not finish"
-                      f"{' — stalled' if r['stalled'] else ''}:[/bold red]")
+                      f"{' — stalled at t=' + _fmt_time(r.get('stalledAt')) if r['stalled'] else ''}:[/bold red]")
             for s in r["stuck"]:
                 out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True)
 

@@ -92,7 +92,7 @@ class Simulation:
         self.duration_done: set[str] = set()  # pod uids whose own duration has passed
         self.pod_records: dict[str, dict[str, Any]] = {}
         self.timeline: list[dict[str, Any]] = []
-        self.stalled = False
+        self.stall_time: float | None = None  # when nothing could change any more (None: never)
         self._wakes: set[float] = set()
         self.rejected: list[dict[str, Any]] = []  # objects refused by admission at their submit time
         self.node_events: list[dict[str, Any]] = []
@@ -414,6 +414,7 @@ class Simulation:
             t_tick = next_tick if dirty else math.inf
             t = min(t_event, t_tick)
             if math.isinf(t):
+                self.stall_time = self.now
                 if until is not None and until > self.now and self._anything_running():
                     self.now = until  # pods that run until deleted keep running up to --until
                 break
@@ -457,6 +458,7 @@ class Simulation:
                 if self.store.version != before:
                     last_cycle_version = -1  # something changed: schedule again next period
                 if idle_cycles > MAX_IDLE_CYCLES:
+                    self.stall_time = self.now  # cycles that change something, with nothing else to happen
                     break
             self._sample()
             if progress is not None:

@@ -40,12 +40,21 @@ def _reason(sim, pg, job_phase: str) -> str:
             return "PodGroup waiting to be admitted (Pending)"
         running = info.counts[TaskStatus.RUNNING]
         if running and not pending:
-            if sim.until is not None and sim.now >= sim.until:
+            if sim.until is not None and sim.now >= sim.until and (sim.stall_time is None or sim.stall_time >= sim.until):
                 return f"still running at --until ({running} pods running)"
             return f"{running} pods running with no end (duration inf or waiting for spawned pods)"
     if job_phase == "Pending":
         return "waiting for its PodGroup to be admitted"
     return f"job is {job_phase}"
+
+
+def _blocked(sim, pg) -> bool:
+    """Whether an unfinished job waits for something (a deadlock once nothing can change), rather
+    than just running: all its pods placed and running with no end, e.g. a service."""
+    info = sim.cache.jobs.get(pg.key) if pg is not None else None
+    if info is None or pg.status.phase in ("", "Pending"):
+        return True
+    return bool(info.counts[TaskStatus.PENDING]) or not info.counts[TaskStatus.RUNNING]
 
 
 def _all_podgroups(sim) -> list:
@@ -60,6 +69,7 @@ def build_result(sim) -> dict[str, Any]:
     jobs_out: list[dict[str, Any]] = []
     stuck: list[dict[str, str]] = []
     owned_pgs: set[str] = set()
+    blocked = False  # some unfinished job waits for something
     jobs_all = {j.key: j for j in sim.deleted_jobs.values()}
     jobs_all.update({j.key: j for j in store.list("Job")})
     for job in sorted(jobs_all.values(), key=lambda j: (j.metadata.creation_timestamp or 0, j.key)):
@@ -92,7 +102,9 @@ def build_result(sim) -> dict[str, Any]:
             }
         )
         if phase not in JOB_FINAL_PHASES and phase != "Deleted":
-            stuck.append({"namespace": job.namespace, "name": job.name, "reason": _reason(sim, store.get("PodGroup", pg_key), phase)})
+            pg = store.get("PodGroup", pg_key)
+            stuck.append({"namespace": job.namespace, "name": job.name, "reason": _reason(sim, pg, phase)})
+            blocked |= _blocked(sim, pg)
     pods_by_group: dict[str, list[dict[str, Any]]] = {}
     for rec in sim.pod_records.values():
         pods_by_group.setdefault(f"{rec['namespace']}/{rec['job']}", []).append(rec)
@@ -110,6 +122,12 @@ def build_result(sim) -> dict[str, Any]:
         else:
             phase = "Pending"
         finish = max((r["finishTime"] for r in recs if r["finishTime"] is not None), default=None) if done else None
+        submit = pg.metadata.creation_timestamp
+        hist = [{"phase": "Pending", "time": submit}]
+        if starts:
+            hist.append({"phase": "Running", "time": min(starts)})
+        if done:
+            hist.append({"phase": phase, "time": finish})
         jobs_out.append(
             {
                 "namespace": pg.namespace,
@@ -117,13 +135,18 @@ def build_result(sim) -> dict[str, Any]:
                 "kind": "PodGroup",
                 "queue": pg.spec.queue or "default",
                 "phase": phase,
-                "submitTime": pg.metadata.creation_timestamp,
+                "submitTime": submit,
                 "startTime": min(starts) if starts else None,
                 "finishTime": finish,
+                # The same keys as a Volcano Job's entry: phases derived from the pods; a
+                # PodGroup is never retried as a whole (replaced pods are not retries).
+                "phaseHistory": hist,
+                "retryCount": 0,
             }
         )
         if not done:
             stuck.append({"namespace": pg.namespace, "name": pg.name, "reason": _reason(sim, pg, phase)})
+            blocked |= _blocked(sim, pg)
     podgroups_out = [
         {
             "namespace": pg.namespace,
@@ -154,7 +177,10 @@ def build_result(sim) -> dict[str, Any]:
     ]
     return {
         "scheduler": sim.scheduler_name,
-        "stalled": bool(stuck) and not (sim.until is not None and sim.now >= sim.until) and not sim._events,
+        # A stall is a property of the scenario: nothing could change any more (detected at
+        # stalledAt) while some job still waited — whether or not --until ran the clock on.
+        "stalled": blocked and sim.stall_time is not None,
+        "stalledAt": sim.stall_time if blocked else None,
         "endTime": sim.now,
         "jobs": jobs_out,
         "podGroups": podgroups_out,
