@@ -103,3 +103,51 @@ def test_running_services_are_not_a_stall_either_way():
         r = simulate(node_group("n", cpu="2") + svc, **kw)
         assert r["stalled"] is False and r["stalledAt"] is None
         assert len(r["stuck"]) == 1
+
+
+# ------------------------------------------------- 4. a JobFlow whose JobTemplates are missing
+def _template(name: str, submit_at: str | None = None) -> str:
+    meta: dict = {"name": name}
+    if submit_at:
+        meta["annotations"] = {"sim.lavaflow.io/submit-at": submit_at}
+    return doc({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate", "metadata": meta,
+                "spec": {"minAvailable": 1, "schedulerName": "volcano",
+                         "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {
+                             "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+                             "restartPolicy": "Never"}}}]}})
+
+
+FLOW = doc({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow", "metadata": {"name": "flow"},
+            "spec": {"jobRetainPolicy": "retain",
+                     "flows": [{"name": "a"}, {"name": "b", "dependsOn": {"targets": ["a"]}}]}})
+
+
+def test_jobflow_naming_a_missing_jobtemplate_is_refused(tmp_path):
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    text = node_group("n", cpu="2") + _template("a") + FLOW
+    try:
+        prepare(load_text(text, "flow.yaml"))
+    except InputError as exc:
+        assert exc.problems == [
+            "flow.yaml: document 3: JobFlow/flow: spec.flows[1].name: no JobTemplate 'b' in namespace default "
+            "in the input (a flow runs the JobTemplate of its name)"]
+    else:
+        raise AssertionError("a JobFlow with a missing JobTemplate was accepted")
+
+
+def test_jobflow_runs_a_template_submitted_after_it():
+    r = simulate(node_group("n", cpu="2") + FLOW + _template("a") + _template("b", submit_at="100s"))
+    assert [(j["name"], j["phase"]) for j in r["jobs"]] == [("flow-a", "Completed"), ("flow-b", "Completed")]
+    assert job_of(r, "flow-b")["submitTime"] == 100
+
+
+def test_jobflow_whose_patched_job_is_invalid_is_reported():
+    flow = doc({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow", "metadata": {"name": "flow"},
+                "spec": {"flows": [{"name": "a", "patch": {"spec": {"minAvailable": 5}}}]}})
+    r = simulate(node_group("n", cpu="2") + _template("a") + flow)
+    assert r["jobs"] == []
+    [x] = r["rejected"]
+    assert (x["kind"], x["name"]) == ("JobFlow", "flow")
+    assert "flow 'a': Job flow-a refused: " in x["reason"] and "minAvailable" in x["reason"]

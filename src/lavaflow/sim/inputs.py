@@ -184,6 +184,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             queues[it.obj.name] = it.obj
     pods_by_key = {it.obj.key for it in items if isinstance(it.obj, Pod)}
     declared = {("Queue", name) for name in queues} | {("Job", it.obj.key) for it in items if isinstance(it.obj, Job)}
+    templates = {it.obj.key for it in items if isinstance(it.obj, JobTemplate)}
     latest_job: dict[str, Job] = {}
     for it in items:
         obj, src = it.obj, it.source
@@ -207,6 +208,11 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             found = admission.validate_job(as_job, queues)
         elif isinstance(obj, JobFlow):
             found = validate_jobflow(obj)
+            for fi, flow in enumerate(obj.spec.flows):
+                if f"{obj.namespace}/{flow.name}" not in templates:
+                    found.append(admission.Problem(
+                        f"spec.flows[{fi}].name",
+                        f"no JobTemplate {flow.name!r} in namespace {obj.namespace} in the input (a flow runs the JobTemplate of its name)"))
         elif isinstance(obj, Command):
             found = validate_command(obj, declared)
         elif isinstance(obj, PodGroup):

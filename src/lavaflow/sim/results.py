@@ -187,7 +187,10 @@ def build_result(sim) -> dict[str, Any]:
         "pods": pods_out,
         "queues": queues_out,
         "stuck": stuck,
-        "rejected": sim.rejected,
+        "rejected": sim.rejected + [
+            {"namespace": key.split("/", 1)[0], "name": key.split("/", 1)[1], "kind": "JobFlow", "time": when, "reason": why}
+            for key, (when, why) in sorted(sim.jobflow_ctrl.refused.items())
+        ],
         "nodeEvents": sim.node_events,
         "decisions": {k: v for k, v in sorted(sim.decisions.items())},
         "summary": summarize(jobs_out, sim.timeline, sim.now, stuck),
