@@ -151,3 +151,61 @@ def test_jobflow_whose_patched_job_is_invalid_is_reported():
     [x] = r["rejected"]
     assert (x["kind"], x["name"]) == ("JobFlow", "flow")
     assert "flow 'a': Job flow-a refused: " in x["reason"] and "minAvailable" in x["reason"]
+
+
+# ------------------------------------------------- 5. auto-created PodGroups naming an undeclared queue
+def _deployment(queue: str, submit_at: str | None = None, on_owner: bool = False) -> str:
+    ann = {"scheduling.volcano.sh/queue-name": queue}
+    meta: dict = {"name": "web", "annotations": dict(ann) if on_owner else {}}
+    if submit_at:
+        meta["annotations"]["sim.lavaflow.io/submit-at"] = submit_at
+    return doc({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                         "template": {"metadata": {"labels": {"app": "web"}, "annotations": {} if on_owner else ann},
+                                      "spec": {"schedulerName": "volcano",
+                                               "containers": [{"name": "c", "resources": {"requests": {"cpu": "300m"}}}]}}}})
+
+
+def _queue_doc(name: str, submit_at: str | None = None) -> str:
+    meta: dict = {"name": name}
+    if submit_at:
+        meta["annotations"] = {"sim.lavaflow.io/submit-at": submit_at}
+    return doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": meta, "spec": {"weight": 1}})
+
+
+def test_deployment_naming_an_undeclared_queue_is_refused_with_the_queue_name():
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    for on_owner, path in ((False, "spec.template.metadata"), (True, "metadata")):
+        try:
+            prepare(load_text(node_group("n") + _deployment("test", on_owner=on_owner), "d.yaml"))
+        except InputError as exc:
+            assert exc.problems == [
+                f"d.yaml: document 2: Deployment/web: {path}.annotations[scheduling.volcano.sh/queue-name]: "
+                "Queue 'test' does not exist; existing queues are: 'default', 'root'."]
+        else:
+            raise AssertionError("accepted a Deployment whose queue does not exist")
+
+
+def test_bare_pod_naming_an_undeclared_queue_is_refused():
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    p = doc({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {"scheduling.volcano.sh/queue-name": "gone"}},
+             "spec": {"containers": [{"name": "c"}]}})
+    try:
+        prepare(load_text(node_group("n") + p, "p.yaml"))
+    except InputError as exc:
+        assert len(exc.problems) == 1 and "Pod/p: metadata.annotations[scheduling.volcano.sh/queue-name]: Queue 'gone' does not exist" in exc.problems[0]
+    else:
+        raise AssertionError("accepted a Pod whose queue does not exist")
+
+
+def test_deployment_waiting_for_a_queue_created_later_says_which_queue():
+    r = simulate(node_group("n") + _deployment("test") + _queue_doc("test", submit_at="50s"), until=20)
+    [s] = r["stuck"]
+    assert s["reason"] == "Queue 'test' does not exist; existing queues are: 'default', 'root'."
+    r = simulate(node_group("n") + _deployment("test") + _queue_doc("test", submit_at="50s"), until=200)
+    pod = r["pods"][0]
+    assert pod["startTime"] == 50

@@ -120,6 +120,26 @@ def validate_command(cmd: Command, declared: set[tuple[str, str]]) -> list[admis
     return out
 
 
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
+
+
+def _check_queue_annotations(problems: Problems, src: Source, obj, queues: dict[str, Queue]) -> None:
+    """Pods and native workloads name their queue by annotation; the PodGroup made for them
+    would be refused by admission (as Volcano's webhook does), so a missing queue is refused here."""
+    if isinstance(obj, Pod) and "scheduling.k8s.io/group-name" in obj.metadata.annotations:
+        return  # it joins a PodGroup of its own choosing: that PodGroup's queue counts
+    places = [("metadata", obj.metadata.annotations)]
+    tmpl = getattr(getattr(obj, "spec", None), "template", None)
+    if type(obj).__name__ in WORKLOAD_KINDS and tmpl is not None:
+        places.append(("spec.template.metadata", tmpl.metadata.annotations))
+    for prefix, annotations in places:
+        name = annotations.get(QUEUE_ANNOTATION)
+        if name is not None and name not in queues:
+            problems.add(src, _what(obj), f"{prefix}.annotations[{QUEUE_ANNOTATION}]",
+                         f"Queue {name!r} does not exist; existing queues are: {admission._names(sorted(queues))}.")
+
+
 def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
     items: list[Item] = []
     for lo in loaded:
@@ -236,6 +256,8 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             out.conf_source = str(src)
         elif hasattr(getattr(obj, "spec", None), "template"):
             _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
+        if isinstance(obj, Pod) or type(obj).__name__ in WORKLOAD_KINDS:
+            _check_queue_annotations(problems, src, obj, queues)
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)
     problems.raise_if_any()

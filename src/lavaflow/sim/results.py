@@ -24,6 +24,9 @@ def _mean(values: list[float]) -> float | None:
 def _reason(sim, pg, job_phase: str) -> str:
     """Why a job has not finished, in words a user can act on."""
     info = sim.cache.jobs.get(pg.key) if pg is not None else None
+    if pg is not None and pg.status.phase in ("", "Pending") and sim.store.get("Queue", pg.spec.queue or "default") is None:
+        queues = ", ".join(repr(q.name) for q in sorted(sim.store.list("Queue"), key=lambda q: q.name))
+        return f"Queue {pg.spec.queue!r} does not exist; existing queues are: {queues}."
     if pg is not None:
         for c in pg.status.conditions:
             if c.type == "Unschedulable" and c.status == "True" and c.message:
