@@ -209,3 +209,61 @@ def test_deployment_waiting_for_a_queue_created_later_says_which_queue():
     r = simulate(node_group("n") + _deployment("test") + _queue_doc("test", submit_at="50s"), until=200)
     pod = r["pods"][0]
     assert pod["startTime"] == 50
+
+
+# ------------------------------------------------- 6. lost pods of Deployments / StatefulSets are replaced
+RECLAIM_CONF = doc({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap"},
+                    "data": {"volcano-scheduler.conf": """
+actions: "enqueue, allocate, reclaim, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}, {name: conformance}]
+- plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: nodeorder}]
+"""}})
+
+
+def _workload(kind: str, name: str, replicas: int, queue: str, cpu: str = "1") -> str:
+    return doc({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                         "template": {"metadata": {"labels": {"app": name}, "annotations": {"scheduling.volcano.sh/queue-name": queue}},
+                                      "spec": {"schedulerName": "volcano",
+                                               "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}})
+
+
+def _batch_job(name: str, queue: str, replicas: int, submit_at: str, duration: str = "30s") -> str:
+    return doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                "metadata": {"name": name, "annotations": {"sim.lavaflow.io/submit-at": submit_at}},
+                "spec": {"minAvailable": replicas, "schedulerName": "volcano", "queue": queue,
+                         "tasks": [{"name": "t", "replicas": replicas, "template": {
+                             "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
+                             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                                      "restartPolicy": "Never"}}}]}})
+
+
+def test_reclaimed_deployment_pod_is_replaced_and_runs_again():
+    text = (node_group("n", count=2, cpu="2") + RECLAIM_CONF + _queue_doc("svc") + _queue_doc("batch")
+            + _workload("Deployment", "web", 4, "svc") + _batch_job("train", "batch", 2, "10s"))
+    r = simulate(text, until=300)
+    assert job_of(r, "train")["phase"] == "Completed"
+    web = [p for p in r["pods"] if p["name"].startswith("web-")]
+    evicted = [p for p in web if p["phase"] == "Deleted"]
+    assert len(evicted) == 2  # the batch queue deserved half the cluster
+    replaced = [p for p in web if p["createTime"] > 0]
+    assert sorted(p["name"] for p in replaced) == sorted(p["name"] for p in evicted)
+    assert all(p["phase"] == "Running" and p["startTime"] >= job_of(r, "train")["finishTime"] for p in replaced)
+    assert sum(1 for p in web if p["phase"] == "Running") == 4  # the owner is whole again
+
+
+def test_service_pods_run_until_deleted_by_default():
+    r = simulate(node_group("n", count=1, cpu="4") + _workload("StatefulSet", "db", 2, "default"), until=1000)
+    assert [p["phase"] for p in r["pods"]] == ["Running", "Running"]
+    assert r["stalled"] is False
+
+
+def test_pods_lost_with_a_failed_node_are_recreated_elsewhere():
+    nodes = (doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a", "annotations": {"sim.lavaflow.io/fail-at": "20s"}},
+                  "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}})
+             + doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "b"},
+                    "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}))
+    r = simulate(nodes + _workload("ReplicaSet", "rs", 2, "default", cpu="500m"), until=100)
+    live = [p for p in r["pods"] if p["phase"] == "Running"]
+    assert len(live) == 2 and all(p["node"] == "b" for p in live)

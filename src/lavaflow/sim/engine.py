@@ -29,7 +29,7 @@ from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
 from . import annotations as ann
 from .inputs import Item, SimInput
-from .workloads import WorkloadController
+from .workloads import REPLACING, WorkloadController
 
 SCHEDULERS = ("lavaflow", "kube-default")
 # In the simulator one scheduler runs the whole cluster: pods of every schedulerName are its.
@@ -167,6 +167,8 @@ class Simulation:
     def _duration_of(self, pod: Pod) -> float:
         raw = pod.metadata.annotations.get(ann.DURATION)
         if raw is None:
+            if any(r.controller and r.kind in REPLACING for r in pod.metadata.owner_references):
+                return math.inf  # a service's pod runs until it is deleted
             return self.default_duration
         return ann.parse_duration(raw, allow_inf=True)
 
