@@ -236,7 +236,7 @@ def test_without_preempt_a_full_queue_still_refuses_admission():
             + job("low", 8, min_available=2, prio="low") + job("high", 3, prio="high", at=5))
     r = simulate(text, until=30)
     assert evicted(r) == []
-    reason = "minResources (cpu 3) exceed what the cluster can admit (overcommit factor 1.2: cpu 1600m left)"
+    reason = "minResources (cpu 3) exceed what the cluster can admit in cpu (overcommit factor 1.2: cpu 1600m left)"
     assert stuck_reason(r, "high") == f"3/3 tasks in gang unschedulable: {reason}"
 
 

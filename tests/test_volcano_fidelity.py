@@ -267,3 +267,51 @@ def test_pods_lost_with_a_failed_node_are_recreated_elsewhere():
     r = simulate(nodes + _workload("ReplicaSet", "rs", 2, "default", cpu="500m"), until=100)
     live = [p for p in r["pods"] if p["phase"] == "Running"]
     assert len(live) == 2 and all(p["node"] == "b" for p in live)
+
+
+# ------------------------------------------------- 7. kubelet labels, ephemeral-storage, resource named
+def _job_with(requests: dict, node_selector: dict | None = None) -> str:
+    spec: dict = {"containers": [{"name": "c", "image": "x", "resources": {"requests": requests}}], "restartPolicy": "Never"}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"},
+                "spec": {"minAvailable": 1, "schedulerName": "volcano",
+                         "tasks": [{"name": "t", "replicas": 1, "template": {"spec": spec}}]}})
+
+
+def test_nodes_carry_the_kubelet_labels_volcano_examples_select():
+    plain_node = doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker"},
+                      "status": {"allocatable": {"cpu": "2", "memory": "4Gi"}}})
+    for nodes in (node_group("n"), plain_node):
+        r = simulate(nodes + _job_with({"cpu": "1"}, {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}))
+        assert job_of(r, "j")["phase"] == "Completed", r["stuck"]
+    r = simulate(plain_node + _job_with({"cpu": "1"}, {"kubernetes.io/hostname": "worker"}))
+    assert job_of(r, "j")["phase"] == "Completed"
+
+
+def test_nodes_have_ephemeral_storage_by_default():
+    r = simulate(node_group("n") + _job_with({"cpu": "1", "ephemeral-storage": "2Gi"}))
+    assert job_of(r, "j")["phase"] == "Completed", r["stuck"]
+
+
+def test_admission_refusal_names_the_missing_resource():
+    r = simulate(node_group("n", cpu="8") + _job_with({"cpu": "1", "example.com/fpga": "1"}))
+    [s] = r["stuck"]
+    assert "exceed what the cluster can admit in example.com/fpga " in s["reason"]
+    assert "example.com/fpga 0 left" in s["reason"]
+    assert "in cpu" not in s["reason"]
+
+
+# ------------------------------------------------- 11. a queue's capability is called its capability
+def test_queue_at_its_capability_is_not_called_its_deserved_share():
+    q = doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "capped"},
+             "spec": {"weight": 1, "capability": {"cpu": "2"}}})
+    job = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "wide"},
+               "spec": {"minAvailable": 1, "schedulerName": "volcano", "queue": "capped",
+                        "tasks": [{"name": "t", "replicas": 3, "template": {
+                            "metadata": {"annotations": {"sim.lavaflow.io/duration": "inf"}},
+                            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    r = simulate(node_group("n", count=2, cpu="4") + q + job, until=10)
+    [s] = r["stuck"]
+    assert s["reason"].endswith("queue capped has reached its capability in cpu (capability cpu 2)"), s
+    assert "deserved" not in s["reason"]

@@ -14,6 +14,7 @@ from typing import Any
 from ..api import admission
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source
+from ..api.quantity import parse_quantity
 from ..api.volcano import Command, Job, JobFlow, JobTemplate, PodGroup, Queue
 from ..controllers.jobflow import validate_jobflow
 from ..api.workloads import NodeGroup
@@ -140,6 +141,43 @@ def _check_queue_annotations(problems: Problems, src: Source, obj, queues: dict[
                          f"Queue {name!r} does not exist; existing queues are: {admission._names(sorted(queues))}.")
 
 
+# Labels every kubelet sets on its node (hostname is the node's name).
+KUBELET_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                  "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
+# A kubelet always reports its root disk; nodes declared without it get this much.
+DEFAULT_EPHEMERAL_STORAGE = "100Gi"
+
+
+def _pod_specs_of(obj) -> list:
+    if isinstance(obj, Pod):
+        return [obj.spec]
+    if isinstance(obj, (Job, JobTemplate)):
+        return [t.template.spec for t in obj.spec.tasks]
+    tmpl = getattr(getattr(obj, "spec", None), "template", None)
+    return [tmpl.spec] if tmpl is not None and hasattr(tmpl, "spec") else []
+
+
+def _kubelet_defaults(items: list[Item]) -> None:
+    """What a real node has without being told: the kubelet's labels, and ephemeral-storage
+    (added only when some pod asks for it, so other inputs keep their resource columns)."""
+    wants_storage = any(
+        "ephemeral-storage" in c.resources.requests or "ephemeral-storage" in c.resources.limits
+        for it in items for spec in _pod_specs_of(it.obj) for c in list(spec.containers) + list(spec.init_containers)
+    )
+    for it in items:
+        node = it.obj
+        if not isinstance(node, Node):
+            continue
+        labels = node.metadata.labels
+        labels.setdefault("kubernetes.io/hostname", node.name)
+        for k, v in KUBELET_LABELS.items():
+            labels.setdefault(k, v)
+        if wants_storage:
+            for res in (node.status.allocatable, node.status.capacity):
+                if res and "ephemeral-storage" not in res:
+                    res["ephemeral-storage"] = parse_quantity(DEFAULT_EPHEMERAL_STORAGE)
+
+
 def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
     items: list[Item] = []
     for lo in loaded:
@@ -190,6 +228,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     problems = Problems()
     out = SimInput()
     items = _expand(loaded, problems)
+    _kubelet_defaults(items)
     _times(items, problems)
     _duplicates(items, problems)
     items.sort(key=lambda it: it.submit_at)  # stable: input order within a time; updates after their job
