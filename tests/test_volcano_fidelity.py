@@ -315,3 +315,117 @@ def test_queue_at_its_capability_is_not_called_its_deserved_share():
     [s] = r["stuck"]
     assert s["reason"].endswith("queue capped has reached its capability in cpu (capability cpu 2)"), s
     assert "deserved" not in s["reason"]
+
+
+# ------------------------------------------------- 8. unknown plugins are skipped, visibly
+REAL_CONF = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: deviceshare
+    arguments: {deviceshare.GPUSharingEnable: true}
+  - name: predicates
+  - name: numa-aware
+  - name: task-topology
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: network-topology-aware
+"""
+
+
+def _configmap(conf: str) -> str:
+    return doc({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                "data": {"volcano-scheduler.conf": conf}})
+
+
+def test_real_volcano_conf_with_unknown_plugins_runs_with_warnings():
+    r = simulate(node_group("gpu", count=2, cpu="8", **{"nvidia.com/gpu": "1"}) + _configmap(REAL_CONF) + MINDSPORE_LIKE)
+    assert job_of(r, "ms")["phase"] == "Completed"
+    skipped = [w for w in r["warnings"] if "unknown plugin" in w]
+    assert [w.split(": ")[3] for w in skipped] == [
+        "data[volcano-scheduler.conf].tiers[1].plugins[1].name", "data[volcano-scheduler.conf].tiers[1].plugins[3].name",
+        "data[volcano-scheduler.conf].tiers[1].plugins[4].name", "data[volcano-scheduler.conf].tiers[1].plugins[8].name"]
+    assert all(w.startswith("<input>: document 2: ConfigMap/volcano-scheduler-configmap: ") for w in skipped)
+    assert "'deviceshare' skipped" in skipped[0]
+
+
+def test_cli_prints_skipped_plugins_on_stderr_and_in_json(tmp_path):
+    import subprocess
+    import sys
+
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text(REAL_CONF)
+    inp = tmp_path / "in.yaml"
+    inp.write_text(node_group("gpu", count=2, cpu="8", **{"nvidia.com/gpu": "1"}) + MINDSPORE_LIKE)
+    res = subprocess.run([sys.executable, "-m", "lavaflow.cli", "simulate", str(inp), "--config", str(conf), "--output", "json"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("warning: ")]
+    assert len(lines) == 4 and lines[0].startswith(f"warning: {conf}: tiers[1].plugins[1].name: unknown plugin 'deviceshare' skipped")
+    assert len(json.loads(res.stdout)["warnings"]) == 4
+
+
+def test_unknown_action_and_kube_default_action_are_still_refused():
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    for actions, expect in (("enqueue, allocate, shuffle-all", "unknown action 'shuffle-all'"),
+                            ("enqueue, kube-default", "'kube-default' is not a Volcano action")):
+        text = node_group("n") + _configmap(f'actions: "{actions}"\ntiers:\n- plugins:\n  - name: gang\n')
+        try:
+            prepare(load_text(text, "c.yaml"))
+        except InputError as exc:
+            [line] = exc.problems
+            assert line.startswith("c.yaml: document 2: ConfigMap/volcano-scheduler-configmap: data[volcano-scheduler.conf].actions: ")
+            assert expect in line
+        else:
+            raise AssertionError(f"accepted actions {actions!r}")
+
+
+def test_kube_scheduler_exposes_skipped_plugins_as_a_metric():
+    import pytest
+
+    pytest.importorskip("prometheus_client")
+    from prometheus_client import generate_latest
+
+    from lavaflow.kube.client import ClientConfig, KubeClient
+    from lavaflow.kube.scheduler import KubeScheduler
+    from lavaflow.scheduler.framework.conf import load_scheduler_conf
+
+    s = KubeScheduler(KubeClient(ClientConfig(server="http://127.0.0.1:9")), load_scheduler_conf(REAL_CONF), emit_events=False)
+    text = generate_latest(s.metrics.registry).decode()
+    for name in ("deviceshare", "numa-aware", "task-topology", "network-topology-aware"):
+        assert f'lavaflow_scheduler_skipped_plugins{{plugin="{name}"}} 1.0' in text
+
+
+# ------------------------------------------------- 9. constraints lavaflow does not implement: warned once per job
+def test_unimplemented_constraints_are_warned_once_per_job():
+    job = json.loads(MINDSPORE_LIKE.split("\n", 1)[1])
+    job["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    job["spec"]["tasks"][1]["topologyPolicy"] = "single-numa-node"
+    job["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    plain = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "plain"},
+                 "spec": {"minAvailable": 1, "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    part = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "part"},
+                "spec": {"tasks": [{"name": "t", "replicas": 2, "partitionPolicy": {"totalPartitions": 2, "partitionSize": 1},
+                                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+    pod = doc({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dra"},
+               "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "x"}], "containers": [{"name": "c"}]}})
+    r = simulate(node_group("gpu", count=2, cpu="8", **{"nvidia.com/gpu": "1"}) + doc(job) + plain + part + pod)
+    assert r["warnings"] == [
+        "<input>: document 2: Job/ms: spec.networkTopology, spec.tasks[1].topologyPolicy, "
+        "spec.tasks[1].template.spec.containers[0].resources.claims: not implemented by lavaflow, ignored "
+        "(the job is scheduled without this constraint)",
+        "<input>: document 4: Job/part: spec.tasks[0].partitionPolicy: not implemented by lavaflow, ignored "
+        "(the job is scheduled without this constraint)",
+        "<input>: document 5: Pod/dra: spec.resourceClaims: not implemented by lavaflow, ignored "
+        "(the job is scheduled without this constraint)",
+    ]
+    assert job_of(r, "ms")["phase"] == "Completed"

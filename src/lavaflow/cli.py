@@ -60,7 +60,8 @@ def _run(files, config, scheduler, seed, until, default_duration, show_progress:
     from .sim.engine import Simulation
 
     sim_input, conf = _load(files, config)
-    sim = Simulation(sim_input, scheduler=scheduler, conf=conf, seed=seed, until=until, default_duration=default_duration)
+    sim = Simulation(sim_input, scheduler=scheduler, conf=conf, seed=seed, until=until, default_duration=default_duration,
+                     conf_origin=str(config) if config is not None else None)
     if not show_progress:
         return sim.run()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -201,6 +202,8 @@ def simulate(
     schedulers = ["kube-default", "lavaflow"] if compare else [scheduler]
     tty = sys.stderr.isatty() and output == "table"
     results = [_run(files, config, s, seed, until_s, dd, tty) for s in schedulers]
+    for w in dict.fromkeys(w for r in results for w in r.get("warnings", [])):
+        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     if explain is not None:
         problems = [p for r in results for p in [_explain_problem(r, explain)] if p]
         if len(problems) == len(results):

@@ -47,6 +47,7 @@ class Simulation:
         until: float | None = None,
         default_duration: float = 60.0,
         period: float = 1.0,
+        conf_origin: str | None = None,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(f"unknown scheduler {scheduler!r} (choose {', '.join(SCHEDULERS)})")
@@ -79,10 +80,17 @@ class Simulation:
         self.controllers = [self.workload_ctrl, self.jobflow_ctrl, self.pg_ctrl, self.job_ctrl, self.queue_ctrl, self.gc]
         for ctrl in self.controllers:
             ctrl.on_timer_added = lambda t, ctrl=ctrl: self._push(t, "timer", ctrl)
+        # What the input asks for that this run ignores (a stderr line each, and "warnings").
+        self.warnings: list[str] = list(sim_input.warnings)
         if scheduler == "kube-default":
-            conf = load_scheduler_conf(KUBE_DEFAULT_CONF)
-        elif conf is None:
-            conf = load_scheduler_conf(sim_input.conf_text)
+            conf = load_scheduler_conf(KUBE_DEFAULT_CONF, allow_kube_default=True)
+        else:
+            where = f"{conf_origin}: " if conf_origin else ""  # --config FILE: "FILE: path"
+            if conf is None:
+                conf = load_scheduler_conf(sim_input.conf_text)
+                where = f"{sim_input.conf_origin}." if sim_input.conf_origin else ""  # ConfigMap: "…data[key].path"
+            for path, msg in conf.warnings:
+                self.warnings.append(f"{where}{path}: {msg}")
         self.scheduler = Scheduler(self.cache, conf)
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()

@@ -38,6 +38,8 @@ class SimInput:
     items: list[Item] = field(default_factory=list)
     conf_text: str | None = None
     conf_source: str | None = None
+    conf_origin: str | None = None  # "<file>: document N: ConfigMap/x: data[volcano-scheduler.conf]"
+    warnings: list[str] = field(default_factory=list)  # accepted, but partly ignored
 
 
 def _what(obj) -> str:
@@ -178,6 +180,42 @@ def _kubelet_defaults(items: list[Item]) -> None:
                     res["ephemeral-storage"] = parse_quantity(DEFAULT_EPHEMERAL_STORAGE)
 
 
+def _ignored_in_pod_spec(spec, prefix: str) -> list[str]:
+    out = []
+    if spec.resource_claims:
+        out.append(f"{prefix}.resourceClaims")
+    for kind, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        for ci, c in enumerate(containers):
+            if c.resources.claims:
+                out.append(f"{prefix}.{kind}[{ci}].resources.claims")
+    return out
+
+
+def unimplemented_constraints(obj) -> list[str]:
+    """Fields of ``obj`` naming placement constraints lavaflow does not implement (they are
+    ignored): NUMA topologyPolicy, networkTopology, partitionPolicy, DRA resource claims."""
+    out: list[str] = []
+    spec = getattr(obj, "spec", None)
+    if isinstance(obj, (Job, JobTemplate)):
+        if spec.network_topology:
+            out.append("spec.networkTopology")
+        for ti, task in enumerate(spec.tasks):
+            base = f"spec.tasks[{ti}]"
+            if task.topology_policy:
+                out.append(f"{base}.topologyPolicy")
+            if task.partition_policy is not None:
+                out.append(f"{base}.partitionPolicy")
+            out.extend(_ignored_in_pod_spec(task.template.spec, f"{base}.template.spec"))
+    elif isinstance(obj, PodGroup):
+        if spec.network_topology:
+            out.append("spec.networkTopology")
+    elif isinstance(obj, Pod):
+        out.extend(_ignored_in_pod_spec(spec, "spec"))
+    elif getattr(spec, "template", None) is not None and hasattr(spec.template, "spec"):
+        out.extend(_ignored_in_pod_spec(spec.template.spec, "spec.template.spec"))
+    return out
+
+
 def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
     items: list[Item] = []
     for lo in loaded:
@@ -293,12 +331,19 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                     problems.add(src, _what(obj), f"data[{CONF_KEY}]" + (f".{path}" if path else ""), msg)
             out.conf_text = obj.data[CONF_KEY]
             out.conf_source = str(src)
+            out.conf_origin = f"{src}: {_what(obj)}: data[{CONF_KEY}]"
         elif hasattr(getattr(obj, "spec", None), "template"):
             _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
         if isinstance(obj, Pod) or type(obj).__name__ in WORKLOAD_KINDS:
             _check_queue_annotations(problems, src, obj, queues)
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)
+        ignored = [] if it.update else unimplemented_constraints(obj)
+        if ignored:  # once per object, naming every such field
+            out.warnings.append(
+                f"{src}: {_what(obj)}: {', '.join(ignored)}: not implemented by lavaflow, ignored "
+                "(the job is scheduled without this constraint)"
+            )
     problems.raise_if_any()
     out.items = items
     return out

@@ -199,6 +199,7 @@ def build_result(sim) -> dict[str, Any]:
         "summary": summarize(jobs_out, sim.timeline, sim.now, stuck),
         "timeline": sim.timeline,
         "cycles": sim.cycles,
+        "warnings": sim.warnings,
     }
 
 
