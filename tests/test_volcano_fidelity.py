@@ -429,3 +429,24 @@ def test_unimplemented_constraints_are_warned_once_per_job():
         "(the job is scheduled without this constraint)",
     ]
     assert job_of(r, "ms")["phase"] == "Completed"
+
+
+# ------------------------------------------------- 2. reclaim takes only what a starving job needs
+def _elastic_job(name: str, queue: str, replicas: int, min_available: int, duration: str, submit_at: str = "0s") -> str:
+    return doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                "metadata": {"name": name, "annotations": {"sim.lavaflow.io/submit-at": submit_at}},
+                "spec": {"minAvailable": min_available, "schedulerName": "volcano", "queue": queue,
+                         "tasks": [{"name": "t", "replicas": replicas, "minAvailable": min_available, "template": {
+                             "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
+                             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                                      "restartPolicy": "Never"}}}]}})
+
+
+def test_reclaim_stops_once_the_job_is_no_longer_starving():
+    text = (node_group("n", count=1, cpu="4") + RECLAIM_CONF + _queue_doc("qa") + _queue_doc("qb")
+            + _elastic_job("big", "qa", 4, 1, "1000s") + _elastic_job("small", "qb", 3, 1, "100s", submit_at="10s"))
+    r = simulate(text, until=50)
+    evicted = [p for p in r["pods"] if p["job"] == "big" and p["phase"] == "Deleted"]
+    assert len(evicted) == 1  # minAvailable 1: one task's room, not the two cpus qb deserves
+    small = [p for p in r["pods"] if p["job"] == "small"]
+    assert sum(1 for p in small if p["startTime"] is not None) == 1
