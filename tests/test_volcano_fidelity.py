@@ -450,3 +450,31 @@ def test_reclaim_stops_once_the_job_is_no_longer_starving():
     assert len(evicted) == 1  # minAvailable 1: one task's room, not the two cpus qb deserves
     small = [p for p in r["pods"] if p["job"] == "small"]
     assert sum(1 for p in small if p["startTime"] is not None) == 1
+
+
+# ------------------------------------------------- 11. the CLI starts without the cluster modules
+def test_simulate_starts_without_kubernetes_matplotlib_or_scipy():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.argv = ['lavaflow', 'simulate', '--help']\n"
+        "from lavaflow.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('lavaflow.kube', 'lavaflow.elastic', 'matplotlib', "
+        "'scipy', 'aiohttp', 'prometheus_client', 'markdown_it', 'rich.markdown')))\n"
+        "print('HEAVY', heavy)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "HEAVY []" in res.stdout
+    assert "--explain" in res.stdout  # the help itself was printed
+
+
+def test_full_app_still_has_the_cluster_commands():
+    from typer.main import get_command
+
+    from lavaflow.cli import app
+
+    assert {"simulate", "version", "scheduler", "queue", "job"} <= set(get_command(app).commands)

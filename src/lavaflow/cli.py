@@ -11,9 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(
+_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    # Plain help and usage errors: typer's rich formatting imports rich.markdown, markdown-it,
+    # pygments and attrs, which alone cost more start-up time than everything else.
+    rich_markup_mode=None,
     help="lavaflow: gang scheduling, queues and elastic training — on Kubernetes or a simulated cluster.",
 )
 err = Console(stderr=True)
@@ -147,7 +150,7 @@ def _print_table(results: list[dict]) -> None:
                 out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True)
 
 
-@app.command()
+@_app.command()
 def simulate(
     files: Annotated[Optional[list[Path]], typer.Argument(help="YAML files: nodes (or NodeGroups), queues, jobs, pods…")] = None,  # noqa: UP007
     scheduler: Annotated[str, typer.Option(help="lavaflow or kube-default")] = "lavaflow",
@@ -278,7 +281,7 @@ def _print_explanation(result: dict, target: str) -> None:
         out.print(f"still waiting: {stuck['reason']}", markup=False, highlight=False)
 
 
-@app.command()
+@_app.command()
 def version() -> None:
     """Print the version."""
     from . import __version__
@@ -291,16 +294,36 @@ def _report_invalid(exc: Invalid) -> None:
         err.print(f"error: {p}", markup=False, highlight=False, soft_wrap=True)
 
 
-# Cluster commands (scheduler, controller, webhook, install, job, queue, train): lavaflow.kube.cli.
-from .kube.cli import register as _register_kube  # noqa: E402
+# Cluster commands (scheduler, controller, webhook, install, job, queue, train) live in
+# lavaflow.kube.cli; importing them (asyncio, aiohttp, the Kubernetes client) and building their
+# typer commands costs more than a simulation's start-up, so `lavaflow simulate` and
+# `lavaflow version` run without them and everything else adds them first.
+LOCAL_COMMANDS = ("simulate", "version")
+_kube_registered = False
 
-_register_kube(app)
+
+def _with_kube_commands() -> typer.Typer:
+    global _kube_registered
+    if not _kube_registered:
+        from .kube.cli import register
+
+        register(_app)
+        _kube_registered = True
+    return _app
+
+
+def __getattr__(name: str):
+    if name == "app":  # `lavaflow.cli.app`: the app with every command
+        return _with_kube_commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Entry point: usage errors and invalid input exit with 2, never with a traceback."""
+    if len(sys.argv) < 2 or sys.argv[1] not in LOCAL_COMMANDS:
+        _with_kube_commands()
     try:
-        app()
+        _app()
     except Invalid as exc:
         _report_invalid(exc)
         sys.exit(2)
