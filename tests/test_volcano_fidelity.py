@@ -478,3 +478,76 @@ def test_full_app_still_has_the_cluster_commands():
     from lavaflow.cli import app
 
     assert {"simulate", "version", "scheduler", "queue", "job"} <= set(get_command(app).commands)
+
+
+# ------------------------------------------------- 11. smaller things a user hits
+def _cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "lavaflow.cli", *args], capture_output=True, text=True)
+
+
+def test_explain_takes_a_deployment_or_a_pod_name(tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text(node_group("n", cpu="4") + _workload("Deployment", "web", 2, "default", cpu="3"))
+    for target in ("default/web", "web-0"):
+        res = _cli("simulate", str(f), "--until", "10", "--explain", target)
+        assert res.returncode == 0, res.stderr
+        assert "(Deployment/web) did what it did" in res.stdout
+        assert "web-0 started on n-0" in res.stdout
+    res = _cli("simulate", str(f), "--until", "10", "--explain", "default/nope")
+    assert res.returncode == 2 and "(jobs: default/web)" in res.stderr
+
+
+def test_generate_name_objects_are_named_by_their_prefix_in_errors():
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    job = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"generateName": "train-"},
+               "spec": {"minAvailable": 3, "tasks": [{"name": "t", "replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}]}})
+    try:
+        prepare(load_text(job, "g.yaml"))
+    except InputError as exc:
+        [line] = exc.problems
+        assert line.startswith("g.yaml: document 1: Job/train-*: spec.minAvailable: ")
+    else:
+        raise AssertionError("accepted minAvailable above replicas")
+
+
+def test_type_errors_are_in_the_users_words():
+    from lavaflow.api.loader import InputError, load_text
+
+    bad = (doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "a"}, "spec": [1, 2]})
+           + doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "b"},
+                  "spec": {"minAvailable": "two", "tasks": {"name": "t"}}}))
+    try:
+        load_text(bad, "t.yaml")
+    except InputError as exc:
+        assert exc.problems == [
+            "t.yaml: document 1: Job/a: spec: expected a mapping (key: value), found a list",
+            "t.yaml: document 2: Job/b: spec.minAvailable: expected a whole number, found the string 'two'",
+            "t.yaml: document 2: Job/b: spec.tasks: expected a list, found a mapping",
+        ]
+        assert not any("JobSpec" in p or "Input should" in p for p in exc.problems)
+    else:
+        raise AssertionError("accepted malformed Jobs")
+
+
+RAY_BUNDLE = _queue_doc("kuberay-test-queue") + doc({
+    "apiVersion": "ray.io/v1", "kind": "RayCluster",
+    "metadata": {"name": "test-cluster-0", "labels": {"ray.io/scheduler-name": "volcano"}}, "spec": {"rayVersion": "2.9.0"}})
+
+
+def test_unsupported_kind_refuses_the_bundle_unless_asked_to_skip(tmp_path):
+    f = tmp_path / "ray.yaml"
+    f.write_text(node_group("n", cpu="4") + RAY_BUNDLE + _workload("Deployment", "web", 1, "kuberay-test-queue"))
+    res = _cli("simulate", str(f))
+    assert res.returncode == 2
+    assert f"{f}: document 3: RayCluster/test-cluster-0: unsupported kind 'RayCluster' of 'ray.io/v1' (--skip-unsupported" in res.stderr
+    res = _cli("simulate", str(f), "--skip-unsupported", "--output", "json", "--until", "5")
+    assert res.returncode == 0, res.stderr
+    assert f"warning: {f}: document 3: RayCluster/test-cluster-0: unsupported kind 'RayCluster' of 'ray.io/v1', skipped" in res.stderr
+    out = json.loads(res.stdout)
+    assert out["warnings"] == [f"{f}: document 3: RayCluster/test-cluster-0: unsupported kind 'RayCluster' of 'ray.io/v1', skipped"]
+    assert [j["owner"] for j in out["jobs"]] == ["Deployment/web"]

@@ -37,15 +37,17 @@ def _fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def _load(files: list[Path], config: Path | None):
+def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False):
     from .api.loader import InputError, load_files
     from .scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
     from .sim.inputs import prepare
 
+    skipped: list[str] = []
     try:
-        sim_input = prepare(load_files([str(f) for f in files]))
+        sim_input = prepare(load_files([str(f) for f in files], skip_unsupported, skipped))
     except InputError as exc:
         raise Invalid(exc.problems) from None
+    sim_input.warnings[:0] = skipped
     conf = None
     if config is not None:
         try:
@@ -59,10 +61,10 @@ def _load(files: list[Path], config: Path | None):
     return sim_input, conf
 
 
-def _run(files, config, scheduler, seed, until, default_duration, show_progress: bool):
+def _run(files, config, scheduler, seed, until, default_duration, show_progress: bool, skip_unsupported: bool = False):
     from .sim.engine import Simulation
 
-    sim_input, conf = _load(files, config)
+    sim_input, conf = _load(files, config, skip_unsupported)
     sim = Simulation(sim_input, scheduler=scheduler, conf=conf, seed=seed, until=until, default_duration=default_duration,
                      conf_origin=str(config) if config is not None else None)
     if not show_progress:
@@ -161,7 +163,8 @@ def simulate(
     default_duration: Annotated[str, typer.Option(help="run time of pods without a duration annotation")] = "60s",
     output: Annotated[str, typer.Option(help="table or json")] = "table",
     report: Annotated[Optional[Path], typer.Option(help="write an HTML report here")] = None,  # noqa: UP007
-    explain: Annotated[Optional[str], typer.Option(help="NAMESPACE/JOB: print the decision history of one job")] = None,  # noqa: UP007
+    explain: Annotated[Optional[str], typer.Option(help="NAMESPACE/NAME: print the decision history of one job (Volcano Job, PodGroup, Deployment, ReplicaSet, StatefulSet, batch Job or pod)")] = None,  # noqa: UP007
+    skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="leave out documents of kinds lavaflow does not simulate (listed as warnings) instead of refusing the input")] = False,
     workload: Annotated[Optional[Path], typer.Option(help="elastic GPU trace (Pollux/Philly/Gavel CSV, MPIJob/Volcano YAML) to replay")] = None,  # noqa: UP007
     policy: Annotated[Optional[str], typer.Option(help="with --workload: allocation policy (default Lavaflow)")] = None,  # noqa: UP007
     compare_policies: Annotated[Optional[str], typer.Option(help="with --workload: comma-separated policies to compare")] = None,  # noqa: UP007
@@ -204,7 +207,7 @@ def simulate(
         raise Invalid(problems)
     schedulers = ["kube-default", "lavaflow"] if compare else [scheduler]
     tty = sys.stderr.isatty() and output == "table"
-    results = [_run(files, config, s, seed, until_s, dd, tty) for s in schedulers]
+    results = [_run(files, config, s, seed, until_s, dd, tty, skip_unsupported) for s in schedulers]
     for w in dict.fromkeys(w for r in results for w in r.get("warnings", [])):
         err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     if explain is not None:
@@ -233,6 +236,14 @@ def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
     ns = ns or "default"
     job = next((j for j in result["jobs"] if j["namespace"] == ns and j["name"] == name), None)
     if job is None:
+        # A Deployment, ReplicaSet, StatefulSet or batch Job: the PodGroup made for it.
+        job = next((j for j in result["jobs"] if j["namespace"] == ns and j.get("owner", "").split("/", 1)[-1] == name), None)
+    if job is None:
+        # A pod: the job it belongs to.
+        pod = next((p for p in result["pods"] if p["namespace"] == ns and p["name"] == name and p["job"]), None)
+        if pod is not None:
+            job = next((j for j in result["jobs"] if j["namespace"] == ns and j["name"] == pod["job"]), None)
+    if job is None:
         return None, None
     if job.get("kind") == "PodGroup":
         return job, f"{ns}/{name}"
@@ -243,7 +254,7 @@ def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
 def _explain_problem(result: dict, target: str) -> str | None:
     job, _ = _find_job(result, target)
     if job is None:
-        known = ", ".join(f"{j['namespace']}/{j['name']}" for j in result["jobs"][:10])
+        known = ", ".join(f"{j['namespace']}/{j.get('owner', j['name']).split('/', 1)[-1]}" for j in result["jobs"][:10])
         return f"--explain: no job {target!r} in the simulation (jobs: {known or 'none'})"
     return None
 
@@ -253,7 +264,8 @@ def _print_explanation(result: dict, target: str) -> None:
     job, pg_key = _find_job(result, target)
     if job is None:
         return
-    out.print(f"[bold]{result['scheduler']}: why {job['namespace']}/{job['name']} did what it did[/bold]")
+    owner = f" ({job['owner']})" if job.get("owner") else ""
+    out.print(f"[bold]{result['scheduler']}: why {job['namespace']}/{job['name']}{owner} did what it did[/bold]")
     rows: list[tuple[float, str, str]] = []
     for h in job.get("phaseHistory", []):
         rows.append((h["time"], "phase", f"job is {h['phase']}"))

@@ -250,7 +250,8 @@ class Simulation:
         problems = self._admit(obj)
         if problems:
             self.rejected.append(
-                {"namespace": obj.namespace if obj.namespaced else None, "name": obj.name, "kind": obj.kind,
+                {"namespace": obj.namespace if obj.namespaced else None,
+                 "name": obj.name or f"{obj.metadata.generate_name or ''}*", "kind": obj.kind,
                  "time": self.now, "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems)}
             )
             return

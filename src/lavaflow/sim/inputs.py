@@ -13,7 +13,7 @@ from typing import Any
 
 from ..api import admission
 from ..api.core import ConfigMap, Node, Pod
-from ..api.loader import Loaded, Problems, Source
+from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.quantity import parse_quantity
 from ..api.volcano import Command, Job, JobFlow, JobTemplate, PodGroup, Queue
 from ..controllers.jobflow import validate_jobflow
@@ -43,7 +43,7 @@ class SimInput:
 
 
 def _what(obj) -> str:
-    return f"{obj.kind}/{obj.name}"
+    return object_label(obj)
 
 
 def expand_node_group(ng: NodeGroup) -> list[Node]:

@@ -147,6 +147,9 @@ def build_result(sim) -> dict[str, Any]:
                 "retryCount": 0,
             }
         )
+        owner = next((r for r in pg.metadata.owner_references if r.controller), None)
+        if owner is not None:  # the workload it was made for, e.g. "Deployment/web" (for --explain)
+            jobs_out[-1]["owner"] = f"{'Job' if owner.kind == 'BatchJob' else owner.kind}/{owner.name}"
         if not done:
             stuck.append({"namespace": pg.namespace, "name": pg.name, "reason": _reason(sim, pg, phase)})
             blocked |= _blocked(sim, pg)
