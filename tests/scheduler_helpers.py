@@ -180,18 +180,18 @@ def make_cache(
 
 
 def conf_of(conf_text: str | None):
-    return load_scheduler_conf(conf_text)
+    return load_scheduler_conf(conf_text, allow_kube_default=True)
 
 
 def open_session(cache: SchedulerCache, conf_text: str | None = None) -> Session:
-    ssn = Session(cache, load_scheduler_conf(conf_text))
+    ssn = Session(cache, load_scheduler_conf(conf_text, allow_kube_default=True))
     ssn.open()
     return ssn
 
 
 def run_cycle(cache: SchedulerCache, conf_text: str | None = None, now: float = 0.0):
     """One scheduling cycle; returns (session, decisions taken from the cache)."""
-    sched = Scheduler(cache, load_scheduler_conf(conf_text))
+    sched = Scheduler(cache, load_scheduler_conf(conf_text, allow_kube_default=True))
     ssn = sched.run_once(now)
     return ssn, cache.take_decisions()
 

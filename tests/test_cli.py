@@ -176,13 +176,12 @@ kind: ConfigMap
 metadata: {name: volcano-scheduler-configmap}
 data:
   volcano-scheduler.conf: |
-    actions: "enqueue, allocate"
+    actions: "enqueue, nosuchaction"
     tiers:
     - plugins:
       - name: gang
-      - name: nosuchplugin
-""", ["document 1", "ConfigMap/volcano-scheduler-configmap", "data[volcano-scheduler.conf].tiers[0].plugins[1].name",
-      "nosuchplugin"]),
+""", ["document 1", "ConfigMap/volcano-scheduler-configmap", "data[volcano-scheduler.conf].actions",
+      "nosuchaction"]),
 }
 
 

@@ -56,13 +56,23 @@ def test_unknown_action_is_reported_with_its_path():
     assert "allocat" in err.value.problems[0][1]
 
 
-def test_unknown_plugins_are_reported_with_their_paths():
+def test_unknown_plugins_are_skipped_with_a_warning_naming_their_paths():
+    # As Volcano does: a plugin it does not know is logged and skipped, the rest runs.
     text = tiers_conf(["priority", "gangg"], ["drf", "nope"])
+    conf = load_scheduler_conf(text)
+    assert [p for p, _ in conf.warnings] == ["tiers[0].plugins[1].name", "tiers[1].plugins[1].name"]
+    assert "'gangg' skipped" in conf.warnings[0][1] and "'nope' skipped" in conf.warnings[1][1]
+    assert conf.skipped_plugins == ["gangg", "nope"]
+    assert conf.plugin_names() == ["priority", "drf"]
+
+
+def test_kube_default_is_not_an_action_of_a_volcano_configuration():
     with pytest.raises(SchedulerConfError) as err:
-        load_scheduler_conf(text)
-    paths = [p for p, _ in err.value.problems]
-    assert paths == ["tiers[0].plugins[1].name", "tiers[1].plugins[1].name"]
-    assert "gangg" in str(err.value) and "nope" in str(err.value)
+        load_scheduler_conf(tiers_conf(["priority", "gang"], actions="enqueue, kube-default"))
+    assert err.value.problems[0][0] == "actions"
+    assert "'kube-default' is not a Volcano action" in err.value.problems[0][1]
+    assert "kube-default" in load_scheduler_conf(tiers_conf(["priority"], actions="kube-default"),
+                                                 allow_kube_default=True).action_names
 
 
 @pytest.mark.parametrize("text", ["actions: [", "- just\n- a list\n", "42"])

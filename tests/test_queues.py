@@ -236,7 +236,7 @@ def test_without_preempt_a_full_queue_still_refuses_admission():
             + job("low", 8, min_available=2, prio="low") + job("high", 3, prio="high", at=5))
     r = simulate(text, until=30)
     assert evicted(r) == []
-    reason = "minResources (cpu 3) exceed what the cluster can admit (overcommit factor 1.2: cpu 1600m left)"
+    reason = "minResources (cpu 3) exceed what the cluster can admit in cpu (overcommit factor 1.2: cpu 1600m left)"
     assert stuck_reason(r, "high") == f"3/3 tasks in gang unschedulable: {reason}"
 
 
@@ -287,9 +287,10 @@ def test_guarantee_reserves_capacity_against_other_queues():
 def test_capacity_shares_by_explicit_deserved():
     text = (conf("capacity") + node_group(count=2, cpu="4") + queue("qa", deserved={"cpu": "6"})
             + queue("qb", deserved={"cpu": "2"}) + job("a", 8, min_available=1, queue="qa")
-            + job("b", 8, min_available=1, queue="qb", at=5))
+            + job("b", 8, min_available=2, queue="qb", at=5))
     r = simulate(text, until=30)
-    # qa may use idle capacity beyond its deserved share, until qb reclaims its 2 cpus.
+    # qa may use idle capacity beyond its deserved share, until qb reclaims its 2 cpus (b needs
+    # both to start; reclaim stops once a job no longer starves, so minAvailable 2 is what asks for 2).
     assert {p["time"]: p["queues"] for p in r["timeline"]}[1.0] == {"qa": {"cpu": 8.0}}
     assert len(evicted(r)) == 2 and all(p.startswith("a-") for p in evicted(r))
     assert last_queues(r) == {"qa": 6.0, "qb": 2.0}
@@ -304,7 +305,7 @@ def hierarchy_text() -> str:
             + queue("c1", parent="p", deserved={"cpu": "4"})
             + queue("c2", parent="p", deserved={"cpu": "2"}, capability={"cpu": "3"})
             + queue("o", deserved={"cpu": "2"})
-            + job("a", 8, min_available=1, queue="c1") + job("b", 8, min_available=1, queue="c2", at=5)
+            + job("a", 8, min_available=1, queue="c1") + job("b", 8, min_available=2, queue="c2", at=5)
             + job("x", 8, min_available=1, queue="o", at=10))
 
 

@@ -11,9 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(
+_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    # Plain help and usage errors: typer's rich formatting imports rich.markdown, markdown-it,
+    # pygments and attrs, which alone cost more start-up time than everything else.
+    rich_markup_mode=None,
     help="lavaflow: gang scheduling, queues and elastic training — on Kubernetes or a simulated cluster.",
 )
 err = Console(stderr=True)
@@ -34,14 +37,15 @@ def _fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def _load(files: list[Path], config: Path | None):
+def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False):
     from .api.loader import InputError, Problems, load_files
     from .scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
     from .sim.inputs import prepare
     from .sim.traces import is_trace, load_traces
 
+    skipped: list[str] = []
     try:
-        loaded = load_files([str(f) for f in files if not is_trace(f)])
+        loaded = load_files([str(f) for f in files if not is_trace(f)], skip_unsupported, skipped)
         traces = [str(f) for f in files if is_trace(f)]
         if traces:
             problems = Problems()
@@ -50,6 +54,7 @@ def _load(files: list[Path], config: Path | None):
         sim_input = prepare(loaded)
     except InputError as exc:
         raise Invalid(exc.problems) from None
+    sim_input.warnings[:0] = skipped
     conf = None
     if config is not None:
         try:
@@ -85,12 +90,12 @@ def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | No
 
 
 def _run(files, config, scheduler, seed, until, default_duration, show_progress: bool,
-         policy: str | None = None, interval: str | None = None, cost: str | None = None):
+         policy: str | None = None, interval: str | None = None, cost: str | None = None, skip_unsupported: bool = False):
     import time as _time
 
     from .sim.engine import Simulation
 
-    sim_input, conf = _load(files, config)
+    sim_input, conf = _load(files, config, skip_unsupported)
     if scheduler == "lavaflow":
         conf = _elastic_conf(conf, policy, interval, cost)
     pause = 30.0
@@ -100,7 +105,8 @@ def _run(files, config, scheduler, seed, until, default_duration, show_progress:
         pause = parse_duration(cost)
     t0 = _time.perf_counter()
     sim = Simulation(sim_input, scheduler=scheduler, conf=conf, seed=seed, until=until,
-                     default_duration=default_duration, restart_pause=pause)
+                     default_duration=default_duration, restart_pause=pause,
+                     conf_origin=str(config) if config is not None else None)
     label = scheduler if policy is None else f"{scheduler} ({policy})"
     if not show_progress:
         result = sim.run()
@@ -188,7 +194,7 @@ def _summary_table(results: list[dict]) -> Table:
         t.add_column(r["scheduler"], justify="right")
     for label, key, fmt in SUMMARY_ROWS:
         t.add_row(label, *[fmt(r["summary"].get(key)) if r["summary"].get(key) is not None else "-" for r in results])
-    t.add_row("stalled", *["yes" if r["stalled"] else "no" for r in results])
+    t.add_row("stalled", *[f"yes (t={_fmt_time(r.get('stalledAt'))})" if r["stalled"] else "no" for r in results])
     t.add_row("end time (s)", *[_fmt_time(r["endTime"]) for r in results])
     return t
 
@@ -205,12 +211,12 @@ def _print_table(results: list[dict]) -> None:
                       markup=False, highlight=False)
         if r["stuck"]:
             out.print(f"[bold red]{r['scheduler']}: {len(r['stuck'])} job(s) did not finish"
-                      f"{' — stalled' if r['stalled'] else ''}:[/bold red]")
+                      f"{' — stalled at t=' + _fmt_time(r.get('stalledAt')) if r['stalled'] else ''}:[/bold red]")
             for s in r["stuck"]:
                 out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True)
 
 
-@app.command()
+@_app.command()
 def simulate(
     files: Annotated[Optional[list[Path]], typer.Argument(help="YAML files: nodes (or NodeGroups), queues, jobs, pods…")] = None,  # noqa: UP007
     scheduler: Annotated[str, typer.Option(help="lavaflow or kube-default")] = "lavaflow",
@@ -221,7 +227,8 @@ def simulate(
     default_duration: Annotated[str, typer.Option(help="run time of pods without a duration annotation")] = "60s",
     output: Annotated[str, typer.Option(help="table or json")] = "table",
     report: Annotated[Optional[Path], typer.Option(help="write an HTML report here")] = None,  # noqa: UP007
-    explain: Annotated[Optional[str], typer.Option(help="NAMESPACE/JOB: print the decision history of one job")] = None,  # noqa: UP007
+    explain: Annotated[Optional[str], typer.Option(help="NAMESPACE/NAME: print the decision history of one job (Volcano Job, PodGroup, Deployment, ReplicaSet, StatefulSet, batch Job or pod)")] = None,  # noqa: UP007
+    skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="leave out documents of kinds lavaflow does not simulate (listed as warnings) instead of refusing the input")] = False,
     policy: Annotated[Optional[str], typer.Option(help="elastic policy for training jobs (elastic.policy): Lavaflow, ElasticSRJF, Tiresias, ...")] = None,  # noqa: UP007
     compare_policies: Annotated[Optional[str], typer.Option(help="run once per elastic policy (comma-separated) and compare them")] = None,  # noqa: UP007
     resize_interval: Annotated[Optional[str], typer.Option(help="elastic.resizeInterval: at most one reschedule per interval (default 30s)")] = None,  # noqa: UP007
@@ -278,13 +285,11 @@ def simulate(
     runs = []
     for s in schedulers:
         for pol in (policies if s == "lavaflow" else [None]):
-            runs.append(_run(files, config, s, seed, until_s, dd, tty, pol, resize_interval, resize_cost))
+            runs.append(_run(files, config, s, seed, until_s, dd, tty, pol, resize_interval, resize_cost, skip_unsupported))
     results = [r for r, _ in runs]
     elastic = [e for _, e in runs if e is not None]
-    if explain is not None:
-        problems = [p for r in results for p in [_explain_problem(r, explain)] if p]
-        if len(problems) == len(results):
-            raise Invalid([problems[0]])
+    for w in dict.fromkeys(w for r in results for w in r.get("warnings", [])):
+        err.print(f"warning: {w}", markup=False, highlight=False, soft_wrap=True)
     if explain is not None:
         problems = [p for r in results for p in [_explain_problem(r, explain)] if p]
         if len(problems) == len(results):
@@ -327,6 +332,14 @@ def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
     ns = ns or "default"
     job = next((j for j in result["jobs"] if j["namespace"] == ns and j["name"] == name), None)
     if job is None:
+        # A Deployment, ReplicaSet, StatefulSet or batch Job: the PodGroup made for it.
+        job = next((j for j in result["jobs"] if j["namespace"] == ns and j.get("owner", "").split("/", 1)[-1] == name), None)
+    if job is None:
+        # A pod: the job it belongs to.
+        pod = next((p for p in result["pods"] if p["namespace"] == ns and p["name"] == name and p["job"]), None)
+        if pod is not None:
+            job = next((j for j in result["jobs"] if j["namespace"] == ns and j["name"] == pod["job"]), None)
+    if job is None:
         return None, None
     if job.get("kind") == "PodGroup":
         return job, f"{ns}/{name}"
@@ -337,7 +350,7 @@ def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
 def _explain_problem(result: dict, target: str) -> str | None:
     job, _ = _find_job(result, target)
     if job is None:
-        known = ", ".join(f"{j['namespace']}/{j['name']}" for j in result["jobs"][:10])
+        known = ", ".join(f"{j['namespace']}/{j.get('owner', j['name']).split('/', 1)[-1]}" for j in result["jobs"][:10])
         return f"--explain: no job {target!r} in the simulation (jobs: {known or 'none'})"
     return None
 
@@ -347,7 +360,8 @@ def _print_explanation(result: dict, target: str) -> None:
     job, pg_key = _find_job(result, target)
     if job is None:
         return
-    out.print(f"[bold]{result['scheduler']}: why {job['namespace']}/{job['name']} did what it did[/bold]")
+    owner = f" ({job['owner']})" if job.get("owner") else ""
+    out.print(f"[bold]{result['scheduler']}: why {job['namespace']}/{job['name']}{owner} did what it did[/bold]")
     rows: list[tuple[float, str, str]] = []
     for h in job.get("phaseHistory", []):
         rows.append((h["time"], "phase", f"job is {h['phase']}"))
@@ -375,7 +389,7 @@ def _print_explanation(result: dict, target: str) -> None:
         out.print(f"still waiting: {stuck['reason']}", markup=False, highlight=False)
 
 
-@app.command()
+@_app.command()
 def version() -> None:
     """Print the version."""
     from . import __version__
@@ -388,16 +402,36 @@ def _report_invalid(exc: Invalid) -> None:
         err.print(f"error: {p}", markup=False, highlight=False, soft_wrap=True)
 
 
-# Cluster commands (scheduler, controller, webhook, install, job, queue, train): lavaflow.kube.cli.
-from .kube.cli import register as _register_kube  # noqa: E402
+# Cluster commands (scheduler, controller, webhook, install, job, queue, train) live in
+# lavaflow.kube.cli; importing them (asyncio, aiohttp, the Kubernetes client) and building their
+# typer commands costs more than a simulation's start-up, so `lavaflow simulate` and
+# `lavaflow version` run without them and everything else adds them first.
+LOCAL_COMMANDS = ("simulate", "version")
+_kube_registered = False
 
-_register_kube(app)
+
+def _with_kube_commands() -> typer.Typer:
+    global _kube_registered
+    if not _kube_registered:
+        from .kube.cli import register
+
+        register(_app)
+        _kube_registered = True
+    return _app
+
+
+def __getattr__(name: str):
+    if name == "app":  # `lavaflow.cli.app`: the app with every command
+        return _with_kube_commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Entry point: usage errors and invalid input exit with 2, never with a traceback."""
+    if len(sys.argv) < 2 or sys.argv[1] not in LOCAL_COMMANDS:
+        _with_kube_commands()
     try:
-        app()
+        _app()
     except Invalid as exc:
         _report_invalid(exc)
         sys.exit(2)

@@ -100,6 +100,7 @@ class Taint(K8sModel):
 class ResourceRequirements(K8sModel):
     requests: ResourceList = Field(default_factory=dict)
     limits: ResourceList = Field(default_factory=dict)
+    claims: list[Any] | None = None  # DRA: read only to warn that it is not implemented
 
 
 class EnvVar(K8sModel):
@@ -141,6 +142,7 @@ class PodSpec(K8sModel):
     hostname: str | None = None
     subdomain: str | None = None
     overhead: ResourceList = Field(default_factory=dict)
+    resource_claims: list[Any] | None = None  # DRA: read only to warn that it is not implemented
 
 
 class PodTemplateMeta(K8sModel):

@@ -99,8 +99,62 @@ def describe(kind: str, doc: Any) -> str:
     if isinstance(doc, dict):
         meta = doc.get("metadata")
         if isinstance(meta, dict):
-            name = str(meta.get("name") or meta.get("generateName") or "")
+            name = str(meta.get("name") or "")
+            if not name and meta.get("generateName"):
+                name = f"{meta['generateName']}*"
     return f"{kind}/{name}" if name else kind
+
+
+def object_label(obj: Any) -> str:
+    """``Job/train`` — or ``Job/train-*`` for an object named by ``metadata.generateName``."""
+    name = obj.metadata.name or (f"{obj.metadata.generate_name}*" if obj.metadata.generate_name else "")
+    return f"{obj.kind}/{name}"
+
+
+def _found(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"{value!r}"
+
+
+_EXPECTED = {
+    "model_type": "a mapping (key: value)",
+    "model_attributes_type": "a mapping (key: value)",
+    "dict_type": "a mapping (key: value)",
+    "list_type": "a list",
+    "string_type": "a string",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+}
+
+
+def plain_message(err: dict[str, Any]) -> str:
+    """A validation error in the user's words, without the model's internals."""
+    kind = err.get("type", "")
+    if kind == "missing":
+        return "is required"
+    expected = _EXPECTED.get(kind)
+    if expected is not None:
+        return f"expected {expected}, found {_found(err.get('input'))}"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        return msg[len("Value error, ") :]
+    if msg.startswith("Input should be "):
+        return f"expected {msg[len('Input should be '):]}, found {_found(err.get('input'))}"
+    return msg
 
 
 def parse_documents(text: str, file: str, problems: Problems) -> list[tuple[Source, Any]]:
@@ -127,7 +181,11 @@ def _expand_lists(docs: list[tuple[Source, Any]]) -> list[tuple[Source, Any]]:
     return out
 
 
-def build_object(src: Source, doc: Any, problems: Problems) -> Any | None:
+class Unsupported(Exception):
+    """A document of a kind lavaflow does not simulate (raised only when skipping is asked for)."""
+
+
+def build_object(src: Source, doc: Any, problems: Problems, skip_unsupported: bool = False) -> Any | None:
     if not isinstance(doc, dict):
         problems.add(src, "", "", f"expected a Kubernetes object (a mapping), found {type(doc).__name__}")
         return None
@@ -146,17 +204,18 @@ def build_object(src: Source, doc: Any, problems: Problems) -> Any | None:
         api_version, kind = doc["apiVersion"], doc["kind"]
     cls = KINDS.get((str(api_version), str(kind)))
     if cls is None:
+        if skip_unsupported:
+            raise Unsupported(f"{src}: {describe(str(kind), doc)}: unsupported kind {kind!r} of {api_version!r}, skipped")
         known = ", ".join(f"{k} ({a})" for a, k in sorted(KINDS))
-        problems.add(src, describe(str(kind), doc), "", f"unsupported kind {kind!r} of {api_version!r}; supported: {known}")
+        problems.add(src, describe(str(kind), doc), "",
+                     f"unsupported kind {kind!r} of {api_version!r} (--skip-unsupported runs the rest without it); "
+                     f"supported: {known}")
         return None
     try:
         obj = cls.model_validate(doc)
     except ValidationError as exc:
         for err in exc.errors():
-            msg = err["msg"]
-            if msg.startswith("Value error, "):
-                msg = msg[len("Value error, ") :]
-            problems.add(src, describe(str(kind), doc), loc_to_path(err["loc"]), msg)
+            problems.add(src, describe(str(kind), doc), loc_to_path(err["loc"]), plain_message(err))
         return None
     if not obj.metadata.name and not obj.metadata.generate_name:
         problems.add(src, str(kind), "metadata.name", "is required")
@@ -164,8 +223,11 @@ def build_object(src: Source, doc: Any, problems: Problems) -> Any | None:
     return obj
 
 
-def load_files(paths: list[str | Path]) -> list[Loaded]:
-    """Parse files into objects; raise InputError listing every problem."""
+def load_files(paths: list[str | Path], skip_unsupported: bool = False, skipped: list[str] | None = None) -> list[Loaded]:
+    """Parse files into objects; raise InputError listing every problem.
+
+    With ``skip_unsupported`` documents of kinds lavaflow does not simulate are left out, one
+    line each appended to ``skipped``, instead of refusing the input."""
     problems = Problems()
     loaded: list[Loaded] = []
     for p in paths:
@@ -178,20 +240,26 @@ def load_files(paths: list[str | Path]) -> list[Loaded]:
         except (OSError, UnicodeDecodeError) as exc:
             problems.add(str(p), "", "", f"cannot read file ({exc})")
             continue
-        for src, doc in _expand_lists(parse_documents(text, str(p), problems)):
-            obj = build_object(src, doc, problems)
-            if obj is not None:
-                loaded.append(Loaded(obj, src))
+        _build_all(_expand_lists(parse_documents(text, str(p), problems)), problems, loaded, skip_unsupported, skipped)
     problems.raise_if_any()
     return loaded
 
 
-def load_text(text: str, name: str = "<input>") -> list[Loaded]:
-    problems = Problems()
-    loaded = []
-    for src, doc in _expand_lists(parse_documents(text, name, problems)):
-        obj = build_object(src, doc, problems)
+def _build_all(docs, problems: Problems, loaded: list[Loaded], skip_unsupported: bool, skipped: list[str] | None) -> None:
+    for src, doc in docs:
+        try:
+            obj = build_object(src, doc, problems, skip_unsupported)
+        except Unsupported as exc:
+            if skipped is not None:
+                skipped.append(str(exc))
+            continue
         if obj is not None:
             loaded.append(Loaded(obj, src))
+
+
+def load_text(text: str, name: str = "<input>", skip_unsupported: bool = False, skipped: list[str] | None = None) -> list[Loaded]:
+    problems = Problems()
+    loaded: list[Loaded] = []
+    _build_all(_expand_lists(parse_documents(text, name, problems)), problems, loaded, skip_unsupported, skipped)
     problems.raise_if_any()
     return loaded

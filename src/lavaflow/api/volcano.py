@@ -113,6 +113,7 @@ class JobSpec(K8sModel):
     ttl_seconds_after_finished: int | None = None
     priority_class_name: str | None = None
     min_success: int | None = None
+    network_topology: dict[str, Any] | None = None  # read only to warn that it is not implemented
 
 
 class JobState(K8sModel):
@@ -164,6 +165,7 @@ class PodGroupSpec(K8sModel):
     queue: str = ""
     priority_class_name: str | None = None
     min_resources: ResourceList | None = None
+    network_topology: dict[str, Any] | None = None  # read only to warn that it is not implemented
 
 
 class PodGroupStatus(K8sModel):

@@ -36,6 +36,10 @@ class JobFlowController(Controller):
         super().__init__(store, clock)
         store.watch("JobFlow", lambda ev, jf, old: self.mark(jf.key) if ev != "DELETED" else self._deleted(jf))
         store.watch("Job", self._on_job)
+        # A JobTemplate submitted after its JobFlow lets the waiting flows start.
+        store.watch("JobTemplate", lambda ev, t, old: [self.mark(jf.key) for jf in store.list("JobFlow") if jf.namespace == t.namespace])
+        # JobFlow key -> (when, why) a flow's Job could not be created (reported, never silent).
+        self.refused: dict[str, tuple[float, str]] = {}
 
     def _on_job(self, event: str, job: Job, old) -> None:
         for ref in job.metadata.owner_references:
@@ -85,6 +89,7 @@ class JobFlowController(Controller):
     def _create(self, jf: JobFlow, flow) -> Job | None:
         tmpl = self.store.get("JobTemplate", f"{jf.namespace}/{flow.name}")
         if tmpl is None:
+            self.refused[jf.key] = (self.clock(), f"flow {flow.name!r}: no JobTemplate {flow.name!r} in namespace {jf.namespace}")
             return None
         spec = tmpl.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
         if flow.patch is not None and flow.patch.spec:
@@ -102,8 +107,12 @@ class JobFlowController(Controller):
             }
         )
         admission.default_job(job)
-        if admission.validate_job(job, {q.name: q for q in self.store.list("Queue")}):
+        problems = admission.validate_job(job, {q.name: q for q in self.store.list("Queue")})
+        if problems:
+            self.refused[jf.key] = (self.clock(), f"flow {flow.name!r}: Job {job.name} refused: " + "; ".join(
+                f"{p.path}: {p.message}" if p.path else p.message for p in problems))
             return None
+        self.refused.pop(jf.key, None)
         return self.store.create(job)
 
 

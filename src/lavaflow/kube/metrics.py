@@ -47,6 +47,12 @@ class SchedulerMetrics:
         self.events_dropped = Gauge(
             "lavaflow_events_dropped", "Events dropped because too many were waiting (since start).", registry=r
         )
+        self.skipped_plugins = Gauge(
+            "lavaflow_scheduler_skipped_plugins",
+            "Plugins named in the scheduler configuration that lavaflow does not implement and skips (1 each).",
+            ["plugin"],
+            registry=r,
+        )
         self._binds: collections.deque[float] = collections.deque()
 
     def bound_one(self, created: float | None) -> None:

@@ -72,6 +72,10 @@ class KubeScheduler:
         self.conf = conf or load_scheduler_conf()
         self.period = period
         self.metrics = metrics or SchedulerMetrics()
+        for path, msg in self.conf.warnings:
+            log.warning("scheduler configuration: %s: %s", path, msg)
+        for name in self.conf.skipped_plugins:
+            self.metrics.skipped_plugins.labels(plugin=name).set(1)
         self.emit_events = emit_events
         self.identity = identity or default_identity()
         self.elector = elector

@@ -85,3 +85,26 @@ def describe(index: ResourceIndex, vec: np.ndarray) -> str:
             continue
         parts.append(f"{name} {format_quantity(name, float(vec[i]))}")
     return ", ".join(parts) or "nothing"
+
+
+def short_in(index: ResourceIndex, need: np.ndarray, limit: np.ndarray, dims: np.ndarray) -> str:
+    """The resources (among ``dims``) where ``need`` exceeds ``limit``: ``ephemeral-storage``."""
+    names = [
+        index.names[i]
+        for i in range(min(len(need), len(index.names)))
+        if dims[i] and index.names[i] != "pods" and need[i] > limit[i] + EPS
+    ]
+    return ", ".join(names) or "nothing"
+
+
+def amounts(index: ResourceIndex, vec: np.ndarray, names: str) -> str:
+    """``cpu 1600m, ephemeral-storage 0``: the amounts of the named resources, zeros included."""
+    from ..api.quantity import format_quantity
+
+    out = []
+    for name in names.split(", "):
+        i = index.names.index(name) if name in index.names else -1
+        if 0 <= i < len(vec):
+            v = float(vec[i])
+            out.append(f"{name} {format_quantity(name, v) if v > 0 else '0'}")
+    return ", ".join(out) or "nothing"

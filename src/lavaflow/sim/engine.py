@@ -31,7 +31,7 @@ from ..store import MemoryStore
 from . import annotations as ann
 from .inputs import Item, SimInput
 from .training import TrainingModel
-from .workloads import WorkloadController
+from .workloads import REPLACING, WorkloadController
 
 SCHEDULERS = ("lavaflow", "kube-default")
 # In the simulator one scheduler runs the whole cluster: pods of every schedulerName are its.
@@ -50,6 +50,7 @@ class Simulation:
         default_duration: float = 60.0,
         period: float = 1.0,
         restart_pause: float = 30.0,
+        conf_origin: str | None = None,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(f"unknown scheduler {scheduler!r} (choose {', '.join(SCHEDULERS)})")
@@ -82,10 +83,17 @@ class Simulation:
         self.controllers = [self.workload_ctrl, self.jobflow_ctrl, self.pg_ctrl, self.job_ctrl, self.queue_ctrl, self.gc]
         for ctrl in self.controllers:
             ctrl.on_timer_added = lambda t, ctrl=ctrl: self._push(t, "timer", ctrl)
+        # What the input asks for that this run ignores (a stderr line each, and "warnings").
+        self.warnings: list[str] = list(sim_input.warnings)
         if scheduler == "kube-default":
-            conf = load_scheduler_conf(KUBE_DEFAULT_CONF)
-        elif conf is None:
-            conf = load_scheduler_conf(sim_input.conf_text)
+            conf = load_scheduler_conf(KUBE_DEFAULT_CONF, allow_kube_default=True)
+        else:
+            where = f"{conf_origin}: " if conf_origin else ""  # --config FILE: "FILE: path"
+            if conf is None:
+                conf = load_scheduler_conf(sim_input.conf_text)
+                where = f"{sim_input.conf_origin}." if sim_input.conf_origin else ""  # ConfigMap: "…data[key].path"
+            for path, msg in conf.warnings:
+                self.warnings.append(f"{where}{path}: {msg}")
         self.scheduler = Scheduler(self.cache, conf)
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
@@ -95,7 +103,7 @@ class Simulation:
         self.duration_done: set[str] = set()  # pod uids whose own duration has passed
         self.pod_records: dict[str, dict[str, Any]] = {}
         self.timeline: list[dict[str, Any]] = []
-        self.stalled = False
+        self.stall_time: float | None = None  # when nothing could change any more (None: never)
         self._wakes: set[float] = set()
         self.rejected: list[dict[str, Any]] = []  # objects refused by admission at their submit time
         self.node_events: list[dict[str, Any]] = []
@@ -172,6 +180,8 @@ class Simulation:
     def _duration_of(self, pod: Pod) -> float:
         raw = pod.metadata.annotations.get(ann.DURATION)
         if raw is None:
+            if any(r.controller and r.kind in REPLACING for r in pod.metadata.owner_references):
+                return math.inf  # a service's pod runs until it is deleted
             return self.default_duration
         return ann.parse_duration(raw, allow_inf=True)
 
@@ -245,7 +255,8 @@ class Simulation:
         problems = self._admit(obj)
         if problems:
             self.rejected.append(
-                {"namespace": obj.namespace if obj.namespaced else None, "name": obj.name, "kind": obj.kind,
+                {"namespace": obj.namespace if obj.namespaced else None,
+                 "name": obj.name or f"{obj.metadata.generate_name or ''}*", "kind": obj.kind,
                  "time": self.now, "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems)}
             )
             return
@@ -425,6 +436,7 @@ class Simulation:
             t_tick = next_tick if dirty else math.inf
             t = min(t_event, t_tick)
             if math.isinf(t):
+                self.stall_time = self.now
                 if until is not None and until > self.now and self._anything_running():
                     self.now = until  # pods that run until deleted keep running up to --until
                 break
@@ -470,6 +482,7 @@ class Simulation:
                 if self.store.version != before:
                     last_cycle_version = -1  # something changed: schedule again next period
                 if idle_cycles > MAX_IDLE_CYCLES:
+                    self.stall_time = self.now  # cycles that change something, with nothing else to happen
                     break
             self._sample()
             if progress is not None:

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..api import admission
 from ..api.core import ConfigMap, Node, Pod
-from ..api.loader import Loaded, Problems, Source
+from ..api.loader import Loaded, Problems, Source, object_label
+from ..api.quantity import parse_quantity
 from ..api.volcano import Command, Job, JobFlow, JobTemplate, PodGroup, Queue
 from ..controllers.jobflow import validate_jobflow
 from ..api.workloads import NodeGroup
@@ -37,10 +38,12 @@ class SimInput:
     items: list[Item] = field(default_factory=list)
     conf_text: str | None = None
     conf_source: str | None = None
+    conf_origin: str | None = None  # "<file>: document N: ConfigMap/x: data[volcano-scheduler.conf]"
+    warnings: list[str] = field(default_factory=list)  # accepted, but partly ignored
 
 
 def _what(obj) -> str:
-    return f"{obj.kind}/{obj.name}"
+    return object_label(obj)
 
 
 def expand_node_group(ng: NodeGroup) -> list[Node]:
@@ -120,6 +123,99 @@ def validate_command(cmd: Command, declared: set[tuple[str, str]]) -> list[admis
     return out
 
 
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
+
+
+def _check_queue_annotations(problems: Problems, src: Source, obj, queues: dict[str, Queue]) -> None:
+    """Pods and native workloads name their queue by annotation; the PodGroup made for them
+    would be refused by admission (as Volcano's webhook does), so a missing queue is refused here."""
+    if isinstance(obj, Pod) and "scheduling.k8s.io/group-name" in obj.metadata.annotations:
+        return  # it joins a PodGroup of its own choosing: that PodGroup's queue counts
+    places = [("metadata", obj.metadata.annotations)]
+    tmpl = getattr(getattr(obj, "spec", None), "template", None)
+    if type(obj).__name__ in WORKLOAD_KINDS and tmpl is not None:
+        places.append(("spec.template.metadata", tmpl.metadata.annotations))
+    for prefix, annotations in places:
+        name = annotations.get(QUEUE_ANNOTATION)
+        if name is not None and name not in queues:
+            problems.add(src, _what(obj), f"{prefix}.annotations[{QUEUE_ANNOTATION}]",
+                         f"Queue {name!r} does not exist; existing queues are: {admission._names(sorted(queues))}.")
+
+
+# Labels every kubelet sets on its node (hostname is the node's name).
+KUBELET_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                  "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
+# A kubelet always reports its root disk; nodes declared without it get this much.
+DEFAULT_EPHEMERAL_STORAGE = "100Gi"
+
+
+def _pod_specs_of(obj) -> list:
+    if isinstance(obj, Pod):
+        return [obj.spec]
+    if isinstance(obj, (Job, JobTemplate)):
+        return [t.template.spec for t in obj.spec.tasks]
+    tmpl = getattr(getattr(obj, "spec", None), "template", None)
+    return [tmpl.spec] if tmpl is not None and hasattr(tmpl, "spec") else []
+
+
+def _kubelet_defaults(items: list[Item]) -> None:
+    """What a real node has without being told: the kubelet's labels, and ephemeral-storage
+    (added only when some pod asks for it, so other inputs keep their resource columns)."""
+    wants_storage = any(
+        "ephemeral-storage" in c.resources.requests or "ephemeral-storage" in c.resources.limits
+        for it in items for spec in _pod_specs_of(it.obj) for c in list(spec.containers) + list(spec.init_containers)
+    )
+    for it in items:
+        node = it.obj
+        if not isinstance(node, Node):
+            continue
+        labels = node.metadata.labels
+        labels.setdefault("kubernetes.io/hostname", node.name)
+        for k, v in KUBELET_LABELS.items():
+            labels.setdefault(k, v)
+        if wants_storage:
+            for res in (node.status.allocatable, node.status.capacity):
+                if res and "ephemeral-storage" not in res:
+                    res["ephemeral-storage"] = parse_quantity(DEFAULT_EPHEMERAL_STORAGE)
+
+
+def _ignored_in_pod_spec(spec, prefix: str) -> list[str]:
+    out = []
+    if spec.resource_claims:
+        out.append(f"{prefix}.resourceClaims")
+    for kind, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        for ci, c in enumerate(containers):
+            if c.resources.claims:
+                out.append(f"{prefix}.{kind}[{ci}].resources.claims")
+    return out
+
+
+def unimplemented_constraints(obj) -> list[str]:
+    """Fields of ``obj`` naming placement constraints lavaflow does not implement (they are
+    ignored): NUMA topologyPolicy, networkTopology, partitionPolicy, DRA resource claims."""
+    out: list[str] = []
+    spec = getattr(obj, "spec", None)
+    if isinstance(obj, (Job, JobTemplate)):
+        if spec.network_topology:
+            out.append("spec.networkTopology")
+        for ti, task in enumerate(spec.tasks):
+            base = f"spec.tasks[{ti}]"
+            if task.topology_policy:
+                out.append(f"{base}.topologyPolicy")
+            if task.partition_policy is not None:
+                out.append(f"{base}.partitionPolicy")
+            out.extend(_ignored_in_pod_spec(task.template.spec, f"{base}.template.spec"))
+    elif isinstance(obj, PodGroup):
+        if spec.network_topology:
+            out.append("spec.networkTopology")
+    elif isinstance(obj, Pod):
+        out.extend(_ignored_in_pod_spec(spec, "spec"))
+    elif getattr(spec, "template", None) is not None and hasattr(spec.template, "spec"):
+        out.extend(_ignored_in_pod_spec(spec.template.spec, "spec.template.spec"))
+    return out
+
+
 def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
     items: list[Item] = []
     for lo in loaded:
@@ -170,6 +266,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     problems = Problems()
     out = SimInput()
     items = _expand(loaded, problems)
+    _kubelet_defaults(items)
     _times(items, problems)
     _duplicates(items, problems)
     items.sort(key=lambda it: it.submit_at)  # stable: input order within a time; updates after their job
@@ -184,6 +281,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             queues[it.obj.name] = it.obj
     pods_by_key = {it.obj.key for it in items if isinstance(it.obj, Pod)}
     declared = {("Queue", name) for name in queues} | {("Job", it.obj.key) for it in items if isinstance(it.obj, Job)}
+    templates = {it.obj.key for it in items if isinstance(it.obj, JobTemplate)}
     latest_job: dict[str, Job] = {}
     for it in items:
         obj, src = it.obj, it.source
@@ -207,6 +305,11 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             found = admission.validate_job(as_job, queues)
         elif isinstance(obj, JobFlow):
             found = validate_jobflow(obj)
+            for fi, flow in enumerate(obj.spec.flows):
+                if f"{obj.namespace}/{flow.name}" not in templates:
+                    found.append(admission.Problem(
+                        f"spec.flows[{fi}].name",
+                        f"no JobTemplate {flow.name!r} in namespace {obj.namespace} in the input (a flow runs the JobTemplate of its name)"))
         elif isinstance(obj, Command):
             found = validate_command(obj, declared)
         elif isinstance(obj, PodGroup):
@@ -228,10 +331,19 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                     problems.add(src, _what(obj), f"data[{CONF_KEY}]" + (f".{path}" if path else ""), msg)
             out.conf_text = obj.data[CONF_KEY]
             out.conf_source = str(src)
+            out.conf_origin = f"{src}: {_what(obj)}: data[{CONF_KEY}]"
         elif hasattr(getattr(obj, "spec", None), "template"):
             _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
+        if isinstance(obj, Pod) or type(obj).__name__ in WORKLOAD_KINDS:
+            _check_queue_annotations(problems, src, obj, queues)
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)
+        ignored = [] if it.update else unimplemented_constraints(obj)
+        if ignored:  # once per object, naming every such field
+            out.warnings.append(
+                f"{src}: {_what(obj)}: {', '.join(ignored)}: not implemented by lavaflow, ignored "
+                "(the job is scheduled without this constraint)"
+            )
     problems.raise_if_any()
     out.items = items
     return out

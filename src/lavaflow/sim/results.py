@@ -24,6 +24,9 @@ def _mean(values: list[float]) -> float | None:
 def _reason(sim, pg, job_phase: str) -> str:
     """Why a job has not finished, in words a user can act on."""
     info = sim.cache.jobs.get(pg.key) if pg is not None else None
+    if pg is not None and pg.status.phase in ("", "Pending") and sim.store.get("Queue", pg.spec.queue or "default") is None:
+        queues = ", ".join(repr(q.name) for q in sorted(sim.store.list("Queue"), key=lambda q: q.name))
+        return f"Queue {pg.spec.queue!r} does not exist; existing queues are: {queues}."
     if pg is not None:
         for c in pg.status.conditions:
             if c.type == "Unschedulable" and c.status == "True" and c.message:
@@ -40,12 +43,21 @@ def _reason(sim, pg, job_phase: str) -> str:
             return "PodGroup waiting to be admitted (Pending)"
         running = info.counts[TaskStatus.RUNNING]
         if running and not pending:
-            if sim.until is not None and sim.now >= sim.until:
+            if sim.until is not None and sim.now >= sim.until and (sim.stall_time is None or sim.stall_time >= sim.until):
                 return f"still running at --until ({running} pods running)"
             return f"{running} pods running with no end (duration inf or waiting for spawned pods)"
     if job_phase == "Pending":
         return "waiting for its PodGroup to be admitted"
     return f"job is {job_phase}"
+
+
+def _blocked(sim, pg) -> bool:
+    """Whether an unfinished job waits for something (a deadlock once nothing can change), rather
+    than just running: all its pods placed and running with no end, e.g. a service."""
+    info = sim.cache.jobs.get(pg.key) if pg is not None else None
+    if info is None or pg.status.phase in ("", "Pending"):
+        return True
+    return bool(info.counts[TaskStatus.PENDING]) or not info.counts[TaskStatus.RUNNING]
 
 
 def _all_podgroups(sim) -> list:
@@ -60,6 +72,7 @@ def build_result(sim) -> dict[str, Any]:
     jobs_out: list[dict[str, Any]] = []
     stuck: list[dict[str, str]] = []
     owned_pgs: set[str] = set()
+    blocked = False  # some unfinished job waits for something
     jobs_all = {j.key: j for j in sim.deleted_jobs.values()}
     jobs_all.update({j.key: j for j in store.list("Job")})
     for job in sorted(jobs_all.values(), key=lambda j: (j.metadata.creation_timestamp or 0, j.key)):
@@ -92,7 +105,9 @@ def build_result(sim) -> dict[str, Any]:
             }
         )
         if phase not in JOB_FINAL_PHASES and phase != "Deleted":
-            stuck.append({"namespace": job.namespace, "name": job.name, "reason": _reason(sim, store.get("PodGroup", pg_key), phase)})
+            pg = store.get("PodGroup", pg_key)
+            stuck.append({"namespace": job.namespace, "name": job.name, "reason": _reason(sim, pg, phase)})
+            blocked |= _blocked(sim, pg)
     pods_by_group: dict[str, list[dict[str, Any]]] = {}
     for rec in sim.pod_records.values():
         pods_by_group.setdefault(f"{rec['namespace']}/{rec['job']}", []).append(rec)
@@ -110,6 +125,12 @@ def build_result(sim) -> dict[str, Any]:
         else:
             phase = "Pending"
         finish = max((r["finishTime"] for r in recs if r["finishTime"] is not None), default=None) if done else None
+        submit = pg.metadata.creation_timestamp
+        hist = [{"phase": "Pending", "time": submit}]
+        if starts:
+            hist.append({"phase": "Running", "time": min(starts)})
+        if done:
+            hist.append({"phase": phase, "time": finish})
         jobs_out.append(
             {
                 "namespace": pg.namespace,
@@ -117,13 +138,21 @@ def build_result(sim) -> dict[str, Any]:
                 "kind": "PodGroup",
                 "queue": pg.spec.queue or "default",
                 "phase": phase,
-                "submitTime": pg.metadata.creation_timestamp,
+                "submitTime": submit,
                 "startTime": min(starts) if starts else None,
                 "finishTime": finish,
+                # The same keys as a Volcano Job's entry: phases derived from the pods; a
+                # PodGroup is never retried as a whole (replaced pods are not retries).
+                "phaseHistory": hist,
+                "retryCount": 0,
             }
         )
+        owner = next((r for r in pg.metadata.owner_references if r.controller), None)
+        if owner is not None:  # the workload it was made for, e.g. "Deployment/web" (for --explain)
+            jobs_out[-1]["owner"] = f"{'Job' if owner.kind == 'BatchJob' else owner.kind}/{owner.name}"
         if not done:
             stuck.append({"namespace": pg.namespace, "name": pg.name, "reason": _reason(sim, pg, phase)})
+            blocked |= _blocked(sim, pg)
     podgroups_out = [
         {
             "namespace": pg.namespace,
@@ -154,19 +183,26 @@ def build_result(sim) -> dict[str, Any]:
     ]
     out = {
         "scheduler": sim.scheduler_name,
-        "stalled": bool(stuck) and not (sim.until is not None and sim.now >= sim.until) and not sim._events,
+        # A stall is a property of the scenario: nothing could change any more (detected at
+        # stalledAt) while some job still waited — whether or not --until ran the clock on.
+        "stalled": blocked and sim.stall_time is not None,
+        "stalledAt": sim.stall_time if blocked else None,
         "endTime": sim.now,
         "jobs": jobs_out,
         "podGroups": podgroups_out,
         "pods": pods_out,
         "queues": queues_out,
         "stuck": stuck,
-        "rejected": sim.rejected,
+        "rejected": sim.rejected + [
+            {"namespace": key.split("/", 1)[0], "name": key.split("/", 1)[1], "kind": "JobFlow", "time": when, "reason": why}
+            for key, (when, why) in sorted(sim.jobflow_ctrl.refused.items())
+        ],
         "nodeEvents": sim.node_events,
         "decisions": {k: v for k, v in sorted(sim.decisions.items())},
         "summary": summarize(jobs_out, sim.timeline, sim.now, stuck),
         "timeline": sim.timeline,
         "cycles": sim.cycles,
+        "warnings": sim.warnings,
     }
     if sim.events:
         out["events"] = sim.events  # Events the scheduler recorded (elastic starts, resizes, halts)

@@ -3,6 +3,11 @@
 Deployments, ReplicaSets, StatefulSets and batch/v1 Jobs in the input create
 their pods (replicas / parallelism) with an owner reference, so the PodGroup
 controller can gang them by the owner's group-min-member annotation.
+
+A pod of a Deployment, ReplicaSet or StatefulSet that is evicted (reclaim,
+preemption, a failed node) or deleted while it has not finished is replaced,
+under the same name, as their controllers do; such pods run until deleted
+unless they carry a duration (services do not finish on their own).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from ..api.core import Pod
 from ..controllers.base import Controller
 
 KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
+# Owners whose lost pods are replaced; their pods run until deleted by default.
+REPLACING = ("Deployment", "ReplicaSet", "StatefulSet")
 
 
 class WorkloadController(Controller):
@@ -19,7 +26,19 @@ class WorkloadController(Controller):
         self.created: dict[str, set[str]] = {}
         for kind in KINDS:
             store.watch(kind, lambda ev, obj, old, kind=kind: self._on_owner(kind, ev, obj))
+        store.watch("Pod", self._on_pod)
 
+    def _on_pod(self, event: str, pod, old) -> None:
+        if event != "DELETED" or pod.status.phase not in ("Pending", "Running", ""):
+            return
+        for ref in pod.metadata.owner_references:
+            if ref.controller and ref.kind in REPLACING:
+                key = f"{ref.kind}:{pod.namespace}/{ref.name}"
+                owner = self.store.get(ref.kind, f"{pod.namespace}/{ref.name}")
+                created = self.created.get(key)
+                if owner is not None and owner.metadata.uid == ref.uid and created is not None and pod.name in created:
+                    created.discard(pod.name)  # the owner is short of a pod: recreate it
+                    self.mark(key)
     def _on_owner(self, kind: str, event: str, obj) -> None:
         key = f"{kind}:{obj.key}"
         if event == "DELETED":

@@ -45,8 +45,11 @@ class AllocateAction(Action):
             if not jobs:
                 continue
             if ssn.overused(queue):
+                prop = getattr(ssn, "proportion", None)
+                why = (prop.overused_reason(queue.name) if prop is not None else None) or (
+                    f"queue {queue.name} is overused (allocation has reached its deserved share)")
                 for job in _drain(jobs):
-                    job.job_fit_errors = f"queue {queue.name} is overused (allocation has reached its deserved share)"
+                    job.job_fit_errors = why
                     ssn.record(job, "allocate", job.job_fit_errors)
                 continue
             job = jobs.pop()

@@ -1,8 +1,9 @@
 """reclaim: a queue below its deserved share takes resources back from queues above theirs.
 
 Only running tasks of other, reclaimable queues are candidates; the plugins
-(proportion or capacity, gang, conformance) decide which may go. A job's
-statement is committed only if the job is then pipelined.
+(proportion or capacity, gang, conformance) decide which may go. A job reclaims
+for one pending task at a time while it is still starving, and its statement is
+committed only if the job is then pipelined.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class ReclaimAction(Action):
             tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
             tasks.sort(key=ssn.task_key)
             for task in tasks:
+                # One task at a time, as Volcano does: a job stops reclaiming once it no longer
+                # starves (gang: waiting + ready reach minAvailable, ANDed with priority's rule in
+                # the first tier), so it never takes more than it needs to start.
+                if not ssn.job_starving(job):
+                    break
                 if task.preemption_policy == "Never" or not ssn.preemptive(queue, task):
                     continue
                 for node in candidate_nodes(ssn, task):

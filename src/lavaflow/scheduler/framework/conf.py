@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 # Volcano's shipped default (installer/helm/.../volcano-scheduler.conf), plus lavaflow's elastic
 # action and plugin (they only act on elastic training jobs; see plugins/elastic.py).
@@ -72,6 +72,18 @@ class SchedulerConfiguration(BaseModel):
     actions: str = "enqueue, allocate, backfill"
     tiers: list[Tier] = Field(default_factory=list)
     configurations: list[ActionConfiguration] = Field(default_factory=list)
+    # (path, message) for what was accepted but skipped, e.g. plugins lavaflow does not know.
+    _warnings: list[tuple[str, str]] = PrivateAttr(default_factory=list)
+    _skipped: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def skipped_plugins(self) -> list[str]:
+        """Names of the plugins skipped because lavaflow does not implement them."""
+        return self._skipped
+
+    @property
+    def warnings(self) -> list[tuple[str, str]]:
+        return self._warnings
 
     @field_validator("tiers", "configurations", mode="before")
     @classmethod
@@ -100,8 +112,13 @@ class SchedulerConfError(ValueError):
         super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in problems))
 
 
-def load_scheduler_conf(text: str | None = None) -> SchedulerConfiguration:
-    """Parse volcano-scheduler.conf text (YAML); None gives Volcano's shipped default."""
+def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = False) -> SchedulerConfiguration:
+    """Parse volcano-scheduler.conf text (YAML); None gives Volcano's shipped default.
+
+    As Volcano does, a plugin it does not know is skipped (listed in ``conf.warnings``);
+    an unknown action refuses the configuration. ``kube-default`` is lavaflow's kube-scheduler
+    baseline, not a Volcano action: only the baseline's own configuration may name it.
+    """
     from ..actions import ACTIONS  # noqa: F401 - ensure registration
     from ..plugins import PLUGINS  # noqa: F401
     from .registry import ACTIONS as _A
@@ -122,20 +139,30 @@ def load_scheduler_conf(text: str | None = None) -> SchedulerConfiguration:
             [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]
         ) from None
     problems: list[tuple[str, str]] = []
+    volcano_actions = sorted(a for a in _A if a != "kube-default")
     for name in conf.action_names:
-        if name not in _A:
-            problems.append(("actions", f"unknown action {name!r} (known: {', '.join(sorted(_A))})"))
+        if name == "kube-default" and not allow_kube_default:
+            problems.append(("actions", "'kube-default' is not a Volcano action: it is the kube-scheduler-like baseline, "
+                                        "a scheduler of its own (run it with --scheduler kube-default)"))
+        elif name not in _A:
+            problems.append(("actions", f"unknown action {name!r} (known: {', '.join(volcano_actions)})"))
     for ti, tier in enumerate(conf.tiers):
-        names = [p.name for p in tier.plugins]
+        kept = []
         for pi, p in enumerate(tier.plugins):
-            if p.name not in _P:
-                problems.append(
-                    (f"tiers[{ti}].plugins[{pi}].name", f"unknown plugin {p.name!r} (known: {', '.join(sorted(_P))})")
-                )
-            else:
+            if p.name in _P:
+                kept.append(p)
                 check = getattr(_P[p.name], "check_arguments", None)
                 for key, msg in (check(p.arguments) if check is not None else []):
                     problems.append((f"tiers[{ti}].plugins[{pi}].arguments[{key}]", msg))
+            else:
+                conf.skipped_plugins.append(p.name)
+                conf.warnings.append(
+                    (f"tiers[{ti}].plugins[{pi}].name",
+                     f"unknown plugin {p.name!r} skipped, as Volcano skips plugins it does not have "
+                     f"(lavaflow implements: {', '.join(sorted(_P))})")
+                )
+        tier.plugins = kept
+        names = [p.name for p in tier.plugins]
         if "proportion" in names and any(p.name == "drf" and p.enabled("Hierarchy") for p in tier.plugins):
             problems.append((f"tiers[{ti}]", "drf with enableHierarchy cannot share a tier with proportion"))
     if problems:

@@ -17,7 +17,7 @@ import numpy as np
 from ..api import ALLOCATED
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
-from ..resources import EPS, PODS, describe
+from ..resources import EPS, PODS, describe, short_in
 from ._shares import elastic_of, reserved_by_admission, share_queue_order
 
 
@@ -115,8 +115,9 @@ class CapacityPlugin(Plugin):
             for a in self._chain(job.queue):
                 need = req + a.allocated + a.inqueue - a.elastic
                 if not np.all(need[dims] <= a.real_capability[dims] + EPS):
+                    short = short_in(ssn.index, need, a.real_capability, dims)
                     job.job_fit_errors = (
-                        f"queue {a.name} cannot admit minResources ({describe(ssn.index, req)}) within its capability "
+                        f"queue {a.name} cannot admit minResources ({describe(ssn.index, req)}) within its capability in {short} "
                         f"({describe(ssn.index, a.real_capability)}; allocated {describe(ssn.index, a.allocated)}, "
                         f"admitted {describe(ssn.index, a.inqueue)})"
                     )

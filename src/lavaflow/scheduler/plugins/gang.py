@@ -19,11 +19,13 @@ def task_minimums_apply(job) -> bool:
 
 
 def task_minimums_met(job, statuses=READY) -> bool:
+    """Every task (role) has its minimum placed; as in Volcano's CheckTaskReady/Pipelined, a
+    pending best-effort pod counts as placed: it needs no room, and backfill places it."""
     if not task_minimums_apply(job):
         return True
     counts: dict[str, int] = {}
     for t in job.tasks.values():
-        if t.status in statuses:
+        if t.status in statuses or (t.best_effort and t.status == TaskStatus.PENDING):
             counts[t.role] = counts.get(t.role, 0) + 1
     return all(counts.get(role, 0) >= m for role, m in job.min_task_member.items() if m > 0)
 

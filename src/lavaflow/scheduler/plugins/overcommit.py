@@ -6,7 +6,7 @@ import numpy as np
 
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
-from ..resources import EPS, describe
+from ..resources import EPS, amounts, describe, short_in
 from ._shares import preemptable_below, reserved_by_admission
 
 
@@ -61,9 +61,10 @@ class OvercommitPlugin(Plugin):
             key = (req.tobytes(), free.tobytes())
             msg = messages.get(key)
             if msg is None:
+                short = short_in(ssn.index, self.inqueue + req, limit, dims)
                 msg = messages[key] = (
-                    f"minResources ({describe(ssn.index, req)}) exceed what the cluster can admit "
-                    f"(overcommit factor {factor:g}: {describe(ssn.index, free)} left)"
+                    f"minResources ({describe(ssn.index, req)}) exceed what the cluster can admit in {short} "
+                    f"(overcommit factor {factor:g}: {amounts(ssn.index, free, short)} left)"
                 )
             job.job_fit_errors = msg
             return REJECT

@@ -18,7 +18,7 @@ import numpy as np
 from ..api import ALLOCATED, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
-from ..resources import EPS, describe
+from ..resources import EPS, amounts, describe, short_in
 from ._shares import elastic_of, preemptable_below, reserved_by_admission, share_queue_order
 
 
@@ -145,10 +145,23 @@ class ProportionPlugin(Plugin):
             if not ok:
                 job = ssn.jobs.get(task.job)
                 if job is not None:
-                    job.job_fit_errors = (
-                        f"queue {queue.name} would exceed its deserved share "
-                        f"({describe(ssn.index, a.deserved)}; allocated {describe(ssn.index, a.allocated)})"
-                    )
+                    dims = task.resreq > 0
+                    if len(dims) > 2:
+                        dims[2] = False
+                    short = short_in(ssn.index, a.allocated + task.resreq, a.deserved, dims)
+                    at_cap = [ssn.index.names.index(n) for n in short.split(", ") if n in ssn.index.names]
+                    if at_cap and all(a.deserved[i] >= a.capability[i] - EPS for i in at_cap):
+                        # Its deserved share is its capability there: say so, with the capability.
+                        job.job_fit_errors = (
+                            f"queue {queue.name} would exceed its capability in {short} "
+                            f"(capability {amounts(ssn.index, a.capability, short)}; "
+                            f"allocated {amounts(ssn.index, a.allocated, short)})"
+                        )
+                    else:
+                        job.job_fit_errors = (
+                            f"queue {queue.name} would exceed its deserved share in {short} "
+                            f"({describe(ssn.index, a.deserved)}; allocated {describe(ssn.index, a.allocated)})"
+                        )
             return ok
 
         def enqueueable(job) -> int:
@@ -167,8 +180,9 @@ class ProportionPlugin(Plugin):
             if np.all((need - preemptable_below(ssn, job, width))[dims] <= a.real_capability[dims] + EPS):
                 ssn.record(job, "enqueue", "queue is full, but lower-priority work in it can be preempted")
                 return PERMIT
+            short = short_in(ssn.index, need, a.real_capability, dims)
             job.job_fit_errors = (
-                f"queue {job.queue} cannot admit minResources ({describe(ssn.index, req)}): "
+                f"queue {job.queue} cannot admit minResources ({describe(ssn.index, req)}) in {short}: "
                 f"allocated {describe(ssn.index, a.allocated)}, admitted {describe(ssn.index, a.inqueue)}, "
                 f"capacity {describe(ssn.index, np.where(np.isfinite(a.real_capability), a.real_capability, 0))}"
             )
@@ -226,6 +240,7 @@ class ProportionPlugin(Plugin):
         ssn.add_job_enqueued_fn(self.name, enqueued)
         ssn.add_event_handler(on_allocate, on_deallocate)
         ssn.proportion = self  # for explanations and status
+        self._index = ssn.index
 
     @staticmethod
     def _update_share(a: QueueAttr) -> None:
@@ -251,3 +266,19 @@ class ProportionPlugin(Plugin):
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.where(a.deserved > 0, a.allocated / a.deserved, np.where(a.allocated > 0, 1.0, 0.0))
         a.share = float(np.max(ratios[[0, 1] + list(range(3, len(ratios)))])) if len(ratios) else 0.0
+
+    def overused_reason(self, queue: str) -> str | None:
+        """Why allocate skips an overused queue, naming its capability when that is its limit."""
+        a = self.attrs.get(queue)
+        if a is None:
+            return None
+        dims = np.ones(len(a.deserved), dtype=bool)
+        if len(dims) > 2:
+            dims[2] = False
+        full = [i for i in range(len(a.deserved)) if dims[i] and a.deserved[i] <= a.allocated[i] + EPS
+                and a.allocated[i] > 0]
+        if full and all(np.isfinite(a.capability[i]) and a.deserved[i] >= a.capability[i] - EPS for i in full):
+            names = ", ".join(self._index.names[i] for i in full)
+            return (f"queue {queue} has reached its capability in {names} "
+                    f"(capability {amounts(self._index, a.capability, names)})")
+        return None
