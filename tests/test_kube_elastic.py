@@ -82,51 +82,75 @@ def running_workers(pods: list[dict], job: str) -> list[str]:
     )
 
 
+def gpu_nodes(suffix: str = "") -> list[dict]:
+    return [gpu_node(f"v100-0{suffix}", 4, "v100"), gpu_node(f"v100-1{suffix}", 4, "v100"), gpu_node(f"k80-0{suffix}", 4, "k80")]
+
+
+async def resize_scenario(c: Cluster, ns: str = "default", admit=lambda d: d, suffix: str = "") -> None:
+    """An elastic job runs at its maximum, shrinks when a second job arrives (highest indices out,
+    no restart), grows back when that one completes; GPU types honoured; `train get jobs` shows it.
+    Used against the API double here and against a real kube-apiserver in test_kube_real.py."""
+    s = c.start_scheduler(conf=load_scheduler_conf(CONF))
+    await c.until_ready()
+
+    def job(*a, **kw):
+        d = elastic_job(*a, **kw)
+        d["metadata"]["namespace"] = ns
+        return admit(d)
+
+    # a long job: up to 8 v100 workers; it must stay on the v100 pool
+    await c.create([job("big", 1000, 2, 8, "inf")])
+
+    async def at(name: str, n: int):
+        pods = await c.pods(ns)
+        return len(running_workers(pods, name)) == n and pods
+
+    await c.wait_for(lambda: at("big", 8), 60, "big running at its maximum (8 workers)")
+    # a short job arrives: big shrinks to make room, without a restart
+    await c.create([job("small", 10, 2, 4, "300s")])
+    pods = await c.wait_for(lambda: at("small", 4), 60, "small started with 4 workers")
+    big = running_workers(pods, "big")
+    # scale-in removed the highest-index workers
+    assert big == [f"big-worker-{i}" for i in range(4)], big
+    table = format_train_jobs(await c.objects("Job", ns), pods)
+    rows = {ln.split()[0]: ln.split() for ln in table.splitlines()[1:]}
+    assert rows["big"][1] == "Running" and rows["big"][2:4] == ["4", "(2-8)"], table
+    assert rows["small"][2:4] == ["4", "(2-4)"], table
+    # no GPU of the other type was used
+    assert not any(p["spec"].get("nodeName") == f"k80-0{suffix}" for p in pods)
+    # small completes (its pods run 3 s here): big grows back to 8
+    await c.wait_for(lambda: at("big", 8), 90, "big back at 8 workers after small completed")
+    async def small_completed():
+        jobs = {j["metadata"]["name"]: j for j in await c.objects("Job", ns)}
+        return (jobs["small"].get("status") or {}).get("state", {}).get("phase") == "Completed" and jobs
+
+    jobs = await c.wait_for(small_completed, 30, "small Completed")
+    assert jobs["big"]["status"]["state"]["phase"] == "Running"
+    assert jobs["big"]["status"].get("retryCount", 0) == 0
+
+    async def resize_events():
+        events = await c.objects("Event", ns)
+        reasons = [(e["reason"], e.get("message", "")) for e in events if e["involvedObject"]["kind"] == "PodGroup"]
+        return (any(r == "Resized" and "8 → 4" in m for r, m in reasons)
+                and any(r == "Resized" and "4 → 8" in m for r, m in reasons)) and reasons
+
+    await c.wait_for(resize_events, 30, "Resized events 8 → 4 and 4 → 8")
+    pgs = [g for g in await c.objects("PodGroup", ns) if g["metadata"]["name"].startswith("big-")]
+    assert any(cd["type"] == "Resized" for cd in pgs[0]["status"]["conditions"])
+    from prometheus_client import generate_latest
+
+    text = generate_latest(s.metrics.registry).decode() if hasattr(s.metrics, "registry") else ""
+    if text:
+        assert 'lavaflow_elastic_resizes_total{kind="resized"}' in text
+
+
 def test_elastic_job_shrinks_for_a_second_job_and_grows_back():
     async def scenario():
-        nodes = [gpu_node("v100-0", 4, "v100"), gpu_node("v100-1", 4, "v100"), gpu_node("k80-0", 4, "k80")]
-        async with Cluster(nodes, time_scale=0.01) as c:
+        async with Cluster(gpu_nodes(), time_scale=0.01) as c:
             c.start_controllers()
-            s = c.start_scheduler(conf=load_scheduler_conf(CONF))
-            await c.until_ready()
-            # a long job: up to 8 v100 workers; it must stay on the v100 pool
-            await c.create([elastic_job("big", 1000, 2, 8, "inf")])
+            await resize_scenario(c)
 
-            async def at(job: str, n: int):
-                pods = await c.pods("default")
-                return len(running_workers(pods, job)) == n and pods
-
-            await c.wait_for(lambda: at("big", 8), 30, "big running at its maximum (8 workers)")
-            # a short job arrives: big shrinks to make room, without a restart
-            await c.create([elastic_job("small", 10, 2, 4, "300s")])
-            pods = await c.wait_for(lambda: at("small", 4), 30, "small started with 4 workers")
-            big = running_workers(pods, "big")
-            assert len(big) == 4
-            # scale-in removed the highest-index workers
-            assert big == [f"big-worker-{i}" for i in range(4)]
-            table = format_train_jobs(await c.objects("Job", "default"), pods)
-            rows = {ln.split()[0]: ln.split() for ln in table.splitlines()[1:]}
-            assert rows["big"][1] == "Running" and rows["big"][2:4] == ["4", "(2-8)"]
-            assert rows["small"][2:4] == ["4", "(2-4)"]
-            # no GPU of the other type was used
-            assert not any(p["spec"].get("nodeName") == "k80-0" for p in pods)
-            # small completes (its pods run 3 s here): big grows back to 8
-            await c.wait_for(lambda: at("big", 8), 45, "big back at 8 workers after small completed")
-            jobs = {j["metadata"]["name"]: j for j in await c.objects("Job", "default")}
-            assert jobs["small"]["status"]["state"]["phase"] == "Completed"
-            assert jobs["big"]["status"]["state"]["phase"] == "Running"
-            assert jobs["big"]["status"].get("retryCount", 0) == 0
-            events = await c.objects("Event", "default")
-            reasons = [(e["reason"], e["message"]) for e in events if e["involvedObject"]["kind"] == "PodGroup"]
-            assert any(r == "Resized" and "8 → 4" in m for r, m in reasons), reasons
-            assert any(r == "Resized" and "4 → 8" in m for r, m in reasons), reasons
-            pgs = [g for g in await c.objects("PodGroup", "default") if g["metadata"]["name"].startswith("big-")]
-            assert any(cd["type"] == "Resized" for cd in pgs[0]["status"]["conditions"])
-            metrics = s.metrics.render().decode() if hasattr(s.metrics, "render") else ""
-            if metrics:
-                assert "lavaflow_elastic_resizes" in metrics
-
-    asyncio.run(asyncio.wait_for(scenario(), 150))
+    asyncio.run(asyncio.wait_for(scenario(), 240))
 
 
 def test_running_job_can_report_its_measured_speed():

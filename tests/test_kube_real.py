@@ -393,3 +393,25 @@ def test_helm_chart_is_accepted_by_a_real_api_server():
         assert len(applied) == len([d for d in yaml.safe_load_all(rendered) if d]), out.stdout
     finally:
         run(make_namespace(delete=True))
+
+
+def test_elastic_job_is_resized_on_a_real_api_server():
+    """Issue 10 on a cluster: an elastic Volcano Job on GPU nodes (nvidia.com/gpu, accelerator
+    label) runs at its maximum, shrinks for a second job, grows back when that one completes."""
+    from kube_harness import Cluster
+    from test_kube_elastic import gpu_nodes, resize_scenario
+
+    async def scenario():
+        suffix = "-" + uuid.uuid4().hex[:6]
+        nodes = gpu_nodes(suffix)
+        ns = f"lavaflow-elastic{suffix}"
+        async with Cluster(nodes, real=True, period=0.2, time_scale=0.01) as c:
+            try:
+                await _install_crds(c.api)
+                await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+                c.start_controllers()
+                await resize_scenario(c, ns, _admitted, suffix)
+            finally:
+                await _cleanup(c.api, ns, nodes)
+
+    asyncio.run(asyncio.wait_for(scenario(), 300))
