@@ -90,6 +90,21 @@ class _Validation:
     grad_var: np.ndarray
 
 
+def _barycentric_transforms(points: np.ndarray, simplices: np.ndarray) -> np.ndarray:
+    """scipy.spatial.Delaunay.transform computed with numpy: per simplex T⁻¹ (rows 0..ndim-1)
+    and the last vertex (row ndim), NaN where the simplex is degenerate."""
+    ndim = points.shape[1]
+    verts = points[simplices]  # (S, ndim + 1, ndim)
+    t = np.transpose(verts[:, :ndim, :] - verts[:, ndim:, :], (0, 2, 1))
+    out = np.full((len(simplices), ndim + 1, ndim), np.nan)
+    with np.errstate(all="ignore"):
+        cond = np.linalg.cond(t, 1)
+    ok = np.isfinite(cond) & (cond * np.finfo(float).eps <= 1.0)
+    out[ok, :ndim, :] = np.linalg.inv(t[ok])
+    out[ok, ndim, :] = verts[ok, ndim, :]
+    return out
+
+
 class PolluxApp:
     """Measured step times and statistical efficiency of one Pollux application."""
 
@@ -155,6 +170,7 @@ class PolluxApp:
     # -- step time -----------------------------------------------------------------------------
     def _interpolate(self, nodes: float, replicas: float, bsz: float) -> tuple[float, float]:
         from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+        from scipy.spatial import Delaunay
 
         if self._interp is None:
             # merge duplicate (nodes, replicas, bsz) points by mean
@@ -165,7 +181,12 @@ class PolluxApp:
             ys = np.array([np.mean(v, axis=0) for v in keys.values()])
             scale = xs.max(axis=0)
             self._scale = scale
-            self._interp = LinearNDInterpolator(xs / scale, ys)
+            tri = Delaunay(xs / scale)
+            # scipy computes the barycentric transforms lazily, simplex by simplex, on the first
+            # query: seconds per application on these nearly flat point sets.  The same transforms,
+            # vectorised (equal NaN pattern for degenerate simplices, equal values to rounding):
+            tri._transform = _barycentric_transforms(tri.points, tri.simplices)
+            self._interp = LinearNDInterpolator(tri, ys)
             self._nearest = NearestNDInterpolator(xs / scale, ys)
         q = np.array([[nodes, replicas, bsz]]) / self._scale
         out = self._interp(q)[0]
