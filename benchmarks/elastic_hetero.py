@@ -1,7 +1,8 @@
 """Heterogeneity-aware vs type-agnostic allocation on a K80/P100/V100 cluster.
 
 A Gavel-style trace (lavaflow.elastic.workload.gavel_workload: Gavel's measured models, Poisson
-arrivals, Philly-like scale factors) runs on equal numbers of k80, p100 and v100 nodes.
+arrivals, Philly-like scale factors) runs on equal numbers of k80, p100 and v100 nodes, through
+the scheduler: each job is an elastic Volcano Job sized by the elastic action (sim/replay.py).
 Usage: python benchmarks/elastic_hetero.py [--nodes-per-type 4] [--jobs 96] [--hours 8] [--seeds 0,1,2]
 """
 
@@ -12,9 +13,8 @@ import os
 import statistics
 import time
 
-from lavaflow.elastic.policies import make_policy
-from lavaflow.elastic.sim import Cluster, simulate
 from lavaflow.elastic.workload import _gavel_job, gavel_workload
+from lavaflow.sim.replay import gpu_cluster, replay, spec_inputs
 
 VARIANTS = [
     ("ElasticFIFO (type-agnostic)", "ElasticFIFO", {}),
@@ -35,18 +35,19 @@ def main() -> None:
     ap.add_argument("--resize-cost", type=float, default=30.0)
     args = ap.parse_args()
     types = {"k80": args.nodes_per_type, "p100": args.nodes_per_type, "v100": args.nodes_per_type}
-    cluster = Cluster.typed(types, args.gpus_per_node)
+    cluster = gpu_cluster(types, gpus_per_node=args.gpus_per_node)
+    total = sum(types.values()) * args.gpus_per_node
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"# cluster {types} x {args.gpus_per_node} GPUs = {cluster.total_gpus}; {args.jobs} jobs over "
+    print(f"# cluster {types} x {args.gpus_per_node} GPUs = {total}; {args.jobs} jobs over "
           f"{args.hours:g} h; seeds {seeds}; resize cost {args.resize_cost:g}s; nproc {os.cpu_count()}")
     res: dict[str, list[float]] = {v[0]: [] for v in VARIANTS}
     for seed in seeds:
         rows = gavel_workload(args.jobs, args.hours, seed)
-        jobs = [_gavel_job("gavel", i + 2, *r, max_gpus=cluster.total_gpus) for i, r in enumerate(rows)]
+        jobs = [_gavel_job("gavel", i + 2, *r, max_gpus=total) for i, r in enumerate(rows)]
+        loaded = spec_inputs(jobs, cluster)
         for label, name, kw in VARIANTS:
             t0 = time.perf_counter()
-            r = simulate(jobs, cluster, make_policy(name, resize_cost=args.resize_cost, **kw),
-                         resize_cost=args.resize_cost)
+            r = replay(loaded, name, params=kw, cost=args.resize_cost)
             s = r.summary()
             res[label].append(s["avg_jct"] / 3600)
             print(f"seed {seed}  {label:34s} avg JCT {s['avg_jct']/3600:6.3f} h  p99 {s['p99_jct']/3600:6.2f} h  "
