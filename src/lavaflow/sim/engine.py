@@ -105,6 +105,8 @@ class Simulation:
         self.last_session = None
         self.store.watch("Pod", self._record_pod)
         self.sampler = TimelineSampler(self.store, self.cache)
+        self._finished_jobs: set[str] = set()  # live Volcano Jobs in a final phase (progress display)
+        self.store.watch("Job", self._count_finished)
         self.deleted_podgroups: dict[str, Any] = {}
         self.deleted_jobs: dict[str, Any] = {}  # Volcano Jobs deleted during the run (delete-at, TTL), kept for the report
         self.store.watch("Job", lambda ev, job, old: self.deleted_jobs.__setitem__(job.key, job) if ev == "DELETED" else None)
@@ -454,9 +456,13 @@ class Simulation:
         return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())
 
     def _progress_counts(self) -> tuple[int, int]:
-        jobs = self.store.list("Job")
-        done = sum(1 for j in jobs if j.status.state.phase in ("Completed", "Failed", "Terminated", "Aborted"))
-        return done, len(jobs)
+        return len(self._finished_jobs), self.store.count("Job")
+
+    def _count_finished(self, event: str, job, old) -> None:
+        if event != "DELETED" and job.status.state.phase in ("Completed", "Failed", "Terminated", "Aborted"):
+            self._finished_jobs.add(job.key)
+        else:
+            self._finished_jobs.discard(job.key)
 
 
 def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
