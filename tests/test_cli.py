@@ -248,3 +248,32 @@ def test_invalid_set_with_valid_workload_is_not_simulated(tmp_path, cluster):
     for fmt in ("table", "json"):
         lines = bad(run("simulate", cluster, ok, broken, "--output", fmt))
         assert len(lines) == 1
+
+
+# ---------------------------------------------------------------- the JSON writer
+def test_json_writer_matches_the_standard_library_byte_for_byte():
+    """--output json uses lavaflow.jsonout; it must write what json.dumps(indent=2, default=str) writes."""
+    import enum
+
+    import numpy as np
+
+    from conftest import simulate
+    from lavaflow import jsonout
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    samples = [
+        {}, [], (), "", 0, -1, 1.5, 1e-7, 1e22, float("nan"), float("inf"), -float("inf"), None, True, False,
+        {"a": [1, 2.5, None, True, False, "é\n\"\\ \u2028", {"b": {}}, []], 1: "x", 2.5: 1, True: 2, None: 3, False: 0},
+        {"enum": Level.HIGH, "str-enum": Colour.RED, "np": [np.float64(0.1), np.int64(4), np.bool_(True)]},
+        {"tuple": (1, (2, [3])), "object": object, "path": Path("/tmp/x")}, [[[]]], [{"p": {"q": [{}]}}],
+    ]
+    result = simulate((EXAMPLES / "spark-wordcount.yaml").read_text())
+    for obj in samples + [result]:
+        assert jsonout.dumps(obj) == json.dumps(obj, indent=2, default=str)
+    with pytest.raises(TypeError):
+        jsonout.dumps({(1, 2): 3})

@@ -633,6 +633,56 @@ def test_ttl_deletes_finished_job_with_its_pods_and_podgroup():
     assert [p["phase"] for p in r["pods"]] == ["Succeeded", "Succeeded"]
 
 
+def test_controller_keeps_nothing_of_a_collected_job():
+    """Per-job state lives as long as the job: after TTL collection the job controller holds nothing
+    of it (it also runs on a cluster for ever), while the simulator still reports its history."""
+    text = CLUSTER + "".join(
+        vjob(f"j{i}", [{"name": "t", "replicas": 2, "duration": "5s", "maxRetry": 3,
+                        "policies": [{"event": "PodFailed", "action": "RestartTask"}],
+                        **({"exit": 1} if i == 0 else {})}],
+             ttl=10, plugins={"svc": []}, max_retry=2)
+        for i in range(3)
+    )
+    sim, r = run_sim(text, until=400)
+    assert [j["deleteTime"] is not None for j in r["jobs"]] == [True, True, True]
+    assert all(j["phaseHistory"] for j in r["jobs"]) and job_of(r, "j1")["generated"]["services"] == ["j1"]
+    ctrl = sim.job_ctrl
+    assert not hasattr(ctrl, "history") and not hasattr(ctrl, "generated")
+    for name in ("pods_by_job", "tallies", "requests", "pod_phase", "killing", "task_restarts", "pg_phase",
+                 "podgroups_of", "specs", "_templates", "_timer_tokens"):
+        assert not getattr(ctrl, name), (name, getattr(ctrl, name))
+    assert not sim.queue_ctrl.pg_seen and not sim.queue_ctrl.pg_counts
+
+
+def test_job_status_counts_follow_pod_events():
+    """The job status counts (kept from pod events) match the pods in the store at every change."""
+    from lavaflow.controllers.job import PHASES
+
+    seen: list[tuple] = []
+
+    def check(ev, job, old):
+        pods = [p for p in sim.store.list("Pod") if p.metadata.labels.get("volcano.sh/job-name") == job.name]
+        want = {ph: sum(1 for p in pods if p.status.phase == ph) for ph in PHASES}
+        st = job.status
+        got = {"Pending": st.pending, "Running": st.running, "Succeeded": st.succeeded, "Failed": st.failed,
+               "Unknown": st.unknown, "Terminating": st.terminating}
+        assert got == want
+        per_task: dict = {}
+        for p in pods:
+            per_task.setdefault(p.metadata.labels["volcano.sh/task-spec"], {}).setdefault(p.status.phase, 0)
+            per_task[p.metadata.labels["volcano.sh/task-spec"]][p.status.phase] += 1
+        assert {t: c["phase"] for t, c in st.task_status_count.items()} == per_task
+        seen.append(tuple(got.values()))
+
+    text = CLUSTER + vjob("j", [{"name": "a", "replicas": 2, "duration": "5s"},
+                                {"name": "b", "replicas": 3, "duration": "9s", "exit": 1}], min_available=5)
+    sim = Simulation(prepare(load_text(text)), until=100)
+    sim.store.watch("Job", check)
+    r = sim.run()
+    assert job_of(r)["phase"] == "Failed"
+    assert (0, 0, 2, 3, 0, 0) in seen and (5, 0, 0, 0, 0, 0) in seen
+
+
 def test_no_ttl_keeps_finished_job():
     sim, r = run_sim(CLUSTER + vjob("j", [{"name": "t", "replicas": 2, "duration": "5s"}]), until=100)
     assert job_of(r)["phase"] == "Completed"

@@ -580,3 +580,32 @@ def test_spawned_child_never_created_when_parent_ends_before_spawn_delay():
     r = simulate(text)
     assert [p["name"] for p in r["pods"]] == ["driver"]
     assert r["pods"][0]["phase"] == "Succeeded"
+
+
+# ---------------------------------------------------------------- timeline kept from changes
+@pytest.mark.parametrize("cpu", ["1", "500m", "100m", "300m"])
+def test_timeline_allocation_matches_the_pods_running_at_each_point(cpu):
+    """Per-queue allocation, running and pending pods in the timeline (kept incrementally) equal
+    what the pods running at each point add up to, for exact (1, 500m) and inexact (100m) amounts."""
+    queues = "".join(
+        "---\n" + json.dumps({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                              "metadata": {"name": q}, "spec": {"weight": 1}}) + "\n" for q in ("qa", "qb"))
+    jobs = "".join(
+        vcjob(f"j{i}", [{"replicas": 1 + i % 3, "duration": 5 + 7 * (i % 4), "requests": {"cpu": cpu}}],
+             queue="qa" if i % 2 else "qb", annotations={"sim.lavaflow.io/submit-at": str(3 * i)})
+        for i in range(12)
+    )
+    r = simulate(node_group(count=2, cpu="1") + queues + jobs)
+    amount = {"1": 1.0, "500m": 0.5, "100m": 0.1, "300m": 0.3}[cpu]
+    queue_of = {j["name"]: j["queue"] for j in r["jobs"]}
+    assert len(r["timeline"]) > 5
+    for point in r["timeline"]:
+        t = point["time"]
+        running = [p for p in r["pods"] if p["startTime"] is not None and p["startTime"] <= t
+                   and (p["finishTime"] is None or p["finishTime"] > t)]
+        assert point["runningPods"] == len(running)
+        for q in ("qa", "qb"):
+            n = sum(1 for p in running if queue_of[p["job"]] == q)
+            got = point["queues"].get(q, {}).get("cpu", 0.0)
+            assert got == pytest.approx(n * amount, abs=1e-9), (t, q)
+            assert (q in point["queues"]) == (n > 0)

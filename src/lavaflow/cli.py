@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from . import jsonout
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -296,7 +296,7 @@ def simulate(
             raise Invalid([problems[0]])
     if output == "json":
         payload = results[0] if len(results) == 1 else {"results": results}
-        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+        sys.stdout.write(jsonout.dumps(payload) + "\n")
     else:
         if compare_policies is None:
             _print_table(results)

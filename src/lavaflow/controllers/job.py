@@ -34,13 +34,14 @@ cancels the job's other delayed actions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from ..api import admission
 from ..elastic import spec as elastic_spec
-from ..api.core import Pod
+from ..api.core import Pod, PodStatus
 from ..api.selectors import pod_requests
 from ..api.volcano import (
     GROUP_NAME_ANNOTATION,
@@ -54,6 +55,7 @@ from ..api.volcano import (
     TASK_SPEC_KEY,
     TEMPLATE_UID_KEY,
     Job,
+    JobStatus,
     PodGroup,
     TaskSpec,
 )
@@ -95,19 +97,111 @@ def _events(policy) -> set[str]:
     return set(policy.events) | ({policy.event} if policy.event else set())
 
 
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown", "Terminating")
+_PHASE_ORDER = {p: i for i, p in enumerate(PHASES)}
+
+
+class _Tally:
+    """A job's pod counts, kept up to date from pod events (never re-derived from all pods).
+
+    ``counts``/``tasks`` count pods by the phase the job status reports (Terminating when a
+    deletion is pending); ``raw`` counts each task's pods by ``status.phase``; ``indices``
+    counts each task's pods by their task-index label.
+    """
+
+    __slots__ = ("seen", "counts", "tasks", "raw", "indices", "task_status", "dirty", "written")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[str, str, str, int | None]] = {}  # pod name -> (task, counted, raw, index)
+        self.counts: dict[str, int] = dict.fromkeys(PHASES, 0)
+        self.tasks: dict[str, dict[str, int]] = {}
+        self.raw: dict[str, dict[str, int]] = {}
+        self.indices: dict[str, dict[int, int]] = {}
+        self.task_status: dict[str, dict[str, dict[str, int]]] = {}
+        self.dirty = False  # task_status to rebuild
+        self.written: JobStatus | None = None  # the status object the counts were last written into
+
+    def put(self, pod: Pod) -> None:
+        meta = pod.metadata
+        raw = pod.status.phase
+        entry = (
+            meta.labels.get(TASK_SPEC_KEY, ""),
+            "Terminating" if meta.deletion_timestamp is not None else raw,
+            raw,
+            _int(meta.labels.get(TASK_INDEX_KEY)),
+        )
+        prev = self.seen.get(meta.name)
+        if prev == entry:
+            return
+        if prev is not None:
+            self._add(prev, -1)
+        self.seen[meta.name] = entry
+        self._add(entry, 1)
+
+    def drop(self, name: str) -> None:
+        prev = self.seen.pop(name, None)
+        if prev is not None:
+            self._add(prev, -1)
+
+    def _add(self, entry: tuple[str, str, str, int | None], n: int) -> None:
+        task, counted, raw, index = entry
+        self.counts[counted] = self.counts.get(counted, 0) + n
+        _bump(self.tasks.setdefault(task, {}), counted, n)
+        _bump(self.raw.setdefault(task, {}), raw, n)
+        if index is not None:
+            _bump(self.indices.setdefault(task, {}), index, n)
+        self.dirty = True
+
+    def task_pods(self, task: str) -> int:
+        return sum(self.raw.get(task, {}).values())
+
+    def task_phase(self, task: str, *phases: str) -> int:
+        raw = self.raw.get(task)
+        return sum(raw.get(p, 0) for p in phases) if raw else 0
+
+    def phase(self, *phases: str) -> int:
+        """Pods (of every task) whose ``status.phase`` is one of ``phases``."""
+        return sum(raw.get(p, 0) for raw in self.raw.values() for p in phases)
+
+    def status(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Job status ``taskStatusCount``: a new dict when a count changed, else the same one."""
+        if self.dirty:
+            self.task_status = {
+                t: {"phase": {p: c[p] for p in sorted(c, key=lambda p: _PHASE_ORDER.get(p, len(PHASES)))}}
+                for t, c in sorted(self.tasks.items())
+                if c
+            }
+            self.dirty = False
+        return self.task_status
+
+
+def _bump(counts: dict, key, n: int) -> None:
+    v = counts.get(key, 0) + n
+    if v:
+        counts[key] = v
+    else:
+        counts.pop(key, None)
+
+
 class JobController(Controller):
     def __init__(self, store, clock, priority_of=None) -> None:
         super().__init__(store, clock)
         self.priority_of = priority_of or (lambda name: 0)
-        self.history: dict[str, list[dict[str, Any]]] = {}
+        # Called as on_phase(job, previous phase, new phase, time) on every phase change ("" before the
+        # first): the simulator keeps each job's history for its report; the controller keeps none,
+        # as it also runs on a cluster for ever.
+        self.on_phase: Callable[[Job, str, str, float], None] | None = None
+        # Everything below is per live object and dropped when the object goes.
         self.pods_by_job: dict[str, dict[str, Pod]] = {}
+        self.tallies: dict[str, _Tally] = {}  # job key -> pod counts, from pod events
         self.requests: dict[str, list[Request]] = {}
         self.pod_phase: dict[str, str] = {}  # pod uid -> last phase seen
         self.killing: set[str] = set()  # uids of pods this controller deleted
-        self.task_restarts: dict[tuple[str, str], int] = {}
-        self.generated: dict[str, dict[str, list[str]]] = {}
+        self.task_restarts: dict[str, dict[str, int]] = {}  # job key -> task -> restarts
         self.pg_phase: dict[str, str] = {}
-        self.specs: dict[str, dict] = {}  # last accepted spec per job (to tell updates from status writes)
+        self.podgroups_of: dict[str, dict[str, None]] = {}  # job key -> keys of the PodGroups it owns
+        self.specs: dict[str, tuple[Any, dict]] = {}  # last accepted spec per job (to tell updates from status writes)
+        self._templates: dict[str, dict[str, tuple[tuple, Pod, list[str]]]] = {}  # job key -> task -> pod template
         self._elastic_seen: dict[str, dict[str, str]] = {}  # lavaflow.io/* annotations last copied to the PodGroup
         self._timer_tokens: dict[int, tuple[str, str]] = {}  # live delayed actions: token -> (job, scope)
         self._next_token = 0
@@ -123,12 +217,16 @@ class JobController(Controller):
 
     def _on_job(self, event: str, job: Job, old) -> None:
         if event == "DELETED":
+            self.specs.pop(job.key, None)
             self.mark(job.key)
             return
-        spec = job.spec.model_dump()
         prev = self.specs.get(job.key)
-        self.specs[job.key] = spec
-        if prev is not None and prev != spec:
+        if prev is not None and prev[0] is job.spec:
+            self.mark(job.key)  # a status write: the spec object is the one already seen
+            return
+        spec = job.spec.model_dump()
+        self.specs[job.key] = (job.spec, spec)
+        if prev is not None and prev[1] != spec:
             self._request(job.key, Request("JobUpdated"))
         else:
             self.mark(job.key)
@@ -145,13 +243,14 @@ class JobController(Controller):
         key = self._job_key_of(pod)
         if key is None:
             return
-        pods = self.pods_by_job.setdefault(key, {})
         uid = pod.metadata.uid
         task = pod.metadata.labels.get(TASK_SPEC_KEY, "")
         version = _int(pod.metadata.annotations.get(JOB_VERSION_KEY))
         if event == "DELETED":
-            if pods.get(pod.name) is pod:
+            pods = self.pods_by_job.get(key)
+            if pods is not None and pods.get(pod.name) is pod:
                 del pods[pod.name]
+                self.tallies[key].drop(pod.name)
             before = self.pod_phase.pop(uid, None)
             if uid in self.killing:
                 self.killing.discard(uid)
@@ -165,7 +264,12 @@ class JobController(Controller):
             else:
                 self.mark(key)
             return
+        pods = self.pods_by_job.get(key)
+        if pods is None:
+            pods = self.pods_by_job[key] = {}
+            self.tallies[key] = _Tally()
         pods[pod.name] = pod
+        self.tallies[key].put(pod)
         before = self.pod_phase.get(uid)
         now = pod.status.phase
         self.pod_phase[uid] = now
@@ -187,9 +291,18 @@ class JobController(Controller):
         for ref in pg.metadata.owner_references:
             if _is_vcjob(ref):
                 key = f"{pg.namespace}/{ref.name}"
-                before = self.pg_phase.get(pg.key)
-                phase = "" if event == "DELETED" else pg.status.phase
-                self.pg_phase[pg.key] = phase
+                if event == "DELETED":
+                    before = self.pg_phase.pop(pg.key, None)
+                    phase = ""
+                    owned = self.podgroups_of.get(key)
+                    if owned is not None:
+                        owned.pop(pg.key, None)
+                        if not owned:
+                            del self.podgroups_of[key]
+                else:
+                    before = self.pg_phase.get(pg.key)
+                    phase = self.pg_phase[pg.key] = pg.status.phase
+                    self.podgroups_of.setdefault(key, {})[pg.key] = None
                 if phase == "Unknown" and before != "Unknown":
                     self._request(key, Request("Unknown"))
                 else:
@@ -231,11 +344,13 @@ class JobController(Controller):
         if job.status.state.phase == phase:
             return
         now = self.clock()
+        previous = job.status.state.phase
         job.status.state.phase = phase
         job.status.state.reason = reason or None
         job.status.state.message = message or None
         job.status.state.last_transition_time = now
-        self.history.setdefault(job.key, []).append({"phase": phase, "time": now})
+        if self.on_phase is not None:
+            self.on_phase(job, previous, phase, now)
         if phase in JOB_FINAL_PHASES:
             # A finished job releases its PodGroup, so its admission reserves nothing any more.
             self.store.delete("PodGroup", f"{job.namespace}/{podgroup_name(job)}")
@@ -287,7 +402,42 @@ class JobController(Controller):
         )
         return self.store.create(pg)
 
+    def _template(self, job: Job, task: TaskSpec) -> tuple[Pod, list[str]]:
+        """The job's pod for ``task`` without its index (validated once), and the task's pod names."""
+        st = job.status
+        sig = (task, task.replicas, job.metadata.uid, st.version, st.retry_count, job.spec.queue,
+               job.spec.scheduler_name, job.spec.priority_class_name)
+        per_job = self._templates.get(job.key)
+        if per_job is None:
+            per_job = self._templates[job.key] = {}
+        cached = per_job.get(task.name)
+        if cached is not None and cached[0] == sig:
+            return cached[1], cached[2]
+        pod = self._validated_pod(job, task, 0)
+        names = [pod_name(job, task, i) for i in range(task.replicas)]
+        per_job[task.name] = (sig, pod, names)
+        return pod, names
+
     def _new_pod(self, job: Job, task: TaskSpec, index: int) -> Pod:
+        """Pod ``index`` of ``task``: a copy of the task's template, not validated again field by field."""
+        base, names = self._template(job, task)
+        bm = base.metadata
+        labels = dict(bm.labels)
+        annotations = dict(bm.annotations)
+        labels[TASK_INDEX_KEY] = annotations[TASK_INDEX_KEY] = str(index)
+        meta = _clone(bm, {
+            "name": names[index] if index < len(names) else pod_name(job, task, index),
+            "labels": labels,
+            "annotations": annotations,
+            "owner_references": [_clone(r, {}) for r in bm.owner_references],
+        })
+        # Shallow copy of the template's spec: plugins replace (never mutate) what they change.
+        pod = _clone(base, {"metadata": meta, "spec": _clone(base.spec, {}), "status": _clone(_BLANK_STATUS, {"conditions": []})})
+        for plugin in plugins_for(job):
+            plugin.on_pod_create(job, task, index, pod)
+        return pod
+
+    def _validated_pod(self, job: Job, task: TaskSpec, index: int) -> Pod:
         tmpl = task.template
         labels = dict(tmpl.metadata.labels)
         labels.update(
@@ -329,12 +479,14 @@ class JobController(Controller):
             pod.spec.scheduler_name = job.spec.scheduler_name
         if not pod.spec.priority_class_name and job.spec.priority_class_name:
             pod.spec.priority_class_name = job.spec.priority_class_name
-        for plugin in plugins_for(job):
-            plugin.on_pod_create(job, task, index, pod)
         return pod
 
     def _kill(self, job: Job, pods: dict[str, Pod], keep_finished: bool, only=None) -> int:
         """Delete pods (all, or those ``only`` accepts); finished pods are kept when asked."""
+        if keep_finished and only is None and pods is self.pods_by_job.get(job.key):
+            tally = self.tallies[job.key]
+            if len(pods) == tally.phase(*FINISHED):
+                return 0
         n = 0
         for name in sorted(pods):
             p = pods[name]
@@ -353,31 +505,39 @@ class JobController(Controller):
     # ------------------------------------------------------------------ reconcile
     def sync(self, key: str) -> None:
         job: Job | None = self.store.get("Job", key)
-        pods = self.pods_by_job.setdefault(key, {})
         if job is None:
-            self._cleanup(key, pods)
+            self._cleanup(key, self.pods_by_job.get(key, {}))
             return
-        before = job.status.model_dump()
+        pods = self.pods_by_job.get(key)
+        if pods is None:
+            pods = self.pods_by_job[key] = {}
+            self.tallies[key] = _Tally()
+        before = _snapshot(job.status)
         if not job.status.state.phase:
             self._initiate(job)
         for req in self.requests.pop(key, []):
             self._handle(job, pods, req)
         self._handle(job, pods, Request("OutOfSync"))
-        if job.status.model_dump() != before:
+        if _snapshot(job.status) != before:
             self.store.update(job)
 
     def _cleanup(self, key: str, pods: dict[str, Pod]) -> None:
         for p in list(pods.values()):
             self.killing.add(p.metadata.uid)
             self.store.delete("Pod", p.key)
-        for pg in self.store.list("PodGroup"):
-            if any(_is_vcjob(r) and f"{pg.namespace}/{r.name}" == key for r in pg.metadata.owner_references):
-                self.store.delete("PodGroup", pg.key)
+        for pg_key in list(self.podgroups_of.get(key, ())):
+            self.store.delete("PodGroup", pg_key)
         ns, _, name = key.partition("/")
         for kind, suffix in (("Service", ""), ("ConfigMap", "-svc"), ("Secret", "-ssh")):
             self.store.delete(kind, f"{ns}/{name}{suffix}")
         self._cancel(key)
         self.requests.pop(key, None)
+        # Forget the job: nothing kept per job outlives it.
+        if not self.pods_by_job.get(key):
+            self.pods_by_job.pop(key, None)
+            self.tallies.pop(key, None)
+        self.task_restarts.pop(key, None)
+        self._templates.pop(key, None)
         self._elastic_seen.pop(key, None)
 
     def _initiate(self, job: Job) -> None:
@@ -385,11 +545,6 @@ class JobController(Controller):
         job.status.min_available = job.spec.min_available
         for plugin in plugins_for(job):
             plugin.on_job_add(job, self.store)
-        self.generated[job.key] = {
-            "services": [job.name] if "svc" in job.spec.plugins else [],
-            "configMaps": [f"{job.name}-svc"] if "svc" in job.spec.plugins else [],
-            "secrets": [f"{job.name}-ssh"] if "ssh" in job.spec.plugins else [],
-        }
         self._ensure_podgroup(job)
 
     def _resolve(self, job: Job, req: Request) -> tuple[str, float | None]:
@@ -423,7 +578,7 @@ class JobController(Controller):
             req = Request("TaskCompleted", req.task, req.pod, version=req.version)
         if req.event == "PodFailed":
             task = next((t for t in job.spec.tasks if t.name == req.task), None)
-            if task is not None and task.max_retry != -1 and self.task_restarts.get((job.key, task.name), 0) >= task.max_retry:
+            if task is not None and task.max_retry != -1 and self.task_restarts.get(job.key, {}).get(task.name, 0) >= task.max_retry:
                 action, delay = self._resolve(job, Request("TaskFailed", req.task, req.pod, version=req.version))
                 if action != SYNC:
                     req = Request("TaskFailed", req.task, req.pod, version=req.version)
@@ -443,8 +598,9 @@ class JobController(Controller):
         task = next((t for t in job.spec.tasks if t.name == task_name), None)
         if task is None or task.replicas == 0:
             return False
-        mine = [p for p in pods.values() if p.metadata.labels.get(TASK_SPEC_KEY) == task_name]
-        return len(mine) >= task.replicas and all(p.status.phase == "Succeeded" for p in mine)
+        tally = self.tallies[job.key]
+        mine = tally.task_pods(task_name)
+        return mine >= task.replicas and tally.task_phase(task_name, "Succeeded") == mine
 
     def _execute(self, job: Job, pods: dict[str, Pod], action: str, req: Request) -> None:
         phase = job.status.state.phase
@@ -480,10 +636,12 @@ class JobController(Controller):
             self.store.delete("PodGroup", f"{job.namespace}/{podgroup_name(job)}")
         elif action in ("RestartTask", "RestartPartition"):
             self._kill(job, pods, keep_finished=keep, only=lambda p: p.metadata.labels.get(TASK_SPEC_KEY) == req.task)
-            self.task_restarts[(job.key, req.task)] = self.task_restarts.get((job.key, req.task), 0) + 1
+            restarts = self.task_restarts.setdefault(job.key, {})
+            restarts[req.task] = restarts.get(req.task, 0) + 1
         else:  # RestartPod
             self._kill(job, pods, keep_finished=False, only=lambda p: p.name == req.pod)
-            self.task_restarts[(job.key, req.task)] = self.task_restarts.get((job.key, req.task), 0) + 1
+            restarts = self.task_restarts.setdefault(job.key, {})
+            restarts[req.task] = restarts.get(req.task, 0) + 1
         if bump:
             job.status.retry_count += 1
         self._set_phase(job, "Restarting", action)
@@ -493,10 +651,10 @@ class JobController(Controller):
         phase = job.status.state.phase
         counts = self._counts(job, pods)
         if phase in SETTLE_TO:
-            alive = {n: p for n, p in pods.items() if p.status.phase in ALIVE}
-            if alive:
+            if self.tallies[job.key].phase(*ALIVE):
+                alive = {n: p for n, p in pods.items() if p.status.phase in ALIVE}
                 self._kill(job, alive, keep_finished=True)
-            elif not any(p.status.phase in ALIVE for p in pods.values()):
+            else:
                 self._set_phase(job, SETTLE_TO[phase])
             return
         if phase == "Aborted" or phase in JOB_FINAL_PHASES:
@@ -533,7 +691,7 @@ class JobController(Controller):
         if job.spec.min_success is not None and counts["Succeeded"] >= job.spec.min_success:
             self._kill(job, pods, keep_finished=True)
             self._set_phase(job, "Completing", "MinSuccess", f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})")
-            if not any(p.status.phase in ALIVE for p in pods.values()):
+            if not self.tallies[job.key].phase(*ALIVE):
                 self._set_phase(job, "Completed")
             return
         if (
@@ -553,7 +711,7 @@ class JobController(Controller):
             job_min = job.spec.min_available
             if job_min >= sum(task_min(t) for t in job.spec.tasks):
                 for task in job.spec.tasks:
-                    ok = sum(1 for p in pods.values() if p.metadata.labels.get(TASK_SPEC_KEY) == task.name and p.status.phase == "Succeeded")
+                    ok = self.tallies[job.key].task_phase(task.name, "Succeeded")
                     if ok < task_min(task):
                         self._set_phase(job, "Failed", "TaskFailed", f"task {task.name}: {ok} pods succeeded, {task_min(task)} required")
                         return
@@ -568,16 +726,19 @@ class JobController(Controller):
             self._set_phase(job, "Pending")
 
     def _create_pods(self, job: Job, pods: dict[str, Pod]) -> None:
+        tally = self.tallies[job.key]
         for task in job.spec.tasks:
             if task.depends_on and task.depends_on.name:
                 deps = [self._task_ready(job, d, pods) for d in task.depends_on.name]
                 if not (any(deps) if task.depends_on.iteration == "any" else all(deps)):
                     continue
-            for i in range(task.replicas):
-                name = pod_name(job, task, i)
+            for i, name in enumerate(self._template(job, task)[1]):
                 if name not in pods:
                     self.store.create(self._new_pod(job, task, i))
             # Scale down: pods beyond replicas go.
+            indices = tally.indices.get(task.name)
+            if not indices or max(indices) < task.replicas:
+                continue
             extra = [p for p in pods.values() if p.metadata.labels.get(TASK_SPEC_KEY) == task.name and _int(p.metadata.labels.get(TASK_INDEX_KEY)) is not None and _int(p.metadata.labels.get(TASK_INDEX_KEY)) >= task.replicas]
             for p in extra:
                 self.killing.add(p.metadata.uid)
@@ -617,22 +778,22 @@ class JobController(Controller):
         task = next((t for t in job.spec.tasks if t.name == task_name), None)
         if task is None:
             return True
-        ok = sum(1 for p in pods.values() if p.metadata.labels.get(TASK_SPEC_KEY) == task_name and p.status.phase in ("Running", "Succeeded"))
-        return ok >= task_min(task)
+        return self.tallies[job.key].task_phase(task_name, "Running", "Succeeded") >= task_min(task)
 
     def _counts(self, job: Job, pods: dict[str, Pod]) -> dict[str, int]:
-        counts = {"Pending": 0, "Running": 0, "Succeeded": 0, "Failed": 0, "Unknown": 0, "Terminating": 0}
-        per_task: dict[str, dict[str, int]] = {}
-        for p in pods.values():
-            phase = "Terminating" if p.metadata.deletion_timestamp is not None else p.status.phase
-            counts[phase] = counts.get(phase, 0) + 1
-            t = p.metadata.labels.get(TASK_SPEC_KEY, "")
-            per_task.setdefault(t, {})
-            per_task[t][phase] = per_task[t].get(phase, 0) + 1
+        """The job's pod counts (kept from pod events) written into its status where they differ."""
+        tally = self.tallies[job.key]
+        counts = tally.counts
         st = job.status
-        st.pending, st.running, st.succeeded = counts["Pending"], counts["Running"], counts["Succeeded"]
-        st.failed, st.unknown, st.terminating = counts["Failed"], counts["Unknown"], counts["Terminating"]
-        st.task_status_count = {t: {"phase": c} for t, c in sorted(per_task.items())}
+        if tally.written is st and not tally.dirty and st.task_status_count is tally.task_status:
+            return counts
+        for field, phase in _COUNT_FIELDS:
+            if getattr(st, field) != counts[phase]:
+                setattr(st, field, counts[phase])
+        tsc = tally.status()
+        if st.task_status_count is not tsc and st.task_status_count != tsc:
+            st.task_status_count = tsc
+        tally.written = st
         return counts
 
     # ------------------------------------------------------------------ updates
@@ -663,6 +824,55 @@ class JobController(Controller):
 
 def _resized_out(pod: Pod) -> bool:
     return pod.status.reason == elastic_spec.RESIZE_REASON or elastic_spec.RESIZED_OUT in pod.metadata.annotations
+
+
+_BLANK_STATUS = PodStatus()
+_setattr = object.__setattr__
+
+
+def _clone(model, changes: dict[str, Any]):
+    """A shallow copy of a validated model with some fields replaced (values trusted, not validated)."""
+    c = type(model).__new__(type(model))
+    values = model.__dict__.copy()
+    values.update(changes)
+    _setattr(c, "__dict__", values)
+    _setattr(c, "__pydantic_fields_set__", model.__pydantic_fields_set__ | changes.keys())
+    extra, private = model.__pydantic_extra__, model.__pydantic_private__
+    _setattr(c, "__pydantic_extra__", None if extra is None else dict(extra))
+    _setattr(c, "__pydantic_private__", None if private is None else dict(private))
+    return c
+
+
+_COUNT_FIELDS = (("pending", "Pending"), ("running", "Running"), ("succeeded", "Succeeded"),
+                 ("failed", "Failed"), ("unknown", "Unknown"), ("terminating", "Terminating"))
+_STATUS_FIELDS = tuple(JobStatus.model_fields)
+
+
+def _snapshot(status: JobStatus) -> list[Any]:
+    """A job status's values, cheap to compare (containers copied one level, models by their fields)."""
+    out: list[Any] = []
+    fields = status.__dict__
+    for name in _STATUS_FIELDS:
+        v = fields[name]
+        t = type(v)
+        if t is dict:
+            v = dict(v)
+        elif t is list:
+            v = list(v)
+        elif hasattr(t, "model_fields"):
+            v = tuple(v.__dict__.values())
+        out.append(v)
+    return out
+
+
+def generated_objects(job: Job) -> dict[str, list[str]]:
+    """The objects the job's plugins create beside its pods (names, by kind), for reports."""
+    plugins = job.spec.plugins
+    return {
+        "services": [job.name] if "svc" in plugins else [],
+        "configMaps": [f"{job.name}-svc"] if "svc" in plugins else [],
+        "secrets": [f"{job.name}-ssh"] if "ssh" in plugins else [],
+    }
 
 
 def _is_vcjob(ref) -> bool:

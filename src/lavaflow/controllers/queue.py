@@ -29,7 +29,10 @@ class QueueController(Controller):
         super().__init__(store, clock)
         # Desired state per queue as last commanded ("Open" or "Closed").
         self.desired: dict[str, str] = {}
-        store.watch("PodGroup", lambda ev, pg, old: self.mark(pg.spec.queue or "default"))
+        # PodGroups per queue, by status field, kept from PodGroup events (never by listing them all).
+        self.pg_seen: dict[str, tuple[str, str | None]] = {}  # PodGroup key -> (queue, counted field)
+        self.pg_counts: dict[str, dict[str | None, int]] = {}  # queue -> field (None: not counted) -> n
+        store.watch("PodGroup", self._on_podgroup)
         store.watch("Queue", self._on_queue)
         store.watch("Command", self._on_command)
 
@@ -39,6 +42,22 @@ class QueueController(Controller):
         self.mark(queue.name)
         for child in self._children(queue.name):
             self.mark(child.name)
+
+    def _on_podgroup(self, event: str, pg, old) -> None:
+        queue = pg.spec.queue or "default"
+        prev = self.pg_seen.pop(pg.key, None)
+        if prev is not None:
+            counts = self.pg_counts[prev[0]]
+            counts[prev[1]] -= 1
+            if not counts[prev[1]]:
+                del counts[prev[1]]
+                if not counts:
+                    del self.pg_counts[prev[0]]
+        if event != "DELETED":
+            seen = self.pg_seen[pg.key] = (queue, COUNTED.get(pg.status.phase or "Pending"))
+            counts = self.pg_counts.setdefault(queue, {})
+            counts[seen[1]] = counts.get(seen[1], 0) + 1
+        self.mark(queue)
 
     def _on_command(self, event: str, cmd, old) -> None:
         if event != "DELETED" and cmd.action in QUEUE_ACTIONS:
@@ -74,12 +93,10 @@ class QueueController(Controller):
             return
         counts = dict.fromkeys(COUNTED.values(), 0)
         groups = 0
-        for pg in self.store.list("PodGroup"):
-            if (pg.spec.queue or "default") == key:
-                groups += 1
-                field = COUNTED.get(pg.status.phase or "Pending")
-                if field:
-                    counts[field] += 1
+        for field, n in self.pg_counts.get(key, {}).items():
+            groups += n
+            if field:
+                counts[field] += n
         st = queue.status
         state = self._state(queue, groups)
         changed = any(getattr(st, f) != v for f, v in counts.items()) or st.state != state

@@ -116,24 +116,29 @@ class JobInfo:
     counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
     # Pending best-effort tasks (maintained with counts).
     be_pending: int = 0
+    # allocated_vector's last answer (width, vector); dropped whenever a task comes, goes or changes status.
+    _allocated: tuple[int, np.ndarray] | None = None
 
     @property
     def phase(self) -> str:
         return self.pg.status.phase if self.pg is not None else ""
 
     def add(self, task: TaskInfo) -> None:
+        self._allocated = None
         self.tasks[task.uid] = task
         self.counts[task.status] += 1
         if task.best_effort and task.status == TaskStatus.PENDING:
             self.be_pending += 1
 
     def remove(self, task: TaskInfo) -> None:
+        self._allocated = None
         if self.tasks.pop(task.uid, None) is not None:
             self.counts[task.status] -= 1
             if task.best_effort and task.status == TaskStatus.PENDING:
                 self.be_pending -= 1
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        self._allocated = None
         self.counts[task.status] -= 1
         if task.best_effort:
             self.be_pending += (status == TaskStatus.PENDING) - (task.status == TaskStatus.PENDING)
@@ -181,10 +186,17 @@ class JobInfo:
         return [t for t in self.tasks.values() if t.status == status]
 
     def allocated_vector(self, width: int) -> np.ndarray:
+        """Requests of the tasks holding resources (a new array each call: callers may change it)."""
+        known = self._allocated
+        if known is not None and known[0] == width:
+            return known[1].copy()
         total = np.zeros(width)
-        for t in self.tasks.values():
-            if t.status in ALLOCATED:
-                total[: len(t.resreq)] += t.resreq
+        c = self.counts
+        if c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]:
+            for t in self.tasks.values():
+                if t.status in ALLOCATED:
+                    total[: len(t.resreq)] += t.resreq
+        self._allocated = (width, total.copy())
         return total
 
     def ready_by_role(self) -> dict[str, int]:

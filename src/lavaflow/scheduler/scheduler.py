@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .api import ALLOCATED, TaskStatus
+from .api import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, TaskStatus
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
 from .framework.registry import ACTIONS
@@ -69,7 +69,9 @@ class Scheduler:
         width = len(ssn.index)
         allocated = {name: np.zeros(width) for name in ssn.queues}
         for job in self.cache.jobs.values():
-            if job.queue in allocated:
+            # Jobs holding nothing (finished ones keep their tasks) add nothing: skip their tasks.
+            c = job.counts
+            if job.queue in allocated and c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]:
                 for t in job.tasks.values():
                     if t.status in ALLOCATED:
                         allocated[job.queue] += t.resreq

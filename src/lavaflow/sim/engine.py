@@ -15,13 +15,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from ..api.core import Node, Pod
 from ..api.volcano import PodGroupCondition
 from ..elastic.spec import RESIZE_REASON
 from ..controllers import JobController, PodGroupController, QueueController
 from ..controllers.gc import GarbageCollector
+from ..controllers.job import generated_objects
 from ..controllers.jobflow import JobFlowController
 from ..controllers.queue import builtin_queues
 from ..scheduler.cache import SchedulerCache
@@ -30,6 +29,7 @@ from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
 from . import annotations as ann
 from .inputs import Item, SimInput
+from .sampling import TimelineSampler
 from .training import TrainingModel
 from .workloads import REPLACING, WorkloadController
 
@@ -77,6 +77,10 @@ class Simulation:
         self.job_ctrl = JobController(
             self.store, clock, priority_of=lambda name: self.cache.priority_of(name)
         )
+        # Per-job records for the report live here, not in the controller (which also runs on a cluster).
+        self.job_history: dict[str, list[dict[str, Any]]] = {}  # job key -> [{"phase", "time"}]
+        self.job_generated: dict[str, dict[str, list[str]]] = {}  # job key -> objects its plugins made
+        self.job_ctrl.on_phase = self._record_phase
         self.workload_ctrl = WorkloadController(self.store, clock)
         self.jobflow_ctrl = JobFlowController(self.store, clock)
         self.gc = GarbageCollector(self.store, clock)
@@ -113,6 +117,9 @@ class Simulation:
         self.store.watch("Pod", self._record_pod)
         self.training = TrainingModel(self, restart_pause)
         self.events: list[dict[str, Any]] = []  # Events the scheduler recorded (e.g. elastic resizes)
+        self.sampler = TimelineSampler(self.store, self.cache)
+        self._finished_jobs: set[str] = set()  # live Volcano Jobs in a final phase (progress display)
+        self.store.watch("Job", self._count_finished)
         self.deleted_podgroups: dict[str, Any] = {}
         self.deleted_jobs: dict[str, Any] = {}  # Volcano Jobs deleted during the run (delete-at, TTL), kept for the report
         self.store.watch("Job", lambda ev, job, old: self.deleted_jobs.__setitem__(job.key, job) if ev == "DELETED" else None)
@@ -133,6 +140,11 @@ class Simulation:
 
     def _push(self, time: float, kind: str, payload: Any) -> None:
         heapq.heappush(self._events, (time, next(self._seq), kind, payload))
+
+    def _record_phase(self, job, previous: str, phase: str, time: float) -> None:
+        if not previous:  # the controller took the job up
+            self.job_generated[job.key] = generated_objects(job)
+        self.job_history.setdefault(job.key, []).append({"phase": phase, "time": time})
 
     # ------------------------------------------------------------------ pods
     def _record_pod(self, event: str, pod: Pod, old) -> None:
@@ -328,6 +340,8 @@ class Simulation:
         self.parent_of[child.key] = parent_uid
 
     def _apply(self, decisions) -> None:
+        self.sampler.touched(key for key, _ in decisions.binds)
+        self.sampler.touched(key for key, _ in decisions.evictions)
         for key, node in decisions.binds:
             self._bind(key, node)
         for key, reason in decisions.evictions:
@@ -376,39 +390,11 @@ class Simulation:
                 c.run()
 
     def _sample(self) -> None:
-        n = len(self.cache.nodes)
-        if n == 0:
+        if len(self.cache.nodes) == 0:
             return
-        names = self.cache.index.names
-        used = self.cache.nodes.view("used").sum(axis=0)
-        cap = self.cache.nodes.view("allocatable").sum(axis=0)
-        running = pending = 0
-        per_queue: dict[str, np.ndarray] = {}
-        for t in self.cache.tasks.values():
-            if t.node >= 0:
-                running += 1
-                job = self.cache.jobs.get(t.job)
-                q = job.queue if job is not None else "default"
-                if q not in per_queue:
-                    per_queue[q] = np.zeros(len(names))
-                per_queue[q][: len(t.resreq)] += t.resreq
-            elif t.status == 0:
-                pending += 1
-        queues = {q: {nm: float(v[i]) for i, nm in enumerate(names) if nm != "pods" and v[i]} for q, v in sorted(per_queue.items())}
-        deserved = {}
-        prop = getattr(self.last_session, "proportion", None) if self.last_session is not None else None
-        if prop is not None:
-            for q, a in sorted(prop.attrs.items()):
-                deserved[q] = {nm: float(a.deserved[i]) for i, nm in enumerate(names) if nm != "pods" and i < len(a.deserved) and a.deserved[i]}
-        point = {
-            "time": self.now,
-            "allocated": {nm: float(used[i]) for i, nm in enumerate(names) if nm != "pods"},
-            "capacity": {nm: float(cap[i]) for i, nm in enumerate(names) if nm != "pods"},
-            "runningPods": running,
-            "pendingPods": pending,
-            "queues": queues,
-            "deserved": deserved,
-        }
+        point = self.sampler.point(self.now, self.last_session)
+        if point is None:
+            return  # nothing changed since the last point
         if self.timeline and self.timeline[-1]["time"] == self.now:
             self.timeline[-1] = point
         elif not self.timeline or _differs(self.timeline[-1], point):
@@ -512,9 +498,13 @@ class Simulation:
         return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())
 
     def _progress_counts(self) -> tuple[int, int]:
-        jobs = self.store.list("Job")
-        done = sum(1 for j in jobs if j.status.state.phase in ("Completed", "Failed", "Terminated", "Aborted"))
-        return done, len(jobs)
+        return len(self._finished_jobs), self.store.count("Job")
+
+    def _count_finished(self, event: str, job, old) -> None:
+        if event != "DELETED" and job.status.state.phase in ("Completed", "Failed", "Terminated", "Aborted"):
+            self._finished_jobs.add(job.key)
+        else:
+            self._finished_jobs.discard(job.key)
 
 
 def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -76,7 +76,7 @@ def build_result(sim) -> dict[str, Any]:
     jobs_all = {j.key: j for j in sim.deleted_jobs.values()}
     jobs_all.update({j.key: j for j in store.list("Job")})
     for job in sorted(jobs_all.values(), key=lambda j: (j.metadata.creation_timestamp or 0, j.key)):
-        hist = sim.job_ctrl.history.get(job.key, [])
+        hist = sim.job_history.get(job.key, [])
         start = next((h["time"] for h in hist if h["phase"] == "Running"), None)
         # The last final phase, if the job is still in it (an Aborted job may be resumed).
         finish = hist[-1]["time"] if hist and hist[-1]["phase"] in JOB_FINAL_PHASES else None
@@ -100,7 +100,7 @@ def build_result(sim) -> dict[str, Any]:
                 "phaseHistory": hist,
                 "retryCount": job.status.retry_count,
                 "version": job.status.version,
-                "generated": sim.job_ctrl.generated.get(job.key, {"services": [], "configMaps": [], "secrets": []}),
+                "generated": sim.job_generated.get(job.key, {"services": [], "configMaps": [], "secrets": []}),
                 "deleteTime": job.metadata.deletion_timestamp if deleted else None,
             }
         )

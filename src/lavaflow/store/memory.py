@@ -1,4 +1,9 @@
-"""An in-memory store with synchronous watch notifications (the simulator's API server)."""
+"""An in-memory store with synchronous watch notifications (the simulator's API server).
+
+Only the handlers watching an object's kind are called, in the order they were registered.
+Controllers keep their own indexes (pods by job, PodGroups by queue) from these events, so the
+same controllers work against this store and the Kubernetes informer store alike.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .base import ADDED, DELETED, MODIFIED, Handler, kind_of
+from .base import ADDED, DELETED, MODIFIED, Handler
 
 
 class AlreadyExists(KeyError):
@@ -43,7 +48,7 @@ class MemoryStore:
             h(event, obj, old)
 
     def create(self, obj: Any) -> Any:
-        kind = kind_of(obj)
+        kind = type(obj).__name__
         meta = obj.metadata
         if not meta.name and meta.generate_name:
             self._generated += 1
@@ -51,28 +56,32 @@ class MemoryStore:
         if obj.namespaced and meta.namespace is None:
             meta.namespace = "default"
         bucket = self._objects.setdefault(kind, {})
-        if obj.key in bucket:
-            raise AlreadyExists(f"{kind} {obj.key} already exists")
+        key = obj.key
+        if key in bucket:
+            raise AlreadyExists(f"{kind} {key} already exists")
         if not meta.uid:
             meta.uid = self.new_uid()
         if meta.creation_timestamp is None:
             meta.creation_timestamp = self.clock()
         self.version += 1
         meta.resource_version = str(self.version)
-        bucket[obj.key] = obj
-        self._notify(kind, ADDED, obj, None)
+        bucket[key] = obj
+        for h in self._handlers.get(kind, ()):
+            h(ADDED, obj, None)
         return obj
 
     def update(self, obj: Any, old: Any = None) -> Any:
         """Store a changed object (objects are updated in place; ``old`` is an optional earlier copy)."""
-        kind = kind_of(obj)
+        kind = type(obj).__name__
         bucket = self._objects.setdefault(kind, {})
-        if obj.key not in bucket:
-            raise KeyError(f"{kind} {obj.key} not found")
+        key = obj.key
+        if key not in bucket:
+            raise KeyError(f"{kind} {key} not found")
         self.version += 1
         obj.metadata.resource_version = str(self.version)
-        bucket[obj.key] = obj
-        self._notify(kind, MODIFIED, obj, old)
+        bucket[key] = obj
+        for h in self._handlers.get(kind, ()):
+            h(MODIFIED, obj, old)
         return obj
 
     def delete(self, kind: str, key: str) -> Any | None:
