@@ -72,8 +72,10 @@ class AllocateAction(Action):
         pending.sort(key=ssn.task_key)
         for i, task in enumerate(pending):
             if not ssn.allocatable(queue, task):
+                # As Volcano's allocate: a task its queue refuses is skipped and the job's
+                # other tasks are still tried (a smaller one may fit the queue's room).
                 ssn.record(job, "allocate", job.job_fit_errors or f"queue {queue.name} cannot take task {task.name}")
-                return stmt, False
+                continue
             node, fits_idle = ssn.select_node(task, future=True)
             if node < 0:
                 job.fit_errors[task.uid] = ssn.fit_error(task)

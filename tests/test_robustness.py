@@ -1,0 +1,98 @@
+"""Issue 15: refuse what the API server refuses, never loop, never report a loss as a success."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import node_group, simulate
+
+
+def _doc(obj: dict) -> str:
+    return "---\n" + json.dumps(obj) + "\n"
+
+
+def _task(name: str, replicas: int, requests: dict, duration: str = "10s", **extra) -> dict:
+    return {"name": name, "replicas": replicas, **extra,
+            "template": {"metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
+                         "spec": {"restartPolicy": "Never",
+                                  "containers": [{"name": "c", "resources": {"requests": requests}}]}}}
+
+
+def _vcjob(name: str, tasks: list[dict], min_available: int, queue: str = "default", spec: dict | None = None,
+           **meta) -> str:
+    return _doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, **meta},
+                 "spec": {"schedulerName": "volcano", "queue": queue, "minAvailable": min_available, "tasks": tasks,
+                          **(spec or {})}})
+
+
+def _queue(name: str, **spec) -> str:
+    return _doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
+                 "spec": {"weight": 1, **spec}})
+
+
+def _job(r: dict, name: str) -> dict:
+    return next(j for j in r["jobs"] if j["name"] == name)
+
+
+# ------------------------------------------------------------ 6: allocate skips a refused task
+def test_allocate_skips_a_task_its_queue_refuses_and_places_the_others():
+    # Task "a" (first in task order) needs more memory than the queue's capability; the two "b"
+    # tasks are the job's minimum and fit. Volcano's allocate skips "a" and binds the gang.
+    text = (node_group(cpu="8", memory="16Gi") + _queue("q", capability={"memory": "2Gi"})
+            + _vcjob("j", [_task("b", 2, {"cpu": "1", "memory": "1Gi"}),
+                           _task("a", 1, {"cpu": "1", "memory": "4Gi"})], 2, queue="q"))
+    r = simulate(text, until=100)
+    b = [p for p in r["pods"] if p["task"] == "b"]
+    assert len(b) == 2 and all(p["startTime"] is not None for p in b)
+    a = [p for p in r["pods"] if p["task"] == "a"]
+    assert all(p["startTime"] is None for p in a)
+    assert _job(r, "j")["phase"] == "Running"
+    assert [s["name"] for s in r["stuck"]] == ["j"]
+
+
+def _conf(actions: str, queue_plugin: str = "proportion") -> str:
+    text = (f'actions: "{actions}"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n'
+            f'- plugins:\n  - name: overcommit\n    arguments: {{overcommit-factor: 10}}\n  - name: drf\n  - name: predicates\n  - name: {queue_plugin}\n'
+            '  - name: nodeorder\n')
+    return _doc({"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+                 "data": {"volcano-scheduler.conf": text}})
+
+
+def _priority_class(name: str, value: int) -> str:
+    return _doc({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+
+
+def _with_priority(task: dict, pc: str) -> dict:
+    task["template"]["spec"]["priorityClassName"] = pc
+    return task
+
+
+def _evictions(r: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in r["pods"]:
+        if p["phase"] == "Deleted" and p.get("reason") == "Evicted":
+            out[p["name"]] = out.get(p["name"], 0) + 1
+    return out
+
+
+def test_preemptor_with_a_refused_task_starts_after_one_eviction_no_loop():
+    # The low-priority job holds 3 of the node's 4 CPUs. The high-priority job needs its two "b"
+    # tasks (its minimum); its "a" task is refused by the queue. Preempt evicts "low" once, then
+    # allocate binds the two "b" tasks (skipping "a"); "low" waits and runs afterwards.
+    text = (_conf("enqueue, allocate, preempt, backfill") + node_group(cpu="4", memory="16Gi")
+            + node_group("tainted", cpu="4", memory="16Gi", taints=[{"key": "x", "effect": "NoSchedule"}])
+            + _priority_class("low", 10) + _priority_class("high", 1000)
+            + _queue("q", capability={"memory": "2Gi"})
+            + _vcjob("low", [_with_priority(_task("t", 2, {"cpu": "1500m"}, "100s"), "low")], 1, queue="q",
+                     spec={"priorityClassName": "low"})
+            + _vcjob("j", [_with_priority(_task("b", 2, {"cpu": "1", "memory": "1Gi"}), "high"),
+                           _with_priority(_task("a", 1, {"cpu": "1", "memory": "4Gi"}), "high")], 2, queue="q",
+                     spec={"priorityClassName": "high"},
+                     annotations={"sim.lavaflow.io/submit-at": "5"}))
+    r = simulate(text, until=1000)
+    assert _evictions(r) == {"low-t-0": 1}
+    b = [p for p in r["pods"] if p["task"] == "b"]
+    assert len(b) == 2 and all(p["phase"] == "Succeeded" for p in b)
+    low = [p for p in r["pods"] if p["job"] == "low"]
+    assert low[-1]["phase"] == "Succeeded"
