@@ -96,3 +96,31 @@ def test_preemptor_with_a_refused_task_starts_after_one_eviction_no_loop():
     assert len(b) == 2 and all(p["phase"] == "Succeeded" for p in b)
     low = [p for p in r["pods"] if p["job"] == "low"]
     assert low[-1]["phase"] == "Succeeded"
+
+
+# ------------------------------------------------------------ 1: no reclaim/preempt livelock
+def _pod(name: str, cpu: str, queue: str, submit_at: int, duration: str = "60s") -> str:
+    return _doc({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": name, "annotations": {"sim.lavaflow.io/duration": duration,
+                                                            "sim.lavaflow.io/submit-at": str(submit_at),
+                                                            "scheduling.volcano.sh/queue-name": queue}},
+                 "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}})
+
+
+RECLAIM_LOOP = (
+    # Both queues deserve the whole 2-CPU node; on a tie in share allocate serves q1 first, so the
+    # room reclaim freed for q2's pod used to go straight back to q1's replacement pod, forever.
+    _conf("enqueue, allocate, backfill, reclaim", "capacity") + node_group(cpu="2", memory="8Gi")
+    + _queue("q1", weight=3) + _queue("q2")
+    + _vcjob("w1", [_task("t", 3, {"cpu": "1500m"}, "20s")], 1, queue="q1")
+    + _pod("w0", "1500m", "q2", 17))
+
+
+def test_reclaim_gives_the_freed_room_to_the_reclaimer_no_livelock():
+    r = simulate(RECLAIM_LOOP)  # no --until: the run must end on its own
+    assert r["stuck"] == [] and r["stalled"] is False
+    ev = _evictions(r)
+    assert sum(ev.values()) <= 1, ev
+    w0 = next(p for p in r["pods"] if p["name"] == "w0")
+    assert w0["phase"] == "Succeeded"
+    assert all(j["phase"] == "Completed" for j in r["jobs"])
