@@ -124,3 +124,65 @@ def test_reclaim_gives_the_freed_room_to_the_reclaimer_no_livelock():
     w0 = next(p for p in r["pods"] if p["name"] == "w0")
     assert w0["phase"] == "Succeeded"
     assert all(j["phase"] == "Completed" for j in r["jobs"])
+
+
+# ------------------------------------------------------------ 2: lost work is never Completed
+def _bare(name: str, duration: str, **ann) -> str:
+    return _doc({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": name, "annotations": {"sim.lavaflow.io/duration": duration, **ann}},
+                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+
+
+def _node(name: str, **ann) -> str:
+    return _doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": ann},
+                 "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "110"}}})
+
+
+LOST = (_node("n0", **{"sim.lavaflow.io/fail-at": "10"})
+        + _bare("lost", "100s")
+        + _bare("deleted", "100s", **{"sim.lavaflow.io/delete-at": "20"})
+        + _bare("done", "5s")
+        + _doc({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "annotations": {"sim.lavaflow.io/delete-at": "8"}},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                         "template": {"metadata": {"labels": {"app": "web"},
+                                                   "annotations": {"sim.lavaflow.io/duration": "inf"}},
+                                      "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "0"}}}]}}}}))
+
+
+def test_lost_and_deleted_work_of_podgroup_jobs_is_not_completed():
+    r = simulate(LOST)
+    by = {j["name"].split("-")[0] if j["name"].startswith("web") else j["name"]: j for j in r["jobs"]}
+    phases = {p["name"]: p for p in r["pods"]}
+    assert phases["done"]["phase"] == "Succeeded"
+    jobs = {next(p["job"] for p in r["pods"] if p["name"] == n): n for n in ("lost", "deleted", "done", "web-0")}
+    result = {jobs[j["name"]]: j for j in r["jobs"] if j["name"] in jobs}
+    assert result["done"]["phase"] == "Completed" and "reason" not in result["done"]
+    assert result["lost"]["phase"] == "Lost"
+    assert result["lost"]["reason"] == "pod lost was lost with node n0 at t=10"
+    assert result["deleted"]["phase"] == "Lost"  # lost with the node at t=10, before its delete-at
+    assert result["web-0"]["phase"] == "Deleted"
+    assert result["web-0"]["reason"] == "pod web-0 was deleted at t=8 after it started"
+    assert r["summary"]["completed"] == 1
+    assert r["stuck"] == []
+    assert by  # every job listed
+
+
+def test_deleted_bare_pod_is_reported_deleted_in_json_table_and_report(tmp_path):
+    import subprocess
+    import sys
+
+    f = tmp_path / "in.yaml"
+    f.write_text(_node("n0") + _bare("gone", "100s", **{"sim.lavaflow.io/delete-at": "20"}) + _bare("ok", "5s"))
+    env_py = [sys.executable, "-m", "lavaflow.cli", "simulate", str(f)]
+    out = subprocess.run(env_py + ["--output", "json"], capture_output=True, text=True, check=True).stdout
+    r = json.loads(out)
+    gone = next(j for j in r["jobs"] if j["phase"] not in ("Completed",))
+    assert gone["phase"] == "Deleted" and gone["reason"] == "pod gone was deleted at t=20 after it started"
+    assert r["summary"]["completed"] == 1
+    table = subprocess.run(env_py + ["--report", str(tmp_path / "r.html")], capture_output=True, text=True,
+                           check=True).stdout
+    assert "1 job(s) ended without completing their work" in table
+    assert "Deleted: pod gone was deleted at t=20 after it started" in table
+    html = (tmp_path / "r.html").read_text()
+    assert "Job that lost work" in html and "pod gone was deleted at t=20" in html
