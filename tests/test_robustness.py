@@ -186,3 +186,110 @@ def test_deleted_bare_pod_is_reported_deleted_in_json_table_and_report(tmp_path)
     assert "Deleted: pod gone was deleted at t=20 after it started" in table
     html = (tmp_path / "r.html").read_text()
     assert "Job that lost work" in html and "pod gone was deleted at t=20" in html
+
+
+# ------------------------------------------------------------ 3, 4, 5: refuse what the API server refuses
+def _run_cli(tmp_path, text: str):
+    import subprocess
+    import sys
+
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    return subprocess.run([sys.executable, "-m", "lavaflow.cli", "simulate", str(f), "--output", "json"],
+                          capture_output=True, text=True)
+
+
+def _errors(proc) -> list[str]:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-500:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    return [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+
+
+def test_negative_requests_capacity_and_capability_are_refused(tmp_path):
+    text = (_doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0"},
+                  "status": {"allocatable": {"cpu": "-4", "memory": "4Gi"}}})
+            + node_group("g", cpu="-1")
+            + _queue("q", capability={"cpu": "-2"}, deserved={"memory": "-1Gi"})
+            + _bare("neg", "5s").replace('"cpu": "1"', '"cpu": "-1"')
+            + _vcjob("j", [_task("t", 1, {"cpu": "-500m"})], 1))
+    lines = _errors(_run_cli(tmp_path, text))
+    assert any("Node/n0: status.allocatable[cpu]: allocatable cpu is -4; it must not be negative." in x for x in lines), lines
+    assert any("NodeGroup/g: spec.capacity[cpu]: capacity cpu is -1; it must not be negative." in x for x in lines), lines
+    assert any("Queue/q: spec.capability[cpu]: capability cpu is -2; it must not be negative." in x for x in lines), lines
+    assert any("Queue/q: spec.deserved[memory]" in x for x in lines), lines
+    assert any("Pod/neg: spec.containers[0].resources.requests[cpu]: request cpu is -1; it must not be negative." in x
+               for x in lines), lines
+    assert any("Job/j: spec.tasks[0].template.spec.containers[0].resources.requests[cpu]" in x for x in lines), lines
+
+
+def test_negative_request_can_no_longer_overcommit_a_node():
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    text = node_group(cpu="4") + _bare("neg", "5s").replace('"cpu": "1"', '"cpu": "-2"')
+    try:
+        prepare(load_text(text))
+    except InputError as exc:
+        assert any("must not be negative" in str(p) for p in exc.problems), exc.problems
+    else:
+        raise AssertionError("a negative request was accepted")
+
+
+def test_replicas_beyond_int32_and_beyond_the_simulator_limit_are_refused_quickly(tmp_path):
+    text = (node_group()
+            + _vcjob("huge", [_task("t", 2**31, {"cpu": "1"})], 1)
+            + _vcjob("big", [_task("t", 10**6, {"cpu": "1"})], 1)
+            + _doc({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                    "spec": {"replicas": 2**40, "template": {"spec": {"containers": [{"name": "c"}]}}}}))
+    lines = _errors(_run_cli(tmp_path, text))
+    assert any("Job/huge: spec.tasks[0].replicas: replicas is 2147483648; it does not fit Kubernetes' 32-bit integer"
+               in x for x in lines), lines
+    assert any("Job/big: spec.tasks[0].replicas: replicas is 1000000; the simulator creates at most 100000 pods" in x
+               for x in lines), lines
+    assert any("Deployment/d: spec.replicas: replicas is 1099511627776; it does not fit" in x for x in lines), lines
+
+
+def test_names_and_objects_the_api_server_refuses(tmp_path):
+    bad_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "Bad_Pod", "namespace": "Team.A"},
+               "spec": {"containers": []}}
+    unnamed = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unnamed"},
+               "spec": {"containers": [{"image": "x"}, {"name": "Main"}]}}
+    text = (_doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "Node_1"},
+                  "status": {"allocatable": {"cpu": "4"}}})
+            + _doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "Q1"},
+                    "spec": {"weight": 1}})
+            + _doc({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "Top"},
+                    "value": 1000})
+            + _priority_class("too-high", 2_000_000_000)
+            + _doc({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}})
+            + _doc(bad_pod) + _doc(unnamed))
+    lines = _errors(_run_cli(tmp_path, text))
+    expected = [
+        "Node/Node_1: metadata.name: Node name 'Node_1' is not a valid DNS-1123 subdomain",
+        "Queue/Q1: metadata.name: Queue name 'Q1' is not a valid DNS-1123 subdomain",
+        "PriorityClass/Top: metadata.name: PriorityClass name 'Top' is not a valid DNS-1123 subdomain",
+        "PriorityClass/too-high: value: value is 2000000000; a PriorityClass may have at most 1000000000",
+        "Namespace/a.b: metadata.name: Namespace name 'a.b' is not a valid DNS-1123 label",
+        "metadata.name: Pod name 'Bad_Pod' is not a valid DNS-1123 subdomain",
+        "metadata.namespace: Namespace 'Team.A' is not a valid DNS-1123 label",
+        "spec.containers: The pod has no containers",
+        "Pod/unnamed: spec.containers[0].name: The container has no name",
+        "Pod/unnamed: spec.containers[1].name: Container name 'Main' is not a valid DNS-1123 label",
+    ]
+    for e in expected:
+        assert sum(e in x for x in lines) == 1, (e, lines)
+    assert len(lines) == len(expected), lines
+
+
+def test_the_webhook_applies_the_same_rules():
+    from lavaflow.kube.webhook import review
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+           "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {"requests": {"cpu": "-1"}}}]}}
+    resp = review({"uid": "u", "operation": "CREATE", "object": pod}, "Pod", False)
+    assert resp["allowed"] is False
+    assert "spec.containers[0].resources.requests[cpu]: request cpu is -1; it must not be negative." in resp["status"]["message"]
+    q = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
+         "spec": {"weight": 1, "capability": {"cpu": "-1"}}}
+    resp = review({"uid": "u", "operation": "CREATE", "object": q}, "Queue", False, queues={})
+    assert resp["allowed"] is False and "capability cpu is -1" in resp["status"]["message"]
