@@ -293,3 +293,40 @@ def test_the_webhook_applies_the_same_rules():
          "spec": {"weight": 1, "capability": {"cpu": "-1"}}}
     resp = review({"uid": "u", "operation": "CREATE", "object": q}, "Queue", False, queues={})
     assert resp["allowed"] is False and "capability cpu is -1" in resp["status"]["message"]
+
+
+# ------------------------------------------------------------ 7: minResources from each task's minimum first
+def _min_resources(tasks: list[tuple[str, int, int | None, str]], min_available: int) -> dict:
+    from lavaflow.api.volcano import Job
+    from lavaflow.controllers.job import JobController
+
+    job = Job.model_validate({"metadata": {"name": "j"}, "spec": {"minAvailable": min_available, "tasks": [
+        {"name": n, "replicas": r, **({"minAvailable": m} if m is not None else {}),
+         "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}
+        for n, r, m, cpu in tasks]}})
+
+    class Stub:
+        def priority_of(self, name):
+            return 0
+
+    return JobController._min_resources(Stub(), job)
+
+
+def test_min_resources_take_each_tasks_minimum_first():
+    # Volcano's design table (master 50m x2, work 100m x2): job/master/work minAvailable -> minResources.
+    assert _min_resources([("master", 2, 1, "50m"), ("work", 2, 1, "100m")], 2)["cpu"] == "0.15"
+    assert _min_resources([("master", 2, 1, "50m"), ("work", 2, 1, "100m")], 3)["cpu"] == "0.2"
+    assert _min_resources([("master", 2, 1, "50m"), ("work", 2, None, "100m")], 3)["cpu"] == "0.25"
+    # minAvailable below the tasks' minimums: the first minAvailable pods by priority.
+    assert _min_resources([("master", 2, None, "50m"), ("work", 2, 1, "100m")], 2)["cpu"] == "0.1"
+
+
+def test_job_whose_minimum_fits_is_admitted_on_a_small_gpu_cluster():
+    # minAvailable 2 = one "gpu" pod (its task's minimum) + one "cpu" pod: 1 GPU, which the node has.
+    # Taking the first two pods in task order asked for 2 GPUs and the job was never admitted.
+    text = (node_group(cpu="8", memory="16Gi", **{"nvidia.com/gpu": "1"})
+            + _vcjob("train", [_task("gpu", 2, {"cpu": "1", "nvidia.com/gpu": "1"}, minAvailable=1),
+                               _task("cpu", 1, {"cpu": "1"}, minAvailable=1)], 2))
+    r = simulate(text)
+    assert _job(r, "train")["phase"] == "Completed"
+    assert _job(r, "train")["startTime"] is not None and _job(r, "train")["startTime"] <= 1
