@@ -330,3 +330,35 @@ def test_job_whose_minimum_fits_is_admitted_on_a_small_gpu_cluster():
     r = simulate(text)
     assert _job(r, "train")["phase"] == "Completed"
     assert _job(r, "train")["startTime"] is not None and _job(r, "train")["startTime"] <= 1
+
+
+# ------------------------------------------------------------ 8: broken YAML inside volcano-scheduler.conf
+BROKEN_CONF = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: priority\n   - name: gang\n'
+
+
+def test_broken_yaml_in_the_configmap_is_one_line_naming_file_key_and_line(tmp_path):
+    cm = _doc({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap"},
+               "data": {"volcano-scheduler.conf": BROKEN_CONF}})
+    proc = _run_cli(tmp_path, node_group() + cm)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {tmp_path / 'bad.yaml'}: document 2: ConfigMap/volcano-scheduler-configmap: "
+                               "data[volcano-scheduler.conf]: not valid YAML at line 5, column 4 of the configuration: ")
+    assert "<unicode string>" not in lines[0]
+
+
+def test_broken_yaml_in_a_config_file_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    conf = tmp_path / "sched.conf"
+    conf.write_text(BROKEN_CONF)
+    f = tmp_path / "in.yaml"
+    f.write_text(node_group())
+    proc = subprocess.run([sys.executable, "-m", "lavaflow.cli", "simulate", str(f), "--config", str(conf)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {conf}: not valid YAML at line 5, column 4 of the configuration: ")
