@@ -526,6 +526,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
         out.append(Problem("spec.tasks", "The job has no tasks; add at least one entry under spec.tasks."))
     seen_names: dict[str, int] = {}
     total_replicas = 0
+    sizes_ok = True  # every task's replicas fits int32 (otherwise the total is not meaningful)
     for i, task in enumerate(spec.tasks):
         base = f"spec.tasks[{i}]"
         name_ok = False
@@ -553,8 +554,8 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
             out.append(Problem(f"{base}.replicas", f"replicas is {task.replicas}; it must not be negative."))
         elif api.check_int32(task.replicas, f"{base}.replicas", out, "replicas"):
             total_replicas += task.replicas
-        if task.min_available is not None:
-            api.check_int32(task.min_available, f"{base}.minAvailable", out, "minAvailable")
+        else:
+            sizes_ok = name_ok = False
         api.check_pod_spec(task.template.spec, f"{base}.template.spec", out)
         if task.min_available is not None:
             if task.min_available < 0:
@@ -605,7 +606,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
                     )
                 )
 
-    if spec.min_available > total_replicas and spec.tasks:
+    if spec.min_available > total_replicas and spec.tasks and sizes_ok:
         out.append(
             Problem(
                 "spec.minAvailable",
