@@ -35,6 +35,9 @@ class SchedulerMetrics:
         self.pending_jobs = Gauge("lavaflow_pending_jobs", "PodGroups not yet running (Pending or Inqueue), per queue.", ["queue"], registry=r)
         self.preemptions = Counter("lavaflow_preemptions", "Pods evicted to make room for other pods (preempt, reclaim).", registry=r)
         self.evictions = Counter("lavaflow_evictions", "Pods evicted through the Eviction API.", ["reason"], registry=r)
+        self.evictions_delayed = Counter(
+            "lavaflow_evictions_rate_limited", "Evictions held back by the eviction rate limit.", registry=r
+        )
         self.cycles = Counter("lavaflow_scheduling_cycles", "Scheduling cycles run.", registry=r)
         self.leader = Gauge("lavaflow_leader", "1 while this replica holds the leader lease.", registry=r)
         self.relists = Gauge("lavaflow_informer_relists", "Relists after 410 Gone, per kind.", ["kind"], registry=r)
