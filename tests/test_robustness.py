@@ -362,3 +362,19 @@ def test_broken_yaml_in_a_config_file_is_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"error: {conf}: not valid YAML at line 5, column 4 of the configuration: ")
+
+
+def test_a_preemptor_whose_evictions_never_let_it_start_stops_evicting(monkeypatch):
+    # Without the nominated job going first, the freed room goes back to the victim's replacement
+    # every cycle (Volcano's behaviour): evicting then never helps the reclaimer. After two futile
+    # rounds it evicts no more, the run ends on its own and says why the reclaimer waited.
+    from lavaflow.scheduler.actions.allocate import AllocateAction
+
+    monkeypatch.setattr(AllocateAction, "_serve_nominated", lambda self, ssn, per_queue, eligible, held: set())
+    r = simulate(RECLAIM_LOOP)
+    ev = _evictions(r)
+    assert ev == {"w1-t-1": 3}, ev
+    w0 = next(p for p in r["pods"] if p["name"] == "w0")
+    assert w0["phase"] == "Succeeded"  # once w1 finished
+    assert any("preemption stopped: evicting for this job 3 times did not let it start" in d["message"]
+               for hist in r["decisions"].values() for d in hist)

@@ -40,21 +40,7 @@ class AllocateAction(Action):
             per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
             eligible.add(job.uid)
         held: list[Statement] = []
-        # Preemptors whose evictions were committed go first: the room freed for them is theirs
-        # (kube-scheduler's nominated node), not the victims' replacements'.
-        served: set[str] = set()
-        nominated = ssn.cache.nominated
-        for uid in sorted(nominated):
-            job = ssn.jobs.get(uid)
-            if job is None or ssn.job_ready(job):
-                del nominated[uid]  # gone, or started (possibly through another action)
-                continue
-            queue = ssn.queues[job.queue]
-            if uid not in eligible or ssn.overused(queue):
-                continue
-            jobs = per_queue[job.queue]
-            served.add(uid)
-            self._serve(ssn, queue, job, jobs, held)
+        served = self._serve_nominated(ssn, per_queue, eligible, held)
         queues = OrderedQueue(ssn.queue_key, (ssn.queues[q] for q in per_queue))
         while queues:
             queue = queues.pop()
@@ -77,6 +63,23 @@ class AllocateAction(Action):
             self._serve(ssn, queue, job, jobs, held)
             queues.push(queue)
         ssn.held_statements.extend(held)
+
+    def _serve_nominated(self, ssn, per_queue, eligible: set[str], held: list[Statement]) -> set[str]:
+        """Preemptors whose evictions were committed go first: the room freed for them is theirs
+        (kube-scheduler's nominated node), not the victims' replacements'."""
+        served: set[str] = set()
+        nominated = ssn.cache.nominated
+        for uid in sorted(nominated):
+            job = ssn.jobs.get(uid)
+            if job is None or ssn.job_ready(job):
+                del nominated[uid]  # gone, or started (possibly through another action)
+                continue
+            queue = ssn.queues[job.queue]
+            if uid not in eligible or ssn.overused(queue):
+                continue
+            served.add(uid)
+            self._serve(ssn, queue, job, per_queue[job.queue], held)
+        return served
 
     def _serve(self, ssn, queue, job, jobs, held: list[Statement]) -> None:
         stmt, more = self._allocate_job(ssn, queue, job)
