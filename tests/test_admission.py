@@ -1117,7 +1117,7 @@ def test_queue_delete_ok_and_missing() -> None:
 
 def make_pod(annotations: dict[str, str], scheduler: str = "volcano") -> Pod:
     return Pod.model_validate(
-        {"metadata": {"name": "p", "annotations": annotations}, "spec": {"schedulerName": scheduler}}
+        {"metadata": {"name": "p", "annotations": annotations}, "spec": {"schedulerName": scheduler, "containers": [{"name": "c"}]}}
     )
 
 

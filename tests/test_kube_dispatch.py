@@ -229,3 +229,26 @@ def test_a_scheduler_that_loses_leadership_drops_what_it_has_not_sent():
             double.stop()
 
     run(scenario())
+
+
+def test_eviction_rate_limiter_lets_a_burst_through_then_spaces_evictions():
+    from lavaflow.kube.dispatch import RateLimiter
+
+    now = [100.0]
+    rl = RateLimiter(rate=10.0, burst=3, clock=lambda: now[0])
+    assert [rl.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]
+    waits = [rl.reserve() for _ in range(3)]  # queued behind each other, 0.1 s apart
+    assert [round(w, 6) for w in waits] == [0.1, 0.2, 0.3]
+    now[0] += 10.0  # long idle: the bucket refills to its burst, no more
+    assert [rl.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert rl.reserve() > 0
+
+
+def test_scheduler_counts_rate_limited_evictions_in_metrics():
+    from lavaflow.kube.metrics import SchedulerMetrics
+    from prometheus_client import generate_latest
+
+    m = SchedulerMetrics()
+    m.evictions_delayed.inc()
+    text = generate_latest(m.registry).decode()
+    assert "lavaflow_evictions_rate_limited_total 1.0" in text

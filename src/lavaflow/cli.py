@@ -214,6 +214,12 @@ def _print_table(results: list[dict]) -> None:
                       f"{' — stalled at t=' + _fmt_time(r.get('stalledAt')) if r['stalled'] else ''}:[/bold red]")
             for s in r["stuck"]:
                 out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True)
+        lost = [j for j in r["jobs"] if j.get("reason")]
+        if lost:
+            out.print(f"[bold red]{r['scheduler']}: {len(lost)} job(s) ended without completing their work:[/bold red]")
+            for j in lost:
+                out.print(f"  {j['namespace']}/{j['name']}: {j['phase']}: {j['reason']}", markup=False, highlight=False,
+                          soft_wrap=True)
 
 
 @_app.command()

@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any
 
+from . import validation as api
 from .core import Pod
+from .validation import Problem
 from .quantity import format_quantity
 from .volcano import (
     JOB_ACTIONS,
@@ -48,13 +50,6 @@ __all__ = [
     "TOPOLOGY_POLICIES",
     "QUEUE_STATES",
 ]
-
-
-class Problem(NamedTuple):
-    """One reason an object is refused: where (camelCase path) and why."""
-
-    path: str
-    message: str
 
 
 DEFAULT_QUEUE = "default"
@@ -136,29 +131,8 @@ def parse_duration(text: str) -> float:
 # --- small helpers -------------------------------------------------------------
 
 
-def _label_error(value: str) -> str | None:
-    """Why ``value`` is not a DNS-1123 label, or None when it is one."""
-    if not value:
-        return "it is empty"
-    if len(value) > _LABEL_MAX:
-        return f"it is {len(value)} characters long, over the limit of {_LABEL_MAX}"
-    if not _LABEL_RE.fullmatch(value):
-        return "it may contain only lowercase letters, digits and '-', and must start and end with a letter or digit"
-    return None
-
-
-def _subdomain_error(value: str) -> str | None:
-    """Why ``value`` is not a DNS-1123 subdomain, or None when it is one."""
-    if not value:
-        return "it is empty"
-    if len(value) > _SUBDOMAIN_MAX:
-        return f"it is {len(value)} characters long, over the limit of {_SUBDOMAIN_MAX}"
-    if not _SUBDOMAIN_RE.fullmatch(value):
-        return (
-            "it may contain only lowercase letters, digits, '-' and '.', and each dot-separated part "
-            "must start and end with a letter or digit"
-        )
-    return None
+_label_error = api.label_error
+_subdomain_error = api.subdomain_error
 
 
 def _names(items: Iterable[str], limit: int = 10) -> str:
@@ -524,7 +498,10 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
         if _subdomain_error(job_name):
             job_name = ""
 
+    api.check_namespace(job, out)
+
     # Job-level numbers.
+    api.check_int32(spec.min_available, "spec.minAvailable", out, "minAvailable")
     if spec.min_available < 0:
         out.append(Problem("spec.minAvailable", f"minAvailable is {spec.min_available}; it must not be negative."))
     if spec.max_retry < 0:
@@ -554,6 +531,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
         out.append(Problem("spec.tasks", "The job has no tasks; add at least one entry under spec.tasks."))
     seen_names: dict[str, int] = {}
     total_replicas = 0
+    sizes_ok = True  # every task's replicas fits int32 (otherwise the total is not meaningful)
     for i, task in enumerate(spec.tasks):
         base = f"spec.tasks[{i}]"
         name_ok = False
@@ -579,8 +557,11 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
 
         if task.replicas < 0:
             out.append(Problem(f"{base}.replicas", f"replicas is {task.replicas}; it must not be negative."))
-        else:
+        elif api.check_int32(task.replicas, f"{base}.replicas", out, "replicas"):
             total_replicas += task.replicas
+        else:
+            sizes_ok = name_ok = False
+        api.check_pod_spec(task.template.spec, f"{base}.template.spec", out)
         if task.min_available is not None:
             if task.min_available < 0:
                 out.append(
@@ -630,7 +611,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
                     )
                 )
 
-    if spec.min_available > total_replicas and spec.tasks:
+    if spec.min_available > total_replicas and spec.tasks and sizes_ok:
         out.append(
             Problem(
                 "spec.minAvailable",
@@ -814,6 +795,10 @@ def default_podgroup(pg: PodGroup, namespace_queue: str | None = None) -> None:
 
 def validate_podgroup(pg: PodGroup, queues: Mapping[str, Queue] | None = None) -> list[Problem]:
     out: list[Problem] = []
+    api.check_meta(pg, out)
+    api.check_int32(pg.spec.min_member, "spec.minMember", out, "minMember")
+    if pg.spec.min_resources:
+        api.check_resources(pg.spec.min_resources, "spec.minResources", out, "minResources")
     if pg.spec.min_member < 0:
         out.append(Problem("spec.minMember", f"minMember is {pg.spec.min_member}; it must not be negative."))
     for task, n in pg.spec.min_task_member.items():
@@ -884,6 +869,10 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
     """Queue create/update checks. ``queues`` holds the other queues (``q`` itself may be in it)."""
     out: list[Problem] = []
     spec = q.spec
+    api.check_meta(q, out)
+    api.check_resources(spec.capability, "spec.capability", out, "capability")
+    api.check_resources(spec.deserved, "spec.deserved", out, "deserved")
+    api.check_resources(spec.guarantee.resource, "spec.guarantee.resource", out, "guarantee")
     if not 1 <= spec.weight <= MAX_WEIGHT:
         out.append(Problem("spec.weight", f"weight is {spec.weight}; it must be between 1 and {MAX_WEIGHT}."))
     if q.status.state and q.status.state not in QUEUE_STATES:
@@ -1043,13 +1032,16 @@ def _jdb_value_error(value: str) -> str | None:
 
 
 def validate_pod(pod: Pod, scheduler_names: Iterable[str] | None = None) -> list[Problem]:
-    """Checks on pods' disruption-budget annotations.
+    """kube-apiserver's pod checks (name, namespace, containers, quantities), then the
+    disruption-budget annotations.
 
     When ``scheduler_names`` is given, pods of other schedulers are not checked.
     """
     if scheduler_names is not None and (pod.spec.scheduler_name or "default-scheduler") not in set(scheduler_names):
         return []
     out: list[Problem] = []
+    api.check_meta(pod, out)
+    api.check_pod_spec(pod.spec, "spec", out)
     ann = pod.metadata.annotations
     present = [k for k in (JDB_MIN_AVAILABLE, JDB_MAX_UNAVAILABLE) if k in ann]
     for key in present:

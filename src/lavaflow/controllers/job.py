@@ -357,18 +357,33 @@ class JobController(Controller):
             self._cancel(job.key)
 
     def _min_resources(self, job: Job) -> dict[str, str]:
-        """Requests of the first minAvailable pods, tasks by priority (Volcano's calcPGMinResources)."""
+        """The requests of the pods a job needs at its minimum (Volcano's calcPGMinResources).
+
+        Tasks by priority. When minAvailable covers the tasks' own minimums, each task's
+        minAvailable pods come first and the rest of minAvailable is filled from the
+        remaining replicas; otherwise (a minAvailable below the tasks' minimums, e.g. with
+        dependsOn) the first minAvailable pods are taken.
+        """
         tasks = sorted(
             job.spec.tasks,
             key=lambda t: -self.priority_of(t.template.spec.priority_class_name or job.spec.priority_class_name),
         )
         remaining = job.spec.min_available
-        total: dict[str, Decimal] = {}
-        for t in tasks:
+        counts = [0] * len(tasks)
+        if remaining >= sum(min(task_min(t), t.replicas) for t in tasks):
+            for i, t in enumerate(tasks):
+                counts[i] = min(task_min(t), t.replicas)
+                remaining -= counts[i]
+        for i, t in enumerate(tasks):
             if remaining <= 0:
                 break
-            n = min(t.replicas, remaining)
+            n = min(t.replicas - counts[i], remaining)
+            counts[i] += n
             remaining -= n
+        total: dict[str, Decimal] = {}
+        for t, n in zip(tasks, counts):
+            if n <= 0:
+                continue
             for k, v in pod_requests(t.template.spec).items():
                 total[k] = total.get(k, Decimal(0)) + Decimal(repr(v)) * n
             total["pods"] = total.get("pods", Decimal(0)) + n

@@ -169,3 +169,27 @@ class Dispatcher:
         self._status.clear()
         self._events.clear()
         self._idle.set()
+
+
+class RateLimiter:
+    """A token bucket: on average at most ``rate`` per second, in bursts of at most ``burst``.
+
+    ``reserve()`` takes the next token and returns how long to wait for it (0 when one is
+    available now); waiting callers queue up in reservation order. The scheduler passes its
+    evictions through one, so a cluster never sees an eviction storm, whatever the actions decide.
+    """
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = max(rate, 1e-9)
+        self.burst = max(1, burst)
+        self.clock = clock
+        self._tokens = float(self.burst)
+        self._last = clock()
+
+    def reserve(self) -> float:
+        now = self.clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+

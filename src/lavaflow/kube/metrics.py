@@ -35,6 +35,9 @@ class SchedulerMetrics:
         self.pending_jobs = Gauge("lavaflow_pending_jobs", "PodGroups not yet running (Pending or Inqueue), per queue.", ["queue"], registry=r)
         self.preemptions = Counter("lavaflow_preemptions", "Pods evicted to make room for other pods (preempt, reclaim).", registry=r)
         self.evictions = Counter("lavaflow_evictions", "Pods evicted through the Eviction API.", ["reason"], registry=r)
+        self.evictions_delayed = Counter(
+            "lavaflow_evictions_rate_limited", "Evictions held back by the eviction rate limit.", registry=r
+        )
         self.cycles = Counter("lavaflow_scheduling_cycles", "Scheduling cycles run.", registry=r)
         self.elastic_resizes = Counter(
             "lavaflow_elastic_resizes", "Elastic training jobs started, resized, halted, and workers migrated, by kind.", ["kind"], registry=r

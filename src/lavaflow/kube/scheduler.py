@@ -38,7 +38,7 @@ from ..store.base import DELETED
 from . import codec
 from ..elastic.spec import RESIZE_REASON, RESIZED_OUT
 from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, KubeClient
-from .dispatch import Dispatcher
+from .dispatch import Dispatcher, RateLimiter
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
 from .resources import resource
@@ -67,6 +67,8 @@ class KubeScheduler:
         identity: str | None = None,
         elector: LeaderElector | None = None,
         idle_cycles_every: int = 10,
+        evictions_per_second: float = 20.0,
+        eviction_burst: int = 100,
     ) -> None:
         self.client = client
         self.conf = conf or load_scheduler_conf()
@@ -87,6 +89,8 @@ class KubeScheduler:
         self.scheduler = Scheduler(self.cache, self.conf)
         self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound
         self.dispatch = Dispatcher(workers=bind_workers, status_workers=write_workers)
+        # Evictions leave at most this fast, whatever preempt and reclaim decide (no eviction storm).
+        self.evict_limit = RateLimiter(evictions_per_second, eviction_burst)
         # statuses decided but not yet written (the newest per object)
         self.pg_wanted: dict[str, dict[str, Any]] = {}
         self.queue_wanted: dict[str, dict[str, Any]] = {}
@@ -321,6 +325,10 @@ class KubeScheduler:
                 self.cache.on_pod(pod)
 
     async def _evict(self, key: str, reason: str) -> None:
+        wait = self.evict_limit.reserve()
+        if wait > 0:
+            self.metrics.evictions_delayed.inc()
+            await asyncio.sleep(wait)
         ns, name = key.split("/", 1)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
         if reason.startswith(RESIZE_REASON):

@@ -106,6 +106,9 @@ class SchedulerCache:
         self.plugin_state: dict[str, Any] = {}
         self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
         self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
+        # Preemptors (job uid) whose evictions were committed and that have not become ready since:
+        # how many times they evicted without then starting (see actions/_evict.py).
+        self.nominated: dict[str, int] = {}
 
     # ------------------------------------------------------------------ resources
     def _vector(self, amounts: dict[str, float]) -> np.ndarray:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api import admission
+from ..api import admission, validation
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.quantity import parse_quantity
@@ -216,6 +216,28 @@ def unimplemented_constraints(obj) -> list[str]:
     return out
 
 
+#: The simulator refuses more pods per task or workload (or nodes per NodeGroup) than this:
+#: it would create them all, one by one, in memory.
+SIM_MAX_REPLICAS = 100_000
+
+
+def _sim_limits(obj) -> list:
+    """Sizes the API server accepts (int32) but the simulator cannot create in reasonable time and memory."""
+    out: list = []
+    hint = f"the simulator creates at most {SIM_MAX_REPLICAS} pods per task or workload; lower it"
+    if isinstance(obj, Job):
+        for i, t in enumerate(obj.spec.tasks):
+            if SIM_MAX_REPLICAS < t.replicas <= validation.INT32_MAX:
+                out.append(admission.Problem(f"spec.tasks[{i}].replicas", f"replicas is {t.replicas}; {hint}."))
+        return out
+    spec = getattr(obj, "spec", None)
+    for field_name in ("replicas", "parallelism"):
+        value = getattr(spec, field_name, None)
+        if isinstance(value, int) and SIM_MAX_REPLICAS < value <= validation.INT32_MAX:
+            out.append(admission.Problem(f"spec.{field_name}", f"{field_name} is {value}; {hint}."))
+    return out
+
+
 def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
     items: list[Item] = []
     for lo in loaded:
@@ -224,8 +246,19 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
             if obj.spec.count < 0:
                 problems.add(src, _what(obj), "spec.count", "must be ≥ 0")
                 continue
+            if obj.spec.count > SIM_MAX_REPLICAS:
+                problems.add(src, _what(obj), "spec.count", f"is {obj.spec.count}; the simulator handles at most "
+                             f"{SIM_MAX_REPLICAS} nodes per NodeGroup")
+                continue
             if not obj.spec.capacity:
                 problems.add(src, _what(obj), "spec.capacity", "is required (the allocatable resources of each node)")
+            found: list = []
+            validation.check_meta(obj, found)
+            validation.check_resources(obj.spec.capacity, "spec.capacity", found, "capacity")
+            for p in found:
+                problems.add(src, _what(obj), p.path, p.message)
+            if found:
+                continue
             items.extend(Item(node, src) for node in expand_node_group(obj))
             continue
         items.append(Item(obj, src))
@@ -332,10 +365,15 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             out.conf_text = obj.data[CONF_KEY]
             out.conf_source = str(src)
             out.conf_origin = f"{src}: {_what(obj)}: data[{CONF_KEY}]"
-        elif hasattr(getattr(obj, "spec", None), "template"):
-            _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
+        else:
+            # Kinds no Volcano webhook sees: kube-apiserver's own checks.
+            found = validation.validate_object(obj)
+            if hasattr(getattr(obj, "spec", None), "template"):
+                _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
         if isinstance(obj, Pod) or type(obj).__name__ in WORKLOAD_KINDS:
             _check_queue_annotations(problems, src, obj, queues)
+        if not it.update:
+            found = list(found) + _sim_limits(obj)
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)
         ignored = [] if it.update else unimplemented_constraints(obj)

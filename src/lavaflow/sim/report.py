@@ -485,6 +485,23 @@ def _summary_table(result: Mapping) -> str:
 
 
 def _stuck_table(result: Mapping) -> str:
+    return _stuck_rows(result) + _lost_table(result)
+
+
+def _lost_table(result: Mapping) -> str:
+    """Jobs that ended without completing their work (lost with a node, evicted, deleted)."""
+    lost = [_dict(j) for j in _list(result.get("jobs")) if _dict(j).get("reason")]
+    if not lost:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(_qualified(j.get('namespace'), j.get('name')))}</td><td>{_e(j.get('phase'))}</td>"
+        f"<td>{_e(j.get('reason'))}</td></tr>"
+        for j in lost
+    )
+    return f'<table class="stuck"><tr><th>Job that lost work</th><th>Phase</th><th>Reason</th></tr>{rows}</table>'
+
+
+def _stuck_rows(result: Mapping) -> str:
     stuck = [_dict(s) for s in _list(result.get("stuck"))]
     if not stuck:
         return '<p class="note">No stuck jobs.</p>'
@@ -512,7 +529,7 @@ def _jobs_table(result: Mapping) -> str:
             "<tr>"
             f"<td>{_e(_qualified(j.get('namespace'), j.get('name')))}</td>"
             f"<td>{_e(j.get('queue'))}</td>"
-            f"<td>{_e(j.get('phase'))}</td>"
+            f"<td>{_e(j.get('phase'))}{_e(': ' + str(j['reason'])) if j.get('reason') else ''}</td>"
             f'<td class="num">{_fmt_dur(sub)}</td>'
             f'<td class="num">{_fmt_dur(st)}</td>'
             f'<td class="num">{_fmt_dur(fin)}</td>'

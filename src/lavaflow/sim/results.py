@@ -60,6 +60,37 @@ def _blocked(sim, pg) -> bool:
     return bool(info.counts[TaskStatus.PENDING]) or not info.counts[TaskStatus.RUNNING]
 
 
+def _t(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def _lost(recs: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+    """(phase, reason) of a finished PodGroup-kind job some of whose work did not complete.
+
+    The last pod of each name counts (a replacement that completed makes up for its
+    predecessor). A pod deleted before it finished — lost with its node, evicted, or
+    deleted by the user (``delete-at`` on it or on its owner) — is lost work: the job is
+    ``Lost`` (node lost, evicted) or ``Deleted`` (deleted by the user), never Completed.
+    """
+    last: dict[str, dict[str, Any]] = {}
+    for r in recs:
+        prev = last.get(r["name"])
+        if prev is None or r["createTime"] >= prev["createTime"]:
+            last[r["name"]] = r
+    gone = sorted((r for r in last.values() if r["phase"] == "Deleted"), key=lambda r: (r["finishTime"] or 0, r["name"]))
+    if not gone:
+        return None, None
+    first = gone[0]
+    more = f" (and {len(gone) - 1} more pod(s))" if len(gone) > 1 else ""
+    why = first.get("reason")
+    if why == "NodeLost":
+        return "Lost", f"pod {first['name']} was lost with node {first['node']} at t={_t(first['finishTime'])}{more}"
+    if why == "Evicted":
+        return "Lost", f"pod {first['name']} was evicted at t={_t(first['finishTime'])}{more}"
+    started = "after it started" if first["startTime"] is not None else "before it started"
+    return "Deleted", f"pod {first['name']} was deleted at t={_t(first['finishTime'])} {started}{more}"
+
+
 def _all_podgroups(sim) -> list:
     live = {pg.key: pg for pg in sim.store.list("PodGroup")}
     for key, pg in sim.deleted_podgroups.items():
@@ -87,6 +118,10 @@ def build_result(sim) -> dict[str, Any]:
         if deleted and phase not in JOB_FINAL_PHASES:
             phase = "Deleted"  # removed by the user before it finished
             finish = job.metadata.deletion_timestamp
+        if phase == "Deleted":
+            extra = {"reason": f"deleted at t={_t(finish)} before it finished"}
+        else:
+            extra = {}
         jobs_out.append(
             {
                 "namespace": job.namespace,
@@ -102,6 +137,7 @@ def build_result(sim) -> dict[str, Any]:
                 "version": job.status.version,
                 "generated": sim.job_generated.get(job.key, {"services": [], "configMaps": [], "secrets": []}),
                 "deleteTime": job.metadata.deletion_timestamp if deleted else None,
+                **extra,
             }
         )
         if phase not in JOB_FINAL_PHASES and phase != "Deleted":
@@ -118,8 +154,9 @@ def build_result(sim) -> dict[str, Any]:
         starts = [r["startTime"] for r in recs if r["startTime"] is not None]
         done = bool(recs) and all(r["phase"] in FINISHED_POD or r["finishTime"] is not None for r in recs)
         failed = any(r["phase"] == "Failed" for r in recs)
+        lost_phase, lost_reason = _lost(recs) if done and not failed else (None, None)
         if done:
-            phase = "Failed" if failed else "Completed"
+            phase = "Failed" if failed else lost_phase or "Completed"
         elif starts:
             phase = "Running"
         else:
@@ -147,6 +184,8 @@ def build_result(sim) -> dict[str, Any]:
                 "retryCount": 0,
             }
         )
+        if lost_reason:
+            jobs_out[-1]["reason"] = lost_reason
         owner = next((r for r in pg.metadata.owner_references if r.controller), None)
         if owner is not None:  # the workload it was made for, e.g. "Deployment/web" (for --explain)
             jobs_out[-1]["owner"] = f"{'Job' if owner.kind == 'BatchJob' else owner.kind}/{owner.name}"

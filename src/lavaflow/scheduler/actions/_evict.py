@@ -83,9 +83,47 @@ def make_room(ssn, stmt, actor, node: int, victims: list, reason: str) -> bool:
     return True
 
 
+#: A preemptor that evicted this many times without then starting evicts no more (no livelock).
+MAX_FUTILE_EVICTIONS = 2
+
+
+def may_evict_for(ssn, job) -> bool:
+    """False once evicting for ``job`` has already failed to get it started MAX_FUTILE_EVICTIONS times.
+
+    A preemptor whose earlier evictions were committed and that is again short of room
+    evicted in vain: something other than the victims keeps it from starting (a predicate
+    on the only node where eviction helps, its queue's limits, resources that do not add
+    up on one node, ...). Evicting again would restart the victims every cycle, forever.
+    """
+    futile = ssn.cache.nominated.get(job.uid)
+    if futile is None:
+        return True
+    if futile >= MAX_FUTILE_EVICTIONS:
+        reason = (f"preemption stopped: evicting for this job {futile + 1} times did not let it start "
+                  f"(waiting for resources to free up)")
+        if not job.job_fit_errors:
+            job.job_fit_errors = reason
+        ssn.record(job, "preempt", reason)
+        return False
+    return True
+
+
 def commit(ssn, stmt) -> None:
-    """Commit a preemptor's statement, recording its evictions (a discarded statement evicted nothing)."""
+    """Commit a preemptor's statement, recording its evictions (a discarded statement evicted nothing).
+
+    The preemptors whose tasks were pipelined onto the room the evictions free are
+    nominated: the next allocate serves them before any other job (as kube-scheduler's
+    nominated node), so the room goes to them and not back to the victims' replacements.
+    """
+    evicted = False
     for op, task, extra in stmt.operations:
         if op == "evict":
+            evicted = True
             ssn.record(task.job, "evicted", f"{task.name} evicted: {extra[1]}")
+    if evicted:
+        nominated = ssn.cache.nominated
+        for op, task, _extra in stmt.operations:
+            if op == "pipeline" and task.job not in ssn.session_nominated:
+                ssn.session_nominated.add(task.job)
+                nominated[task.job] = nominated[task.job] + 1 if task.job in nominated else 0
     stmt.commit()

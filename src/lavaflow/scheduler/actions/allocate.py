@@ -22,6 +22,7 @@ class AllocateAction(Action):
     def execute(self, ssn) -> None:
         has_enqueue = "enqueue" in ssn.conf.action_names
         per_queue: dict[str, OrderedQueue] = {}
+        eligible: set[str] = set()
         for job in ssn.jobs.values():
             if job.is_pending():
                 if has_enqueue:
@@ -37,8 +38,10 @@ class AllocateAction(Action):
             if job.queue not in ssn.queues:
                 continue
             per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
-        queues = OrderedQueue(ssn.queue_key, (ssn.queues[q] for q in per_queue))
+            eligible.add(job.uid)
         held: list[Statement] = []
+        served = self._serve_nominated(ssn, per_queue, eligible, held)
+        queues = OrderedQueue(ssn.queue_key, (ssn.queues[q] for q in per_queue))
         while queues:
             queue = queues.pop()
             jobs = per_queue[queue.name]
@@ -49,25 +52,53 @@ class AllocateAction(Action):
                 why = (prop.overused_reason(queue.name) if prop is not None else None) or (
                     f"queue {queue.name} is overused (allocation has reached its deserved share)")
                 for job in _drain(jobs):
+                    if job.uid in served:
+                        continue  # already tried first this session
                     job.job_fit_errors = why
                     ssn.record(job, "allocate", job.job_fit_errors)
                 continue
             job = jobs.pop()
-            stmt, more = self._allocate_job(ssn, queue, job)
-            if ssn.job_ready(job):
-                placed = len(stmt)
-                stmt.commit()
-                if placed:
-                    ssn.record(job, "allocate", f"bound {placed} task(s); {job.ready_num} ready, minAvailable {job.min_available}")
-                if more:
-                    jobs.push(job)  # elastic: try for more tasks after others had their turn
-            elif ssn.job_pipelined(job):
-                held.append(stmt)  # reservation visible only inside this session
-                ssn.record(job, "allocate", "pipelined: waiting for resources that are being released")
-            else:
-                stmt.discard()
+            if job.uid in served:
+                served.discard(job.uid)  # tried first this session; a ready elastic job comes back for more
+                if not ssn.job_ready(job):
+                    queues.push(queue)
+                    continue
+            self._serve(ssn, queue, job, jobs, held)
             queues.push(queue)
         ssn.held_statements.extend(held)
+
+    def _serve_nominated(self, ssn, per_queue, eligible: set[str], held: list[Statement]) -> set[str]:
+        """Preemptors whose evictions were committed go first: the room freed for them is theirs
+        (kube-scheduler's nominated node), not the victims' replacements'."""
+        served: set[str] = set()
+        nominated = ssn.cache.nominated
+        for uid in sorted(nominated):
+            job = ssn.jobs.get(uid)
+            if job is None or ssn.job_ready(job):
+                del nominated[uid]  # gone, or started (possibly through another action)
+                continue
+            queue = ssn.queues[job.queue]
+            if uid not in eligible or ssn.overused(queue):
+                continue
+            served.add(uid)
+            self._serve(ssn, queue, job, per_queue[job.queue], held)
+        return served
+
+    def _serve(self, ssn, queue, job, jobs, held: list[Statement]) -> None:
+        stmt, more = self._allocate_job(ssn, queue, job)
+        if ssn.job_ready(job):
+            placed = len(stmt)
+            stmt.commit()
+            ssn.cache.nominated.pop(job.uid, None)
+            if placed:
+                ssn.record(job, "allocate", f"bound {placed} task(s); {job.ready_num} ready, minAvailable {job.min_available}")
+            if more:
+                jobs.push(job)  # elastic: try for more tasks after others had their turn
+        elif ssn.job_pipelined(job):
+            held.append(stmt)  # reservation visible only inside this session
+            ssn.record(job, "allocate", "pipelined: waiting for resources that are being released")
+        else:
+            stmt.discard()
 
     def _allocate_job(self, ssn, queue, job) -> tuple[Statement, bool]:
         stmt = Statement(ssn)
@@ -75,8 +106,10 @@ class AllocateAction(Action):
         pending.sort(key=ssn.task_key)
         for i, task in enumerate(pending):
             if not ssn.allocatable(queue, task):
+                # As Volcano's allocate: a task its queue refuses is skipped and the job's
+                # other tasks are still tried (a smaller one may fit the queue's room).
                 ssn.record(job, "allocate", job.job_fit_errors or f"queue {queue.name} cannot take task {task.name}")
-                return stmt, False
+                continue
             node, fits_idle = ssn.select_node(task, future=True)
             if node < 0:
                 job.fit_errors[task.uid] = ssn.fit_error(task)

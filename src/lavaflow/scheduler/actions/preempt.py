@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._evict import EVICTABLE, candidate_nodes, commit, make_room
+from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for
 from ._queues import starving_jobs_by_queue
 
 
@@ -31,6 +31,8 @@ class PreemptAction(Action):
             jobs = per_queue[qname]
             while jobs:
                 job = jobs.pop()
+                if not may_evict_for(ssn, job):
+                    continue
                 stmt = Statement(ssn)
                 for task in _pending(ssn, job):
                     if not ssn.job_starving(job):
@@ -44,6 +46,8 @@ class PreemptAction(Action):
         # Phase 2: within a job, higher-priority tasks displace lower-priority ones.
         for job in sorted(ssn.jobs.values(), key=ssn.job_key):
             if job.is_pending() or not job.counts[TaskStatus.PENDING] or not ssn.job_starving(job):
+                continue
+            if not may_evict_for(ssn, job):
                 continue
             for task in _pending(ssn, job):
                 stmt = Statement(ssn)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._evict import EVICTABLE, candidate_nodes, commit, make_room
+from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for
 from ._queues import OrderedQueue, starving_jobs_by_queue
 
 
@@ -34,6 +34,9 @@ class ReclaimAction(Action):
             if not jobs:
                 continue
             job = jobs.pop()
+            if not may_evict_for(ssn, job):
+                queues.push(queue)
+                continue
             stmt = Statement(ssn)
             tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
             tasks.sort(key=ssn.task_key)

@@ -112,6 +112,20 @@ class SchedulerConfError(ValueError):
         super().__init__("; ".join(f"{p}: {m}" if p else m for p, m in problems))
 
 
+def yaml_error_line(exc: Exception) -> str:
+    """PyYAML's multi-line error as one line, with the line and column inside the configuration."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return "not valid YAML: " + " ".join(str(exc).split())
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    msg = f"not valid YAML at {where} of the configuration: {' '.join(str(problem).split())}"
+    context, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and cmark is not None:
+        msg += f" ({' '.join(str(context).split())} at line {cmark.line + 1}, column {cmark.column + 1})"
+    return msg
+
+
 def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = False) -> SchedulerConfiguration:
     """Parse volcano-scheduler.conf text (YAML); None gives Volcano's shipped default.
 
@@ -129,7 +143,7 @@ def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = Fals
     try:
         data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
-        raise SchedulerConfError([("", f"not valid YAML: {exc}")]) from None
+        raise SchedulerConfError([("", yaml_error_line(exc))]) from None
     if not isinstance(data, dict):
         raise SchedulerConfError([("", "expected a mapping with 'actions' and 'tiers'")])
     try:

@@ -61,6 +61,7 @@ class Session:
         self.enqueued: set[str] = set()
         self.allocated_here: list[TaskInfo] = []  # tasks this session allocated (dispatched or not)
         self.held_statements: list = []  # pipelined jobs' statements, discarded at close
+        self.session_nominated: set[str] = set()  # jobs nominated by this session's evictions
         for job in self.jobs.values():
             job.fit_errors = {}
             job.job_fit_errors = ""

@@ -1,0 +1,185 @@
+"""What kube-apiserver refuses before any webhook sees an object.
+
+Object names and namespaces (DNS-1123), pod specs (containers present and named,
+requests and limits not negative, requests within limits), node capacity, PriorityClass
+values, and sizes that must fit Kubernetes' int32 fields. These checks are the first
+part of every ``admission.validate_*`` (so the webhook applies them too) and
+:func:`validate_object` applies them to the kinds no Volcano webhook sees (Nodes,
+PriorityClasses, Namespaces, native workloads), so the simulator's loader and the
+webhook share one code path.
+
+Each check returns :class:`admission.Problem`-compatible ``(path, message)`` tuples.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, NamedTuple
+
+INT32_MAX = 2**31 - 1
+#: kube-apiserver: user-defined PriorityClasses may not exceed this (larger values are for system classes).
+HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
+SYSTEM_PRIORITY_CLASS_PREFIX = "system-"
+
+_LABEL_MAX = 63
+_SUBDOMAIN_MAX = 253
+_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+
+
+class Problem(NamedTuple):
+    path: str
+    message: str
+
+
+def label_error(value: str) -> str | None:
+    """Why ``value`` is not a DNS-1123 label, or None when it is one."""
+    if not value:
+        return "it is empty"
+    if len(value) > _LABEL_MAX:
+        return f"it is {len(value)} characters long, over the limit of {_LABEL_MAX}"
+    if not _LABEL_RE.fullmatch(value):
+        return "it may contain only lowercase letters, digits and '-', and must start and end with a letter or digit"
+    return None
+
+
+def subdomain_error(value: str) -> str | None:
+    """Why ``value`` is not a DNS-1123 subdomain, or None when it is one."""
+    if not value:
+        return "it is empty"
+    if len(value) > _SUBDOMAIN_MAX:
+        return f"it is {len(value)} characters long, over the limit of {_SUBDOMAIN_MAX}"
+    if not _SUBDOMAIN_RE.fullmatch(value):
+        return (
+            "it may contain only lowercase letters, digits, '-' and '.', and each dot-separated part "
+            "must start and end with a letter or digit"
+        )
+    return None
+
+
+# kind -> the rule kube-apiserver applies to metadata.name
+_NAME_RULES = {
+    "Namespace": ("label", label_error),
+}
+
+
+def check_meta(obj: Any, out: list, name_required: bool = True) -> None:
+    """metadata.name (DNS-1123 subdomain, a label for Namespaces) and metadata.namespace (a label)."""
+    meta = obj.metadata
+    kind = getattr(obj, "kind", "object")
+    rule, fn = _NAME_RULES.get(kind, ("subdomain", subdomain_error))
+    if meta.name:
+        why = fn(meta.name)
+        if why:
+            out.append(Problem("metadata.name", f"{kind} name {meta.name!r} is not a valid DNS-1123 {rule}: {why}."))
+    elif name_required and not meta.generate_name:
+        out.append(Problem("metadata.name", f"The {kind} has no name; set metadata.name."))
+    check_namespace(obj, out)
+
+
+def check_namespace(obj: Any, out: list) -> None:
+    meta = obj.metadata
+    if getattr(obj, "namespaced", False) and meta.namespace:
+        why = label_error(meta.namespace)
+        if why:
+            out.append(Problem("metadata.namespace", f"Namespace {meta.namespace!r} is not a valid DNS-1123 label: {why}."))
+
+
+def check_resources(resources: Mapping[str, Decimal], path: str, out: list, what: str = "quantity") -> None:
+    """Every quantity ≥ 0 (kube-apiserver: 'must be greater than or equal to 0')."""
+    for res, amount in resources.items():
+        if amount < 0:
+            out.append(Problem(f"{path}[{res}]", f"{what} {res} is {amount}; it must not be negative."))
+
+
+def check_int32(value: int, path: str, out: list, what: str) -> bool:
+    if value > INT32_MAX or value < -INT32_MAX - 1:
+        out.append(Problem(path, f"{what} is {value}; it does not fit Kubernetes' 32-bit integer (at most {INT32_MAX})."))
+        return False
+    return True
+
+
+def check_pod_spec(spec: Any, base: str, out: list) -> None:
+    """A pod (template) spec as kube-apiserver checks it: containers present, named, unique; quantities."""
+    if not spec.containers:
+        out.append(Problem(f"{base}.containers", "The pod has no containers; add at least one under containers."))
+    seen: dict[str, str] = {}
+    for field_name, containers in (("containers", spec.containers), ("initContainers", spec.init_containers)):
+        for i, c in enumerate(containers):
+            path = f"{base}.{field_name}[{i}]"
+            if not c.name:
+                out.append(Problem(f"{path}.name", "The container has no name; give it a DNS-1123 label such as 'main'."))
+            else:
+                why = label_error(c.name)
+                if why:
+                    out.append(Problem(f"{path}.name", f"Container name {c.name!r} is not a valid DNS-1123 label: {why}."))
+                elif c.name in seen:
+                    out.append(Problem(f"{path}.name", f"Container name {c.name!r} is already used by {seen[c.name]}."))
+                else:
+                    seen[c.name] = path
+            check_resources(c.resources.requests, f"{path}.resources.requests", out, "request")
+            check_resources(c.resources.limits, f"{path}.resources.limits", out, "limit")
+            for res, req in c.resources.requests.items():
+                lim = c.resources.limits.get(res)
+                if lim is not None and lim >= 0 and req > lim:
+                    out.append(Problem(f"{path}.resources.requests[{res}]",
+                                       f"request {res} ({req}) is more than its limit ({lim}); it must be at most the limit."))
+    check_resources(spec.overhead, f"{base}.overhead", out, "overhead")
+    if spec.priority is not None:
+        check_int32(spec.priority, f"{base}.priority", out, "priority")
+
+
+def check_node(node: Any, out: list) -> None:
+    check_resources(node.status.capacity, "status.capacity", out, "capacity")
+    check_resources(node.status.allocatable, "status.allocatable", out, "allocatable")
+
+
+def check_priority_class(pc: Any, out: list) -> None:
+    if pc.value > HIGHEST_USER_DEFINABLE_PRIORITY and not pc.name.startswith(SYSTEM_PRIORITY_CLASS_PREFIX):
+        out.append(Problem("value", f"value is {pc.value}; a PriorityClass may have at most {HIGHEST_USER_DEFINABLE_PRIORITY} "
+                                    f"(higher values are reserved for {SYSTEM_PRIORITY_CLASS_PREFIX}* classes)."))
+    else:
+        check_int32(pc.value, "value", out, "value")
+
+
+def validate_object(obj: Any) -> list[Problem]:
+    """kube-apiserver's checks for kinds that no Volcano webhook validates (Nodes, PriorityClasses,
+    Namespaces, Deployments, ReplicaSets, StatefulSets, batch/v1 Jobs, ConfigMaps)."""
+    out: list[Problem] = []
+    kind = getattr(obj, "kind", "")
+    check_meta(obj, out)
+    if kind == "Node":
+        check_node(obj, out)
+    elif kind == "PriorityClass":
+        check_priority_class(obj, out)
+    spec = getattr(obj, "spec", None)
+    tmpl = getattr(spec, "template", None)
+    if tmpl is not None and hasattr(tmpl, "spec"):
+        check_pod_spec(tmpl.spec, "spec.template.spec", out)
+    for field_name in ("replicas", "parallelism", "completions"):
+        value = getattr(spec, field_name, None)
+        if isinstance(value, int):
+            if value < 0:
+                out.append(Problem(f"spec.{field_name}", f"{field_name} is {value}; it must not be negative."))
+            else:
+                check_int32(value, f"spec.{field_name}", out, field_name)
+    return out
+
+
+__all__ = [
+    "HIGHEST_USER_DEFINABLE_PRIORITY",
+    "INT32_MAX",
+    "Problem",
+    "check_int32",
+    "check_meta",
+    "check_namespace",
+    "check_node",
+    "check_pod_spec",
+    "check_priority_class",
+    "check_resources",
+    "label_error",
+    "subdomain_error",
+    "validate_object",
+]

@@ -1,0 +1,214 @@
+"""Invalid objects of every kind lavaflow reads are refused, one line per problem (issue 15).
+
+Each kind starts from a valid object; hypothesis picks a set of defects from a catalogue in
+which every defect is one thing kube-apiserver or Volcano's webhook refuses, at a known
+path. The whole input must be refused (InputError; exit code 2 from the CLI) with exactly
+one line per defect, each naming the document, the object and the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lavaflow.api.loader import InputError, load_text
+from lavaflow.sim.inputs import prepare
+
+
+def _container(name="c", cpu="1"):
+    return {"name": name, "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+
+
+def _template():
+    return {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [_container()]}}
+
+
+VALID = {
+    "Node": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"},
+             "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}},
+    "NodeGroup": {"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup", "metadata": {"name": "grp"},
+                  "spec": {"count": 2, "capacity": {"cpu": "4", "memory": "8Gi"}}},
+    "Queue": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "team"},
+              "spec": {"weight": 1, "capability": {"cpu": "8"}}},
+    "PriorityClass": {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+                      "value": 1000},
+    "Namespace": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns-a"}},
+    "Pod": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-a"}, "spec": {"containers": [_container()]}},
+    "Job": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "job-a"},
+            "spec": {"minAvailable": 1, "tasks": [{"name": "t", "replicas": 2, "template": _template()}]}},
+    "PodGroup": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "pg-a"},
+                 "spec": {"minMember": 1, "minResources": {"cpu": "1"}}},
+    "Deployment": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "dep-a"},
+                   "spec": {"replicas": 2, "template": _template()}},
+    "ReplicaSet": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs-a"},
+                   "spec": {"replicas": 2, "template": _template()}},
+    "StatefulSet": {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "sts-a"},
+                    "spec": {"replicas": 2, "template": _template()}},
+    "BatchJob": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "bj-a"},
+                 "spec": {"parallelism": 2, "template": _template()}},
+}
+
+
+def _pod_spec(doc: dict) -> dict:
+    if doc["kind"] == "Pod":
+        return doc["spec"]
+    if doc["apiVersion"].startswith("batch.volcano.sh"):
+        return doc["spec"]["tasks"][0]["template"]["spec"]
+    return doc["spec"]["template"]["spec"]
+
+
+def _pod_base(doc: dict) -> str:
+    if doc["kind"] == "Pod":
+        return "spec"
+    if doc["apiVersion"].startswith("batch.volcano.sh"):
+        return "spec.tasks[0].template.spec"
+    return "spec.template.spec"
+
+
+# defect name -> (kinds it applies to, mutate(doc), expected path)
+def _bad_name(doc):
+    doc["metadata"]["name"] = doc["metadata"]["name"].upper() + "_X"
+
+
+def _bad_namespace(doc):
+    doc["metadata"]["namespace"] = "Team.A"
+
+
+def _no_containers(doc):
+    _pod_spec(doc)["containers"] = []
+
+
+def _unnamed_container(doc):
+    _pod_spec(doc)["containers"].append({"image": "x"})
+
+
+def _bad_container_name(doc):
+    _pod_spec(doc)["containers"].append({"name": "Side_Car"})
+
+
+def _negative_request(doc):
+    _pod_spec(doc)["containers"][0]["resources"]["requests"]["memory"] = "-1Gi"
+
+
+def _negative_limit(doc):
+    _pod_spec(doc)["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "-1"}
+
+
+def _negative_capacity(doc):
+    key = "capacity" if doc["kind"] == "NodeGroup" else "allocatable"
+    holder = doc["spec"] if doc["kind"] == "NodeGroup" else doc["status"]
+    holder[key]["memory"] = "-8Gi"
+
+
+def _negative_capability(doc):
+    doc["spec"]["capability"]["memory"] = "-1"
+
+
+def _huge_value(doc):
+    doc["value"] = 1_000_000_001
+
+
+def _huge_replicas(doc):
+    if doc["apiVersion"].startswith("batch.volcano.sh"):
+        doc["spec"]["tasks"][0]["replicas"] = 2**31
+    elif "parallelism" in doc["spec"]:
+        doc["spec"]["parallelism"] = 2**31
+    else:
+        doc["spec"]["replicas"] = 2**31
+
+
+def _negative_min_resources(doc):
+    doc["spec"]["minResources"]["cpu"] = "-1"
+
+
+POD_KINDS = ("Pod", "Job", "Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
+NAMED = ("Node", "NodeGroup", "Queue", "PriorityClass", "Namespace", "Pod", "PodGroup", "Deployment", "ReplicaSet",
+         "StatefulSet", "BatchJob", "Job")
+DEFECTS = {
+    "name": (NAMED, _bad_name, lambda d: "metadata.name"),
+    "namespace": (("Pod", "PodGroup", "Deployment", "Job"), _bad_namespace, lambda d: "metadata.namespace"),
+    "no-containers": (POD_KINDS, _no_containers, lambda d: f"{_pod_base(d)}.containers"),
+    "unnamed-container": (POD_KINDS, _unnamed_container, lambda d: f"{_pod_base(d)}.containers[1].name"),
+    "bad-container-name": (POD_KINDS, _bad_container_name, lambda d: f"{_pod_base(d)}.containers[1].name"),
+    "negative-request": (POD_KINDS, _negative_request,
+                         lambda d: f"{_pod_base(d)}.containers[0].resources.requests[memory]"),
+    "negative-limit": (POD_KINDS, _negative_limit,
+                       lambda d: f"{_pod_base(d)}.containers[0].resources.limits[nvidia.com/gpu]"),
+    "negative-capacity": (("Node", "NodeGroup"), _negative_capacity,
+                          lambda d: "spec.capacity[memory]" if d["kind"] == "NodeGroup" else "status.allocatable[memory]"),
+    "negative-capability": (("Queue",), _negative_capability, lambda d: "spec.capability[memory]"),
+    "priority-value": (("PriorityClass",), _huge_value, lambda d: "value"),
+    "int32-replicas": (("Job", "Deployment", "ReplicaSet", "StatefulSet", "BatchJob"), _huge_replicas,
+                       lambda d: "spec.tasks[0].replicas" if d["kind"] == "Job" and "tasks" in d["spec"]
+                       else ("spec.parallelism" if "parallelism" in d["spec"] else "spec.replicas")),
+    "negative-min-resources": (("PodGroup",), _negative_min_resources, lambda d: "spec.minResources[cpu]"),
+}
+# Defects whose fix of one field would hide another (an empty container list has no container[1]).
+EXCLUSIVE = {("no-containers", "unnamed-container"), ("no-containers", "bad-container-name"),
+             ("no-containers", "negative-request"), ("no-containers", "negative-limit"),
+             ("unnamed-container", "bad-container-name")}
+
+
+@st.composite
+def invalid_docs(draw):
+    kind = draw(st.sampled_from(sorted(VALID)))
+    doc = copy.deepcopy(VALID[kind])
+    applicable = sorted(n for n, (kinds, _, _) in DEFECTS.items() if kind in kinds)
+    chosen = draw(st.lists(st.sampled_from(applicable), min_size=1, max_size=3, unique=True))
+    chosen = [c for i, c in enumerate(chosen)
+              if not any((p, c) in EXCLUSIVE or (c, p) in EXCLUSIVE for p in chosen[:i])]
+    expected = []
+    for name in chosen:
+        _, mutate, path = DEFECTS[name]
+        mutate(doc)
+    for name in chosen:
+        expected.append(DEFECTS[name][2](doc))
+    return kind, doc, chosen, expected
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+
+
+def _problems(text: str) -> list[str]:
+    try:
+        prepare(load_text(text, "in.yaml"))
+    except InputError as exc:
+        return exc.problems
+    return []
+
+
+@SETTINGS
+@given(invalid_docs())
+def test_every_defect_of_every_kind_is_one_line(case):
+    kind, doc, chosen, expected = case
+    lines = _problems("---\n" + json.dumps(doc) + "\n")
+    assert len(lines) == len(expected), (kind, chosen, lines)
+    for path in expected:
+        assert sum(f": {path}: " in line for line in lines) >= 1, (kind, chosen, path, lines)
+    for line in lines:
+        assert line.startswith("in.yaml: document 1: ") and "\n" not in line, line
+
+
+def test_valid_objects_of_every_kind_are_accepted():
+    text = "".join("---\n" + json.dumps(d) + "\n" for d in VALID.values())
+    assert _problems(text) == []
+
+
+def test_cli_exit_code_2_and_one_line_per_problem(tmp_path):
+    docs = []
+    for i, kind in enumerate(("Node", "Pod", "Queue", "PriorityClass")):
+        d = copy.deepcopy(VALID[kind])
+        _bad_name(d)
+        docs.append(d)
+    f = tmp_path / "bad.yaml"
+    f.write_text("".join("---\n" + json.dumps(d) + "\n" for d in docs))
+    proc = subprocess.run([sys.executable, "-m", "lavaflow.cli", "simulate", str(f)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 4 and all(line.startswith(f"error: {f}: document ") for line in lines), lines
+    assert "Traceback" not in proc.stderr
