@@ -28,6 +28,9 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
     ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,
     ("flow.volcano.sh/v1alpha1", "JobTemplate"): JobTemplate,
     ("scheduling.k8s.io/v1", "PriorityClass"): PriorityClass,
+    # Older versions of the same object, still found in examples (Volcano's kubecon-2019 ones).
+    ("scheduling.k8s.io/v1beta1", "PriorityClass"): PriorityClass,
+    ("scheduling.k8s.io/v1alpha1", "PriorityClass"): PriorityClass,
     ("v1", "Pod"): Pod,
     ("v1", "Node"): Node,
     ("v1", "Namespace"): Namespace,
