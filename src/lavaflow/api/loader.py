@@ -43,6 +43,9 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
 }
 
 
+_OLDER_VERSIONS = {("scheduling.k8s.io/v1beta1", "PriorityClass"), ("scheduling.k8s.io/v1alpha1", "PriorityClass")}
+
+
 @dataclass(frozen=True)
 class Source:
     file: str
@@ -198,7 +201,7 @@ def build_object(src: Source, doc: Any, problems: Problems, skip_unsupported: bo
     if cls is None:
         if skip_unsupported:
             raise Unsupported(f"{src}: {describe(str(kind), doc)}: unsupported kind {kind!r} of {api_version!r}, skipped")
-        known = ", ".join(f"{k} ({a})" for a, k in sorted(KINDS))
+        known = ", ".join(f"{k} ({a})" for a, k in sorted(KINDS) if (a, k) not in _OLDER_VERSIONS)
         problems.add(src, describe(str(kind), doc), "",
                      f"unsupported kind {kind!r} of {api_version!r} (--skip-unsupported runs the rest without it); "
                      f"supported: {known}")
