@@ -80,3 +80,27 @@ def test_priority_class_of_older_api_versions_is_accepted():
                         "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}]}})
     r = simulate(node_group("n") + pcs + job)
     assert r["jobs"][0]["phase"] == "Completed"
+
+
+def test_task_start_dependency_chain_on_linux_nodes():
+    # After Volcano's example/task-start-dependency: minAvailable 1, three tasks chained by
+    # dependsOn, every pod selecting kubernetes.io/os: linux (set by the kubelet on real nodes).
+    def task(name: str, replicas: int, after: str | None) -> dict:
+        t = {"name": name, "replicas": replicas, "template": {
+            "metadata": {"annotations": {"sim.lavaflow.io/duration": "20s"}},
+            "spec": {"nodeSelector": {"kubernetes.io/os": "linux"}, "restartPolicy": "OnFailure",
+                     "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]}}}
+        if after:
+            t["dependsOn"] = {"name": [after]}
+        return t
+
+    job = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "chain"},
+               "spec": {"schedulerName": "volcano", "queue": "default", "minAvailable": 1,
+                        "tasks": [task("first", 1, None), task("second", 2, "first"), task("third", 2, "second")]}})
+    r = simulate(node_group("n", cpu="2") + job)
+    assert r["jobs"][0]["phase"] == "Completed"
+    start = {}
+    for p in r["pods"]:
+        start.setdefault(p["task"], set()).add(p["startTime"])
+    first, second, third = (min(start[t]) for t in ("first", "second", "third"))
+    assert first < second < third
