@@ -422,11 +422,11 @@ def test_unimplemented_constraints_are_warned_once_per_job():
     assert r["warnings"] == [
         "<input>: document 2: Job/ms: spec.networkTopology, spec.tasks[1].topologyPolicy, "
         "spec.tasks[1].template.spec.containers[0].resources.claims: not implemented by lavaflow, ignored "
-        "(the job is scheduled without this constraint)",
+        "(the job is scheduled without it)",
         "<input>: document 4: Job/part: spec.tasks[0].partitionPolicy: not implemented by lavaflow, ignored "
-        "(the job is scheduled without this constraint)",
+        "(the job is scheduled without it)",
         "<input>: document 5: Pod/dra: spec.resourceClaims: not implemented by lavaflow, ignored "
-        "(the job is scheduled without this constraint)",
+        "(the job is scheduled without it)",
     ]
     assert job_of(r, "ms")["phase"] == "Completed"
 

@@ -30,6 +30,9 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
     ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,
     ("flow.volcano.sh/v1alpha1", "JobTemplate"): JobTemplate,
     ("scheduling.k8s.io/v1", "PriorityClass"): PriorityClass,
+    # Older versions of the same object, still found in examples (Volcano's kubecon-2019 ones).
+    ("scheduling.k8s.io/v1beta1", "PriorityClass"): PriorityClass,
+    ("scheduling.k8s.io/v1alpha1", "PriorityClass"): PriorityClass,
     ("v1", "Pod"): Pod,
     ("v1", "Node"): Node,
     ("v1", "Namespace"): Namespace,
@@ -40,6 +43,9 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
     ("batch/v1", "Job"): BatchJob,
     ("sim.lavaflow.io/v1alpha1", "NodeGroup"): NodeGroup,
 }
+
+
+_OLDER_VERSIONS = {("scheduling.k8s.io/v1beta1", "PriorityClass"), ("scheduling.k8s.io/v1alpha1", "PriorityClass")}
 
 
 @dataclass(frozen=True)
@@ -206,7 +212,7 @@ def build_object(src: Source, doc: Any, problems: Problems, skip_unsupported: bo
     if cls is None:
         if skip_unsupported:
             raise Unsupported(f"{src}: {describe(str(kind), doc)}: unsupported kind {kind!r} of {api_version!r}, skipped")
-        known = ", ".join(f"{k} ({a})" for a, k in sorted(KINDS))
+        known = ", ".join(f"{k} ({a})" for a, k in sorted(KINDS) if (a, k) not in _OLDER_VERSIONS)
         problems.add(src, describe(str(kind), doc), "",
                      f"unsupported kind {kind!r} of {api_version!r} (--skip-unsupported runs the rest without it); "
                      f"supported: {known}")

@@ -192,13 +192,17 @@ def _ignored_in_pod_spec(spec, prefix: str) -> list[str]:
 
 
 def unimplemented_constraints(obj) -> list[str]:
-    """Fields of ``obj`` naming placement constraints lavaflow does not implement (they are
-    ignored): NUMA topologyPolicy, networkTopology, partitionPolicy, DRA resource claims."""
+    """Fields of ``obj`` naming what lavaflow does not implement (they are ignored): placement
+    constraints (NUMA topologyPolicy, networkTopology, partitionPolicy, DRA resource claims) and
+    Volcano job plugins it does not have (ray, hcclrank)."""
     out: list[str] = []
     spec = getattr(obj, "spec", None)
     if isinstance(obj, (Job, JobTemplate)):
         if spec.network_topology:
             out.append("spec.networkTopology")
+        from ..controllers.job_plugins import PLUGINS as JOB_PLUGINS
+
+        out.extend(f"spec.plugins[{name}]" for name in spec.plugins if name not in JOB_PLUGINS)
         for ti, task in enumerate(spec.tasks):
             base = f"spec.tasks[{ti}]"
             if task.topology_policy:
@@ -380,7 +384,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
         if ignored:  # once per object, naming every such field
             out.warnings.append(
                 f"{src}: {_what(obj)}: {', '.join(ignored)}: not implemented by lavaflow, ignored "
-                "(the job is scheduled without this constraint)"
+                "(the job is scheduled without it)"
             )
     problems.raise_if_any()
     out.items = items
