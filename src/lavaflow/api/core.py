@@ -257,3 +257,22 @@ class Secret(TypedObject):
     type: str = "Opaque"
     data: dict[str, str] = Field(default_factory=dict)  # base64, as the API stores it
     string_data: dict[str, str] = Field(default_factory=dict)
+
+
+class ResourceQuotaSpec(K8sModel):
+    hard: ResourceList = Field(default_factory=dict)
+    scopes: list[str] = Field(default_factory=list)
+
+
+class ResourceQuotaStatus(K8sModel):
+    hard: ResourceList = Field(default_factory=dict)
+    used: ResourceList = Field(default_factory=dict)
+
+
+class ResourceQuota(TypedObject):
+    """core/v1 ResourceQuota: the resourcequota scheduler plugin admits a namespace's jobs within ``spec.hard``."""
+
+    api_version: str = "v1"
+    kind: str = "ResourceQuota"
+    spec: ResourceQuotaSpec = Field(default_factory=ResourceQuotaSpec)
+    status: ResourceQuotaStatus = Field(default_factory=ResourceQuotaStatus)

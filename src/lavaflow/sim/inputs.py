@@ -16,6 +16,7 @@ from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source
 from ..api.volcano import Command, Job, JobFlow, JobTemplate, PodGroup, Queue
 from ..controllers.jobflow import validate_jobflow
+from ..api.topology import HyperNode, Numatopology, validate_hypernode, validate_numatopology
 from ..api.workloads import NodeGroup
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 from . import annotations as ann
@@ -228,6 +229,10 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                     problems.add(src, _what(obj), f"data[{CONF_KEY}]" + (f".{path}" if path else ""), msg)
             out.conf_text = obj.data[CONF_KEY]
             out.conf_source = str(src)
+        elif isinstance(obj, HyperNode):
+            found = [admission.Problem(path, msg) for path, msg in validate_hypernode(obj)]
+        elif isinstance(obj, Numatopology):
+            found = [admission.Problem(path, msg) for path, msg in validate_numatopology(obj)]
         elif hasattr(getattr(obj, "spec", None), "template"):
             _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
         for p in found:

@@ -50,7 +50,11 @@ class AllocateAction(Action):
                     ssn.record(job, "allocate", job.job_fit_errors)
                 continue
             job = jobs.pop()
-            stmt, more = self._allocate_job(ssn, queue, job)
+            domains = ssn.job_domains(job)
+            if domains is None:
+                stmt, more = self._allocate_job(ssn, queue, job)
+            else:
+                stmt, more = self._allocate_in_domains(ssn, queue, job, domains)
             if ssn.job_ready(job):
                 placed = len(stmt)
                 stmt.commit()
@@ -65,6 +69,26 @@ class AllocateAction(Action):
                 stmt.discard()
             queues.push(queue)
         ssn.held_statements.extend(held)
+
+    def _allocate_in_domains(self, ssn, queue, job, domains) -> tuple[Statement, bool]:
+        """Place the gang inside the first node set (HyperNode) where it becomes ready or pipelined."""
+        candidates, reason = domains
+        for label, mask in candidates:
+            ssn.node_limit = mask
+            try:
+                stmt, more = self._allocate_job(ssn, queue, job)
+            finally:
+                ssn.node_limit = None
+            if ssn.job_ready(job) or ssn.job_pipelined(job):
+                job.fit_errors = {}
+                if label:
+                    ssn.record(job, "allocate", f"placed within {label}")
+                return stmt, more
+            stmt.discard()
+        job.fit_errors = {}
+        job.job_fit_errors = reason
+        ssn.record(job, "allocate", reason)
+        return Statement(ssn), False
 
     def _allocate_job(self, ssn, queue, job) -> tuple[Statement, bool]:
         stmt = Statement(ssn)

@@ -75,6 +75,8 @@ class Session:
         self._score_log: list[np.ndarray] = []  # rows whose usage changed, one entry per epoch
         self._score_snap: np.ndarray | None = None  # nodes.used when last compared
         self._score_nodes: Any = None
+        # Nodes the task being placed may use (a job's HyperNode while allocate tries it), or None.
+        self.node_limit: np.ndarray | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -183,6 +185,23 @@ class Session:
 
     def add_preemptive_fn(self, name: str, fn: Callable) -> None:
         self._add("Preemptive", name, fn)
+
+    def add_job_domains_fn(self, name: str, fn: Callable) -> None:
+        """fn(job) -> None (no constraint) or (candidates, reason): the node sets the job's gang
+        must be placed within, in order of preference — [(label, bool mask over nodes or None
+        for all nodes)] — and why the job waits when it fits none (network topology)."""
+        self._add("JobDomains", name, fn)
+
+    def job_domains(self, job: JobInfo) -> tuple[list[tuple[str, np.ndarray | None]], str] | None:
+        fns = self.fns.get("JobDomains")
+        if not fns:
+            return None
+        for tier in self._tiered("JobDomains"):
+            for _, fn in tier:
+                got = fn(job)
+                if got is not None:
+                    return got
+        return None
 
     def add_event_handler(self, allocate: Callable | None = None, deallocate: Callable | None = None) -> None:
         """allocate(task) / deallocate(task) are called as tasks gain or lose resources."""
@@ -344,6 +363,8 @@ class Session:
 
     def predicate_mask(self, task: TaskInfo) -> np.ndarray:
         mask = self.nodes.schedulable[: len(self.nodes)].copy()
+        if self.node_limit is not None:
+            mask &= self.node_limit
         for tier in self._tiered("Predicate"):
             for _, fn in tier:
                 m, _explain = fn(task)
@@ -457,6 +478,11 @@ class Session:
         if not_ready:
             reasons["node(s) were unschedulable or not ready"] = not_ready
         remaining = alive.copy()
+        if self.node_limit is not None:
+            outside = int((remaining & ~self.node_limit).sum())
+            if outside:
+                reasons["node(s) outside the job's HyperNode"] = outside
+            remaining &= self.node_limit
         for tier in self._tiered("Predicate"):
             for _, fn in tier:
                 m, explain = fn(task)
