@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .conf import SchedulerConfiguration
 
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
+# A node-order cache_key's answer for a task whose score depends on more than each node's own
+# row: that fn is then computed over the candidates only, the others stay cached.
+UNCACHED = object()
 
 
 def _cmp_default(l_creation: float, l_uid: str, r_creation: float, r_uid: str) -> int:
@@ -371,23 +374,30 @@ class Session:
                 mask &= m
         return mask
 
-    def node_scores(self, task: TaskInfo, candidates: np.ndarray) -> np.ndarray:
+    def node_scores(self, task: TaskInfo, candidates: np.ndarray, skip: tuple[str, ...] = ()) -> np.ndarray:
         scores = np.zeros(len(candidates))
         for tier in self._tiered("NodeOrder"):
-            for _, fn in tier:
-                scores += fn(task, candidates)
+            for name, fn in tier:
+                if name not in skip:
+                    scores += fn(task, candidates)
         return scores
 
-    def _class_key(self, task: TaskInfo) -> Any:
-        """The task's score class, or None when some node-order fn cannot be cached."""
+    def _class_key(self, task: TaskInfo) -> tuple[Any, tuple[str, ...]]:
+        """The task's score class (None when some node-order fn cannot be cached), and the
+        fns whose cache_key answered UNCACHED for this task (scored over the candidates only)."""
         parts = []
+        apart: tuple[str, ...] = ()
         for tier in self._tiered("NodeOrder"):
             for name, _ in tier:
                 ck = self._score_keys.get(name)
                 if ck is None:
-                    return None
-                parts.append(ck(task))
-        return tuple(parts)
+                    return None, ()
+                part = ck(task)
+                if part is UNCACHED:
+                    apart += (name,)
+                else:
+                    parts.append(part)
+        return tuple(parts), apart
 
     def _changed_rows(self) -> int:
         """Advance the usage epoch with the nodes whose ``used`` row changed; returns the epoch."""
@@ -445,14 +455,16 @@ class Session:
         return entry[1]
 
     def _best(self, task: TaskInfo, cand: np.ndarray, epoch: int | None = None) -> int:
-        key = self._class_key(task)
+        key, apart = self._class_key(task)
         if key is None:
             scores = self.node_scores(task, cand)
         else:
             if epoch is None:
                 epoch = self._changed_rows()
-            full = self._class_array(("score", key), epoch, lambda rows: self.node_scores(task, rows))
+            full = self._class_array(("score", key), epoch, lambda rows: self.node_scores(task, rows, apart))
             scores = full[cand]
+            if apart:
+                scores = scores + self.node_scores(task, cand, tuple(n for n in self._score_keys if n not in apart))
         return int(cand[int(np.argmax(scores))])
 
     def _resource_fit(self, req: np.ndarray, nz: np.ndarray, epoch: int) -> np.ndarray:

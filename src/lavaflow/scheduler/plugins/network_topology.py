@@ -24,7 +24,7 @@ import numpy as np
 from ...api.selectors import label_selector_matches
 from ..api import OCCUPYING, TaskStatus
 from ..framework.registry import Plugin, register_plugin
-from ..framework.session import ABSTAIN, REJECT
+from ..framework.session import ABSTAIN, REJECT, UNCACHED
 from ..resources import EPS
 
 MAX_SCORE = 100.0
@@ -113,7 +113,6 @@ class NetworkTopologyAwarePlugin(Plugin):
             cache.plugin_memo[self.name] = memo
         topo: Topology = memo[1]
         n = len(nodes)
-        versions: dict[str, int] = {}  # per topology job: bumped when its placements change
 
         def min_request(job) -> np.ndarray:
             if job.min_resources is not None and np.any(job.min_resources > 0):
@@ -211,11 +210,14 @@ class NetworkTopologyAwarePlugin(Plugin):
             job = ssn.jobs.get(task.job)
             if job is None or topology_of(job) is None or not len(topo.names) or weight <= 0:
                 return np.zeros(len(cand))
-            placed = placed_nodes(job)
-            if not placed:
+            holders = job_holders.get(job.uid)
+            if holders is None:
+                placed = placed_nodes(job)
+                holders = job_holders[job.uid] = topo.members[:, placed].all(axis=1) if placed else False
+            if holders is False:
                 return np.zeros(len(cand))
             # The lowest tier of a HyperNode holding the job's placed nodes and the candidate.
-            anc = np.flatnonzero(topo.members[:, placed].all(axis=1))
+            anc = np.flatnonzero(holders)
             if not len(anc):
                 return np.zeros(len(cand))
             t = np.where(topo.members[anc][:, cand], topo.tiers[anc][:, None], np.iinfo(np.int64).max).min(axis=0)
@@ -226,14 +228,10 @@ class NetworkTopologyAwarePlugin(Plugin):
             return s * MAX_SCORE * weight
 
         def score_key(task):
+            # Zero for tasks without networkTopology (cacheable); otherwise it depends on where the
+            # job's other tasks are, so it is computed over the candidates only.
             job = ssn.jobs.get(task.job)
-            if job is None or topology_of(job) is None:
-                return None
-            return ("nt", task.job, versions.get(task.job, 0))
-
-        def on_change(task) -> None:
-            if task.job in versions or (ssn.jobs.get(task.job) is not None and topology_of(ssn.jobs[task.job]) is not None):
-                versions[task.job] = versions.get(task.job, 0) + 1
+            return None if job is None or topology_of(job) is None else UNCACHED
 
         def enqueueable(job) -> int:
             # A hard-mode gang larger than every allowed HyperNode can never run: keep it Pending.
@@ -254,10 +252,26 @@ class NetworkTopologyAwarePlugin(Plugin):
             )
             return REJECT
 
+        # Per topology job: which HyperNodes hold all its placed nodes (False: none placed yet).
+        job_holders: dict[str, Any] = {}
+
+        def on_allocate(task) -> None:
+            holders = job_holders.get(task.job)
+            if holders is None:
+                return
+            if holders is False:
+                job_holders[task.job] = topo.members[:, task.node].copy()
+            else:
+                holders &= topo.members[:, task.node]
+
+        def on_deallocate(task) -> None:
+            job_holders.pop(task.job, None)
+
+        if len(topo.names):
+            ssn.add_event_handler(on_allocate, on_deallocate)
         ssn.add_job_domains_fn(self.name, domains)
         ssn.add_job_enqueueable_fn(self.name, enqueueable)
         ssn.add_node_order_fn(self.name, score, cache_key=score_key)
-        ssn.add_event_handler(on_change, on_change)
 
 
 def _highest(spec, topo: Topology) -> int:
