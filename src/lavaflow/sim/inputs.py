@@ -62,6 +62,21 @@ def expand_node_group(ng: NodeGroup) -> list[Node]:
     return nodes
 
 
+def numa_topology(node_name: str, cpus: int, layout) -> Numatopology:
+    """The Numatopology the resource exporter would report for a node of ``layout``."""
+    per = cpus // layout.nodes
+    return Numatopology.model_validate(
+        {
+            "metadata": {"name": node_name},
+            "spec": {
+                "policies": {"CPUManagerPolicy": layout.cpu_manager_policy, "TopologyManagerPolicy": layout.topology_manager_policy},
+                "numares": {"cpu": {"allocatable": f"0-{cpus - 1}" if cpus else "", "capacity": cpus}},
+                "cpuDetail": {str(c): {"numa": c // per, "socket": c // per, "core": c} for c in range(cpus)},
+            },
+        }
+    )
+
+
 def _time_annotation(problems: Problems, src: Source, obj, key: str, allow_inf: bool = False) -> float | None:
     raw = obj.metadata.annotations.get(key)
     if raw is None:
@@ -131,7 +146,15 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
                 continue
             if not obj.spec.capacity:
                 problems.add(src, _what(obj), "spec.capacity", "is required (the allocatable resources of each node)")
-            items.extend(Item(node, src) for node in expand_node_group(obj))
+            nodes = expand_node_group(obj)
+            items.extend(Item(node, src) for node in nodes)
+            if obj.spec.numa is not None:
+                cpu = obj.spec.capacity.get("cpu")
+                if cpu is None or cpu != int(cpu) or int(cpu) % obj.spec.numa.nodes:
+                    problems.add(src, _what(obj), "spec.numa.nodes",
+                                 f"capacity cpu ({cpu}) must be a whole number of CPUs divisible by the NUMA nodes ({obj.spec.numa.nodes})")
+                    continue
+                items.extend(Item(numa_topology(node.name, int(cpu), obj.spec.numa), src) for node in nodes)
             continue
         items.append(Item(obj, src))
     return items
