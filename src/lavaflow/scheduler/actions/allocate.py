@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._queues import OrderedQueue
+from ._queues import OrderedQueue, job_queue
 
 
 @register_action
@@ -36,7 +36,7 @@ class AllocateAction(Action):
                 continue
             if job.queue not in ssn.queues:
                 continue
-            per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
+            per_queue.setdefault(job.queue, job_queue(ssn)).push(job)
         queues = OrderedQueue(ssn.queue_key, (ssn.queues[q] for q in per_queue))
         held: list[Statement] = []
         while queues:

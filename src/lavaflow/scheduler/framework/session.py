@@ -138,6 +138,10 @@ class Session:
     def add_queue_order_fn(self, name: str, fn: Callable) -> None:
         self._add("QueueOrder", name, fn)
 
+    def add_namespace_order_fn(self, name: str, fn: Callable) -> None:
+        """fn(namespace, namespace) -> int: inside a queue, which namespace's jobs go next."""
+        self._add("NamespaceOrder", name, fn)
+
     def add_task_order_fn(self, name: str, fn: Callable) -> None:
         self._add("TaskOrder", name, fn)
 
@@ -252,6 +256,9 @@ class Session:
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
         r = self._order("QueueOrder", left, right)
         return r or _cmp_default(left.creation, left.name, right.creation, right.name)
+
+    def namespace_order(self, left: str, right: str) -> int:
+        return self._order("NamespaceOrder", left, right) or (left > right) - (left < right)
 
     def task_order(self, left: TaskInfo, right: TaskInfo) -> int:
         r = self._order("TaskOrder", left, right)
