@@ -113,6 +113,7 @@ class ContainerPort(K8sModel):
     name: str | None = None
     protocol: str = "TCP"
     host_port: int | None = None
+    host_ip: str | None = Field(default=None, alias="hostIP")
 
 
 class Container(K8sModel):
@@ -124,6 +125,14 @@ class Container(K8sModel):
     ports: list[ContainerPort] = Field(default_factory=list)
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     restart_policy: str | None = None  # "Always" marks a sidecar init container
+
+
+class TopologySpreadConstraint(K8sModel):
+    max_skew: int = 1
+    topology_key: str = ""
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
 
 
 class PodSpec(K8sModel):
@@ -141,6 +150,7 @@ class PodSpec(K8sModel):
     hostname: str | None = None
     subdomain: str | None = None
     overhead: ResourceList = Field(default_factory=dict)
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
 
 
 class PodTemplateMeta(K8sModel):
