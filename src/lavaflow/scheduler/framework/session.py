@@ -210,6 +210,19 @@ class Session:
                     return got
         return None
 
+    def add_victim_tasks_fn(self, name: str, fn: Callable) -> None:
+        """fn(running tasks) -> tasks to evict (the shuffle action; e.g. rescheduling)."""
+        self._add("VictimTasks", name, fn)
+
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        """The union of every plugin's victims, in the order first named."""
+        out: dict[str, TaskInfo] = {}
+        for tier in self._tiered("VictimTasks"):
+            for _, fn in tier:
+                for t in fn(tasks):
+                    out.setdefault(t.uid, t)
+        return list(out.values())
+
     def add_event_handler(self, allocate: Callable | None = None, deallocate: Callable | None = None) -> None:
         """allocate(task) / deallocate(task) are called as tasks gain or lose resources."""
         self.event_handlers.append((allocate, deallocate))
