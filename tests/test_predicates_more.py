@@ -57,3 +57,31 @@ def test_host_ports_conflict_on_a_node():
     assert len(placed) == 2 and len(set(placed)) == 2  # one per node; the third waits
     msgs = json.dumps(r["podGroups"])
     assert "didn't have free ports for the requested pod ports" in msgs
+
+
+def volume_objects(zone: str = "b") -> str:
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1"},
+          "spec": {"capacity": {"storage": "10Gi"}, "claimRef": {"namespace": "default", "name": "data"},
+                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                       {"key": "zone", "operator": "In", "values": [zone]}]}]}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}, "spec": {"volumeName": "pv-1"}}
+    return "---\n" + json.dumps(pv) + "\n---\n" + json.dumps(pvc) + "\n"
+
+
+def pod_with_claim(name: str, claim: str) -> str:
+    return "---\n" + json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": name, "annotations": {"sim.lavaflow.io/duration": "100"}}, "spec": {
+        "schedulerName": "volcano", "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}) + "\n"
+
+
+def test_bound_volume_node_affinity_restricts_placement():
+    r = simulate(zones() + volume_objects("b") + pod_with_claim("p", "data"), until=50)
+    assert node_of(r)["p"].startswith("zb-")
+    assert node_of(simulate(zones() + volume_objects("a") + pod_with_claim("p", "data"), until=50))["p"].startswith("za-")
+
+
+def test_missing_claim_keeps_the_pod_pending_with_reason():
+    r = simulate(zones() + pod_with_claim("p", "nope"), until=50)
+    assert node_of(r)["p"] is None
+    assert 'persistentvolumeclaim \\"nope\\" not found' in json.dumps(r["podGroups"])

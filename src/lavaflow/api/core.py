@@ -135,6 +135,16 @@ class TopologySpreadConstraint(K8sModel):
     min_domains: int | None = None
 
 
+class PersistentVolumeClaimVolumeSource(K8sModel):
+    claim_name: str = ""
+    read_only: bool | None = None
+
+
+class Volume(K8sModel):
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+
+
 class PodSpec(K8sModel):
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
@@ -151,6 +161,7 @@ class PodSpec(K8sModel):
     subdomain: str | None = None
     overhead: ResourceList = Field(default_factory=dict)
     topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    volumes: list[Volume] = Field(default_factory=list)
 
 
 class PodTemplateMeta(K8sModel):
@@ -286,3 +297,42 @@ class ResourceQuota(TypedObject):
     kind: str = "ResourceQuota"
     spec: ResourceQuotaSpec = Field(default_factory=ResourceQuotaSpec)
     status: ResourceQuotaStatus = Field(default_factory=ResourceQuotaStatus)
+
+
+class VolumeNodeAffinity(K8sModel):
+    required: NodeSelector | None = None
+
+
+class ObjectReference(K8sModel):
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+
+
+class PersistentVolumeSpec(K8sModel):
+    capacity: ResourceList = Field(default_factory=dict)
+    node_affinity: VolumeNodeAffinity | None = None
+    claim_ref: ObjectReference | None = None
+    storage_class_name: str | None = None
+
+
+class PersistentVolume(TypedObject):
+    """core/v1 PersistentVolume: the predicates plugin reads ``spec.nodeAffinity`` of bound volumes."""
+
+    namespaced = False
+    api_version: str = "v1"
+    kind: str = "PersistentVolume"
+    spec: PersistentVolumeSpec = Field(default_factory=PersistentVolumeSpec)
+
+
+class PersistentVolumeClaimSpec(K8sModel):
+    volume_name: str | None = None
+    storage_class_name: str | None = None
+    access_modes: list[str] = Field(default_factory=list)
+
+
+class PersistentVolumeClaim(TypedObject):
+    api_version: str = "v1"
+    kind: str = "PersistentVolumeClaim"
+    spec: PersistentVolumeClaimSpec = Field(default_factory=PersistentVolumeClaimSpec)

@@ -400,8 +400,8 @@ SCHEDULER_RULES = [
     _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
     _rule(["scheduling.volcano.sh"], ["podgroups", "queues"], READ),
     _rule(["scheduling.volcano.sh"], ["queues"], ["create"]),
-    # read by the network-topology-aware, numa-aware and resourcequota plugins when configured
-    _rule([""], ["resourcequotas"], READ),
+    # read by the network-topology-aware, numa-aware, resourcequota and predicates (volumes) plugins
+    _rule([""], ["resourcequotas", "persistentvolumeclaims", "persistentvolumes"], READ),
     _rule(["topology.volcano.sh"], ["hypernodes"], READ),
     _rule(["nodeinfo.volcano.sh"], ["numatopologies"], READ),
     _rule(["scheduling.volcano.sh"], ["podgroups/status", "queues/status"], ["patch", "update"]),

@@ -82,6 +82,7 @@ _ALL = [
     Resource("BatchJob", "Job", "batch/v1", "jobs", True, True),
     Resource("NetworkPolicy", "NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
     Resource("PersistentVolumeClaim", "PersistentVolumeClaim", "v1", "persistentvolumeclaims", True, True),
+    Resource("PersistentVolume", "PersistentVolume", "v1", "persistentvolumes", False, True),
     Resource("HyperNode", "HyperNode", "topology.volcano.sh/v1alpha1", "hypernodes", False, True),
     Resource("Numatopology", "Numatopology", "nodeinfo.volcano.sh/v1alpha1", "numatopologies", False),
     Resource("ResourceQuota", "ResourceQuota", "v1", "resourcequotas", True, True),

@@ -81,9 +81,8 @@ class KubeScheduler:
         # Kinds only some plugins read are watched when a configured plugin needs them (their
         # CRDs may not be installed otherwise).
         configured = {p.name for tier in self.conf.tiers for p in tier.plugins}
-        for plugin, kind in PLUGIN_KIND_OF.items():
-            if plugin in configured:
-                self.store.inform(kind)
+        for kind in dict.fromkeys(k for plugin, kinds in PLUGIN_KIND_OF.items() if plugin in configured for k in kinds):
+            self.store.inform(kind)
         self.cache = SchedulerCache(scheduler_names=scheduler_names)
         self.scheduler = Scheduler(self.cache, self.conf)
         self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound

@@ -38,8 +38,14 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_MAX_PODS = 110
 SYSTEM_CRITICAL = ("system-cluster-critical", "system-node-critical")
 # Kinds fed to on_object: read by network-topology-aware, numa-aware and resourcequota.
-PLUGIN_KIND_OF = {"network-topology-aware": "HyperNode", "numa-aware": "Numatopology", "resourcequota": "ResourceQuota"}
-PLUGIN_KINDS = tuple(PLUGIN_KIND_OF.values())
+PLUGIN_KIND_OF = {
+    "network-topology-aware": ("HyperNode",),
+    "numa-aware": ("Numatopology",),
+    "resourcequota": ("ResourceQuota",),
+    "drf": ("ResourceQuota",),  # namespace weights
+    "predicates": ("PersistentVolumeClaim", "PersistentVolume"),  # volume node affinity
+}
+PLUGIN_KINDS = tuple(dict.fromkeys(k for kinds in PLUGIN_KIND_OF.values() for k in kinds))
 
 
 def timestamp(value: Any) -> float:

@@ -290,5 +290,5 @@ def _describe(req: np.ndarray, index) -> str:
         if name == "pods":
             continue
         v = float(req[c])
-        parts.append(f"{name} {v:g}")
+        parts.append(f"{name} {v / 2**30:g}Gi" if name == "memory" and v >= 2**20 else f"{name} {v:g}")
     return ", ".join(parts) or "nothing"

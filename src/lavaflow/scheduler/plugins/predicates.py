@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...api.selectors import first_untolerated_taint, label_selector_matches, pod_fits_node_labels
+from ...api.selectors import first_untolerated_taint, label_selector_matches, node_selector_matches, pod_fits_node_labels
 from ..framework.registry import Plugin, register_plugin
 
 
@@ -149,7 +149,50 @@ class PredicatesPlugin(Plugin):
             spec = task.pod.spec if task.pod is not None else None
             if spec is not None and (spec.topology_spread_constraints or _host_ports(spec)):
                 mask = mask & ports_mask(task) & spread_mask(task, mask)
+            if spec is not None and spec.volumes:
+                mask = mask & volumes_mask(task)
             return mask, explain
+
+        def volume_claims(task) -> tuple[str, ...]:
+            return tuple(sorted(v.persistent_volume_claim.claim_name for v in task.pod.spec.volumes
+                                if v.persistent_volume_claim is not None))
+
+        def volume_reason(task) -> str:
+            objects = ssn.cache.objects
+            for name in volume_claims(task):
+                pvc = objects.get("PersistentVolumeClaim", {}).get(f"{task.namespace}/{name}")
+                if pvc is None:
+                    return f'persistentvolumeclaim "{name}" not found'
+                if pvc.spec.volume_name and pvc.spec.volume_name not in objects.get("PersistentVolume", {}):
+                    return f'persistentvolume "{pvc.spec.volume_name}" not found'
+            return "node(s) had volume node affinity conflict"
+
+        def volumes_mask(task) -> np.ndarray:
+            """VolumeBinding / VolumeZone: a bound PersistentVolume's nodeAffinity; a missing claim fits nowhere."""
+            claims = volume_claims(task)
+            n = len(nodes)
+            if not claims:
+                return np.ones(n, dtype=bool)
+            objects = ssn.cache.objects
+
+            def build() -> np.ndarray:
+                out = np.ones(n, dtype=bool)
+                for name in claims:
+                    pvc = objects.get("PersistentVolumeClaim", {}).get(f"{task.namespace}/{name}")
+                    if pvc is None:
+                        return np.zeros(n, dtype=bool)
+                    if not pvc.spec.volume_name:
+                        continue  # not bound yet: any node (binding on first consumer is not modelled)
+                    pv = objects.get("PersistentVolume", {}).get(pvc.spec.volume_name)
+                    if pv is None:
+                        return np.zeros(n, dtype=bool)
+                    aff = pv.spec.node_affinity.required if pv.spec.node_affinity is not None else None
+                    if aff is not None:
+                        out &= np.fromiter((node_selector_matches(aff, nodes.labels[i], nodes.names[i]) for i in range(n)),
+                                           dtype=bool, count=n)
+                return out
+
+            return ssn.static_mask(task, ("volumes", task.namespace, claims, ssn.cache.objects_version), build)
 
         def ports_mask(task) -> np.ndarray:
             """NodePorts: no placed pod on the node uses one of the task's host ports."""
@@ -211,8 +254,10 @@ class PredicatesPlugin(Plugin):
                     r = "node(s) didn't match pod anti-affinity rules"
                 elif spec is not None and _host_ports(spec) and not ports_mask(task)[i]:
                     r = "node(s) didn't have free ports for the requested pod ports"
-                elif spec is not None and spec.topology_spread_constraints:
+                elif spec is not None and spec.topology_spread_constraints and not spread_mask(task, np.ones(len(nodes), dtype=bool))[i]:
                     r = "node(s) didn't match pod topology spread constraints"
+                elif spec is not None and spec.volumes and not volumes_mask(task)[i]:
+                    r = volume_reason(task)
                 else:
                     r = "node(s) didn't satisfy a predicate"
                 reasons[r] = reasons.get(r, 0) + 1
