@@ -147,11 +147,18 @@ class PredicatesPlugin(Plugin):
                 aff_ok, anti_ok = pod_affinity_mask(task)
                 mask = mask & aff_ok & anti_ok
             spec = task.pod.spec if task.pod is not None else None
-            if spec is not None and (spec.topology_spread_constraints or _host_ports(spec)):
-                mask = mask & ports_mask(task) & spread_mask(task, mask)
-            if spec is not None and spec.volumes:
-                mask = mask & volumes_mask(task)
+            if spec is not None:
+                extra = extras.get(id(spec))
+                if extra is None:
+                    extra = extras[id(spec)] = (bool(spec.topology_spread_constraints or _host_ports(spec)), bool(spec.volumes))
+                if extra[0]:
+                    mask = mask & ports_mask(task) & spread_mask(task, mask)
+                if extra[1]:
+                    mask = mask & volumes_mask(task)
             return mask, explain
+
+        # Per pod spec (pods of a task share theirs): (spread or host ports, volumes) to check.
+        extras: dict[int, tuple[bool, bool]] = {}
 
         def volume_claims(task) -> tuple[str, ...]:
             return tuple(sorted(v.persistent_volume_claim.claim_name for v in task.pod.spec.volumes
