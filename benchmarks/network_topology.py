@@ -128,11 +128,12 @@ def run(args, topology: bool) -> None:
         pods[pod.key] = pod
         cache.on_pod(pod)
     sched = Scheduler(cache, load_scheduler_conf(NT_CONF if topology else CONF))
-    times, placed = [], 0
+    times, cpu, placed = [], [], 0
     for cycle in range(args.max_cycles):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         sched.run_once(now=float(cycle))
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         decisions = cache.decisions
         cache.decisions = type(decisions)()
         binds = apply(cache, decisions, pods, pgs, queues)
@@ -147,9 +148,10 @@ def run(args, topology: bool) -> None:
     print(f"{label}:")
     print(f"  pods placed        {placed} of {len(pod_list)} in {len(pg_list)} gangs")
     print(f"  cycles             {len(times)}")
-    print(f"  first cycle        {times[0] * 1000:.1f} ms")
+    print(f"  first cycle        {times[0] * 1000:.1f} ms (cpu {cpu[0] * 1000:.1f} ms)")
     print(f"  cycle p50 / max    {sorted(times)[len(times) // 2] * 1000:.1f} / {max(times) * 1000:.1f} ms")
-    print(f"  total              {sum(times):.3f} s")
+    print(f"  total              {sum(times):.3f} s (cpu {sum(cpu):.3f} s)")
+    print(f"  load average       {' '.join(open('/proc/loadavg').read().split()[:3])}")
 
 
 def check_gangs_inside_hypernodes(cache, pods, pgs) -> None:
