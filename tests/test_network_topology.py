@@ -158,3 +158,10 @@ def test_invalid_network_topology_mode_is_refused():
     with pytest.raises(InputError) as exc:
         prepare(load_text(job("j", 1, topology={"mode": "strict"})))
     assert any("Job/j: spec.networkTopology.mode" in l for l in exc.value.problems)
+
+
+def test_soft_gang_that_fits_nowhere_explains_with_the_usual_fit_error():
+    # minResources fit the cluster in total (admitted), but no node has 6 CPUs.
+    r = simulate(conf() + two_racks() + job("huge", 2, cpu="6", topology={"mode": "soft"}), until=50)
+    assert job_of(r, "huge")["phase"] == "Pending"
+    assert "Insufficient cpu" in reason_of(r, "huge")

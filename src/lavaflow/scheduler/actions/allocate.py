@@ -85,9 +85,10 @@ class AllocateAction(Action):
                     ssn.record(job, "allocate", f"placed within {label}")
                 return stmt, more
             stmt.discard()
-        job.fit_errors = {}
-        job.job_fit_errors = reason
-        ssn.record(job, "allocate", reason)
+        if reason:  # otherwise (soft mode) the last, unconstrained attempt's fit errors explain it
+            job.fit_errors = {}
+            job.job_fit_errors = reason
+            ssn.record(job, "allocate", reason)
         return Statement(ssn), False
 
     def _allocate_job(self, ssn, queue, job) -> tuple[Statement, bool]:
