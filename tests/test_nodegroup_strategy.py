@@ -79,3 +79,31 @@ def test_pod_annotation_chooses_its_own_strategy():
     ann = {"volcano.sh/resource-strategy-scoring-type": "MostAllocated", "volcano.sh/resource-strategy-weight": '{"nvidia.com/gpu": 1}'}
     text = gpu_nodes + "".join(job(f"j{i}", "default", 1, gpu="1", annotations=ann) for i in range(4))
     assert len({p["node"] for p in simulate(conf(rsf) + text, until=500)["pods"]}) == 1
+
+
+def child_queue(name: str, parent: str, annotations: dict | None = None, affinity: dict | None = None) -> str:
+    spec: dict = {"weight": 1, "parent": parent}
+    if affinity:
+        spec["affinity"] = affinity
+    return "---\n" + json.dumps({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                 "metadata": {"name": name, "annotations": annotations or {}}, "spec": spec}) + "\n"
+
+
+def test_hierarchy_inherits_the_nearest_ancestors_affinity():
+    text = GROUPS + queue("team", {"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["gy"]}}) \
+        + child_queue("dev", "team") + job("a", "dev", 2)
+    hier = NG_CONF.replace("  - name: nodegroup\n", "  - name: nodegroup\n    enableHierarchy: true\n")
+    assert {n[0] for n in nodes_of(simulate(conf(hier) + text, until=500), "a")} == {"y"}
+    assert nodes_of(simulate(conf(NG_CONF) + text, until=500), "a") == []  # dev has no affinity of its own
+
+
+def test_nodegroup_resource_limits_cap_a_queue_per_group():
+    aff = {"nodeGroupAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["gx", "gy"]}}
+    limits = {"volcano.sh/nodegroup-resource-limits": json.dumps({"gx": {"cpu": "2"}})}
+    text = GROUPS + child_queue("q", "root", limits, aff) + job("a", "q", 6)
+    r = simulate(conf(NG_CONF) + text, until=500)
+    placed = nodes_of(r, "a")
+    assert len(placed) == 6 and sum(1 for n in placed if n.startswith("x")) <= 2
+    bad = child_queue("q", "root", {"volcano.sh/nodegroup-resource-limits": "{not json"}, aff) + job("a", "q", 1)
+    r = simulate(conf(NG_CONF) + GROUPS + bad, until=100)
+    assert nodes_of(r, "a") == [] and "node group resource limit annotation invalid" in reason_of(r, "a")
