@@ -107,3 +107,28 @@ def test_nodegroup_resource_limits_cap_a_queue_per_group():
     bad = child_queue("q", "root", {"volcano.sh/nodegroup-resource-limits": "{not json"}, aff) + job("a", "q", 1)
     r = simulate(conf(NG_CONF) + GROUPS + bad, until=100)
     assert nodes_of(r, "a") == [] and "node group resource limit annotation invalid" in reason_of(r, "a")
+
+
+RSF_ONLY = PLAIN.replace("  - name: binpack\n", "").replace("  - name: nodeorder\n", "")
+
+
+def test_sra_keeps_cpu_jobs_off_gpu_nodes():
+    sra = RSF_ONLY + ("  - name: resource-strategy-fit\n    arguments:\n      resourceStrategyFitWeight: 0\n"
+                      "      sra: {enable: true, resources: nvidia.com/gpu, weight: 10, resourceWeight: {nvidia.com/gpu: 1}}\n")
+    # Without sra, ties go to the first node: the GPU node comes first.
+    text = node_group("a-gpu", 1, cpu="16", memory="64Gi", **{"nvidia.com/gpu": "4"}) + node_group("b-cpu", 1, cpu="16", memory="64Gi") \
+        + job("c", "default", 2)
+    assert {n.split("-")[1] for n in nodes_of(simulate(conf(sra) + text, until=500), "c")} == {"cpu"}
+    plain = RSF_ONLY + "  - name: resource-strategy-fit\n    arguments: {resourceStrategyFitWeight: 0}\n"
+    assert {n.split("-")[1] for n in nodes_of(simulate(conf(plain) + text, until=500), "c")} == {"gpu"}
+
+
+def test_proportional_keeps_cpu_for_idle_gpus():
+    prop = RSF_ONLY + ("  - name: resource-strategy-fit\n    arguments:\n      proportional: {enable: true, resources: nvidia.com/gpu,"
+                       " resourceProportion: {nvidia.com/gpu.cpu: 3, nvidia.com/gpu.memory: 1}}\n")
+    # The only node has 4 idle GPUs: 12 of its 16 CPUs stay for GPU pods, so a 6-CPU job waits.
+    text = node_group("g", 1, cpu="16", memory="64Gi", **{"nvidia.com/gpu": "4"}) + job("c", "default", 1, cpu="6") \
+        + job("ok", "default", 1, cpu="4")
+    r = simulate(conf(prop) + text, until=50)
+    assert nodes_of(r, "c") == [] and nodes_of(r, "ok") == ["g-0"]
+    assert "in proportion to their idle scarce resources" in reason_of(r, "c")
