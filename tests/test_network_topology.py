@@ -127,12 +127,24 @@ def test_soft_gang_prefers_the_lowest_tier_and_runs_anyway_when_no_hypernode_fit
     assert job_of(r, "wide")["phase"] == "Completed"
 
 
-def test_without_network_topology_the_plugin_changes_nothing():
+def test_without_network_topology_and_normal_pod_binpacking_off_the_plugin_changes_nothing():
     base = node_group("a", 4, cpu="4", memory="16Gi") + job("j", 3) + job("k", 2, submit_at=5)
     plain = simulate(conf(CONF.replace("  - name: network-topology-aware\n", "")) + base, until=500)
-    with_plugin = simulate(conf() + base + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[01]"}}}]),
+    off = CONF.replace("  - name: network-topology-aware\n",
+                       "  - name: network-topology-aware\n    arguments: {hypernode.binpack.normal-pod.enable: false}\n")
+    with_plugin = simulate(conf(off) + base + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[01]"}}}]),
                            until=500)
     assert plain["pods"] == with_plugin["pods"]
+
+
+def test_pods_without_network_topology_prefer_the_fuller_hypernode():
+    # s1 = {a-2, a-3} is half used (a-3 full); node scorers alone tie a-0, a-1, a-2 and take a-0.
+    text = (node_group("a", 4, cpu="4", memory="16Gi")
+            + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[01]"}}}])
+            + hypernode("s1", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[23]"}}}])
+            + filler("f", "a-3") + job("j", 1, cpu="1", submit_at=5))
+    assert nodes_of(simulate(conf() + text, until=50), "j") == ["a-2"]
+    assert nodes_of(simulate(conf(CONF.replace("  - name: network-topology-aware\n", "")) + text, until=50), "j") == ["a-0"]
 
 
 def test_a_running_gang_grows_only_inside_its_hypernode():

@@ -84,6 +84,14 @@ class Topology:
             self.members[hi] = resolve(hi, frozenset({hi}))
         self.min_tier = int(self.tiers.min()) if len(objs) else 0
         self.max_tier = int(self.tiers.max()) if len(objs) else 0
+        # Per tier from min to max: the HyperNode of that tier holding each node (-1: none).
+        self.by_tier: dict[int, np.ndarray] = {}
+        for tier in range(self.min_tier, self.max_tier + 1):
+            owner = np.full(n, -1, dtype=np.int64)
+            for hi in reversed(np.flatnonzero(self.tiers == tier)):
+                owner[self.members[hi]] = hi
+            self.by_tier[tier] = owner
+        self.members_f = self.members.astype(np.float64)
 
 
 def topology_of(job) -> Any:
@@ -206,8 +214,42 @@ class NetworkTopologyAwarePlugin(Plugin):
                 )
             return cands, reason
 
+        # Pods without networkTopology: HyperNode binpacking, tier by tier with fading weights.
+        normal_on = self.arg_bool("hypernode.binpack.normal-pod.enable", True) and len(topo.names) > 0 and weight > 0
+        fading = self.arg_float("hypernode.binpack.normal-pod.fading", 0.8)
+        if fading < 0:
+            fading = 0.8
+        tier_weights = {t: fading ** (t - 1) for t in range(topo.min_tier, topo.max_tier + 1)}
+        hn_alloc = topo.members_f @ nodes.allocatable[:n] if normal_on else None
+        hn_used = topo.members_f @ nodes.used[:n] if normal_on else None
+
+        def normal_score(task, cand: np.ndarray) -> np.ndarray:
+            req = task.resreq
+            total = np.zeros(len(topo.names))
+            wsum = 0.0
+            over = np.zeros(len(topo.names), dtype=bool)
+            for c, w in bin_cols:
+                if req[c] <= 0:
+                    continue
+                a = hn_alloc[:, c]
+                after = hn_used[:, c] + req[c]
+                over |= after > a + EPS
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    total += w * np.where(a > 0, after / a, 0.0)
+                wsum += w
+            per_hn = np.where(over, 0.0, total / wsum) if wsum else np.zeros(len(topo.names))
+            out = np.zeros(len(cand))
+            tw = 0.0
+            for tier, w in tier_weights.items():
+                owner = topo.by_tier[tier][cand]
+                out += w * np.where(owner >= 0, per_hn[np.maximum(owner, 0)], 1.0)
+                tw += w
+            return out / tw * MAX_SCORE * weight if tw > 0 else out
+
         def score(task, cand: np.ndarray) -> np.ndarray:
             job = ssn.jobs.get(task.job)
+            if job is not None and topology_of(job) is None and normal_on:
+                return normal_score(task, cand)
             if job is None or topology_of(job) is None or not len(topo.names) or weight <= 0:
                 return np.zeros(len(cand))
             holders = job_holders.get(job.uid)
@@ -228,10 +270,12 @@ class NetworkTopologyAwarePlugin(Plugin):
             return s * MAX_SCORE * weight
 
         def score_key(task):
-            # Zero for tasks without networkTopology (cacheable); otherwise it depends on where the
-            # job's other tasks are, so it is computed over the candidates only.
+            # Depends on other nodes' usage (HyperNode totals) or on where the job's other tasks
+            # are: computed over the candidates only. Zero (cacheable) without HyperNodes.
             job = ssn.jobs.get(task.job)
-            return None if job is None or topology_of(job) is None else UNCACHED
+            if job is None or (topology_of(job) is None and not normal_on):
+                return None
+            return UNCACHED
 
         def enqueueable(job) -> int:
             # A hard-mode gang larger than every allowed HyperNode can never run: keep it Pending.
@@ -256,6 +300,9 @@ class NetworkTopologyAwarePlugin(Plugin):
         job_holders: dict[str, Any] = {}
 
         def on_allocate(task) -> None:
+            if normal_on:
+                hn_used[topo.members[:, task.node]] += task.resreq
+                hn_node[task.uid] = task.node
             holders = job_holders.get(task.job)
             if holders is None:
                 return
@@ -265,7 +312,13 @@ class NetworkTopologyAwarePlugin(Plugin):
                 holders &= topo.members[:, task.node]
 
         def on_deallocate(task) -> None:
+            if normal_on:
+                node = hn_node.pop(task.uid, task.node)
+                if node >= 0:
+                    hn_used[topo.members[:, node]] -= task.resreq
             job_holders.pop(task.job, None)
+
+        hn_node: dict[str, int] = {}  # task uid -> node it was counted on (an unplaced task forgets it)
 
         if len(topo.names):
             ssn.add_event_handler(on_allocate, on_deallocate)
