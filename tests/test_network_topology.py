@@ -177,3 +177,31 @@ def test_soft_gang_that_fits_nowhere_explains_with_the_usual_fit_error():
     r = simulate(conf() + two_racks() + job("huge", 2, cpu="6", topology={"mode": "soft"}), until=50)
     assert job_of(r, "huge")["phase"] == "Pending"
     assert "Insufficient cpu" in reason_of(r, "huge")
+
+
+def test_hard_gang_preempts_only_inside_one_hypernode():
+    from test_queues import PRIORITIES, conf as queues_conf, job as qjob
+
+    cm = queues_conf(overcommit_factor=10)
+    text_conf = json.loads(cm.split("\n", 1)[1])["data"]["volcano-scheduler.conf"] + "  - name: network-topology-aware\n"
+    # Racks a and b of two 4-CPU nodes. "guard" (a gang of one, so never a victim) holds a-1; the
+    # three pods of "elastic" (minAvailable 1) hold a-0, b-0 and b-1. Rack a can free 4 CPUs only:
+    # the gang (2 × 4 CPU, tier 1) must take both of rack b's pods, not a-0's and b-0's.
+    guard = qjob("guard", 1, cpu="4", prio="low", node_selector={"kubernetes.io/hostname": "a-1"})
+    elastic = qjob("elastic", 3, cpu="4", min_available=1, prio="low", at=1)
+    high = json.loads(job("hi", 2, topology={"mode": "hard", "highestTierAllowed": 1}, submit_at=5).split("\n", 1)[1])
+    high["spec"]["priorityClassName"] = "high"
+    high["spec"]["tasks"][0]["template"]["metadata"]["annotations"]["sim.lavaflow.io/duration"] = "inf"
+    racks = (node_group("a", 2, cpu="4", memory="16Gi") + node_group("b", 2, cpu="4", memory="16Gi")
+             + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^a-"}}}])
+             + hypernode("s1", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^b-"}}}]))
+    text = PRIORITIES + racks + guard + elastic + "---\n" + json.dumps(high) + "\n"
+
+    def evicted_nodes(r):
+        return sorted(p["node"] for p in r["pods"] if p["phase"] == "Deleted" and p.get("reason") == "Evicted")
+
+    r = simulate(conf(text_conf) + text, until=60)
+    assert evicted_nodes(r) == ["b-0", "b-1"]
+    assert sorted(nodes_of(r, "hi")) == ["b-0", "b-1"]
+    plain = simulate(conf(text_conf.replace("  - name: network-topology-aware\n", "")) + text, until=60)
+    assert {n[0] for n in nodes_of(plain, "hi")} == {"a", "b"}  # without topology it splits the racks

@@ -89,3 +89,20 @@ def commit(ssn, stmt) -> None:
         if op == "evict":
             ssn.record(task.job, "evicted", f"{task.name} evicted: {extra[1]}")
     stmt.commit()
+
+
+def try_in_domains(ssn, job, attempt):
+    """Run ``attempt()`` (a new Statement of evictions and pipelines for ``job``) inside each node
+    set the job may use (a HyperNode, with network topology), or once over all nodes; return the
+    first statement after which the job is pipelined, discarding the others (None if none works)."""
+    domains = ssn.job_domains(job, "evict")
+    for _label, mask in domains[0] if domains is not None else [("", None)]:
+        ssn.node_limit = mask
+        try:
+            stmt = attempt()
+        finally:
+            ssn.node_limit = None
+        if ssn.job_pipelined(job):
+            return stmt
+        stmt.discard()
+    return None

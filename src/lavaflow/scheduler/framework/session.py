@@ -194,18 +194,19 @@ class Session:
         self._add("Preemptive", name, fn)
 
     def add_job_domains_fn(self, name: str, fn: Callable) -> None:
-        """fn(job) -> None (no constraint) or (candidates, reason): the node sets the job's gang
-        must be placed within, in order of preference — [(label, bool mask over nodes or None
-        for all nodes)] — and why the job waits when it fits none (network topology)."""
+        """fn(job, purpose) -> None (no constraint) or (candidates, reason): the node sets the job's
+        gang must be placed within, in order of preference — [(label, bool mask over nodes or None
+        for all nodes)] — and why the job waits when it fits none (network topology). ``purpose``
+        is "allocate", or "evict" when preempt/reclaim look for room."""
         self._add("JobDomains", name, fn)
 
-    def job_domains(self, job: JobInfo) -> tuple[list[tuple[str, np.ndarray | None]], str] | None:
+    def job_domains(self, job: JobInfo, purpose: str = "allocate") -> tuple[list[tuple[str, np.ndarray | None]], str] | None:
         fns = self.fns.get("JobDomains")
         if not fns:
             return None
         for tier in self._tiered("JobDomains"):
             for _, fn in tier:
-                got = fn(job)
+                got = fn(job, purpose)
                 if got is not None:
                     return got
         return None

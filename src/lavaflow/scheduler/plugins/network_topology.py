@@ -152,11 +152,15 @@ class NetworkTopologyAwarePlugin(Plugin):
                 return np.zeros(len(rows))
             return np.where(over, 0.0, total / wsum)
 
-        def domains(job):
+        max_evict = int(self.arg_float("hypernode.gradient.evict.max-hypernodes", 8)) or 8
+
+        def domains(job, purpose: str = "allocate"):
             spec = topology_of(job)
             if spec is None:
                 return None
             hard = (spec.mode or "hard") == "hard"
+            if purpose == "evict":
+                return evict_domains(job, spec) if hard else None
             highest = _highest(spec, topo) if hard else topo.max_tier
             limit_text = f"tier ≤ {highest}"
             allowed = np.flatnonzero(topo.tiers <= highest) if len(topo.names) else np.zeros(0, dtype=np.int64)
@@ -245,6 +249,22 @@ class NetworkTopologyAwarePlugin(Plugin):
                 out += w * np.where(owner >= 0, per_hn[np.maximum(owner, 0)], 1.0)
                 tw += w
             return out / tw * MAX_SCORE * weight if tw > 0 else out
+
+        def evict_domains(job, spec):
+            """Where preempt / reclaim may make room for a hard-mode gang: allowed HyperNodes large
+            enough for it, the widest tiers first (most victims to choose from), at most max_evict."""
+            highest = _highest(spec, topo)
+            allowed = np.flatnonzero(topo.tiers <= highest) if len(topo.names) else np.zeros(0, dtype=np.int64)
+            placed = placed_nodes(job)
+            if placed and len(allowed):
+                allowed = allowed[topo.members[allowed][:, placed].all(axis=1)]
+            req = min_request(job)
+            cols = np.flatnonzero(req > 0)
+            if len(allowed):
+                cap = topo.members_f[allowed] @ (nodes.allocatable[:n] * nodes.schedulable[:n, None])
+                allowed = allowed[np.all(cap[:, cols] + EPS >= req[cols], axis=1)]
+            order = sorted(allowed.tolist(), key=lambda h: (-int(topo.tiers[h]), topo.names[h]))[:max_evict]
+            return [(f"HyperNode {topo.names[h]} (tier {topo.tiers[h]})", topo.members[h]) for h in order], ""
 
         def score(task, cand: np.ndarray) -> np.ndarray:
             job = ssn.jobs.get(task.job)
