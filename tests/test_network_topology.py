@@ -205,3 +205,14 @@ def test_hard_gang_preempts_only_inside_one_hypernode():
     assert sorted(nodes_of(r, "hi")) == ["b-0", "b-1"]
     plain = simulate(conf(text_conf.replace("  - name: network-topology-aware\n", "")) + text, until=60)
     assert {n[0] for n in nodes_of(plain, "hi")} == {"a", "b"}  # without topology it splits the racks
+
+
+def test_network_topology_example():
+    from conftest import EXAMPLES
+
+    r = simulate((EXAMPLES / "network-topology.yaml").read_text())
+    racks = {name: {n.split("-")[1] for n in nodes_of(r, name)} for name in ("pretrain", "finetune", "sweep")}
+    assert len(racks["pretrain"]) == 1 and len(racks["finetune"]) == 1 and racks["pretrain"] != racks["finetune"]
+    assert racks["sweep"] == {"a", "b"}
+    assert job_of(r, "sweep")["startTime"] >= job_of(r, "pretrain")["finishTime"]
+    assert all(j["phase"] == "Completed" for j in r["jobs"])
