@@ -114,3 +114,14 @@ def test_numa_layout_must_divide_the_cpus():
     with pytest.raises(InputError) as exc:
         prepare(load_text(numa_group("numa", 1, 10, 3)))
     assert any("NodeGroup/numa: spec.numa.nodes" in l for l in exc.value.problems)
+
+
+def test_numa_aware_example():
+    from conftest import EXAMPLES
+
+    text = (EXAMPLES / "numa-aware.yaml").read_text()
+    r = simulate(text)
+    assert sorted(nodes_of(r, "solver")) == ["numa-0", "numa-0", "numa-1", "numa-1"]
+    assert job_of(r, "mesher")["startTime"] >= job_of(r, "solver")["finishTime"]
+    waiting = simulate(text, until=120)
+    assert "exclusive CPUs in their NUMA nodes (single-numa-node)" in reason_of(waiting, "mesher")
