@@ -300,3 +300,37 @@ def test_409_conflicts_are_retried_on_a_fresh_copy():
             assert ctrl.store.conflicts >= 3
 
     run(scenario())
+
+
+def test_hard_network_topology_gang_lands_in_one_hypernode_on_a_cluster():
+    """HyperNodes are watched when network-topology-aware is configured; the gang's pods share one."""
+    from lavaflow.scheduler.framework.conf import DEFAULT_SCHEDULER_CONF, load_scheduler_conf
+
+    conf = load_scheduler_conf(DEFAULT_SCHEDULER_CONF + "  - name: network-topology-aware\n")
+
+    def hypernode(name: str, pattern: str) -> dict:
+        return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+                "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]}}
+
+    pods = spark_style(n_pods=3, cpu="2")
+    pods[0]["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    pods[0]["spec"]["minResources"] = {"cpu": "6", "memory": "3Gi"}
+
+    async def scenario():
+        # Rack a (one node) is too small for the gang; binpack alone would start there and split it.
+        nodes = [fake_node("a-0", cpu="4")] + [fake_node(f"b-{i}", cpu="4") for i in range(2)]
+        async with Cluster(nodes) as c:
+            c.start_controllers()
+            await c.create([hypernode("sa", "^a-"), hypernode("sb", "^b-")])
+            c.start_scheduler(conf=conf)
+            await c.until_ready()
+            await c.create(pods)
+
+            async def bound():
+                got = await c.pods("spark")
+                return len(got) == 3 and all(p["spec"].get("nodeName") for p in got) and got
+
+            got = await c.wait_for(bound, 20, "the gang to be bound")
+            assert len({p["spec"]["nodeName"][0] for p in got}) == 1, [p["spec"]["nodeName"] for p in got]
+
+    run(scenario())

@@ -78,15 +78,16 @@ def test_crds_are_valid_and_structural(name):
     for ver in doc["spec"]["versions"]:
         assert not _structural(ver["schema"]["openAPIV3Schema"])
     group = doc["spec"]["group"]
-    assert group in ("scheduling.volcano.sh", "batch.volcano.sh", "bus.volcano.sh", "flow.volcano.sh")
-    if doc["spec"]["names"]["kind"] != "Command":  # Volcano's Command has no status
+    assert group in ("scheduling.volcano.sh", "batch.volcano.sh", "bus.volcano.sh", "flow.volcano.sh",
+                     "topology.volcano.sh", "nodeinfo.volcano.sh")
+    if doc["spec"]["names"]["kind"] not in ("Command", "Numatopology"):  # Volcano's have no status
         assert doc["spec"]["versions"][0]["subresources"] == {"status": {}}
 
 
 def test_install_print_manifests_validate():
     docs = install_manifests()
     kinds = [d["kind"] for d in docs]
-    assert kinds.count("CustomResourceDefinition") == 6
+    assert kinds.count("CustomResourceDefinition") == 8
     assert {"Deployment", "ClusterRole", "ConfigMap", "MutatingWebhookConfiguration"} <= set(kinds)
     for d in docs:
         for v in VERSIONS:
@@ -159,7 +160,7 @@ def render_chart(*sets: str) -> list[dict]:
 def test_helm_chart_renders_valid_manifests(sets):
     docs = render_chart(*sets)
     kinds = [d["kind"] for d in docs]
-    assert kinds.count("CustomResourceDefinition") == 6
+    assert kinds.count("CustomResourceDefinition") == 8
     assert "Queue" in kinds
     for d in docs:
         if d["kind"] in ("Queue", "Certificate", "Issuer"):

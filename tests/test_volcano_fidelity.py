@@ -420,7 +420,7 @@ def test_unimplemented_constraints_are_warned_once_per_job():
                "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "x"}], "containers": [{"name": "c"}]}})
     r = simulate(node_group("gpu", count=2, cpu="8", **{"nvidia.com/gpu": "1"}) + doc(job) + plain + part + pod)
     assert r["warnings"] == [
-        "<input>: document 2: Job/ms: spec.networkTopology, spec.tasks[1].topologyPolicy, "
+        "<input>: document 2: Job/ms: "
         "spec.tasks[1].template.spec.containers[0].resources.claims: not implemented by lavaflow, ignored "
         "(the job is scheduled without it)",
         "<input>: document 4: Job/part: spec.tasks[0].partitionPolicy: not implemented by lavaflow, ignored "

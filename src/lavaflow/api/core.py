@@ -114,6 +114,7 @@ class ContainerPort(K8sModel):
     name: str | None = None
     protocol: str = "TCP"
     host_port: int | None = None
+    host_ip: str | None = Field(default=None, alias="hostIP")
 
 
 class Container(K8sModel):
@@ -125,6 +126,24 @@ class Container(K8sModel):
     ports: list[ContainerPort] = Field(default_factory=list)
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     restart_policy: str | None = None  # "Always" marks a sidecar init container
+
+
+class TopologySpreadConstraint(K8sModel):
+    max_skew: int = 1
+    topology_key: str = ""
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "DoNotSchedule"
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+
+
+class PersistentVolumeClaimVolumeSource(K8sModel):
+    claim_name: str = ""
+    read_only: bool | None = None
+
+
+class Volume(K8sModel):
+    name: str = ""
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
 
 
 class PodSpec(K8sModel):
@@ -143,6 +162,8 @@ class PodSpec(K8sModel):
     subdomain: str | None = None
     overhead: ResourceList = Field(default_factory=dict)
     resource_claims: list[Any] | None = None  # DRA: read only to warn that it is not implemented
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    volumes: list[Volume] = Field(default_factory=list)
 
 
 class PodTemplateMeta(K8sModel):
@@ -259,3 +280,61 @@ class Secret(TypedObject):
     type: str = "Opaque"
     data: dict[str, str] = Field(default_factory=dict)  # base64, as the API stores it
     string_data: dict[str, str] = Field(default_factory=dict)
+
+
+class ResourceQuotaSpec(K8sModel):
+    hard: ResourceList = Field(default_factory=dict)
+    scopes: list[str] = Field(default_factory=list)
+
+
+class ResourceQuotaStatus(K8sModel):
+    hard: ResourceList = Field(default_factory=dict)
+    used: ResourceList = Field(default_factory=dict)
+
+
+class ResourceQuota(TypedObject):
+    """core/v1 ResourceQuota: the resourcequota scheduler plugin admits a namespace's jobs within ``spec.hard``."""
+
+    api_version: str = "v1"
+    kind: str = "ResourceQuota"
+    spec: ResourceQuotaSpec = Field(default_factory=ResourceQuotaSpec)
+    status: ResourceQuotaStatus = Field(default_factory=ResourceQuotaStatus)
+
+
+class VolumeNodeAffinity(K8sModel):
+    required: NodeSelector | None = None
+
+
+class ObjectReference(K8sModel):
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+
+
+class PersistentVolumeSpec(K8sModel):
+    capacity: ResourceList = Field(default_factory=dict)
+    node_affinity: VolumeNodeAffinity | None = None
+    claim_ref: ObjectReference | None = None
+    storage_class_name: str | None = None
+
+
+class PersistentVolume(TypedObject):
+    """core/v1 PersistentVolume: the predicates plugin reads ``spec.nodeAffinity`` of bound volumes."""
+
+    namespaced = False
+    api_version: str = "v1"
+    kind: str = "PersistentVolume"
+    spec: PersistentVolumeSpec = Field(default_factory=PersistentVolumeSpec)
+
+
+class PersistentVolumeClaimSpec(K8sModel):
+    volume_name: str | None = None
+    storage_class_name: str | None = None
+    access_modes: list[str] = Field(default_factory=list)
+
+
+class PersistentVolumeClaim(TypedObject):
+    api_version: str = "v1"
+    kind: str = "PersistentVolumeClaim"
+    spec: PersistentVolumeClaimSpec = Field(default_factory=PersistentVolumeClaimSpec)

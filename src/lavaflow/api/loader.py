@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .core import ConfigMap, Namespace, Node, Pod
+from .core import ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ResourceQuota
+from .topology import HyperNode, Numatopology
 from .volcano import Command, Job, JobFlow, JobTemplate, PodGroup, PriorityClass, Queue
 from .workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
 
@@ -42,6 +43,11 @@ KINDS: dict[tuple[str, str], type[BaseModel]] = {
     ("apps/v1", "StatefulSet"): StatefulSet,
     ("batch/v1", "Job"): BatchJob,
     ("sim.lavaflow.io/v1alpha1", "NodeGroup"): NodeGroup,
+    ("topology.volcano.sh/v1alpha1", "HyperNode"): HyperNode,
+    ("nodeinfo.volcano.sh/v1alpha1", "Numatopology"): Numatopology,
+    ("v1", "ResourceQuota"): ResourceQuota,
+    ("v1", "PersistentVolume"): PersistentVolume,
+    ("v1", "PersistentVolumeClaim"): PersistentVolumeClaim,
 }
 
 

@@ -3,7 +3,7 @@ plus scheduling.k8s.io PriorityClass. Field names are Volcano's."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -28,6 +28,7 @@ JOB_TYPE_LABEL = "volcano.sh/job-type"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 TASK_PRIORITY_KEY = "volcano.sh/task-priority"
 SLA_WAITING_TIME_KEY = "volcano.sh/sla-waiting-time"
+NUMA_POLICY_KEY = "volcano.sh/numa-topology-policy"
 
 BATCH_GROUP = "batch.volcano.sh/v1alpha1"
 SCHEDULING_GROUP = "scheduling.volcano.sh/v1beta1"
@@ -82,6 +83,14 @@ class PartitionPolicy(K8sModel):
     min_partitions: int = 0
 
 
+class NetworkTopologySpec(K8sModel):
+    """Where a gang may be spread in the HyperNode tree (network-topology-aware plugin)."""
+
+    mode: Literal["hard", "soft"] = "hard"
+    highest_tier_allowed: int | None = Field(default=None, ge=0)
+    highest_tier_name: str | None = None
+
+
 class TaskSpec(K8sModel):
     name: str = ""
     replicas: int = 0
@@ -113,7 +122,7 @@ class JobSpec(K8sModel):
     ttl_seconds_after_finished: int | None = None
     priority_class_name: str | None = None
     min_success: int | None = None
-    network_topology: dict[str, Any] | None = None  # read only to warn that it is not implemented
+    network_topology: NetworkTopologySpec | None = None
 
 
 class JobState(K8sModel):
@@ -165,7 +174,7 @@ class PodGroupSpec(K8sModel):
     queue: str = ""
     priority_class_name: str | None = None
     min_resources: ResourceList | None = None
-    network_topology: dict[str, Any] | None = None  # read only to warn that it is not implemented
+    network_topology: NetworkTopologySpec | None = None
 
 
 class PodGroupStatus(K8sModel):

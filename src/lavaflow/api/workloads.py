@@ -3,6 +3,8 @@ apps/v1 Deployment, ReplicaSet, StatefulSet and batch/v1 Job."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from .core import PodTemplateSpec, Taint
@@ -46,11 +48,20 @@ class BatchJob(TypedObject):
     spec: BatchJobSpec = Field(default_factory=BatchJobSpec)
 
 
+class NumaLayout(K8sModel):
+    """A NodeGroup's NUMA layout: each node gets a Numatopology with its CPUs split evenly."""
+
+    nodes: int = Field(default=1, ge=1)  # NUMA nodes per node
+    topology_manager_policy: Literal["none", "best-effort", "restricted", "single-numa-node"] = "none"
+    cpu_manager_policy: Literal["none", "static"] = "static"
+
+
 class NodeGroupSpec(K8sModel):
     count: int = 1
     capacity: ResourceList = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
+    numa: NumaLayout | None = None
 
 
 class NodeGroup(TypedObject):

@@ -50,6 +50,7 @@ from ..api.volcano import (
     JOB_NAMESPACE_KEY,
     JOB_RETRY_COUNT_KEY,
     JOB_VERSION_KEY,
+    NUMA_POLICY_KEY,
     QUEUE_NAME_KEY,
     TASK_INDEX_KEY,
     TASK_SPEC_KEY,
@@ -396,6 +397,7 @@ class JobController(Controller):
             "queue": job.spec.queue or "default",
             "priorityClassName": job.spec.priority_class_name,
             "minResources": self._min_resources(job),
+            "networkTopology": job.spec.network_topology.dump() if job.spec.network_topology else None,
         }
 
     def _ensure_podgroup(self, job: Job) -> PodGroup:
@@ -477,6 +479,8 @@ class JobController(Controller):
                 JOB_RETRY_COUNT_KEY: str(job.status.retry_count),
             }
         )
+        if task.topology_policy:
+            annotations[NUMA_POLICY_KEY] = task.topology_policy
         pod = Pod.model_validate(
             {
                 "metadata": {

@@ -12,8 +12,8 @@ import base64
 import json
 from typing import ClassVar
 
-from ..api.core import ConfigMap, EnvVar, Pod, Secret, Service
-from ..api.volcano import JOB_NAME_KEY, JOB_NAMESPACE_KEY, Job, TaskSpec
+from ..api.core import ConfigMap, ContainerPort, EnvVar, Pod, Secret, Service
+from ..api.volcano import JOB_NAME_KEY, JOB_NAMESPACE_KEY, TASK_SPEC_KEY, Job, TaskSpec
 
 
 def _args(raw: list[str]) -> dict[str, str]:
@@ -233,13 +233,96 @@ class TensorFlowPlugin(JobPlugin):
         _set_env(pod, {"TF_CONFIG": json.dumps(tf_config, separators=(",", ":"), sort_keys=True)})
 
 
+class RayPlugin(JobPlugin):
+    """Ray: the head container runs ``ray start --head`` with its GCS, dashboard and client ports
+    open, worker containers join it at ``<head pod>.<job>:<port>``, and a Service
+    ``<job>-head-svc`` selects the head pod (arguments --head, --headContainer, --worker,
+    --workerContainer, --port, --dashboardPort, --clientPort, as Volcano's)."""
+
+    name = "ray"
+
+    def _ports(self) -> list[tuple[str, int]]:
+        return [("gcs", int(self.args.get("port", "6379"))), ("dashboard", int(self.args.get("dashboardPort", "8265"))),
+                ("client-server", int(self.args.get("clientPort", "10001")))]
+
+    def on_pod_create(self, job, task, index, pod) -> None:
+        head = self.args.get("head", "head")
+        head_task = next((t for t in job.spec.tasks if t.name == head), None)
+        if head_task is None:
+            return
+        port = int(self.args.get("port", "6379"))
+        containers = []
+        for c in pod.spec.containers:
+            if task.name == head and c.name == self.args.get("headContainer", "head"):
+                have = {p.container_port for p in c.ports}
+                ports = list(c.ports) + [
+                    ContainerPort(name=n, container_port=v) for n, v in self._ports() if v not in have
+                ]
+                _, dash, client = (v for _, v in self._ports())
+                cmd = ["sh", "-c", f"ray start --head --block --dashboard-host=0.0.0.0 --port={port} "
+                                   f"--dashboard-port={dash} --ray-client-server-port={client}"]
+                c = c.model_copy(update={"ports": ports, "command": cmd})
+            elif task.name == self.args.get("worker", "worker") and c.name == self.args.get("workerContainer", "worker"):
+                host = head_task.template.spec.hostname or f"{job.name}-{head}-0"
+                sub = head_task.template.spec.subdomain or job.name
+                c = c.model_copy(update={"command": ["sh", "-c", f"ray start --block --address={host}.{sub}:{port}"]})
+            containers.append(c)
+        pod.spec.containers = containers
+
+    def on_job_add(self, job, store) -> None:
+        key = f"{job.namespace}/{job.name}-head-svc"
+        if store.get("Service", key) is None:
+            store.create(
+                Service.model_validate(
+                    {
+                        "metadata": {"name": f"{job.name}-head-svc", "namespace": job.namespace, "ownerReferences": _owner(job)},
+                        "spec": {
+                            "selector": {JOB_NAME_KEY: job.name, JOB_NAMESPACE_KEY: job.namespace,
+                                         TASK_SPEC_KEY: self.args.get("head", "head")},
+                            "ports": [{"name": n, "port": v, "targetPort": n, "protocol": "TCP"} for n, v in self._ports()],
+                        },
+                    }
+                )
+            )
+        job.status.controlled_resources["plugin-ray"] = "ray"
+
+    def on_job_delete(self, job, store) -> None:
+        store.delete("Service", f"{job.namespace}/{job.name}-head-svc")
+
+
+class HCCLRankPlugin(JobPlugin):
+    """Ascend HCCL: annotation ``hccl/rankIndex`` on each pod — its RANK variable if it has one,
+    else its index among master pods, or the master replicas plus its index for workers."""
+
+    name = "hcclrank"
+
+    def on_pod_create(self, job, task, index, pod) -> None:
+        ann = pod.metadata.annotations
+        if ann.get(HCCL_RANK_KEY):
+            return
+        rank = next((e.value for c in pod.spec.containers for e in c.env if e.name == "RANK" and e.value), None)
+        if rank is None:
+            master, worker = self.args.get("master", "master"), self.args.get("worker", "worker")
+            if task.name == master:
+                rank = str(index)
+            elif task.name == worker:
+                replicas = sum(t.replicas for t in job.spec.tasks if t.name == master)
+                rank = str(replicas + index)
+            else:
+                return
+        pod.metadata.annotations = {**ann, HCCL_RANK_KEY: rank}
+
+
+HCCL_RANK_KEY = "hccl/rankIndex"
+
 PLUGINS: dict[str, type[JobPlugin]] = {
-    p.name: p for p in (EnvPlugin, SvcPlugin, SSHPlugin, PyTorchPlugin, MPIPlugin, TensorFlowPlugin)
+    p.name: p
+    for p in (EnvPlugin, SvcPlugin, SSHPlugin, PyTorchPlugin, MPIPlugin, TensorFlowPlugin, RayPlugin, HCCLRankPlugin)
 }
 
 
 def plugins_for(job: Job) -> list[JobPlugin]:
     """The job's plugins in a stable order (svc before the ones that use its host names)."""
-    order = ["svc", "ssh", "env", "pytorch", "mpi", "tensorflow"]
+    order = ["svc", "ssh", "env", "pytorch", "mpi", "tensorflow", "ray", "hcclrank"]
     names = sorted(job.spec.plugins, key=lambda n: order.index(n) if n in order else len(order))
     return [PLUGINS[n](job.spec.plugins[n]) for n in names if n in PLUGINS]

@@ -371,7 +371,66 @@ def crds() -> dict[str, dict[str, Any]]:
             }
         ),
     )
+    label_selector = obj(
+        {
+            "matchLabels": strmap(),
+            "matchExpressions": arr(
+                obj({"key": s("string"), "operator": s("string"), "values": arr(s("string"))}, required=["key", "operator"])
+            ),
+        }
+    )
+    hypernode = crd(
+        "topology.volcano.sh",
+        "v1alpha1",
+        "HyperNode",
+        "hypernodes",
+        obj(
+            {
+                "tier": i32(minimum=0),
+                "tierName": s("string"),
+                "members": arr(
+                    obj(
+                        {
+                            "type": s("string", enum=["Node", "HyperNode"]),
+                            "selector": obj(
+                                {
+                                    "exactMatch": obj({"name": s("string")}, required=["name"]),
+                                    "regexMatch": obj({"pattern": s("string")}, required=["pattern"]),
+                                    "labelMatch": label_selector,
+                                }
+                            ),
+                        },
+                        required=["type"],
+                    ),
+                    minItems=1,
+                ),
+            },
+            required=["tier", "members"],
+        ),
+        scope="Cluster",
+        short=["hn"],
+        columns=[("TIER", "integer", ".spec.tier", 0), ("TIERNAME", "string", ".spec.tierName", 0), AGE],
+        status_schema=obj({"conditions": arr(free()), "nodeCount": i32()}),
+    )
+    numatopology = crd(
+        "nodeinfo.volcano.sh",
+        "v1alpha1",
+        "Numatopology",
+        "numatopologies",
+        obj(
+            {
+                "policies": strmap(),
+                "resReserved": strmap(),
+                "numares": strmap(obj({"allocatable": s("string"), "capacity": i32()})),
+                "cpuDetail": strmap(obj({"numa": i32(), "socket": i32(), "core": i32()})),
+            }
+        ),
+        scope="Cluster",
+        short=["numatopo"],
+    )
     return {
+        "topology.volcano.sh_hypernodes.yaml": hypernode,
+        "nodeinfo.volcano.sh_numatopologies.yaml": numatopology,
         "scheduling.volcano.sh_podgroups.yaml": podgroup,
         "scheduling.volcano.sh_queues.yaml": queue,
         "batch.volcano.sh_jobs.yaml": job,
@@ -400,6 +459,10 @@ SCHEDULER_RULES = [
     _rule(["scheduling.k8s.io"], ["priorityclasses"], READ),
     _rule(["scheduling.volcano.sh"], ["podgroups", "queues"], READ),
     _rule(["scheduling.volcano.sh"], ["queues"], ["create"]),
+    # read by the network-topology-aware, numa-aware, resourcequota and predicates (volumes) plugins
+    _rule([""], ["resourcequotas", "persistentvolumeclaims", "persistentvolumes"], READ),
+    _rule(["topology.volcano.sh"], ["hypernodes"], READ),
+    _rule(["nodeinfo.volcano.sh"], ["numatopologies"], READ),
     _rule(["scheduling.volcano.sh"], ["podgroups/status", "queues/status"], ["patch", "update"]),
     _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
 ]

@@ -46,7 +46,7 @@ class Resource:
 
 @functools.cache
 def _model_of(kind: str) -> Any | None:
-    for mod in ("core", "volcano", "workloads"):
+    for mod in ("core", "volcano", "workloads", "topology"):
         m = importlib.import_module(f"lavaflow.api.{mod}")
         cls = getattr(m, kind, None)
         if isinstance(cls, type) and hasattr(cls, "model_validate"):
@@ -82,6 +82,10 @@ _ALL = [
     Resource("BatchJob", "Job", "batch/v1", "jobs", True, True),
     Resource("NetworkPolicy", "NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
     Resource("PersistentVolumeClaim", "PersistentVolumeClaim", "v1", "persistentvolumeclaims", True, True),
+    Resource("PersistentVolume", "PersistentVolume", "v1", "persistentvolumes", False, True),
+    Resource("HyperNode", "HyperNode", "topology.volcano.sh/v1alpha1", "hypernodes", False, True),
+    Resource("Numatopology", "Numatopology", "nodeinfo.volcano.sh/v1alpha1", "numatopologies", False),
+    Resource("ResourceQuota", "ResourceQuota", "v1", "resourcequotas", True, True),
     Resource("Lease", "Lease", "coordination.k8s.io/v1", "leases"),
     Resource("PodDisruptionBudget", "PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True, True),
     # so that the CRDs of deploy/crds can be applied through the client (tests against a real server)

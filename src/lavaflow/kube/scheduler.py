@@ -31,7 +31,7 @@ import uuid
 from typing import Any
 
 from ..scheduler.api import TaskStatus
-from ..scheduler.cache import SchedulerCache
+from ..scheduler.cache import PLUGIN_KIND_OF, PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED
@@ -85,6 +85,11 @@ class KubeScheduler:
         self.store = KubeStore(client, keep_raw=False)
         for kind in ("Node", "PriorityClass", "Queue", "PodGroup", "Pod"):
             self.store.inform(kind)
+        # Kinds only some plugins read are watched when a configured plugin needs them (their
+        # CRDs may not be installed otherwise).
+        configured = {p.name for tier in self.conf.tiers for p in tier.plugins}
+        for kind in dict.fromkeys(k for plugin, kinds in PLUGIN_KIND_OF.items() if plugin in configured for k in kinds):
+            self.store.inform(kind)
         self.cache = SchedulerCache(scheduler_names=scheduler_names)
         self.scheduler = Scheduler(self.cache, self.conf)
         self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound
@@ -109,6 +114,8 @@ class KubeScheduler:
         self.store.watch("PodGroup", self._on_podgroup)
         self.store.watch("Node", lambda ev, obj, old: self.cache.on_node(obj, ev == DELETED))
         self.store.watch("Pod", self._on_pod)
+        for kind in PLUGIN_KINDS:
+            self.store.watch(kind, lambda ev, obj, old, kind=kind: self.cache.on_object(kind, obj, ev == DELETED))
 
     # ------------------------------------------------------------------ cache feed
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:

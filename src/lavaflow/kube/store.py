@@ -543,13 +543,19 @@ class KubeStore:
                 raise KeyError(f"{res.kind} {key} not found")
         new_d = codec.encode(obj, res)
         new_d.get("metadata", {}).pop("resourceVersion", None)
+        # The caller's change is what differs from the version it read (the informer's copy). On a
+        # conflict that change is applied again onto the server's newer object, so fields someone
+        # else changed meanwhile (e.g. an annotation a training script patched) are kept.
+        base = dict(base)
+        base.setdefault("apiVersion", res.api_version)
+        base.setdefault("kind", res.api_kind)
+        old_model = codec.decode(res, base)
+        old_d = codec.encode(old_model, res) if old_model is not None else {}
+        old_d.get("metadata", {}).pop("resourceVersion", None)
         for attempt in range(self.conflict_retries):
             base = dict(base)
             base.setdefault("apiVersion", res.api_version)
             base.setdefault("kind", res.api_kind)
-            old_model = codec.decode(res, base)
-            old_d = codec.encode(old_model, res) if old_model is not None else {}
-            old_d.get("metadata", {}).pop("resourceVersion", None)
             try:
                 result = base
                 main_old, main_new = codec.without(old_d, "status"), codec.without(new_d, "status")

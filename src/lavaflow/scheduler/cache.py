@@ -37,6 +37,15 @@ from .resources import PODS, ResourceIndex, pad
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_MAX_PODS = 110
 SYSTEM_CRITICAL = ("system-cluster-critical", "system-node-critical")
+# Kinds fed to on_object: read by network-topology-aware, numa-aware and resourcequota.
+PLUGIN_KIND_OF = {
+    "network-topology-aware": ("HyperNode",),
+    "numa-aware": ("Numatopology",),
+    "resourcequota": ("ResourceQuota",),
+    "drf": ("ResourceQuota",),  # namespace weights
+    "predicates": ("PersistentVolumeClaim", "PersistentVolume"),  # volume node affinity
+}
+PLUGIN_KINDS = tuple(dict.fromkeys(k for kinds in PLUGIN_KIND_OF.values() for k in kinds))
 
 
 def timestamp(value: Any) -> float:
@@ -109,6 +118,19 @@ class SchedulerCache:
         # Preemptors (job uid) whose evictions were committed and that have not become ready since:
         # how many times they evicted without then starting (see actions/_evict.py).
         self.nominated: dict[str, int] = {}
+        # Objects only some plugins read (PLUGIN_KINDS), by kind then key, and a version bumped on change.
+        self.objects: dict[str, dict[str, Any]] = {kind: {} for kind in PLUGIN_KINDS}
+        self.objects_version = 0
+        self.plugin_memo: dict[str, Any] = {}  # plugins' derived state kept across sessions
+
+    def on_object(self, kind: str, obj: Any, deleted: bool = False) -> None:
+        """HyperNodes, Numatopologies, ResourceQuotas: kept as they are for the plugins that read them."""
+        objs = self.objects.setdefault(kind, {})
+        if deleted:
+            objs.pop(obj.key, None)
+        else:
+            objs[obj.key] = obj
+        self.objects_version += 1
 
     # ------------------------------------------------------------------ resources
     def _vector(self, amounts: dict[str, float]) -> np.ndarray:

@@ -23,7 +23,7 @@ from ..controllers.gc import GarbageCollector
 from ..controllers.job import generated_objects
 from ..controllers.jobflow import JobFlowController
 from ..controllers.queue import builtin_queues
-from ..scheduler.cache import SchedulerCache
+from ..scheduler.cache import PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
@@ -71,6 +71,8 @@ class Simulation:
             ("PriorityClass", self.cache.on_priority_class),
         ):
             self.store.watch(kind, lambda ev, obj, old, fn=fn: fn(obj, ev == "DELETED"))
+        for kind in PLUGIN_KINDS:
+            self.store.watch(kind, lambda ev, obj, old, kind=kind: self.cache.on_object(kind, obj, ev == "DELETED"))
         clock = lambda: self.now  # noqa: E731
         self.queue_ctrl = QueueController(self.store, clock)
         self.pg_ctrl = PodGroupController(self.store, clock, SIM_SCHEDULER_NAMES)

@@ -17,6 +17,7 @@ from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.quantity import parse_quantity
 from ..api.volcano import Command, Job, JobFlow, JobTemplate, PodGroup, Queue
 from ..controllers.jobflow import validate_jobflow
+from ..api.topology import HyperNode, Numatopology, validate_hypernode, validate_numatopology
 from ..api.workloads import NodeGroup
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 from . import annotations as ann
@@ -62,6 +63,21 @@ def expand_node_group(ng: NodeGroup) -> list[Node]:
         node.status.capacity = dict(ng.spec.capacity)
         nodes.append(node)
     return nodes
+
+
+def numa_topology(node_name: str, cpus: int, layout) -> Numatopology:
+    """The Numatopology the resource exporter would report for a node of ``layout``."""
+    per = cpus // layout.nodes
+    return Numatopology.model_validate(
+        {
+            "metadata": {"name": node_name},
+            "spec": {
+                "policies": {"CPUManagerPolicy": layout.cpu_manager_policy, "TopologyManagerPolicy": layout.topology_manager_policy},
+                "numares": {"cpu": {"allocatable": f"0-{cpus - 1}" if cpus else "", "capacity": cpus}},
+                "cpuDetail": {str(c): {"numa": c // per, "socket": c // per, "core": c} for c in range(cpus)},
+            },
+        }
+    )
 
 
 def _time_annotation(problems: Problems, src: Source, obj, key: str, allow_inf: bool = False) -> float | None:
@@ -193,26 +209,19 @@ def _ignored_in_pod_spec(spec, prefix: str) -> list[str]:
 
 def unimplemented_constraints(obj) -> list[str]:
     """Fields of ``obj`` naming what lavaflow does not implement (they are ignored): placement
-    constraints (NUMA topologyPolicy, networkTopology, partitionPolicy, DRA resource claims) and
-    Volcano job plugins it does not have (ray, hcclrank)."""
+    constraints (partitionPolicy, DRA resource claims) and Volcano job plugins it does not have.
+    (networkTopology and topologyPolicy are the network-topology-aware and numa-aware plugins'.)"""
     out: list[str] = []
     spec = getattr(obj, "spec", None)
     if isinstance(obj, (Job, JobTemplate)):
-        if spec.network_topology:
-            out.append("spec.networkTopology")
         from ..controllers.job_plugins import PLUGINS as JOB_PLUGINS
 
         out.extend(f"spec.plugins[{name}]" for name in spec.plugins if name not in JOB_PLUGINS)
         for ti, task in enumerate(spec.tasks):
             base = f"spec.tasks[{ti}]"
-            if task.topology_policy:
-                out.append(f"{base}.topologyPolicy")
             if task.partition_policy is not None:
                 out.append(f"{base}.partitionPolicy")
             out.extend(_ignored_in_pod_spec(task.template.spec, f"{base}.template.spec"))
-    elif isinstance(obj, PodGroup):
-        if spec.network_topology:
-            out.append("spec.networkTopology")
     elif isinstance(obj, Pod):
         out.extend(_ignored_in_pod_spec(spec, "spec"))
     elif getattr(spec, "template", None) is not None and hasattr(spec.template, "spec"):
@@ -263,7 +272,15 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
                 problems.add(src, _what(obj), p.path, p.message)
             if found:
                 continue
-            items.extend(Item(node, src) for node in expand_node_group(obj))
+            nodes = expand_node_group(obj)
+            items.extend(Item(node, src) for node in nodes)
+            if obj.spec.numa is not None:
+                cpu = obj.spec.capacity.get("cpu")
+                if cpu is None or cpu != int(cpu) or int(cpu) % obj.spec.numa.nodes:
+                    problems.add(src, _what(obj), "spec.numa.nodes",
+                                 f"capacity cpu ({cpu}) must be a whole number of CPUs divisible by the NUMA nodes ({obj.spec.numa.nodes})")
+                    continue
+                items.extend(Item(numa_topology(node.name, int(cpu), obj.spec.numa), src) for node in nodes)
             continue
         items.append(Item(obj, src))
     return items
@@ -369,6 +386,10 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             out.conf_text = obj.data[CONF_KEY]
             out.conf_source = str(src)
             out.conf_origin = f"{src}: {_what(obj)}: data[{CONF_KEY}]"
+        elif isinstance(obj, HyperNode):
+            found = [admission.Problem(path, msg) for path, msg in validate_hypernode(obj)]
+        elif isinstance(obj, Numatopology):
+            found = [admission.Problem(path, msg) for path, msg in validate_numatopology(obj)]
         else:
             # Kinds no Volcano webhook sees: kube-apiserver's own checks.
             found = validation.validate_object(obj)

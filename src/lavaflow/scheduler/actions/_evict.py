@@ -127,3 +127,20 @@ def commit(ssn, stmt) -> None:
                 ssn.session_nominated.add(task.job)
                 nominated[task.job] = nominated[task.job] + 1 if task.job in nominated else 0
     stmt.commit()
+
+
+def try_in_domains(ssn, job, attempt):
+    """Run ``attempt()`` (a new Statement of evictions and pipelines for ``job``) inside each node
+    set the job may use (a HyperNode, with network topology), or once over all nodes; return the
+    first statement after which the job is pipelined, discarding the others (None if none works)."""
+    domains = ssn.job_domains(job, "evict")
+    for _label, mask in domains[0] if domains is not None else [("", None)]:
+        ssn.node_limit = mask
+        try:
+            stmt = attempt()
+        finally:
+            ssn.node_limit = None
+        if ssn.job_pipelined(job):
+            return stmt
+        stmt.discard()
+    return None

@@ -31,6 +31,40 @@ class OrderedQueue:
         return bool(self._heap)
 
 
+class NamespacedJobs:
+    """A queue's jobs when a plugin orders namespaces (drf enableNamespaceOrder): each pop takes
+    the next job of the namespace that comes first now (Volcano before 1.8)."""
+
+    def __init__(self, ssn) -> None:
+        self._ssn = ssn
+        self._by_ns: dict[str, OrderedQueue] = {}
+
+    def push(self, job: Any) -> None:
+        q = self._by_ns.get(job.namespace)
+        if q is None:
+            q = self._by_ns[job.namespace] = OrderedQueue(self._ssn.job_key)
+        q.push(job)
+
+    def pop(self) -> Any:
+        order = self._ssn.namespace_order
+        best = None
+        for ns, q in self._by_ns.items():
+            if q and (best is None or order(ns, best) < 0):
+                best = ns
+        return self._by_ns[best].pop()
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._by_ns.values())
+
+    def __bool__(self) -> bool:
+        return any(self._by_ns.values())
+
+
+def job_queue(ssn) -> OrderedQueue | NamespacedJobs:
+    """A queue's jobs in job order (per namespace when a plugin orders namespaces)."""
+    return NamespacedJobs(ssn) if ssn.fns.get("NamespaceOrder") else OrderedQueue(ssn.job_key)
+
+
 def starving_jobs_by_queue(ssn) -> dict[str, OrderedQueue]:
     """Admitted, valid jobs with pending tasks that are starving, per queue in job order (preempt, reclaim)."""
     from ..api import TaskStatus

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._queues import OrderedQueue
+from ._queues import OrderedQueue, job_queue
 
 
 @register_action
@@ -37,7 +37,7 @@ class AllocateAction(Action):
                 continue
             if job.queue not in ssn.queues:
                 continue
-            per_queue.setdefault(job.queue, OrderedQueue(ssn.job_key)).push(job)
+            per_queue.setdefault(job.queue, job_queue(ssn)).push(job)
             eligible.add(job.uid)
         held: list[Statement] = []
         served = self._serve_nominated(ssn, per_queue, eligible, held)
@@ -85,7 +85,11 @@ class AllocateAction(Action):
         return served
 
     def _serve(self, ssn, queue, job, jobs, held: list[Statement]) -> None:
-        stmt, more = self._allocate_job(ssn, queue, job)
+        domains = ssn.job_domains(job)
+        if domains is None:
+            stmt, more = self._allocate_job(ssn, queue, job)
+        else:
+            stmt, more = self._allocate_in_domains(ssn, queue, job, domains)
         if ssn.job_ready(job):
             placed = len(stmt)
             stmt.commit()
@@ -99,6 +103,27 @@ class AllocateAction(Action):
             ssn.record(job, "allocate", "pipelined: waiting for resources that are being released")
         else:
             stmt.discard()
+
+    def _allocate_in_domains(self, ssn, queue, job, domains) -> tuple[Statement, bool]:
+        """Place the gang inside the first node set (HyperNode) where it becomes ready or pipelined."""
+        candidates, reason = domains
+        for label, mask in candidates:
+            ssn.node_limit = mask
+            try:
+                stmt, more = self._allocate_job(ssn, queue, job)
+            finally:
+                ssn.node_limit = None
+            if ssn.job_ready(job) or ssn.job_pipelined(job):
+                job.fit_errors = {}
+                if label:
+                    ssn.record(job, "allocate", f"placed within {label}")
+                return stmt, more
+            stmt.discard()
+        if reason:  # otherwise (soft mode) the last, unconstrained attempt's fit errors explain it
+            job.fit_errors = {}
+            job.job_fit_errors = reason
+            ssn.record(job, "allocate", reason)
+        return Statement(ssn), False
 
     def _allocate_job(self, ssn, queue, job) -> tuple[Statement, bool]:
         stmt = Statement(ssn)

@@ -7,7 +7,7 @@ together: a Volcano Job's pods are created only once its PodGroup is Inqueue.
 from __future__ import annotations
 
 from ..framework.registry import Action, register_action
-from ._queues import OrderedQueue
+from ._queues import OrderedQueue, job_queue
 
 
 @register_action
@@ -26,7 +26,7 @@ class EnqueueAction(Action):
                 job.job_fit_errors = f"queue {queue.name} is {queue.state.lower()}; no new jobs are admitted"
                 ssn.record(job, "enqueue", job.job_fit_errors)
                 continue
-            per_queue.setdefault(queue.name, OrderedQueue(ssn.job_key)).push(job)
+            per_queue.setdefault(queue.name, job_queue(ssn)).push(job)
         queues = OrderedQueue(ssn.queue_key, (ssn.queues[name] for name in per_queue))
         while queues:
             queue = queues.pop()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for
+from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains
 from ._queues import starving_jobs_by_queue
 
 
@@ -33,16 +33,19 @@ class PreemptAction(Action):
                 job = jobs.pop()
                 if not may_evict_for(ssn, job):
                     continue
-                stmt = Statement(ssn)
-                for task in _pending(ssn, job):
-                    if not ssn.job_starving(job):
-                        break
-                    self._preempt(ssn, stmt, task, lambda v, job=job: self._same_queue(ssn, job, v))
-                if ssn.job_pipelined(job):
+
+                def attempt(job=job) -> Statement:
+                    stmt = Statement(ssn)
+                    for task in _pending(ssn, job):
+                        if not ssn.job_starving(job):
+                            break
+                        self._preempt(ssn, stmt, task, lambda v, job=job: self._same_queue(ssn, job, v))
+                    return stmt
+
+                stmt = try_in_domains(ssn, job, attempt)
+                if stmt is not None:
                     commit(ssn, stmt)
                     ssn.record(job, "preempt", "preempted lower-priority tasks; waiting for them to terminate")
-                else:
-                    stmt.discard()
         # Phase 2: within a job, higher-priority tasks displace lower-priority ones.
         for job in sorted(ssn.jobs.values(), key=ssn.job_key):
             if job.is_pending() or not job.counts[TaskStatus.PENDING] or not ssn.job_starving(job):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..api import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for
+from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains
 from ._queues import OrderedQueue, starving_jobs_by_queue
 
 
@@ -37,37 +37,39 @@ class ReclaimAction(Action):
             if not may_evict_for(ssn, job):
                 queues.push(queue)
                 continue
-            stmt = Statement(ssn)
-            tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
-            tasks.sort(key=ssn.task_key)
-            for task in tasks:
-                # One task at a time, as Volcano does: a job stops reclaiming once it no longer
-                # starves (gang: waiting + ready reach minAvailable, ANDed with priority's rule in
-                # the first tier), so it never takes more than it needs to start.
-                if not ssn.job_starving(job):
-                    break
-                if task.preemption_policy == "Never" or not ssn.preemptive(queue, task):
-                    continue
-                for node in candidate_nodes(ssn, task):
-                    cands = []
-                    for t in ssn.nodes.tasks[node].values():
-                        if t.status not in EVICTABLE or not t.preemptable or t.best_effort:
-                            continue
-                        vjob = ssn.jobs.get(t.job)
-                        if vjob is None or vjob.queue == queue.name:
-                            continue
-                        vq = ssn.queues.get(vjob.queue)
-                        if vq is None or not vq.reclaimable:
-                            continue
-                        cands.append(t)
-                    if not cands:
-                        continue
-                    victims = ssn.reclaimable(task, cands)
-                    if victims and make_room(ssn, stmt, task, node, victims, f"reclaimed by queue {queue.name}"):
-                        break
-            if ssn.job_pipelined(job):
+            stmt = try_in_domains(ssn, job, lambda job=job, queue=queue: self._attempt(ssn, job, queue))
+            if stmt is not None:
                 commit(ssn, stmt)
                 ssn.record(job, "reclaim", f"reclaimed resources for queue {queue.name}; waiting for victims to terminate")
-            else:
-                stmt.discard()
             queues.push(queue)
+
+    def _attempt(self, ssn, job, queue) -> Statement:
+        stmt = Statement(ssn)
+        tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
+        tasks.sort(key=ssn.task_key)
+        for task in tasks:
+            # One task at a time, as Volcano does: a job stops reclaiming once it no longer
+            # starves (gang: waiting + ready reach minAvailable, ANDed with priority's rule in
+            # the first tier), so it never takes more than it needs to start.
+            if not ssn.job_starving(job):
+                break
+            if task.preemption_policy == "Never" or not ssn.preemptive(queue, task):
+                continue
+            for node in candidate_nodes(ssn, task):
+                cands = []
+                for t in ssn.nodes.tasks[node].values():
+                    if t.status not in EVICTABLE or not t.preemptable or t.best_effort:
+                        continue
+                    vjob = ssn.jobs.get(t.job)
+                    if vjob is None or vjob.queue == queue.name:
+                        continue
+                    vq = ssn.queues.get(vjob.queue)
+                    if vq is None or not vq.reclaimable:
+                        continue
+                    cands.append(t)
+                if not cands:
+                    continue
+                victims = ssn.reclaimable(task, cands)
+                if victims and make_room(ssn, stmt, task, node, victims, f"reclaimed by queue {queue.name}"):
+                    break
+        return stmt

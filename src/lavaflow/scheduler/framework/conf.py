@@ -38,13 +38,13 @@ class PluginOption(BaseModel):
         """Whether extension point ``point`` (e.g. "JobOrder", "Preemptable") is on.
 
         Volcano spells the switches both ``enableXxx`` and ``enabledXxx``; both
-        are accepted, and hierarchy is off unless asked for.
+        are accepted; hierarchy and namespace order are off unless asked for.
         """
         extra = self.model_extra or {}
         for key in (f"enabled{point}", f"enable{point}"):
             if key in extra and extra[key] is not None:
                 return bool(extra[key])
-        return point != "Hierarchy"
+        return point not in ("Hierarchy", "NamespaceOrder")
 
     @field_validator("arguments", mode="before")
     @classmethod

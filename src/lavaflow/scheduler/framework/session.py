@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .conf import SchedulerConfiguration
 
 PERMIT, ABSTAIN, REJECT = 1, 0, -1
+# A node-order cache_key's answer for a task whose score depends on more than each node's own
+# row: that fn is then computed over the candidates only, the others stay cached.
+UNCACHED = object()
 
 
 def _cmp_default(l_creation: float, l_uid: str, r_creation: float, r_uid: str) -> int:
@@ -78,6 +81,8 @@ class Session:
         self._score_log: list[np.ndarray] = []  # rows whose usage changed, one entry per epoch
         self._score_snap: np.ndarray | None = None  # nodes.used when last compared
         self._score_nodes: Any = None
+        # Nodes the task being placed may use (a job's HyperNode while allocate tries it), or None.
+        self.node_limit: np.ndarray | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -136,6 +141,10 @@ class Session:
     def add_queue_order_fn(self, name: str, fn: Callable) -> None:
         self._add("QueueOrder", name, fn)
 
+    def add_namespace_order_fn(self, name: str, fn: Callable) -> None:
+        """fn(namespace, namespace) -> int: inside a queue, which namespace's jobs go next."""
+        self._add("NamespaceOrder", name, fn)
+
     def add_task_order_fn(self, name: str, fn: Callable) -> None:
         self._add("TaskOrder", name, fn)
 
@@ -187,6 +196,37 @@ class Session:
     def add_preemptive_fn(self, name: str, fn: Callable) -> None:
         self._add("Preemptive", name, fn)
 
+    def add_job_domains_fn(self, name: str, fn: Callable) -> None:
+        """fn(job, purpose) -> None (no constraint) or (candidates, reason): the node sets the job's
+        gang must be placed within, in order of preference — [(label, bool mask over nodes or None
+        for all nodes)] — and why the job waits when it fits none (network topology). ``purpose``
+        is "allocate", or "evict" when preempt/reclaim look for room."""
+        self._add("JobDomains", name, fn)
+
+    def job_domains(self, job: JobInfo, purpose: str = "allocate") -> tuple[list[tuple[str, np.ndarray | None]], str] | None:
+        fns = self.fns.get("JobDomains")
+        if not fns:
+            return None
+        for tier in self._tiered("JobDomains"):
+            for _, fn in tier:
+                got = fn(job, purpose)
+                if got is not None:
+                    return got
+        return None
+
+    def add_victim_tasks_fn(self, name: str, fn: Callable) -> None:
+        """fn(running tasks) -> tasks to evict (the shuffle action; e.g. rescheduling)."""
+        self._add("VictimTasks", name, fn)
+
+    def victim_tasks(self, tasks: list[TaskInfo]) -> list[TaskInfo]:
+        """The union of every plugin's victims, in the order first named."""
+        out: dict[str, TaskInfo] = {}
+        for tier in self._tiered("VictimTasks"):
+            for _, fn in tier:
+                for t in fn(tasks):
+                    out.setdefault(t.uid, t)
+        return list(out.values())
+
     def add_event_handler(self, allocate: Callable | None = None, deallocate: Callable | None = None) -> None:
         """allocate(task) / deallocate(task) are called as tasks gain or lose resources."""
         self.event_handlers.append((allocate, deallocate))
@@ -233,6 +273,9 @@ class Session:
     def queue_order(self, left: QueueInfo, right: QueueInfo) -> int:
         r = self._order("QueueOrder", left, right)
         return r or _cmp_default(left.creation, left.name, right.creation, right.name)
+
+    def namespace_order(self, left: str, right: str) -> int:
+        return self._order("NamespaceOrder", left, right) or (left > right) - (left < right)
 
     def task_order(self, left: TaskInfo, right: TaskInfo) -> int:
         r = self._order("TaskOrder", left, right)
@@ -347,29 +390,38 @@ class Session:
 
     def predicate_mask(self, task: TaskInfo) -> np.ndarray:
         mask = self.nodes.schedulable[: len(self.nodes)].copy()
+        if self.node_limit is not None:
+            mask &= self.node_limit
         for tier in self._tiered("Predicate"):
             for _, fn in tier:
                 m, _explain = fn(task)
                 mask &= m
         return mask
 
-    def node_scores(self, task: TaskInfo, candidates: np.ndarray) -> np.ndarray:
+    def node_scores(self, task: TaskInfo, candidates: np.ndarray, skip: tuple[str, ...] = ()) -> np.ndarray:
         scores = np.zeros(len(candidates))
         for tier in self._tiered("NodeOrder"):
-            for _, fn in tier:
-                scores += fn(task, candidates)
+            for name, fn in tier:
+                if name not in skip:
+                    scores += fn(task, candidates)
         return scores
 
-    def _class_key(self, task: TaskInfo) -> Any:
-        """The task's score class, or None when some node-order fn cannot be cached."""
+    def _class_key(self, task: TaskInfo) -> tuple[Any, tuple[str, ...]]:
+        """The task's score class (None when some node-order fn cannot be cached), and the
+        fns whose cache_key answered UNCACHED for this task (scored over the candidates only)."""
         parts = []
+        apart: tuple[str, ...] = ()
         for tier in self._tiered("NodeOrder"):
             for name, _ in tier:
                 ck = self._score_keys.get(name)
                 if ck is None:
-                    return None
-                parts.append(ck(task))
-        return tuple(parts)
+                    return None, ()
+                part = ck(task)
+                if part is UNCACHED:
+                    apart += (name,)
+                else:
+                    parts.append(part)
+        return tuple(parts), apart
 
     def _changed_rows(self) -> int:
         """Advance the usage epoch with the nodes whose ``used`` row changed; returns the epoch."""
@@ -427,14 +479,16 @@ class Session:
         return entry[1]
 
     def _best(self, task: TaskInfo, cand: np.ndarray, epoch: int | None = None) -> int:
-        key = self._class_key(task)
+        key, apart = self._class_key(task)
         if key is None:
             scores = self.node_scores(task, cand)
         else:
             if epoch is None:
                 epoch = self._changed_rows()
-            full = self._class_array(("score", key), epoch, lambda rows: self.node_scores(task, rows))
+            full = self._class_array(("score", key), epoch, lambda rows: self.node_scores(task, rows, apart))
             scores = full[cand]
+            if apart:
+                scores = scores + self.node_scores(task, cand, tuple(n for n in self._score_keys if n not in apart))
         return int(cand[int(np.argmax(scores))])
 
     def _resource_fit(self, req: np.ndarray, nz: np.ndarray, epoch: int) -> np.ndarray:
@@ -460,6 +514,11 @@ class Session:
         if not_ready:
             reasons["node(s) were unschedulable or not ready"] = not_ready
         remaining = alive.copy()
+        if self.node_limit is not None:
+            outside = int((remaining & ~self.node_limit).sum())
+            if outside:
+                reasons["node(s) outside the job's HyperNode"] = outside
+            remaining &= self.node_limit
         for tier in self._tiered("Predicate"):
             for _, fn in tier:
                 m, explain = fn(task)

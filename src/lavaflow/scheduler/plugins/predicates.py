@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...api.selectors import first_untolerated_taint, label_selector_matches, pod_fits_node_labels
+from ...api.selectors import first_untolerated_taint, label_selector_matches, node_selector_matches, pod_fits_node_labels
 from ..framework.registry import Plugin, register_plugin
 
 
@@ -50,6 +50,20 @@ def _in_domains(nodes, topology_key: str, domains: set[str]) -> np.ndarray:
 def _has_key(nodes, topology_key: str) -> np.ndarray:
     n = len(nodes)
     return np.fromiter((topology_key in nodes.labels[i] for i in range(n)), dtype=bool, count=n)
+
+
+def _host_ports(spec) -> list[tuple[str, str, int]]:
+    """(protocol, hostIP, hostPort) of every container port bound on the host."""
+    return [(p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
+            for c in spec.containers for p in c.ports if p.host_port]
+
+
+def _ports_conflict(wanted, used) -> bool:
+    for proto, ip, port in wanted:
+        for uproto, uip, uport in used:
+            if port == uport and proto == uproto and (ip == uip or "0.0.0.0" in (ip, uip)):
+                return True
+    return False
 
 
 @register_plugin
@@ -132,7 +146,103 @@ class PredicatesPlugin(Plugin):
             if task.has_pod_affinity or anti_holders():
                 aff_ok, anti_ok = pod_affinity_mask(task)
                 mask = mask & aff_ok & anti_ok
+            spec = task.pod.spec if task.pod is not None else None
+            if spec is not None:
+                extra = extras.get(id(spec))
+                if extra is None:
+                    extra = extras[id(spec)] = (bool(spec.topology_spread_constraints or _host_ports(spec)), bool(spec.volumes))
+                if extra[0]:
+                    mask = mask & ports_mask(task) & spread_mask(task, mask)
+                if extra[1]:
+                    mask = mask & volumes_mask(task)
             return mask, explain
+
+        # Per pod spec (pods of a task share theirs): (spread or host ports, volumes) to check.
+        extras: dict[int, tuple[bool, bool]] = {}
+
+        def volume_claims(task) -> tuple[str, ...]:
+            return tuple(sorted(v.persistent_volume_claim.claim_name for v in task.pod.spec.volumes
+                                if v.persistent_volume_claim is not None))
+
+        def volume_reason(task) -> str:
+            objects = ssn.cache.objects
+            for name in volume_claims(task):
+                pvc = objects.get("PersistentVolumeClaim", {}).get(f"{task.namespace}/{name}")
+                if pvc is None:
+                    return f'persistentvolumeclaim "{name}" not found'
+                if pvc.spec.volume_name and pvc.spec.volume_name not in objects.get("PersistentVolume", {}):
+                    return f'persistentvolume "{pvc.spec.volume_name}" not found'
+            return "node(s) had volume node affinity conflict"
+
+        def volumes_mask(task) -> np.ndarray:
+            """VolumeBinding / VolumeZone: a bound PersistentVolume's nodeAffinity; a missing claim fits nowhere."""
+            claims = volume_claims(task)
+            n = len(nodes)
+            if not claims:
+                return np.ones(n, dtype=bool)
+            objects = ssn.cache.objects
+
+            def build() -> np.ndarray:
+                out = np.ones(n, dtype=bool)
+                for name in claims:
+                    pvc = objects.get("PersistentVolumeClaim", {}).get(f"{task.namespace}/{name}")
+                    if pvc is None:
+                        return np.zeros(n, dtype=bool)
+                    if not pvc.spec.volume_name:
+                        continue  # not bound yet: any node (binding on first consumer is not modelled)
+                    pv = objects.get("PersistentVolume", {}).get(pvc.spec.volume_name)
+                    if pv is None:
+                        return np.zeros(n, dtype=bool)
+                    aff = pv.spec.node_affinity.required if pv.spec.node_affinity is not None else None
+                    if aff is not None:
+                        out &= np.fromiter((node_selector_matches(aff, nodes.labels[i], nodes.names[i]) for i in range(n)),
+                                           dtype=bool, count=n)
+                return out
+
+            return ssn.static_mask(task, ("volumes", task.namespace, claims, ssn.cache.objects_version), build)
+
+        def ports_mask(task) -> np.ndarray:
+            """NodePorts: no placed pod on the node uses one of the task's host ports."""
+            n = len(nodes)
+            wanted = _host_ports(task.pod.spec)
+            out = np.ones(n, dtype=bool)
+            if not wanted:
+                return out
+            for i, t in placed_tasks():
+                if t is not task and t.pod is not None and out[i] and _ports_conflict(wanted, _host_ports(t.pod.spec)):
+                    out[i] = False
+            return out
+
+        def spread_mask(task, eligible: np.ndarray) -> np.ndarray:
+            """PodTopologySpread (DoNotSchedule): placing the task keeps each constraint's skew ≤ maxSkew."""
+            n = len(nodes)
+            out = np.ones(n, dtype=bool)
+            for c in task.pod.spec.topology_spread_constraints:
+                if c.when_unsatisfiable != "DoNotSchedule" or not c.topology_key:
+                    continue
+                key = c.topology_key
+                # Domains: the key's values on nodes the pod's node selector/affinity allows.
+                counts: dict[str, int] = {}
+                for i in np.flatnonzero(eligible):
+                    v = nodes.labels[i].get(key)
+                    if v is not None:
+                        counts.setdefault(v, 0)
+                for i, t in placed_tasks():
+                    v = nodes.labels[i].get(key)
+                    if v in counts and t is not task and t.namespace == task.namespace and label_selector_matches(c.label_selector, t.labels):
+                        counts[v] += 1
+                if not counts:
+                    out[:] = False
+                    continue
+                lowest = min(counts.values())
+                if c.min_domains is not None and len(counts) < c.min_domains:
+                    lowest = 0
+                own = 1 if label_selector_matches(c.label_selector, task.labels) else 0
+                for i in range(n):
+                    v = nodes.labels[i].get(key)
+                    if v is None or v not in counts or counts[v] + own - lowest > c.max_skew:
+                        out[i] = False
+            return out
 
         def explain(task, failing: np.ndarray) -> dict[str, int]:
             reasons: dict[str, int] = {}
@@ -149,6 +259,12 @@ class PredicatesPlugin(Plugin):
                     r = "node(s) didn't match pod affinity rules"
                 elif anti_ok is not None and not anti_ok[i]:
                     r = "node(s) didn't match pod anti-affinity rules"
+                elif spec is not None and _host_ports(spec) and not ports_mask(task)[i]:
+                    r = "node(s) didn't have free ports for the requested pod ports"
+                elif spec is not None and spec.topology_spread_constraints and not spread_mask(task, np.ones(len(nodes), dtype=bool))[i]:
+                    r = "node(s) didn't match pod topology spread constraints"
+                elif spec is not None and spec.volumes and not volumes_mask(task)[i]:
+                    r = volume_reason(task)
                 else:
                     r = "node(s) didn't satisfy a predicate"
                 reasons[r] = reasons.get(r, 0) + 1

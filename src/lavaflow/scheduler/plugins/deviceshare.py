@@ -1,0 +1,160 @@
+"""deviceshare: GPU sharing, accounted per physical GPU (Volcano's gpushare).
+
+A node offers ``volcano.sh/gpu-number`` GPUs and ``volcano.sh/gpu-memory`` in total
+(each GPU has total ÷ number). With ``deviceshare.GPUSharingEnable: true`` a pod asking
+for ``volcano.sh/gpu-memory`` (container limits, else requests) must fit on one GPU's
+free memory — the lowest-numbered GPU that has room is taken; with
+``deviceshare.GPUNumberEnable: true`` a pod asking for ``volcano.sh/gpu-number: k`` needs k
+GPUs nobody uses. ``deviceshare.SchedulePolicy`` (``binpack`` / ``spread``) with
+``deviceshare.ScheduleWeight`` scores nodes by how full the chosen GPU will be.
+
+The GPU chosen for each pod is accounted through the session's events and remembered
+across sessions (and read back from a pod's ``volcano.sh/gpu-index`` annotation when it
+has one), so two pods never over-fill the same GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..api import OCCUPYING
+from ..framework.registry import Plugin, register_plugin
+from ..framework.session import UNCACHED
+
+GPU_MEMORY = "volcano.sh/gpu-memory"
+GPU_NUMBER = "volcano.sh/gpu-number"
+GPU_INDEX = "volcano.sh/gpu-index"
+MAX_SCORE = 100.0
+
+
+def _container_amount(pod, name: str) -> float:
+    if pod is None:
+        return 0.0
+    total = 0.0
+    for c in pod.spec.containers:
+        v = c.resources.limits.get(name, c.resources.requests.get(name))
+        if v is not None:
+            total += float(v)
+    return total
+
+
+@register_plugin
+class DeviceSharePlugin(Plugin):
+    name = "deviceshare"
+
+    def on_session_open(self, ssn) -> None:
+        sharing = self.arg_bool("deviceshare.GPUSharingEnable", False)
+        numbers = self.arg_bool("deviceshare.GPUNumberEnable", False)
+        if not (sharing or numbers):
+            return
+        policy = str(self.arguments.get("deviceshare.SchedulePolicy", "") or "")
+        weight = self.arg_float("deviceshare.ScheduleWeight", 0.0)
+        nodes = ssn.nodes
+        index = ssn.index
+        n = len(nodes)
+        mem_col, num_col = index.pos.get(GPU_MEMORY), index.pos.get(GPU_NUMBER)
+        if num_col is None:
+            return
+        # Per node with GPUs: memory per GPU and memory used per GPU.
+        cards: dict[int, tuple[float, np.ndarray]] = {}
+        for i in range(n):
+            count = int(nodes.allocatable[i, num_col])
+            if count > 0:
+                total = float(nodes.allocatable[i, mem_col]) if mem_col is not None else 0.0
+                cards[i] = (total / count, np.zeros(count))
+        def wants(task) -> tuple[float, int]:
+            return (_container_amount(task.pod, GPU_MEMORY) if sharing else 0.0,
+                    int(_container_amount(task.pod, GPU_NUMBER)) if numbers else 0)
+
+        self.wants = wants
+
+        memo: dict[str, tuple[int, np.ndarray]] = ssn.cache.plugin_memo.setdefault(self.name, {})
+        for uid, (i, used) in list(memo.items()):
+            t = ssn.cache.tasks.get(uid)
+            if t is None or t.node != i or t.status not in OCCUPYING or i not in cards or len(used) != len(cards[i][1]):
+                del memo[uid]
+                continue
+            cards[i][1][:] += used
+        for i, tasks in enumerate(nodes.tasks):  # placed pods we never assigned (scheduler restart)
+            if i not in cards:
+                continue
+            for t in tasks.values():
+                if t.uid in memo or t.status not in OCCUPYING or t.pod is None:
+                    continue
+                raw = t.pod.metadata.annotations.get(GPU_INDEX, "")
+                ids = [int(x) for x in raw.split(",") if x.strip().isdigit()]
+                got = self._take(t, cards[i], ids)
+                if got is not None:
+                    cards[i][1][:] += got
+                    memo[t.uid] = (i, got)
+
+        def choose(task, i: int) -> np.ndarray | None:
+            node = cards.get(i)
+            return None if node is None else self._take(task, node, None)
+
+        def predicate(task):
+            mem, num = wants(task)
+            if mem <= 0 and num <= 0:
+                return np.ones(n, dtype=bool), explain
+            mask = np.zeros(n, dtype=bool)
+            for i in cards:
+                mask[i] = choose(task, i) is not None
+            return mask, explain
+
+        def explain(task, failing: np.ndarray) -> dict[str, int]:
+            mem, _ = wants(task)
+            r = f"node(s) had no GPU with {mem:g} {GPU_MEMORY} free" if mem > 0 else "node(s) had not enough idle GPUs"
+            return {r: int(failing.sum())}
+
+        def score(task, cand: np.ndarray) -> np.ndarray:
+            out = np.zeros(len(cand))
+            for j, i in enumerate(cand):
+                node = cards.get(int(i))
+                got = choose(task, int(i))
+                if node is None or got is None or node[0] <= 0:
+                    continue
+                card = int(np.argmax(got))
+                fill = (node[1][card] + got[card]) / node[0]
+                out[j] = fill if policy == "binpack" else 1.0 - fill
+            return out * MAX_SCORE * weight
+
+        def on_allocate(task) -> None:
+            node = cards.get(task.node)
+            if node is None:
+                return
+            got = self._take(task, node, None)
+            if got is not None:
+                node[1][:] += got
+                memo[task.uid] = (task.node, got)
+
+        def on_deallocate(task) -> None:
+            entry = memo.pop(task.uid, None)
+            if entry is not None and entry[0] in cards:
+                cards[entry[0]][1][:] -= entry[1]
+
+        ssn.add_predicate_fn(self.name, predicate)
+        if policy in ("binpack", "spread") and weight > 0:
+            ssn.add_node_order_fn(self.name, score, cache_key=lambda t: UNCACHED if any(wants(t)) else None)
+        ssn.add_event_handler(on_allocate, on_deallocate)
+        self.cards = cards
+
+    def _take(self, task, node: tuple[float, np.ndarray], ids: list[int] | None) -> np.ndarray | None:
+        """Memory taken per GPU on ``node`` by ``task``; None when it does not fit."""
+        per_card, used = node
+        mem, num = self.wants(task)
+        got = np.zeros(len(used))
+        if mem > 0:
+            order = ids if ids else range(len(used))
+            for c in order:
+                if 0 <= c < len(used) and used[c] + mem <= per_card + 1e-9:
+                    got[c] = mem
+                    return got
+            return None
+        if num > 0:
+            idle = [c for c in (ids or range(len(used))) if 0 <= c < len(used) and used[c] <= 0]
+            if len(idle) < num:
+                return None
+            for c in idle[:num]:
+                got[c] = per_card
+            return got
+        return None

@@ -1,0 +1,187 @@
+"""resource-strategy-fit: per-resource MostAllocated / LeastAllocated scoring with weights.
+
+Arguments (Volcano's): ``resourceStrategyFitWeight`` (default 10) and ``resources``, a map
+from resource name (or a prefix ending in ``*``, e.g. ``nvidia.com/*``; the exact name
+wins, then the longest prefix) to ``{type: MostAllocated|LeastAllocated, weight: n}``
+(default: cpu and memory, LeastAllocated, weight 1). A pod may choose for itself with the
+annotations ``volcano.sh/resource-strategy-scoring-type`` and
+``volcano.sh/resource-strategy-weight`` (JSON map resource → weight).
+
+For each resource the task requests that has a strategy: MostAllocated scores
+(used + request) / allocatable, LeastAllocated (allocatable − used − request) / allocatable,
+times its weight (0 when the node would be overfull); the weighted mean is scaled to
+0–100 × resourceStrategyFitWeight.
+
+``sra: {enable: true, resources: "nvidia.com/gpu", weight: 10, resourceWeight: {nvidia.com/gpu: 1}}``
+(scarce resource avoidance) adds 100 × weight × (1 − share of the listed resources' weights
+the node has), so tasks keep off nodes with scarce resources they do not need (0 on a node
+lacking something the task asks for). ``proportional: {enable: true, resources:
+"nvidia.com/gpu", resourceProportion: {nvidia.com/gpu.cpu: 4, nvidia.com/gpu.memory: 8}}``
+filters: a task asking for none of those resources may not leave a node with less than
+(rate × the node's idle GPUs) CPUs and GB of memory idle.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..framework.registry import Plugin, register_plugin
+from ..resources import EPS
+
+TYPE_KEY = "volcano.sh/resource-strategy-scoring-type"
+WEIGHT_KEY = "volcano.sh/resource-strategy-weight"
+MOST, LEAST = "MostAllocated", "LeastAllocated"
+MAX_SCORE = 100.0
+
+
+def _truthy(v) -> bool:
+    return v is True or (isinstance(v, str) and v.strip().lower() == "true")
+
+
+def _strategy(name: str, resources: dict[str, tuple[str, float]]) -> tuple[str, float] | None:
+    if name in resources:
+        return resources[name]
+    best = None
+    for key, val in resources.items():
+        if key.endswith("*") and name.startswith(key[:-1]) and (best is None or len(key) > len(best[0])):
+            best = (key, val)
+    return best[1] if best else None
+
+
+@register_plugin
+class ResourceStrategyFitPlugin(Plugin):
+    name = "resource-strategy-fit"
+
+    def on_session_open(self, ssn) -> None:
+        weight = self.arg_float("resourceStrategyFitWeight", 10.0)
+        if weight < 0:
+            weight = 10.0
+        raw = self.arguments.get("resources")
+        resources: dict[str, tuple[str, float]] = {}
+        if isinstance(raw, dict) and raw:
+            for name, cfg in raw.items():
+                name = str(name)
+                if "*" in name and (name == "*" or not name.endswith("*") or name.count("*") != 1):
+                    continue  # Volcano drops invalid wildcard patterns
+                cfg = cfg if isinstance(cfg, dict) else {}
+                kind = cfg.get("type", LEAST)
+                w = float(cfg.get("weight", 1) or 1)
+                resources[name] = (kind if kind in (MOST, LEAST) else LEAST, w if w > 0 else 1.0)
+        else:
+            resources = {"cpu": (LEAST, 1.0), "memory": (LEAST, 1.0)}
+        nodes = ssn.nodes
+        names = ssn.index.names
+        index = ssn.index
+        sra_cfg = self.arguments.get("sra") if isinstance(self.arguments.get("sra"), dict) else {}
+        sra_weight = float(sra_cfg.get("weight", 0) or 0) if _truthy(sra_cfg.get("enable")) else 0.0
+        sra_res: dict[str, float] = {}
+        if sra_weight > 0:
+            per = sra_cfg.get("resourceWeight") if isinstance(sra_cfg.get("resourceWeight"), dict) else {}
+            for r in (x.strip() for x in str(sra_cfg.get("resources", "") or "").split(",")):
+                if r:
+                    w = float(per.get(r, 1) or 1)
+                    sra_res[r] = w if w >= 0 else 1.0
+        prop_cfg = self.arguments.get("proportional") if isinstance(self.arguments.get("proportional"), dict) else {}
+        proportional: list[tuple[int, float, float]] = []  # (column, cpu per unit, GB memory per unit)
+        if _truthy(prop_cfg.get("enable")):
+            rates = prop_cfg.get("resourceProportion") if isinstance(prop_cfg.get("resourceProportion"), dict) else {}
+            for r in (x.strip() for x in str(prop_cfg.get("resources", "") or "").split(",")):
+                if r and r in index.pos:
+                    c = float(rates.get(f"{r}.cpu", 1.0))
+                    m = float(rates.get(f"{r}.memory", 1.0))
+                    proportional.append((index.pos[r], c if c >= 0 else 1.0, m if m >= 0 else 1.0))
+        if proportional:
+            cpu_col, mem_col = index.pos.get("cpu"), index.pos.get("memory")
+
+            def proportional_mask(task):
+                n = len(nodes)
+                ok = np.ones(n, dtype=bool)
+                if any(task.resreq[c] > 0 for c, _, _ in proportional):
+                    return ok, proportional_explain
+                idle = nodes.allocatable[:n] - nodes.used[:n]
+                for c, rc, rm in proportional:
+                    has = nodes.allocatable[:n, c] > 0
+                    short = np.zeros(n, dtype=bool)
+                    if cpu_col is not None:
+                        short |= idle[:, cpu_col] - task.resreq[cpu_col] < idle[:, c] * rc - EPS
+                    if mem_col is not None:
+                        short |= idle[:, mem_col] - task.resreq[mem_col] < idle[:, c] * rm * 1e9 - EPS
+                    ok &= ~(has & short)
+                return ok, proportional_explain
+
+            def proportional_explain(task, failing):
+                return {"node(s) must keep CPU and memory in proportion to their idle scarce resources": int(failing.sum())}
+
+            ssn.add_predicate_fn(self.name, proportional_mask)
+        if weight <= 0 and sra_weight <= 0:
+            return
+        sra_cols = [(index.pos[r], w) for r, w in sra_res.items() if r in index.pos]
+        sra_sum = sum(sra_res.values())
+
+        def plan(task) -> list[tuple[int, str, float]]:
+            pod = task.pod
+            ann = pod.metadata.annotations if pod is not None else {}
+            pod_type = ann.get(TYPE_KEY, "")
+            pod_weights: dict = {}
+            if pod_type:
+                try:
+                    pod_weights = json.loads(ann.get(WEIGHT_KEY, "") or "null") or {}
+                except ValueError:
+                    return []
+                if not isinstance(pod_weights, dict):
+                    return []
+            out = []
+            for c in np.flatnonzero(task.resreq > 0):
+                name = names[c]
+                if name == "pods":
+                    continue
+                if pod_type:
+                    if name not in pod_weights:
+                        continue
+                    out.append((int(c), pod_type, float(pod_weights[name])))
+                else:
+                    s = _strategy(name, resources)
+                    if s is not None:
+                        out.append((int(c), s[0], s[1]))
+            return out
+
+        def sra(task, cand: np.ndarray) -> np.ndarray:
+            alloc = nodes.allocatable[cand]
+            req = np.flatnonzero(task.resreq > 0)
+            lacking = np.any(alloc[:, req] <= 0, axis=1) if len(req) else np.zeros(len(cand), dtype=bool)
+            have = np.zeros(len(cand))
+            for c, w in sra_cols:
+                have += np.where(alloc[:, c] > 0, w, 0.0)
+            s = 1.0 - have / sra_sum if sra_sum > 0 else np.zeros(len(cand))
+            return np.where(lacking, 0.0, s) * MAX_SCORE * sra_weight
+
+        def score(task, cand: np.ndarray) -> np.ndarray:
+            out = fit_score(task, cand) if weight > 0 else np.zeros(len(cand))
+            if sra_weight > 0:
+                out = out + sra(task, cand)
+            return out
+
+        def fit_score(task, cand: np.ndarray) -> np.ndarray:
+            steps = plan(task)
+            total = np.zeros(len(cand))
+            wsum = 0.0
+            broken = np.zeros(len(cand), dtype=bool)
+            for c, kind, w in steps:
+                a = nodes.allocatable[cand, c]
+                after = nodes.used[cand, c] + task.resreq[c]
+                broken |= after > a + EPS
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    frac = np.where(a > 0, after / a, 0.0) if kind == MOST else np.where(a > 0, (a - after) / a, 0.0)
+                total += w * frac
+                wsum += w
+            if wsum:
+                total /= wsum
+            return np.where(broken, 0.0, total) * MAX_SCORE * weight
+
+        def key(task):
+            ann = task.pod.metadata.annotations if task.pod is not None else {}
+            return (task.resreq.tobytes(), ann.get(TYPE_KEY, ""), ann.get(WEIGHT_KEY, ""))
+
+        ssn.add_node_order_fn(self.name, score, cache_key=key)
