@@ -61,15 +61,14 @@ def test_deployment_example_runs_in_its_queue_on_kubelet_labels():
     assert r["stalled"] is False and r["warnings"] == []
 
 
-def test_ray_job_plugin_is_warned_about_and_the_job_still_runs():
+def test_ray_job_plugin_runs_without_warnings():
     job = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "ray"},
                "spec": {"minAvailable": 3, "schedulerName": "volcano", "plugins": {"ray": []},
                         "tasks": [{"name": "head", "replicas": 1, "template": {"spec": {"containers": [{"name": "h"}]}}},
                                   {"name": "worker", "replicas": 2, "template": {"spec": {"containers": [{"name": "w"}]}}}]}})
     r = simulate(node_group("n", cpu="4") + job)
     assert r["jobs"][0]["phase"] == "Completed"
-    assert r["warnings"] == ["<input>: document 2: Job/ray: spec.plugins[ray]: not implemented by lavaflow, ignored "
-                             "(the job is scheduled without it)"]
+    assert not r.get("warnings")  # the ray job plugin is implemented (head service, ports, commands)
 
 
 def test_priority_class_of_older_api_versions_is_accepted():

@@ -336,6 +336,10 @@ tiers:
   - name: nodeorder
   - name: binpack
   - name: network-topology-aware
+  - name: usage
+  - name: tdm
+  - name: pdb
+  - name: cdp
 """
 
 
@@ -349,10 +353,10 @@ def test_real_volcano_conf_with_unknown_plugins_runs_with_warnings():
     assert job_of(r, "ms")["phase"] == "Completed"
     skipped = [w for w in r["warnings"] if "unknown plugin" in w]
     assert [w.split(": ")[3] for w in skipped] == [
-        "data[volcano-scheduler.conf].tiers[1].plugins[1].name", "data[volcano-scheduler.conf].tiers[1].plugins[3].name",
-        "data[volcano-scheduler.conf].tiers[1].plugins[4].name", "data[volcano-scheduler.conf].tiers[1].plugins[8].name"]
+        "data[volcano-scheduler.conf].tiers[1].plugins[9].name", "data[volcano-scheduler.conf].tiers[1].plugins[10].name",
+        "data[volcano-scheduler.conf].tiers[1].plugins[11].name", "data[volcano-scheduler.conf].tiers[1].plugins[12].name"]
     assert all(w.startswith("<input>: document 2: ConfigMap/volcano-scheduler-configmap: ") for w in skipped)
-    assert "'deviceshare' skipped" in skipped[0]
+    assert "'usage' skipped" in skipped[0]
 
 
 def test_cli_prints_skipped_plugins_on_stderr_and_in_json(tmp_path):
@@ -367,7 +371,7 @@ def test_cli_prints_skipped_plugins_on_stderr_and_in_json(tmp_path):
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     lines = [x for x in res.stderr.splitlines() if x.startswith("warning: ")]
-    assert len(lines) == 4 and lines[0].startswith(f"warning: {conf}: tiers[1].plugins[1].name: unknown plugin 'deviceshare' skipped")
+    assert len(lines) == 4 and lines[0].startswith(f"warning: {conf}: tiers[1].plugins[9].name: unknown plugin 'usage' skipped")
     assert len(json.loads(res.stdout)["warnings"]) == 4
 
 
@@ -400,7 +404,7 @@ def test_kube_scheduler_exposes_skipped_plugins_as_a_metric():
 
     s = KubeScheduler(KubeClient(ClientConfig(server="http://127.0.0.1:9")), load_scheduler_conf(REAL_CONF), emit_events=False)
     text = generate_latest(s.metrics.registry).decode()
-    for name in ("deviceshare", "numa-aware", "task-topology", "network-topology-aware"):
+    for name in ("usage", "tdm", "pdb", "cdp"):
         assert f'lavaflow_scheduler_skipped_plugins{{plugin="{name}"}} 1.0' in text
 
 
