@@ -165,7 +165,7 @@ def simulate(
     gpus_per_node: Annotated[int, typer.Option(help="with --workload: GPUs per node")] = 4,
     cluster: Annotated[Optional[Path], typer.Option(help="with --workload: YAML with Node/NodeGroup objects")] = None,  # noqa: UP007
     gpu_types: Annotated[Optional[str], typer.Option(help="with --workload: nodes per GPU type, e.g. k80:4,p100:4,v100:4")] = None,  # noqa: UP007
-    resize_interval: Annotated[str, typer.Option(help="with --workload: minimum time between reschedules")] = "30s",
+    resize_interval: Annotated[Optional[str], typer.Option(help="with --workload: minimum time between reschedules (default 30s; Tiresias: its own 60s tick)")] = None,  # noqa: UP007
     resize_cost: Annotated[str, typer.Option(help="with --workload: pause per start/resize/migration")] = "30s",
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""

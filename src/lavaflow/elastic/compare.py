@@ -10,6 +10,7 @@ from .sim import Cluster, NodeEvent, SimResult, simulate
 
 COLUMNS = (
     ("policy", "policy"),
+    ("clairvoyant", "reads work"),
     ("avg_jct", "avg JCT"),
     ("p50_jct", "p50 JCT"),
     ("p99_jct", "p99 JCT"),
@@ -26,11 +27,12 @@ def run_policies(
     jobs: Sequence[ElasticJobSpec],
     cluster: Cluster,
     policies: Sequence[str],
-    resched_interval: float = 30.0,
+    resched_interval: float | None = None,
     resize_cost: float = 30.0,
     node_events: Sequence[NodeEvent] = (),
     horizon: float | None = None,
 ) -> list[SimResult]:
+    """``resched_interval=None``: each policy's own tick (60 s for Tiresias), else 30 s."""
     out = []
     for name in policies:
         pol = make_policy(name, resize_cost=resize_cost, horizon=horizon)
@@ -61,6 +63,8 @@ def table_rows(results: Sequence[SimResult]) -> tuple[list[str], list[list[str]]
                 row.append(fmt_duration(v))
             elif key == "gpu_utilization":
                 row.append("-" if v is None else f"{100 * v:.1f}%")
+            elif key == "clairvoyant":
+                row.append("yes" if v else "no")
             elif key == "completed":
                 row.append(f"{v}/{s['jobs']}")
             else:

@@ -354,29 +354,100 @@ def type_factor(app: str, gpu_type: str | None) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+_BEST_BATCH: dict[tuple, tuple[float, int]] = {}
+
+
 @dataclass
 class PolluxJobSpeed:
-    """A job of a Pollux application at a fixed global batch size."""
+    """A job of a Pollux application.
+
+    Fixed batch (``adaptive=False``, default): the job trains at global batch ``batch_size``; its
+    work and rate are in optimiser steps at that batch.
+
+    Adaptive batch (``adaptive=True``, Pollux's co-adaptation): for every placement the job trains
+    at the batch size that maximises *goodput* = throughput × statistical efficiency, chosen among
+    ``batch_size`` and 50 geometrically spaced sizes from max(the application's smallest measured
+    batch, replicas × smallest per-GPU batch) to ``max_batch_size`` (default: the application's
+    largest measured batch), with gradient accumulation above the largest per-GPU batch.  Work and
+    rate are then in batch-agnostic *statistical progress* units (the traces' progress, in samples
+    at the smallest batch): total work is the application's progress at the end of training and a
+    batch ``B`` makes ``G(B) = progress / work(B)`` progress per optimiser step — the statistical gain
+    ``(var + sqr) / (var / s + sqr)`` averaged over training the way a fixed-batch run experiences
+    it, so a job kept at ``batch_size`` finishes at exactly the same time in both units.  The batch
+    is chosen per placement, not re-chosen per epoch as Pollux's agent does (a stateless rate; this
+    slightly under-estimates what adaptation gains).  All parameters are plain values (annotations:
+    ``lavaflow.io/application``, ``lavaflow.io/batch-size``, ``lavaflow.io/adaptive-batch``,
+    ``lavaflow.io/max-batch-size``).
+    """
 
     app: str
     batch_size: int
+    adaptive: bool = False
+    max_batch_size: int | None = None
     _factors: dict[str, float] = field(default_factory=dict, repr=False)
 
     @property
     def model(self) -> PolluxApp:
         return pollux_app(self.app)
 
+    @property
+    def batch_limit(self) -> int:
+        """Largest batch an adaptive job may use (never below its own batch size)."""
+        hi = self.max_batch_size if self.max_batch_size is not None else self.model.max_batch_size
+        return max(int(hi), int(self.batch_size))
+
     def total_work(self) -> float:
+        if self.adaptive:
+            return float(self.model.epoch_progress[-1])
         return self.model.work(self.batch_size)
 
     def max_useful_workers(self) -> int:
+        if self.adaptive:
+            return max(self.model.max_replicas(self.batch_limit), self.model.max_replicas(self.batch_size))
         return self.model.max_replicas(self.batch_size)
+
+    def gain(self, batch_size: int) -> float:
+        """Statistical progress per optimiser step at ``batch_size`` (averaged over training)."""
+        return float(self.model.epoch_progress[-1]) / self.model.work(batch_size)
+
+    def efficiency(self, batch_size: int) -> float:
+        """Statistical efficiency: progress per sample relative to the smallest measured batch (<= 1)."""
+        return self.gain(batch_size) * self.model.init_batch_size / batch_size
+
+    def candidate_batches(self, replicas: int) -> list[int]:
+        m = self.model
+        lo = max(m.init_batch_size, m.min_local_bsz * replicas)
+        hi = self.batch_limit
+        cands = {int(self.batch_size)}
+        if hi >= lo:
+            cands.update(int(round(b)) for b in np.geomspace(lo, hi, 50))
+        return sorted(b for b in cands if b >= 1)
+
+    def best_batch(self, placement) -> tuple[float, int]:
+        """(goodput on the reference GPU type, batch size) for an adaptive job on ``placement``."""
+        pl = canonical_placement(placement)
+        if not pl:
+            return (0.0, int(self.batch_size))
+        key = (self.app, int(self.batch_size), self.batch_limit, pl)
+        hit = _BEST_BATCH.get(key)  # shared by every job of the same application and limits
+        if hit is not None:
+            return hit
+        m = self.model
+        best = (-1.0, int(self.batch_size))
+        for b in self.candidate_batches(sum(pl)):
+            g = m.rate(pl, b) * self.gain(b)
+            if g > best[0] + 1e-15:
+                best = (g, b)
+        _BEST_BATCH[key] = best
+        return best
 
     def rate(self, placement, gpu_type: str | None = None) -> float:
         f = self._factors.get(gpu_type or "")
         if f is None:
             f = type_factor(self.app, gpu_type)
             self._factors[gpu_type or ""] = f
+        if self.adaptive:
+            return self.best_batch(placement)[0] * f
         return self.model.rate(placement, self.batch_size) * f
 
 
