@@ -30,6 +30,7 @@ def test_compare_policies_json_and_report(tmp_path):
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)["results"]
     assert [r["policy"] for r in res] == ["Tiresias", "Lavaflow"]
+    assert [r["clairvoyant"] for r in res] == [False, True]
     assert all(r["completed"] == 160 for r in res)
     html = rep.read_text()
     assert html.count("<svg") >= 3 and "JCT CDF" in html
@@ -134,3 +135,20 @@ def test_bad_node_fault_annotations_name_file_and_field(tmp_path, annotations, f
     p = cli("--workload", str(W1), "--cluster", str(f))
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert str(f) in p.stderr and f"metadata.annotations[{field}]" in p.stderr and msg in p.stderr
+
+
+def test_adaptive_batch_annotations(tmp_path):
+    text = (ROOT / "examples" / "elastic-pytorch.yaml").read_text()
+    ada = text.replace('lavaflow.io/batch-size: "1024"',
+                       'lavaflow.io/batch-size: "1024"\n    lavaflow.io/adaptive-batch: "true"\n    lavaflow.io/max-batch-size: "2048"')
+    assert ada != text
+    p = tmp_path / "ada.yaml"
+    p.write_text(ada)
+    jobs, _ = read_k8s(p)
+    fixed, adaptive = jobs
+    assert not fixed.speed.adaptive
+    assert adaptive.speed.adaptive and adaptive.speed.batch_limit == 2048
+    assert adaptive.work == adaptive.speed.total_work()  # statistical progress units
+    p.write_text(ada.replace('adaptive-batch: "true"', 'adaptive-batch: "maybe"'))
+    with pytest.raises(WorkloadError, match="lavaflow.io/adaptive-batch"):
+        read_k8s(p)
