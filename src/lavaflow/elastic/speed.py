@@ -154,6 +154,14 @@ class PolluxApp:
 
     # -- step time -----------------------------------------------------------------------------
     def _interpolate(self, nodes: float, replicas: float, bsz: float) -> tuple[float, float]:
+        self._build_interpolators()
+        q = np.array([[nodes, replicas, bsz]]) / self._scale
+        out = self._interp(q)[0]
+        if not np.all(np.isfinite(out)):
+            out = self._nearest(q)[0]
+        return float(out[0]), float(out[1])
+
+    def _build_interpolators(self) -> None:
         from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
 
         if self._interp is None:
@@ -167,11 +175,26 @@ class PolluxApp:
             self._scale = scale
             self._interp = LinearNDInterpolator(xs / scale, ys)
             self._nearest = NearestNDInterpolator(xs / scale, ys)
-        q = np.array([[nodes, replicas, bsz]]) / self._scale
-        out = self._interp(q)[0]
-        if not np.all(np.isfinite(out)):
-            out = self._nearest(q)[0]
-        return float(out[0]), float(out[1])
+
+    def prefill_step_times(self, placement, local_bszs) -> None:
+        """Interpolate the step times of several local batches on an unmeasured placement in one
+        call (the adaptive-batch search asks for ~50 at a time); same values as :meth:`step_time`."""
+        pl = canonical_placement(placement)
+        if not pl or pl in self.placements:
+            return
+        todo = sorted({int(b) for b in local_bszs if (pl, int(b)) not in self._step_cache})
+        if not todo:
+            return
+        self._build_interpolators()
+        nodes = min(len(pl), 16)
+        q = np.array([[nodes, sum(pl), float(b)] for b in todo]) / self._scale
+        out = self._interp(q)
+        bad = ~np.all(np.isfinite(out), axis=1)
+        if bad.any():
+            out[bad] = self._nearest(q[bad])
+        for b, (st, sy) in zip(todo, out):
+            st, sy = float(st), float(sy)
+            self._step_cache[(pl, b)] = (max(st, 1e-6), max(min(sy, st), 0.0))
 
     def step_time(self, placement, local_bsz: int) -> tuple[float, float]:
         """(step_time, sync_time) in seconds for one step of ``local_bsz`` samples per replica."""
@@ -357,6 +380,11 @@ def type_factor(app: str, gpu_type: str | None) -> float:
 _BEST_BATCH: dict[tuple, tuple[float, int]] = {}
 
 
+@lru_cache(maxsize=None)
+def _batch_grid(lo: int, hi: int, points: int = 50) -> tuple[int, ...]:
+    return tuple(sorted({int(round(b)) for b in np.geomspace(lo, hi, points)}))
+
+
 @dataclass
 class PolluxJobSpeed:
     """A job of a Pollux application.
@@ -366,9 +394,9 @@ class PolluxJobSpeed:
 
     Adaptive batch (``adaptive=True``, Pollux's co-adaptation): for every placement the job trains
     at the batch size that maximises *goodput* = throughput × statistical efficiency, chosen among
-    ``batch_size`` and 50 geometrically spaced sizes from max(the application's smallest measured
-    batch, replicas × smallest per-GPU batch) to ``max_batch_size`` (default: the application's
-    largest measured batch), with gradient accumulation above the largest per-GPU batch.  Work and
+    ``batch_size``, max(the application's smallest measured batch, replicas × smallest per-GPU
+    batch) and the sizes of a 50-point geometric grid from the smallest measured batch to
+    ``max_batch_size`` (default: the application's largest measured batch) that lie in between, with gradient accumulation above the largest per-GPU batch.  Work and
     rate are then in batch-agnostic *statistical progress* units (the traces' progress, in samples
     at the smallest batch): total work is the application's progress at the end of training and a
     batch ``B`` makes ``G(B) = progress / work(B)`` progress per optimiser step — the statistical gain
@@ -420,7 +448,10 @@ class PolluxJobSpeed:
         hi = self.batch_limit
         cands = {int(self.batch_size)}
         if hi >= lo:
-            cands.update(int(round(b)) for b in np.geomspace(lo, hi, 50))
+            # one fixed geometric grid per application and limit (so work(B) is computed ~50 times,
+            # not 50 times per replica count), plus the smallest batch allowed on these replicas
+            cands.add(int(lo))
+            cands.update(b for b in _batch_grid(m.init_batch_size, hi) if lo <= b <= hi)
         return sorted(b for b in cands if b >= 1)
 
     def best_batch(self, placement) -> tuple[float, int]:
@@ -434,7 +465,9 @@ class PolluxJobSpeed:
             return hit
         m = self.model
         best = (-1.0, int(self.batch_size))
-        for b in self.candidate_batches(sum(pl)):
+        cands = self.candidate_batches(sum(pl))
+        m.prefill_step_times(pl, [m.batch_config(sum(pl), b)[0] for b in cands])
+        for b in cands:
             g = m.rate(pl, b) * self.gain(b)
             if g > best[0] + 1e-15:
                 best = (g, b)
