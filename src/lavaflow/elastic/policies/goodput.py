@@ -21,8 +21,8 @@ Progress rather than GPU-seconds: attained GPU time grows faster for a job given
 its progress does, so a GPU-second estimate would penalise jobs for the sizes the policy itself
 chose (mean avg JCT 0.766 h vs 0.734 h on Pollux workloads 1-8 with adaptive batches, prior 4 h).
 
-Tuned parameters (Pollux workloads 1-8 at load 1.0, adaptive-batch jobs, 64 GPUs; not re-tuned on
-the 0.5x / 1.5x / 2.0x variants): ``prior`` = 14,400 s (4 single-GPU hours; 3,600 s: 0.761 h,
+Tuned parameters (Pollux workloads 1-8 at load 1.0, adaptive-batch jobs, 64 GPUs, measured with the
+earlier per-replica-count batch candidates; not re-tuned on the 0.5x / 1.5x / 2.0x variants): ``prior`` = 14,400 s (4 single-GPU hours; 3,600 s: 0.761 h,
 7,200 s: 0.752 h, 10,800 s: 0.735 h, 14,400 s: 0.734 h, 18,000 s: 0.734 h, 28,800 s: 0.745 h,
 100,000 s: 0.832 h at ``switch_factor`` 12) and ``switch_factor`` = 24 (4: 0.741 h, 12: 0.734 h,
 24: 0.727 h, 48: 0.733 h).  See docs/elastic.md.
