@@ -4,10 +4,18 @@ Every trace job becomes an elastic Volcano Job that goes through the loader, adm
 controller and the scheduler's `elastic` action; the simulator runs it by its work and speed
 (lavaflow/sim/replay.py, the same path as `lavaflow simulate TRACE.csv --policy P`).
 
-Usage: python benchmarks/elastic_pollux.py [--workloads DIR[,DIR...]] [--policies A,B] [--procs 2]
-                                           [--resize-cost 30] [--interval 30] [--json FILE]
-Prints avg JCT (hours) per policy per workload, the mean over workloads, each policy against the
-literature Tiresias, and CPU seconds per run (the whole replay, loading included).
+Usage: python benchmarks/elastic_pollux.py [--loads 1.0,0.5,1.5,2.0] [--workloads DIR]
+           [--policies A,B,C+AB] [--adaptive-batch] [--only 1,5] [--procs 2]
+           [--resize-cost 30] [--interval S] [--json FILE]
+
+``--loads`` picks Pollux's load variants (``workloads`` = 1.0, ``workloads-0.5`` ...), found like
+every other data file ($LAVAFLOW_DATA, ../shared/data, package copy); ``--workloads DIR`` gives one
+folder instead. A policy written ``NAME+AB`` runs on the same trace with every job allowed to
+co-adapt its batch size (``lavaflow.io/adaptive-batch``); ``--adaptive-batch`` does so for every
+policy. Without ``--interval`` each policy runs at its own tick (60 s for the literature Tiresias,
+else 30 s). Prints avg JCT (hours) per policy per workload, the mean over workloads, the change
+against ``Tiresias`` (literature baseline), whether the policy reads remaining work (clairvoyant),
+and CPU seconds per replay (the whole replay: loading, admission, controllers, scheduler).
 """
 
 from __future__ import annotations
@@ -22,21 +30,32 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+AB = "+AB"
 
-def run_one(args: tuple[str, str, float, float]) -> tuple[str, str, dict]:
-    path, policy, cost, interval = args
-    from lavaflow.elastic.policies import make_policy, resolve_name
+
+def parse_policy(spec: str, all_adaptive: bool) -> tuple[str, str, bool]:
+    """``NAME`` or ``NAME+AB`` -> (row label, registered name, adaptive jobs)."""
+    from lavaflow.elastic.policies import resolve_name
+
+    s = spec.strip()
+    adaptive = all_adaptive
+    if s.upper().endswith(AB):
+        s, adaptive = s[: -len(AB)], True
+    name = resolve_name(s)
+    return (name + AB if adaptive else name), name, adaptive
+
+
+def run_one(task: tuple) -> tuple:
+    label_set, path, label, name, adaptive, cost, interval = task
     from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
 
     t0 = time.process_time()
     w0 = time.perf_counter()
-    res = replay(trace_inputs([path], gpu_cluster()), policy, interval=interval, cost=cost)
+    res = replay(trace_inputs([path], gpu_cluster(), adaptive=adaptive), name, interval=interval, cost=cost)
     s = res.summary()
     s["cpu"] = time.process_time() - t0
     s["wall"] = time.perf_counter() - w0
-    pol = make_policy(resolve_name(policy))
-    s["clairvoyant"] = bool(getattr(pol, "clairvoyant", pol.needs_info))
-    return path, policy, s
+    return label_set, Path(path).stem, label, s
 
 
 def main() -> None:
@@ -44,46 +63,55 @@ def main() -> None:
     from lavaflow.elastic.policies import POLICY_NAMES
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workloads", default=None, help="folder(s) with workload-{1..8}.csv, comma-separated")
-    ap.add_argument("--policies", default=",".join(POLICY_NAMES))
+    ap.add_argument("--workloads", default=None, help="one folder with workload-{1..8}.csv")
+    ap.add_argument("--loads", default="1.0", help="comma-separated Pollux load variants: 1.0,0.5,1.5,2.0")
+    ap.add_argument("--policies", default=",".join(POLICY_NAMES), help="NAME or NAME+AB (adaptive batch), comma-separated")
+    ap.add_argument("--adaptive-batch", action="store_true", help="every policy with batch-size co-adaptation")
+    ap.add_argument("--only", default=None, help="comma-separated workload numbers (default all)")
     ap.add_argument("--resize-cost", type=float, default=30.0)
-    ap.add_argument("--interval", type=float, default=30.0)
+    ap.add_argument("--interval", type=float, default=None, help="reschedule rate limit (default: each policy's own tick, else 30 s)")
     ap.add_argument("--procs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", default=None, help="also write the raw figures here")
     args = ap.parse_args()
-    dirs = [Path(d) for d in args.workloads.split(",")] if args.workloads else [find_data("pollux/workloads")]
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    load = os.getloadavg()
-    print(f"# {', '.join(str(d) for d in dirs)}; 16x4 GPUs; resize cost {args.resize_cost:g}s, interval "
-          f"{args.interval:g}s; python {platform.python_version()}, nproc {os.cpu_count()}, {args.procs} processes, "
-          f"load {load[0]:.1f}", flush=True)
+    try:
+        rows = [parse_policy(p, args.adaptive_batch) for p in args.policies.split(",") if p.strip()]
+    except KeyError as exc:
+        sys.exit(f"error: --policies: unknown policy {exc.args[0]!r} (choose from {', '.join(POLICY_NAMES)})")
+    sets = [(str(args.workloads), Path(args.workloads))] if args.workloads else [
+        (ld.strip(), find_data("pollux/workloads" if float(ld) == 1.0 else f"pollux/workloads-{ld.strip()}"))
+        for ld in args.loads.split(",") if ld.strip()]
+    print(f"# 16x4 GPUs; resize cost {args.resize_cost:g}s, interval "
+          f"{args.interval if args.interval is not None else 'policy default'}; python {platform.python_version()}, "
+          f"nproc {os.cpu_count()}, {args.procs} processes, loadavg {os.getloadavg()[0]:.2f}", flush=True)
     tasks = []
-    for d in dirs:
-        files = sorted(d.glob("workload-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
-        tasks += [(str(f), p, args.resize_cost, args.interval) for f in files for p in policies]
+    for label_set, wdir in sets:
+        files = sorted(wdir.glob("workload-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
+        if args.only:
+            keep = {s.strip() for s in args.only.split(",")}
+            files = [f for f in files if f.stem.split("-")[1] in keep]
+        tasks += [(label_set, str(f), label, name, ada, args.resize_cost, args.interval)
+                  for f in files for label, name, ada in rows]
     table: dict[str, dict[str, dict[str, dict]]] = {}
     with ProcessPoolExecutor(max_workers=args.procs) as ex:
-        for path, policy, s in ex.map(run_one, tasks):
-            d, name = str(Path(path).parent.name), Path(path).stem
-            table.setdefault(d, {}).setdefault(policy, {})[name] = s
-            print(f"{d:20s} {name:12s} {policy:16s} avg JCT {s['avg_jct']/3600:6.3f} h  p99 {s['p99_jct']/3600:6.2f} h  "
+        for label_set, wl, label, s in ex.map(run_one, tasks):
+            table.setdefault(label_set, {}).setdefault(label, {})[wl] = s
+            print(f"load {label_set:5s} {wl:12s} {label:18s} avg JCT {s['avg_jct']/3600:6.3f} h  p99 {s['p99_jct']/3600:6.2f} h  "
                   f"util {s['gpu_utilization']:.3f}  resizes {s['resizes']:4d} migrations {s['migrations']:4d}  "
-                  f"cpu {s['cpu']:.1f}s", file=sys.stderr, flush=True)
-    base = next((p for p in policies if p.lower() == "tiresias"), None)
-    for d, by_policy in table.items():
-        names = sorted(next(iter(by_policy.values())), key=lambda n: int(n.split("-")[1]))
-        print(f"\n{d}: avg JCT (hours); * = reads remaining work (clairvoyant)")
-        print(f"{'policy':18s} " + " ".join(f"{n.split('-')[1]:>6s}" for n in names) + "    mean  max cpu(s)")
+                  f"cpu {s['cpu']:.1f}s wall {s['wall']:.1f}s", file=sys.stderr, flush=True)
+    for label_set, by_label in table.items():
+        names = sorted(next(iter(by_label.values())), key=lambda n: int(n.split("-")[1]))
+        print(f"\nload {label_set}: avg JCT (hours); * = reads remaining work (clairvoyant)")
+        print(f"{'policy':20s} " + " ".join(f"{n.split('-')[1]:>6s}" for n in names) + "    mean  max cpu(s)")
         means = {}
-        for p in policies:
-            vals = [by_policy[p][n]["avg_jct"] / 3600 for n in names]
-            means[p] = statistics.mean(vals)
-            cpu = max(by_policy[p][n]["cpu"] for n in names)
-            mark = " *" if by_policy[p][names[0]]["clairvoyant"] else ""
-            print(f"{p + mark:18s} " + " ".join(f"{v:6.3f}" for v in vals) + f"  {means[p]:6.3f}  {cpu:7.2f}")
-        if base is not None:
-            for p in policies:
-                print(f"{p:18s} mean avg JCT vs {base}: {100 * (means[p] / means[base] - 1):+6.1f}%")
+        for label, _, _ in rows:
+            vals = [by_label[label][n]["avg_jct"] / 3600 for n in names]
+            means[label] = statistics.mean(vals)
+            cpu = max(by_label[label][n]["cpu"] for n in names)
+            mark = " *" if by_label[label][names[0]].get("clairvoyant") else ""
+            print(f"{label + mark:20s} " + " ".join(f"{v:6.3f}" for v in vals) + f"  {means[label]:6.3f}  {cpu:7.2f}")
+        if "Tiresias" in means:
+            for label, _, _ in rows:
+                print(f"{label:20s} mean avg JCT vs Tiresias: {100 * (means[label] / means['Tiresias'] - 1):+6.1f}%")
     if args.json:
         Path(args.json).write_text(json.dumps(table, indent=1, default=str))
 

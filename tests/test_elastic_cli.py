@@ -37,7 +37,7 @@ def simulate(text: str, **kw) -> tuple[dict, Simulation]:
 # Average JCT (s) of the first 20 jobs of Pollux workload 1 on 16 GPUs (4 x 4) given by the separate
 # elastic replayer this path replaces (lavaflow.elastic.sim, before its removal).  The same policy
 # on the same trace through the cluster simulator must agree within 2 %.
-REFERENCE = {"FIFO": 16308.3, "ElasticSRJF": 4519.7, "Lavaflow": 4326.8}
+REFERENCE = {"FIFO": 16308.3, "ElasticSRJF": 4519.7, "Lavaflow": 4326.8, "Tiresias": 6696.3}
 
 
 def test_trace_replay_matches_the_retired_replayer():
@@ -52,7 +52,17 @@ def test_trace_replay_matches_the_retired_replayer():
         # every trace job went through admission and the job controller as a Volcano Job
         assert all(j["kind"] == "Job" and j["phase"] == "Completed" for j in r["jobs"])
     marks = {r["elastic"]["summary"]["policy"]: r["elastic"]["summary"]["clairvoyant"] for r in results}
-    assert marks["FIFO"] is False and marks["Lavaflow"] is True
+    assert marks["FIFO"] is False and marks["Lavaflow"] is True and marks["Tiresias"] is False
+
+
+def test_adaptive_batch_replay_matches_the_retired_replayer():
+    """Jobs that let the policy co-adapt their batch size (Pollux goodput model), non-clairvoyant policy."""
+    from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
+
+    res = replay(trace_inputs([DATA / "pollux-20.csv"], gpu_cluster(nodes=4), adaptive=True), "Goodput")
+    s = res.summary()
+    assert s["completed"] == 20 and not s["clairvoyant"]
+    assert abs(s["avg_jct"] - 4526.8) / 4526.8 < 0.02, s["avg_jct"]
 
 
 # --------------------------------------------------------------------------- resizes are real operations
@@ -261,3 +271,16 @@ def test_updated_speed_annotation_reaches_the_podgroup():
     pg = next(g for g in sim.store.list("PodGroup"))
     assert pg.metadata.annotations["lavaflow.io/requested-workers"] == "1"
     assert "lavaflow.io/progress" in pg.metadata.annotations  # the simulator's metrics collector reports
+
+
+def test_adaptive_batch_annotations():
+    from lavaflow.elastic import spec as es
+
+    base = {"lavaflow.io/application": "cifar10", "lavaflow.io/batch-size": "1024"}
+    fixed = es.speed_spec(base)
+    adaptive = es.speed_spec({**base, "lavaflow.io/adaptive-batch": "true", "lavaflow.io/max-batch-size": "2048"})
+    assert not fixed.speed.adaptive
+    assert adaptive.speed.adaptive and adaptive.speed.batch_limit == 2048
+    assert adaptive.work == adaptive.speed.total_work()  # statistical progress units
+    with pytest.raises(es.SpecError, match="lavaflow.io/adaptive-batch"):
+        es.speed_spec({**base, "lavaflow.io/adaptive-batch": "maybe"})

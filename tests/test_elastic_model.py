@@ -17,6 +17,7 @@ from lavaflow.elastic.policies import make_policy
 from lavaflow.elastic.sim import Cluster, simulate
 from lavaflow.elastic.speed import (
     PolluxApp,
+    PolluxJobSpeed,
     TabulatedJobSpeed,
     canonical_placement,
     consolidated_placement,
@@ -178,6 +179,71 @@ def test_reschedules_are_rate_limited():
     assert r.reschedules <= 20 and all(j.finish is not None for j in r.jobs)
     starts = sorted(j.start for j in r.jobs)
     assert starts[0] == 0.0 and all(s == 0.0 or s >= 30.0 for s in starts)
+
+
+def test_literature_tiresias_in_the_simulator_demotes_at_16_gpu_hours_without_promotion():
+    # a (4 GPUs, 10 h) runs first; b arrives at 100 s; literature Tiresias lets a run until it has
+    # 16 GPU-h (4 h on 4 GPUs), then b (queue 0) preempts it; Voda's variant demotes a at 1 GPU-h
+    jobs = [_spec("a", 0.0, 4 * 36000.0, 4, 4), _spec("b", 100.0, 4 * 600.0, 4, 4)]
+    lit = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("Tiresias"))
+    a, b = lit.jobs
+    assert 4 * 3600 <= b.start <= 4 * 3600 + 60  # 60 s tick
+    assert b.finish == pytest.approx(b.start + 30 + 600)  # 30 s pause per (re)start
+    assert a.halts == 1 and a.finish > b.finish  # a waits, is not promoted, resumes after b
+    voda = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("Tiresias-Voda"))
+    assert voda.jobs[1].start <= 3600 / 4 + 30
+    # the literature tick is 60 s: no two scheduling rounds closer than that
+    many = [_spec(f"j{i}", float(i), 50.0) for i in range(20)]
+    r = simulate(many, Cluster.homogeneous(2, 4), make_policy("Tiresias"), resize_cost=0)
+    starts = sorted({j.start for j in r.jobs})
+    assert all(y - x >= 60 - 1e-9 for x, y in zip(starts, starts[1:]))
+
+
+@pytest.mark.parametrize("app, batch", [("cifar10", 256), ("imagenet", 800), ("yolov3", 64), ("ncf", 1024)])
+def test_adaptive_batch_goodput_beats_the_fixed_batch_in_the_same_units(app, batch):
+    fixed = PolluxJobSpeed(app, batch)
+    ada = PolluxJobSpeed(app, batch, adaptive=True)
+    # work units: statistical progress; a job kept at its batch needs exactly as long in both
+    progress = ada.total_work()
+    assert fixed.total_work() * fixed.gain(batch) == pytest.approx(progress)
+    for n in (1, 2, 3, 4, 8, 16):
+        pl = consolidated_placement(n, 4)
+        fixed_progress_rate = fixed.rate(pl) * fixed.gain(batch)
+        good, best = ada.best_batch(pl)
+        assert ada.rate(pl) == pytest.approx(good)
+        assert good >= fixed_progress_rate * (1 - 1e-12)
+        assert best == batch or max(ada.model.init_batch_size, ada.model.min_local_bsz * n) <= best <= ada.batch_limit
+        assert 0 < ada.efficiency(best) <= 1 + 1e-12
+    assert all(ada.efficiency(b) <= 1 + 1e-12 for b in ada.candidate_batches(1))
+    # more batch room, more workers worth having
+    assert ada.max_useful_workers() >= fixed.max_useful_workers()
+
+
+def test_adaptive_batch_improves_scaling_where_a_fixed_batch_is_too_small():
+    # cifar10 at batch 256 on 8 GPUs crosses a node at 32 samples per GPU and runs slower than on
+    # 4; the adaptive job takes a larger batch there and keeps speeding up
+    fixed = PolluxJobSpeed("cifar10", 256)
+    ada = PolluxJobSpeed("cifar10", 256, adaptive=True)
+    assert fixed.rate(consolidated_placement(8, 4)) < fixed.rate(consolidated_placement(4, 4))
+    assert ada.rate(consolidated_placement(8, 4)) > 1.2 * ada.rate(consolidated_placement(4, 4))
+    assert ada.best_batch(consolidated_placement(8, 4))[1] > 256
+
+
+def test_pollux_csv_adaptive_batch_column_and_argument(tmp_path):
+    p = _write(tmp_path, "name,time,application,num_replicas,batch_size,adaptive_batch,max_batch_size\n"
+               "a,0,cifar10,4,512,true,2048\nb,5,cifar10,4,512,false,\nc,9,cifar10,4,512,,\n")
+    a, b, c = read_workload(p, max_gpus=64)
+    assert a.speed.adaptive and a.speed.batch_limit == 2048 and a.work == pytest.approx(a.speed.total_work())
+    assert (a.min_workers, a.max_workers) == (1, 2048 // a.speed.model.min_local_bsz)
+    assert not b.speed.adaptive and not c.speed.adaptive and (b.min_workers, b.max_workers) == (2, 8)
+    a2, b2, c2 = read_workload(p, max_gpus=64, adaptive=True)
+    assert a2.speed.adaptive and not b2.speed.adaptive and c2.speed.adaptive  # the column wins
+    bad = _write(tmp_path, "name,time,application,num_replicas,batch_size,adaptive_batch\na,0,cifar10,4,512,maybe\n", "bad.csv")
+    with pytest.raises(WorkloadError, match=r":2: column 'adaptive_batch'"):
+        read_workload(bad)
+    low = _write(tmp_path, "name,time,application,num_replicas,batch_size,max_batch_size\na,0,cifar10,4,512,256\n", "low.csv")
+    with pytest.raises(WorkloadError, match=r"column 'max_batch_size'"):
+        read_workload(low)
 
 
 def test_pollux_workload_runs_every_policy_quickly():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 
 from hypothesis import HealthCheck, given, settings
@@ -131,11 +133,75 @@ def test_ffdl_and_afsl_respect_minimum():
         check_allocation(jobs, {"gpu": 8}, res)
 
 
-def test_tiresias_prefers_low_attained_service():
+def test_voda_tiresias_prefers_low_attained_service():
     old = _job("old", 4, 4, t=0, queue_service=10_000.0, first_start=0.0, current_workers=4, current_type="gpu")
     new = _job("new", 4, 4, t=5)
-    res = make_policy("Tiresias")([old, new], {"gpu": 4}, 100)
+    res = make_policy("Tiresias-Voda")([old, new], {"gpu": 4}, 100)
     assert "new" in res and "old" not in res
+
+
+def test_literature_tiresias_demotes_at_16_gpu_hours_only():
+    # below 16 GPU-h the earlier arrival keeps its GPUs (Voda's variant demotes it at 1 GPU-h)
+    old = _job("old", 4, 4, t=0, queue_service=15.9 * 3600, first_start=0.0, current_workers=4, current_type="gpu")
+    new = _job("new", 4, 4, t=5)
+    assert set(make_policy("Tiresias")([old, new], {"gpu": 4}, 100)) == {"old"}
+    assert set(make_policy("Tiresias-Voda")([old, new], {"gpu": 4}, 100)) == {"new"}
+    # at 16 GPU-h it is demoted behind the new job
+    old16 = dataclasses.replace(old, queue_service=16 * 3600.0)
+    assert set(make_policy("Tiresias")([old16, new], {"gpu": 4}, 100)) == {"new"}
+
+
+def test_literature_tiresias_orders_queue0_by_arrival_and_queue1_by_demotion():
+    # queue 0: arrival order, whatever the attained service or first start (no LAS inside a queue)
+    a = _job("a", 2, 2, t=0, queue_service=10 * 3600.0, first_start=50.0)
+    b = _job("b", 2, 2, t=10, queue_service=0.0, first_start=0.0, current_workers=2, current_type="gpu")
+    assert set(make_policy("Tiresias")([a, b], {"gpu": 2}, 100)) == {"a"}
+    # queue 1: the job demoted first comes first, although it arrived later
+    x = _job("x", 2, 2, t=0, queue_service=20 * 3600.0, queue_entered=900.0)
+    y = _job("y", 2, 2, t=10, queue_service=20 * 3600.0, queue_entered=500.0)
+    assert set(make_policy("Tiresias")([x, y], {"gpu": 2}, 1000)) == {"y"}
+    # requested workers (rigid), never more
+    big = _job("big", 1, 8, req=3, t=0)
+    assert make_policy("Tiresias")([big], {"gpu": 8}, 0)["big"].workers == 3
+
+
+def test_policies_declare_clairvoyance_and_tiresias_its_tick():
+    reads = {n for n in POLICY_NAMES if make_policy(n).clairvoyant}
+    assert reads == {"ElasticFIFO", "SRJF", "ElasticSRJF", "AFS-L", "Lavaflow"}
+    lit = make_policy("Tiresias")
+    assert lit.default_interval == 60.0 and lit.thresholds == (16 * 3600.0,) and lit.promote_knob == math.inf
+    assert make_policy("Tiresias-Voda").thresholds == (3600.0,)
+
+
+@SETTINGS
+@given(scenarios())
+def test_non_clairvoyant_policies_ignore_remaining_work(sc):
+    jobs, capacity = sc
+    other = [dataclasses.replace(j, remaining_work=j.remaining_work * 7 + 3, total_work=j.total_work * 2) for j in jobs]
+    for name in POLICY_NAMES:
+        if make_policy(name).clairvoyant:
+            continue
+        assert _run(name, jobs, capacity) == _run(name, other, capacity), name
+
+
+def test_goodput_prefers_the_job_with_less_progress_and_ignores_remaining_work():
+    # two running-size-1 candidates, one GPU: the one that has done less gets it (LAS), even when
+    # its true remaining work is much larger (Lavaflow, clairvoyant, picks the other)
+    young = _job("young", 1, 1, t=10, work=1e6, done_work=100.0)
+    old = _job("old", 1, 1, t=0, work=10.0, done_work=1e5)
+    assert set(make_policy("Goodput")([young, old], {"gpu": 1}, 0)) == {"young"}
+    assert set(make_policy("Lavaflow")([young, old], {"gpu": 1}, 0)) == {"old"}
+    # below the prior (4 single-GPU hours) jobs are equal: arrival order
+    a = _job("a", 1, 1, t=0, work=1e6, done_work=5000.0)
+    b = _job("b", 1, 1, t=5, work=1.0, done_work=0.0)
+    assert set(make_policy("Goodput")([a, b], {"gpu": 1}, 0)) == {"a"}
+
+
+def test_goodput_grows_a_job_only_where_it_speeds_up():
+    flat = _job("flat", 1, 8, rate=lambda n: 1.0 if n else 0.0)
+    lin = _job("lin", 1, 8, t=1)
+    res = make_policy("Goodput")([flat, lin], {"gpu": 8}, 0)
+    assert res["flat"].workers == 1 and res["lin"].workers == 7
 
 
 def test_lavaflow_does_not_grow_a_job_that_does_not_speed_up():

@@ -26,7 +26,7 @@ OPTION_HELP = {
     "gpus_per_node": "GPUs per node",
     "cluster": "YAML with Node / NodeGroup objects (GPU capacity, lavaflow.io/accelerator label)",
     "gpu_types": "nodes per GPU type, e.g. k80:4,p100:4,v100:4 (each with --gpus-per-node GPUs)",
-    "resize_interval": "minimum time between reschedules (Voda's rate limit)",
+    "resize_interval": "minimum time between reschedules (Voda's rate limit; default 30s, or the policy's own tick: 60s for Tiresias)",
     "resize_cost": "pause of a job on each start, resize or migration (checkpoint + restart)",
 }
 
@@ -45,7 +45,7 @@ def run_workload(
     gpus_per_node: int = 4,
     cluster: Path | None = None,
     gpu_types: str | None = None,
-    resize_interval: str = "30s",
+    resize_interval: str | None = None,
     resize_cost: str = "30s",
     report: Path | None = None,
     output: str = "table",
@@ -66,9 +66,10 @@ def run_workload(
             problems.append(f"{opt}: unknown policy {p.strip()!r} (choose from {', '.join(POLICY_NAMES)})")
     if output not in ("table", "json"):
         problems.append(f"--output: unknown format {output!r} (choose table or json)")
-    interval = cost = 0.0
+    interval: float | None = None
+    cost = 0.0
     try:
-        interval = parse_duration(resize_interval)
+        interval = parse_duration(resize_interval) if resize_interval is not None else None
     except ValueError as exc:
         problems.append(f"--resize-interval: {exc}")
     try:
@@ -133,7 +134,7 @@ def run_workload(
         gtxt = ", ".join(f"{t}: {n}" for t, n in sorted(cl.capacity.items()))
         faults = f" ({len(node_events)} node failures/recoveries)" if node_events else ""
         out.write(f"{len(jobs)} jobs from {workload}; {len(cl.nodes)} nodes{faults}, GPUs {gtxt}; "
-                  f"resize interval {interval:g}s, resize cost {cost:g}s\n")
+                  f"resize interval {'policy default' if interval is None else f'{interval:g}s'}, resize cost {cost:g}s\n")
         out.write(format_table(results) + "\n")
     if report is not None:
         from .report import write_report

@@ -10,6 +10,7 @@ from .results import SimResult
 
 COLUMNS = (
     ("policy", "policy"),
+    ("clairvoyant", "reads work"),
     ("avg_jct", "avg JCT"),
     ("p50_jct", "p50 JCT"),
     ("p99_jct", "p99 JCT"),
@@ -26,7 +27,7 @@ def run_policies(
     jobs: Sequence[ElasticJobSpec],
     cluster,
     policies: Sequence[str],
-    resched_interval: float = 30.0,
+    resched_interval: float | None = None,
     resize_cost: float = 30.0,
     node_events: Sequence = (),
     horizon: float | None = None,
@@ -66,6 +67,8 @@ def table_rows(results: Sequence[SimResult], clairvoyant: dict | None = None) ->
                 row.append(fmt_duration(v))
             elif key == "gpu_utilization":
                 row.append("-" if v is None else f"{100 * v:.1f}%")
+            elif key == "clairvoyant":
+                row.append("yes" if v else "no")
             elif key == "completed":
                 row.append(f"{v}/{s['jobs']}")
             else:

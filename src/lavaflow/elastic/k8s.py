@@ -9,6 +9,8 @@ Volcano (batch.volcano.sh/v1alpha1 Job): the GPU pods of all tasks are the worke
 ``minAvailable`` (less the job's non-GPU pods) is the minimum, the replica total the maximum.
 
 Speed, from annotations (one of):
+* ``lavaflow.io/adaptive-batch: "true"`` (+ optional ``lavaflow.io/max-batch-size``) with a Pollux
+  application lets the scheduler choose the job's batch size (``PolluxJobSpeed(adaptive=True)``).
 * ``lavaflow.io/application`` (a Pollux application) and ``lavaflow.io/batch-size`` — the measured
   model; the job trains for the application's epochs;
 * ``lavaflow.io/speedup`` (``"1:1,2:1.8,4:3.1"``, measured speed-up per worker count, e.g. from
@@ -85,7 +87,12 @@ def _speed(path: str, line: int, ann: dict, epochs: int | None):
             raise WorkloadError(path, line, "lavaflow.io/application", f"unknown application {app!r} (known: {', '.join(POLLUX_APPS)})")
         model = pollux_app(app)
         bsz = _int(path, line, "lavaflow.io/batch-size", ann.get("lavaflow.io/batch-size", model.init_batch_size), 1)
-        sp = PolluxJobSpeed(app, bsz)
+        raw = str(ann.get("lavaflow.io/adaptive-batch", "false")).strip().lower()
+        if raw not in ("true", "false"):
+            raise WorkloadError(path, line, "lavaflow.io/adaptive-batch", f"expected \"true\" or \"false\", got {raw!r}")
+        mb = ann.get("lavaflow.io/max-batch-size")
+        mbv = _int(path, line, "lavaflow.io/max-batch-size", mb, bsz) if mb is not None else None
+        sp = PolluxJobSpeed(app, bsz, adaptive=raw == "true", max_batch_size=mbv)
         work = sp.total_work()
         if epochs:
             work *= epochs / model.max_epochs

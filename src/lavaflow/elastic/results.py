@@ -31,6 +31,7 @@ class SimResult:
     reschedules: int
     wall_seconds: float
     end_time: float
+    clairvoyant: bool = False  # the policy read jobs' remaining / total work
 
     def summary(self) -> dict:
         jcts = np.array([j.jct for j in self.jobs if j.jct is not None], dtype=float)
@@ -41,6 +42,7 @@ class SimResult:
         util = self.utilization()
         return {
             "policy": self.policy,
+            "clairvoyant": self.clairvoyant,
             "jobs": len(self.jobs),
             "completed": done,
             "avg_jct": float(jcts.mean()) if done else None,

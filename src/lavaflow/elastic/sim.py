@@ -27,6 +27,7 @@ from .policies.tiresias import DEFAULT_THRESHOLDS
 from .speed import rate_curve
 
 EPS = 1e-9
+DEFAULT_INTERVAL = 30.0  # Voda's default resched rate limit
 
 
 @dataclass
@@ -86,6 +87,7 @@ class _State:
     run_start: float | None = None
     last_run_len: float = 0.0
     wait_since: float = 0.0
+    queue_entered: float = 0.0
     resizes: int = 0
     halts: int = 0
     migrations: int = 0
@@ -111,6 +113,8 @@ def _view(s: _State, now: float) -> JobView:
         queue_service=s.queue_service,
         running_time=s.running_time,
         waiting_time=s.waiting_time,
+        queue_entered=s.queue_entered,
+        done_work=max(s.spec.work - s.remaining, 0.0),
     )
 
 
@@ -118,15 +122,23 @@ def simulate(
     jobs: Sequence[ElasticJobSpec],
     cluster: Cluster,
     policy: Policy,
-    resched_interval: float = 30.0,
+    resched_interval: float | None = None,
     resize_cost: float = 30.0,
     node_events: Sequence[NodeEvent] = (),
-    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
-    promote_knob: float = 8.0,
+    thresholds: Sequence[float] | None = None,
+    promote_knob: float | None = None,
     max_time: float | None = None,
     validate: bool = True,
 ) -> SimResult:
+    """``resched_interval``, ``thresholds`` and ``promote_knob`` default to the policy's own
+    (``Policy.default_interval`` etc.), else 30 s, 3600 GPU-s and 8x."""
     wall0 = _time.perf_counter()
+    if resched_interval is None:
+        resched_interval = policy.default_interval if policy.default_interval is not None else DEFAULT_INTERVAL
+    if thresholds is None:
+        thresholds = policy.thresholds if policy.thresholds is not None else DEFAULT_THRESHOLDS
+    if promote_knob is None:
+        promote_knob = policy.promote_knob if policy.promote_knob is not None else 8.0
     nodes = list(cluster.nodes)
     gpn = cluster.gpus_per_node
     all_types = sorted({n.gpu_type for n in nodes} | {e.node.gpu_type for e in node_events})
@@ -311,7 +323,8 @@ def simulate(
         while pi < len(pending) and pending[pi].submit_time <= t + EPS:
             spec = pending[pi]
             pi += 1
-            s = _State(spec=spec, remaining=float(spec.work), curves=curves_for(spec), wait_since=t)
+            s = _State(spec=spec, remaining=float(spec.work), curves=curves_for(spec), wait_since=t,
+                       queue_entered=spec.submit_time)
             states[spec.name] = s
             active[spec.name] = s
             dirty = True
@@ -339,8 +352,10 @@ def simulate(
                     and t + EPS >= s.wait_since + promote_knob * s.last_run_len
                 ):
                     s.queue_service = 0.0
+                    s.queue_entered = t
                     dirty = True
                 elif s.workers and any(abs(s.queue_service - th) <= 1e-6 * max(th, 1.0) for th in thresholds):
+                    s.queue_entered = t
                     dirty = True
             if t_prio <= t + EPS:
                 dirty = True
@@ -381,4 +396,5 @@ def simulate(
         reschedules=n_resched,
         wall_seconds=_time.perf_counter() - wall0,
         end_time=t,
+        clairvoyant=policy.clairvoyant,
     )

@@ -119,7 +119,10 @@ def _speed_spec(items: tuple[tuple[str, str], ...]) -> SpeedSpec:
     ann = dict(items)
     from .speed import POLLUX_APPS, PolluxJobSpeed, pollux_app
 
-    adaptive = str(ann.get(ADAPTIVE, "")).strip().lower() in ("true", "1", "yes")
+    raw_adaptive = str(ann.get(ADAPTIVE, "false")).strip().lower()
+    if raw_adaptive not in ("true", "false"):
+        raise SpecError(ADAPTIVE, f'expected "true" or "false", got {ann.get(ADAPTIVE)!r}')
+    adaptive = raw_adaptive == "true"
     if APPLICATION in ann:
         app = str(ann[APPLICATION]).strip()
         if app not in POLLUX_APPS:

@@ -169,6 +169,14 @@ class PolluxApp:
 
     # -- step time -----------------------------------------------------------------------------
     def _interpolate(self, nodes: float, replicas: float, bsz: float) -> tuple[float, float]:
+        self._build_interpolators()
+        q = np.array([[nodes, replicas, bsz]]) / self._scale
+        out = self._interp(q)[0]
+        if not np.all(np.isfinite(out)):
+            out = self._nearest(q)[0]
+        return float(out[0]), float(out[1])
+
+    def _build_interpolators(self) -> None:
         from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
         from scipy.spatial import Delaunay
 
@@ -188,11 +196,26 @@ class PolluxApp:
             tri._transform = _barycentric_transforms(tri.points, tri.simplices)
             self._interp = LinearNDInterpolator(tri, ys)
             self._nearest = NearestNDInterpolator(xs / scale, ys)
-        q = np.array([[nodes, replicas, bsz]]) / self._scale
-        out = self._interp(q)[0]
-        if not np.all(np.isfinite(out)):
-            out = self._nearest(q)[0]
-        return float(out[0]), float(out[1])
+
+    def prefill_step_times(self, placement, local_bszs) -> None:
+        """Interpolate the step times of several local batches on an unmeasured placement in one
+        call (the adaptive-batch search asks for ~50 at a time); same values as :meth:`step_time`."""
+        pl = canonical_placement(placement)
+        if not pl or pl in self.placements:
+            return
+        todo = sorted({int(b) for b in local_bszs if (pl, int(b)) not in self._step_cache})
+        if not todo:
+            return
+        self._build_interpolators()
+        nodes = min(len(pl), 16)
+        q = np.array([[nodes, sum(pl), float(b)] for b in todo]) / self._scale
+        out = self._interp(q)
+        bad = ~np.all(np.isfinite(out), axis=1)
+        if bad.any():
+            out[bad] = self._nearest(q[bad])
+        for b, (st, sy) in zip(todo, out):
+            st, sy = float(st), float(sy)
+            self._step_cache[(pl, b)] = (max(st, 1e-6), max(min(sy, st), 0.0))
 
     def step_time(self, placement, local_bsz: int) -> tuple[float, float]:
         """(step_time, sync_time) in seconds for one step of ``local_bsz`` samples per replica."""
@@ -375,29 +398,110 @@ def type_factor(app: str, gpu_type: str | None) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
+_BEST_BATCH: dict[tuple, tuple[float, int]] = {}
+
+
+@lru_cache(maxsize=None)
+def _batch_grid(lo: int, hi: int, points: int = 50) -> tuple[int, ...]:
+    return tuple(sorted({int(round(b)) for b in np.geomspace(lo, hi, points)}))
+
+
 @dataclass
 class PolluxJobSpeed:
-    """A job of a Pollux application at a fixed global batch size."""
+    """A job of a Pollux application.
+
+    Fixed batch (``adaptive=False``, default): the job trains at global batch ``batch_size``; its
+    work and rate are in optimiser steps at that batch.
+
+    Adaptive batch (``adaptive=True``, Pollux's co-adaptation): for every placement the job trains
+    at the batch size that maximises *goodput* = throughput × statistical efficiency, chosen among
+    ``batch_size``, max(the application's smallest measured batch, replicas × smallest per-GPU
+    batch) and the sizes of a 50-point geometric grid from the smallest measured batch to
+    ``max_batch_size`` (default: the application's largest measured batch) that lie in between, with gradient accumulation above the largest per-GPU batch.  Work and
+    rate are then in batch-agnostic *statistical progress* units (the traces' progress, in samples
+    at the smallest batch): total work is the application's progress at the end of training and a
+    batch ``B`` makes ``G(B) = progress / work(B)`` progress per optimiser step — the statistical gain
+    ``(var + sqr) / (var / s + sqr)`` averaged over training the way a fixed-batch run experiences
+    it, so a job kept at ``batch_size`` finishes at exactly the same time in both units.  The batch
+    is chosen per placement, not re-chosen per epoch as Pollux's agent does (a stateless rate; this
+    slightly under-estimates what adaptation gains).  All parameters are plain values (annotations:
+    ``lavaflow.io/application``, ``lavaflow.io/batch-size``, ``lavaflow.io/adaptive-batch``,
+    ``lavaflow.io/max-batch-size``).
+    """
 
     app: str
     batch_size: int
+    adaptive: bool = False
+    max_batch_size: int | None = None
     _factors: dict[str, float] = field(default_factory=dict, repr=False)
 
     @property
     def model(self) -> PolluxApp:
         return pollux_app(self.app)
 
+    @property
+    def batch_limit(self) -> int:
+        """Largest batch an adaptive job may use (never below its own batch size)."""
+        hi = self.max_batch_size if self.max_batch_size is not None else self.model.max_batch_size
+        return max(int(hi), int(self.batch_size))
+
     def total_work(self) -> float:
+        if self.adaptive:
+            return float(self.model.epoch_progress[-1])
         return self.model.work(self.batch_size)
 
     def max_useful_workers(self) -> int:
+        if self.adaptive:
+            return max(self.model.max_replicas(self.batch_limit), self.model.max_replicas(self.batch_size))
         return self.model.max_replicas(self.batch_size)
+
+    def gain(self, batch_size: int) -> float:
+        """Statistical progress per optimiser step at ``batch_size`` (averaged over training)."""
+        return float(self.model.epoch_progress[-1]) / self.model.work(batch_size)
+
+    def efficiency(self, batch_size: int) -> float:
+        """Statistical efficiency: progress per sample relative to the smallest measured batch (<= 1)."""
+        return self.gain(batch_size) * self.model.init_batch_size / batch_size
+
+    def candidate_batches(self, replicas: int) -> list[int]:
+        m = self.model
+        lo = max(m.init_batch_size, m.min_local_bsz * replicas)
+        hi = self.batch_limit
+        cands = {int(self.batch_size)}
+        if hi >= lo:
+            # one fixed geometric grid per application and limit (so work(B) is computed ~50 times,
+            # not 50 times per replica count), plus the smallest batch allowed on these replicas
+            cands.add(int(lo))
+            cands.update(b for b in _batch_grid(m.init_batch_size, hi) if lo <= b <= hi)
+        return sorted(b for b in cands if b >= 1)
+
+    def best_batch(self, placement) -> tuple[float, int]:
+        """(goodput on the reference GPU type, batch size) for an adaptive job on ``placement``."""
+        pl = canonical_placement(placement)
+        if not pl:
+            return (0.0, int(self.batch_size))
+        key = (self.app, int(self.batch_size), self.batch_limit, pl)
+        hit = _BEST_BATCH.get(key)  # shared by every job of the same application and limits
+        if hit is not None:
+            return hit
+        m = self.model
+        best = (-1.0, int(self.batch_size))
+        cands = self.candidate_batches(sum(pl))
+        m.prefill_step_times(pl, [m.batch_config(sum(pl), b)[0] for b in cands])
+        for b in cands:
+            g = m.rate(pl, b) * self.gain(b)
+            if g > best[0] + 1e-15:
+                best = (g, b)
+        _BEST_BATCH[key] = best
+        return best
 
     def rate(self, placement, gpu_type: str | None = None) -> float:
         f = self._factors.get(gpu_type or "")
         if f is None:
             f = type_factor(self.app, gpu_type)
             self._factors[gpu_type or ""] = f
+        if self.adaptive:
+            return self.best_batch(placement)[0] * f
         return self.model.rate(placement, self.batch_size) * f
 
 

@@ -76,38 +76,50 @@ def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[E
         return read_k8s_jobs(p, max_gpus=max_gpus)
     fmt = detect_format(p)
     if fmt == "pollux":
-        return read_pollux_csv(p, max_gpus=max_gpus)
+        return read_pollux_csv(p, max_gpus=max_gpus, adaptive=kw.get("adaptive", False))
     if fmt == "gavel":
         return read_gavel_csv(p, max_gpus=max_gpus)
+    kw.pop("adaptive", None)
     return read_philly_csv(p, max_gpus=max_gpus, **kw)
 
 
 def _pollux_job(
     path: str, line: int, name: str, t: float, app: str, replicas: int, batch: int,
     max_gpus: int | None, min_w: int | None = None, max_w: int | None = None,
-    gpu_type: str | None = None, priority: int = 0,
+    gpu_type: str | None = None, priority: int = 0, adaptive: bool = False,
+    max_batch: int | None = None,
 ) -> ElasticJobSpec:
-    model = pollux_app(app)
-    useful = model.max_replicas(batch)
-    lo, hi = default_elastic_range(replicas, useful, max_gpus)
+    speed = PolluxJobSpeed(app, batch, adaptive=adaptive, max_batch_size=max_batch)
+    useful = speed.max_useful_workers()
+    if adaptive:
+        # as in Pollux's evaluation: any size from one GPU up to what the largest batch allows
+        lo, hi = 1, max(min(useful, max_gpus or useful), 1)
+    else:
+        lo, hi = default_elastic_range(replicas, useful, max_gpus)
     if min_w is not None:
         lo = min_w
     if max_w is not None:
         hi = max_w
     if hi < lo:
         raise WorkloadError(path, line, "max_replicas", f"maximum {hi} below minimum {lo}")
-    speed = PolluxJobSpeed(app, batch)
     return ElasticJobSpec(
-        name=name, submit_time=t, speed=speed, work=model.work(batch), requested=replicas,
+        name=name, submit_time=t, speed=speed, work=speed.total_work(), requested=replicas,
         min_workers=lo, max_workers=hi, priority=priority, gpu_type=gpu_type,
         application=app, batch_size=batch, source=f"{path}:{line}",
     )
 
 
-def read_pollux_csv(path: Path | str, max_gpus: int | None = None) -> list[ElasticJobSpec]:
+def read_pollux_csv(
+    path: Path | str, max_gpus: int | None = None, adaptive: bool = False
+) -> list[ElasticJobSpec]:
     """``name,time,application,num_replicas,batch_size`` (time in seconds).
 
-    Optional extra columns: ``min_replicas``, ``max_replicas``, ``gpu_type``, ``priority``.
+    Optional extra columns: ``min_replicas``, ``max_replicas``, ``gpu_type``, ``priority``,
+    ``adaptive_batch`` (true/false: the job lets the scheduler choose its batch size, Pollux's
+    co-adaptation; default: the ``adaptive`` argument) and ``max_batch_size`` (limit of an adaptive
+    job's batch; default the application's largest measured batch).  An adaptive job's elastic
+    range is Pollux's: 1 GPU up to what its largest batch allows (at least the smallest per-GPU
+    batch on each), bounded by the cluster.
     Without them an elastic range is derived from ``num_replicas`` as in Voda's examples
     (min = ceil(NP/2), max = 2·NP, bounded by the batch size and the cluster)."""
     p = str(path)
@@ -147,6 +159,20 @@ def read_pollux_csv(path: Path | str, max_gpus: int | None = None) -> list[Elast
                 if raw:
                     opt[key] = _num(p, line, col, raw, int, 0 if col == "priority" else 1)
             gt = (row.get("gpu_type") or "").strip() or None
+            raw = (row.get("adaptive_batch") or "").strip().lower()
+            if raw in ("true", "yes", "1"):
+                opt["adaptive"] = True
+            elif raw in ("false", "no", "0"):
+                opt["adaptive"] = False
+            elif raw:
+                raise WorkloadError(p, line, "adaptive_batch", f"expected true or false, got {raw!r}")
+            else:
+                opt["adaptive"] = adaptive
+            raw = (row.get("max_batch_size") or "").strip()
+            if raw:
+                opt["max_batch"] = _num(p, line, "max_batch_size", raw, int, 1)
+                if opt["max_batch"] < bsz:
+                    raise WorkloadError(p, line, "max_batch_size", f"{opt['max_batch']} is below the job's batch size {bsz}")
             if max_gpus is not None and reps > max_gpus:
                 reps = max_gpus
             jobs.append(_pollux_job(p, line, name, t, app, reps, bsz, max_gpus, gpu_type=gt, **opt))

@@ -40,13 +40,14 @@ def _build(docs: Sequence[dict[str, Any]], name: str) -> list[Loaded]:
 
 
 def trace_inputs(traces: Sequence[str | Path], cluster: Sequence[dict[str, Any]] | None = None,
-                 yaml_files: Sequence[str | Path] = ()) -> list[Loaded]:
-    """Loaded objects for trace files (+ a cluster given as documents or YAML files)."""
+                 yaml_files: Sequence[str | Path] = (), adaptive: bool = False) -> list[Loaded]:
+    """Loaded objects for trace files (+ a cluster given as documents or YAML files); ``adaptive``:
+    every Pollux-trace job lets the policy co-adapt its batch size."""
     loaded = load_files([str(p) for p in yaml_files]) if yaml_files else []
     if cluster:
         loaded += _build(cluster, "<cluster>")
     problems = Problems()
-    loaded += load_traces(list(traces), loaded, problems)
+    loaded += load_traces(list(traces), loaded, problems, adaptive=adaptive)
     problems.raise_if_any()
     return loaded
 
@@ -57,13 +58,16 @@ def spec_inputs(specs: Sequence[Any], cluster: Sequence[dict[str, Any]]) -> list
 
 
 def replay(loaded: list[Loaded], policy: str, params: Mapping[str, Any] | None = None,
-           interval: float = 30.0, cost: float = 30.0, seed: int = 0):
-    """Run one policy; returns the :class:`~lavaflow.elastic.results.SimResult`."""
+           interval: float | None = None, cost: float = 30.0, seed: int = 0):
+    """Run one policy; returns the :class:`~lavaflow.elastic.results.SimResult`.
+    ``interval`` None: the policy's own scheduling tick (60 s for Tiresias), else 30 s."""
     from ..scheduler.framework.conf import load_scheduler_conf
     from .engine import Simulation
     from .inputs import prepare
 
-    args = {"elastic.policy": policy, "elastic.resizeInterval": f"{interval:g}s", "elastic.resizeCost": f"{cost:g}s"}
+    args = {"elastic.policy": policy, "elastic.resizeCost": f"{cost:g}s"}
+    if interval is not None:
+        args["elastic.resizeInterval"] = f"{interval:g}s"
     args.update({f"elastic.policy.{k}": v for k, v in (params or {}).items()})
     conf = load_scheduler_conf()
     opt = next(p for t in conf.tiers for p in t.plugins if p.name == "elastic")
@@ -73,4 +77,6 @@ def replay(loaded: list[Loaded], policy: str, params: Mapping[str, Any] | None =
     sim = Simulation(prepare([Loaded(it.obj.model_copy(deep=True), it.source) for it in loaded]),
                      conf=conf, seed=seed, restart_pause=cost)
     sim.run()
-    return sim.training.result(policy, time.perf_counter() - t0)
+    res = sim.training.result(policy, time.perf_counter() - t0)
+    res.clairvoyant = bool(sim.elastic_policy_clairvoyant())
+    return res

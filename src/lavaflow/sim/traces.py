@@ -105,7 +105,7 @@ def cluster_gpus(loaded: list[Loaded]) -> int:
     return int(total)
 
 
-def load_traces(paths: list[str | Path], loaded: list[Loaded], problems: Problems) -> list[Loaded]:
+def load_traces(paths: list[str | Path], loaded: list[Loaded], problems: Problems, adaptive: bool = False) -> list[Loaded]:
     """Trace files as loaded Volcano Jobs (plus the default cluster when ``loaded`` has no nodes)."""
     from ..elastic.workload import WorkloadError, read_workload
 
@@ -120,7 +120,7 @@ def load_traces(paths: list[str | Path], loaded: list[Loaded], problems: Problem
     names: set[str] = set()
     for p in paths:
         try:
-            specs = read_workload(Path(p), max_gpus=gpus)
+            specs = read_workload(Path(p), max_gpus=gpus, adaptive=adaptive)
         except WorkloadError as exc:
             problems.lines.append(str(exc))  # names file, line and column
             continue

@@ -155,7 +155,7 @@ class TrainingModel:
                 st.history.append((now, n1, st.gpu_type))
         if n1:
             shape = tuple(sorted(placement.values(), reverse=True))
-            st.rate = st.speed.speed.rate(shape, gtype)
+            st.rate = float(st.speed.speed.rate(shape, gtype))
             st.paused_until = now + st.pause
         else:
             st.rate = 0.0
@@ -174,9 +174,9 @@ class TrainingModel:
         n = sum(st.placement.values())
         at = max(now, st.paused_until) if n else now
         a = dict(pg.metadata.annotations)
-        a[es.PROGRESS] = repr(min(st.done / st.speed.work, 1.0) if st.speed.work > 0 else 1.0)
-        a[es.PROGRESS_TIME] = repr(at)
-        a[es.GPU_SECONDS] = repr(st.gpu_seconds + n * (at - now))
+        a[es.PROGRESS] = repr(float(min(st.done / st.speed.work, 1.0) if st.speed.work > 0 else 1.0))
+        a[es.PROGRESS_TIME] = repr(float(at))
+        a[es.GPU_SECONDS] = repr(float(st.gpu_seconds + n * (at - now)))
         pg.metadata.annotations = a
         self.sim.store.update(pg)
 

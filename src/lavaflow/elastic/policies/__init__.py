@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from .afsl import afsl
 from .base import AllocationError, Assignment, JobView, Policy, check_allocation, split_pools
 from .elastic_fifo import elastic_fifo
@@ -9,21 +11,33 @@ from .elastic_srjf import elastic_srjf
 from .elastic_tiresias import elastic_tiresias
 from .ffdl import ffdl
 from .fifo import fifo
+from .goodput import goodput
 from .lavaflow import lavaflow
 from .srjf import srjf
-from .tiresias import tiresias
+from .tiresias import (
+    DEFAULT_THRESHOLDS,
+    LITERATURE_INTERVAL,
+    LITERATURE_THRESHOLD,
+    tiresias,
+    tiresias_literature,
+)
 
-# name -> (function, elastic, needs job info, uses Tiresias queues, one-line description)
+# name -> (function, elastic, needs job info, uses Tiresias queues, one-line description,
+#          clairvoyant (reads remaining/total work), extra Policy fields)
+_VODA_QUEUES = {"thresholds": DEFAULT_THRESHOLDS, "promote_knob": 8.0}
 _REGISTRY = {
-    "FIFO": (fifo, False, False, False, "first come first served, requested workers"),
-    "ElasticFIFO": (elastic_fifo, True, True, False, "FIFO at minimum, then round-robin +1 to maximum; resize only when it pays"),
-    "SRJF": (srjf, False, True, False, "shortest remaining job first, requested workers"),
-    "ElasticSRJF": (elastic_srjf, True, True, False, "SRJF order; running jobs keep their size or shrink instead of halting, waiting jobs start on spare GPUs, spare GPUs go +1 to the shortest jobs while it pays"),
-    "Tiresias": (tiresias, False, False, True, "2D-LAS priority queues on attained GPU service"),
-    "ElasticTiresias": (elastic_tiresias, True, True, True, "Tiresias then greedy marginal speedup"),
-    "FfDLOptimizer": (ffdl, True, True, False, "DP maximising total speedup over the FIFO prefix"),
-    "AFS-L": (afsl, True, True, False, "apathetic future share: pairwise relative-gain tournament"),
-    "Lavaflow": (lavaflow, True, True, False, "ours: marginal goodput/remaining work, resize-cost and GPU-type aware"),
+    "FIFO": (fifo, False, False, False, "first come first served, requested workers", False, {}),
+    "ElasticFIFO": (elastic_fifo, True, True, False, "FIFO at minimum, then round-robin +1 to maximum; resize only when it pays", True, {}),
+    "SRJF": (srjf, False, True, False, "shortest remaining job first, requested workers", True, {}),
+    "ElasticSRJF": (elastic_srjf, True, True, False, "SRJF order; running jobs keep their size or shrink instead of halting, waiting jobs start on spare GPUs, spare GPUs go +1 to the shortest jobs while it pays", True, {}),
+    "Tiresias": (tiresias_literature, False, False, True, "literature Tiresias (Pollux artifact): 2 queues at 16 GPU-h attained service, no promotion, arrival order, 60 s tick", False,
+                 {"thresholds": (LITERATURE_THRESHOLD,), "promote_knob": math.inf, "default_interval": LITERATURE_INTERVAL}),
+    "Tiresias-Voda": (tiresias, False, False, True, "Voda's Tiresias: 2D-LAS queues at 1 GPU-h, promotion after waiting 8x the last run", False, _VODA_QUEUES),
+    "ElasticTiresias": (elastic_tiresias, True, True, True, "Voda's Tiresias then greedy marginal speedup", False, _VODA_QUEUES),
+    "FfDLOptimizer": (ffdl, True, True, False, "DP maximising total speedup over the FIFO prefix", False, {}),
+    "AFS-L": (afsl, True, True, False, "apathetic future share: pairwise relative-gain tournament", True, {}),
+    "Lavaflow": (lavaflow, True, True, False, "ours: marginal goodput/remaining work, resize-cost and GPU-type aware", True, {}),
+    "Goodput": (goodput, True, True, False, "ours, non-clairvoyant: Lavaflow's rule with remaining work estimated from attained service (LAS-like)", False, {}),
 }
 ALIASES = {
     "ffdl": "FfDLOptimizer",
@@ -33,9 +47,12 @@ ALIASES = {
     "ours": "Lavaflow",
     "marginalgoodput": "Lavaflow",
     "e-tiresias": "ElasticTiresias",
+    "tiresias-literature": "Tiresias",
+    "tiresias-pollux": "Tiresias",
+    "voda-tiresias": "Tiresias-Voda",
 }
 POLICY_NAMES = list(_REGISTRY)
-_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF"}
+_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput"}
 
 
 def resolve_name(name: str) -> str:
@@ -55,9 +72,14 @@ def make_policy(name: str, **params) -> Policy:
     """Build a policy by (case-insensitive) name; ``params`` go to resize-aware policies only
     (``resize_cost``, ``horizon``, ...)."""
     n = resolve_name(name)
-    fn, elastic, info, queues, desc = _REGISTRY[n]
+    fn, elastic, info, queues, desc, clairvoyant, extra = _REGISTRY[n]
     kw = {k: v for k, v in params.items() if n in _RESIZE_AWARE and v is not None}
-    return Policy(n, elastic, info, fn, queues, desc, kw)
+    return Policy(n, elastic, info, fn, queues, desc, kw, clairvoyant=clairvoyant, **extra)
+
+
+def is_clairvoyant(name: str) -> bool:
+    """Whether the policy reads a job's remaining / total work."""
+    return _REGISTRY[resolve_name(name)][5]
 
 
 __all__ = [
@@ -67,6 +89,7 @@ __all__ = [
     "POLICY_NAMES",
     "Policy",
     "check_allocation",
+    "is_clairvoyant",
     "make_policy",
     "resolve_name",
     "split_pools",

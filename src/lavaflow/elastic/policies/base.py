@@ -40,6 +40,10 @@ class JobView:
     queue_service: float = 0.0  # GPU-seconds since last promotion (Tiresias)
     running_time: float = 0.0
     waiting_time: float = 0.0
+    # when the job entered its current Tiresias queue (arrival, demotion or promotion); None: unknown
+    queue_entered: float | None = None
+    # work units done so far (the job's observable progress; non-clairvoyant policies may read it)
+    done_work: float = 0.0
 
     def types(self, capacity: Mapping[str, int]) -> list[str]:
         if self.pinned_type is not None:
@@ -128,7 +132,15 @@ SinglePool = Callable[[list[JobView], int, float, str], dict[str, int]]
 
 @dataclass
 class Policy:
-    """A named allocation policy."""
+    """A named allocation policy.
+
+    ``clairvoyant``: the policy reads a job's ``remaining_work`` / ``total_work`` (its length is
+    known in advance); non-clairvoyant policies use only what a scheduler can observe (arrival,
+    attained service, sizes, measured speed curves).  ``default_interval``: the policy's own
+    scheduling tick in seconds (None: the simulator's / scheduler's default).  ``thresholds`` and
+    ``promote_knob``: attained-service queue thresholds (GPU-seconds) and starvation promotion
+    factor that whoever runs a policy with ``uses_priority_queues`` must track for it (None: the
+    defaults, 3600 GPU-s and 8x; ``math.inf``: no promotion)."""
 
     name: str
     elastic: bool
@@ -137,6 +149,10 @@ class Policy:
     uses_priority_queues: bool = False
     description: str = ""
     params: dict = field(default_factory=dict)
+    clairvoyant: bool = False
+    default_interval: float | None = None
+    thresholds: tuple[float, ...] | None = None
+    promote_knob: float | None = None
 
     def __call__(
         self, jobs: Sequence[JobView], capacity: Mapping[str, int], now: float

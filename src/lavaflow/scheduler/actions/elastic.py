@@ -78,8 +78,8 @@ class ElasticAction(Action):
             dirty = dirty or bool(active)
         st.node_version = fingerprint  # type: ignore[assignment]
         if plugin.policy.uses_priority_queues:
-            nxt = self._priority_change(plugin, jobs, now)
-            if nxt <= now + EPS:
+            nxt, moved_queue = self._priority_change(plugin, jobs, now)
+            if moved_queue or nxt <= now + EPS:
                 dirty = True
             elif math.isfinite(nxt):
                 ssn.wake_at(nxt)
@@ -144,23 +144,36 @@ class ElasticAction(Action):
         return tuple((ns.names[i], float(alloc[i]), plugin.node_type(i)) for i in live.tolist())
 
     # ------------------------------------------------------------------ Tiresias
-    def _priority_change(self, plugin, jobs, now: float) -> float:
+    def _priority_change(self, plugin, jobs, now: float) -> tuple[float, bool]:
+        """(when the next Tiresias queue change is due, whether a job changed queue now)."""
         thresholds, knob = _tiresias_params(plugin.policy)
         best = math.inf
+        moved = False
         for ej in jobs.values():
             js = ej.state
             qs = ej.attained - js.queue_offset
+            level = sum(1 for th in thresholds if qs >= th - 1e-6 * max(th, 1.0))
+            if level != js.queue_level:
+                # demoted (or back after a promotion): when it crossed, from its current rate
+                rate = ej.current * ej.gpus_per_worker
+                crossed = thresholds[level - 1] if level > js.queue_level and level else None
+                js.queue_entered = now - (qs - crossed) / rate if crossed is not None and rate > 0 else now
+                js.queue_level = level
+                moved = True
             if ej.current:
                 for th in thresholds:
                     if qs < th - 1e-6 * max(th, 1.0):
                         best = min(best, now + (th - qs) / (ej.current * ej.gpus_per_worker))
                         break
-            elif knob and js.last_run_len > 0 and qs > 0 and js.wait_since is not None:
+            elif knob and math.isfinite(knob) and js.last_run_len > 0 and qs > 0 and js.wait_since is not None:
                 due = js.wait_since + knob * js.last_run_len
                 if due <= now + EPS:
                     js.queue_offset = ej.attained  # promoted: service counted afresh
+                    js.queue_level = 0
+                    js.queue_entered = now
+                    moved = True
                 best = min(best, due)
-        return best
+        return best, moved
 
     # ------------------------------------------------------------------ reschedule
     def _reschedule(self, ssn, plugin, jobs: dict[str, ElasticJob], capacity, nodes) -> None:
@@ -204,6 +217,8 @@ class ElasticAction(Action):
                     queue_service=ej.attained - js.queue_offset,
                     running_time=js.running_time,
                     waiting_time=js.waiting_time,
+                    queue_entered=js.queue_entered if js.queue_entered is not None else ej.info.creation,
+                    done_work=max(ej.speed.work - ej.remaining, 0.0),
                 )
             )
         result = plugin.policy(views, capacity, now)
@@ -385,9 +400,12 @@ def _note(ssn, ej: ElasticJob, reason: str, message: str, count: int = 0) -> Non
 
 
 def _tiresias_params(policy) -> tuple[tuple[float, ...], float]:
+    """The policy's attained-service queue thresholds and starvation promotion factor (inf: none)."""
     from ...elastic.policies.tiresias import DEFAULT_THRESHOLDS
 
     th = policy.params.get("thresholds") if isinstance(policy.params, dict) else None
-    thresholds = tuple(sorted(th if th is not None else getattr(policy, "thresholds", DEFAULT_THRESHOLDS)))
-    knob = getattr(policy, "promote_knob", 8.0)
-    return thresholds, knob
+    if th is None:
+        th = getattr(policy, "thresholds", None)
+    thresholds = tuple(sorted(th if th is not None else DEFAULT_THRESHOLDS))
+    knob = getattr(policy, "promote_knob", None)
+    return thresholds, (8.0 if knob is None else float(knob))

@@ -64,6 +64,8 @@ class JobState:
     last_run_len: float = 0.0
     wait_since: float | None = None
     queue_offset: float = 0.0  # attained service at the last Tiresias promotion
+    queue_level: int = 0  # Tiresias queue the job was in at the last session
+    queue_entered: float | None = None  # when it entered that queue (arrival, demotion, promotion)
     running_time: float = 0.0
     waiting_time: float = 0.0
     seen_at: float | None = None
@@ -129,12 +131,14 @@ class ElasticPlugin(Plugin):
 
         a = self.arguments
         self.policy_name = str(a.get("elastic.policy", "Lavaflow"))
-        self.interval = parse_seconds(a.get("elastic.resizeInterval"), 30.0)
         self.resize_cost = parse_seconds(a.get("elastic.resizeCost"), 30.0)
         self.type_label = str(a.get("elastic.gpuTypeLabel", "lavaflow.io/accelerator"))
         self.gpu_resource = str(a.get("elastic.gpuResource", es.DEFAULT_GPU_RESOURCE))
         params = {k[len("elastic.policy."):]: v for k, v in a.items() if k.startswith("elastic.policy.")}
         self.policy = make_policy(self.policy_name, resize_cost=self.resize_cost, **params)
+        # The policy's own scheduling tick (60 s for the literature Tiresias) unless configured.
+        own = self.policy.default_interval
+        self.interval = parse_seconds(a.get("elastic.resizeInterval"), own if own is not None else 30.0)
         self.jobs: dict[str, ElasticJob] = {}
         self.invalid: dict[str, str] = {}  # job uid -> why its annotations cannot be used
         self.state: ElasticState | None = None
@@ -216,10 +220,13 @@ class ElasticPlugin(Plugin):
             try:
                 sp = es.speed_spec(ann)
                 kn = es.knobs(ann)
-                prog = es.progress(ann, parse_time=_time_parser)
             except es.SpecError as exc:
                 self.invalid[job.uid] = f"{exc.field}: {exc.message}"
                 return None
+            try:
+                prog = es.progress(ann, parse_time=_time_parser)
+            except es.SpecError:
+                prog = None  # a bad progress report is ignored: the job is still the policy's
             workers = []
             others = []
             gpw = 0.0
