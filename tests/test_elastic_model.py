@@ -14,7 +14,6 @@ from lavaflow.elastic.data_paths import PACKAGE_DATA
 from lavaflow.elastic.job import ElasticJobSpec
 from lavaflow.elastic.placement import Node, best_fit, place
 from lavaflow.elastic.policies import make_policy
-from lavaflow.elastic.sim import Cluster, simulate
 from lavaflow.elastic.speed import (
     PolluxApp,
     PolluxJobSpeed,
@@ -145,29 +144,36 @@ def test_best_fit_counts_spilled_workers_exactly():
 
 
 # -- simulator -----------------------------------------------------------------------------------
-class Linear:
-    def rate(self, placement, gpu_type=None):
-        return float(sum(placement))
-
-    def max_useful_workers(self):
-        return 64
-
-
 def _spec(name, t, work, lo=1, hi=1, req=None):
-    return ElasticJobSpec(name, t, Linear(), work, req or lo, lo, hi)
+    """A job whose speed is linear in its workers (1 work unit per second per worker), as the
+    measured speed-up annotations a Voda-style job carries."""
+    from lavaflow.elastic import spec as es
+
+    ann = {"lavaflow.io/speedup": "1:1,2:2,4:4,8:8", "lavaflow.io/epoch-time": "1s", "lavaflow.io/epochs": repr(float(work))}
+    sp = es.speed_spec(ann)
+    return ElasticJobSpec(name, t, sp.speed, sp.work, req or lo, lo, hi, extra={"annotations": ann})
 
 
+def simulate(jobs, nodes: int, policy: str, resize_cost: float = 30.0, resched_interval: float | None = None):
+    """The scheduler path: each job an elastic Volcano Job, sized by the elastic action."""
+    from lavaflow.sim.replay import gpu_cluster, replay, spec_inputs
+
+    return replay(spec_inputs(jobs, gpu_cluster(nodes=nodes)), policy, interval=resched_interval, cost=resize_cost)
+
+
+# The scheduler sees a job one period (1 s) after it arrives, when its pods exist, and binds
+# workers freed by an eviction a period later: times below allow for that.
 def test_job_finishes_when_its_work_is_done():
-    r = simulate([_spec("a", 10.0, 400.0, 4, 4)], Cluster.homogeneous(1, 4), make_policy("FIFO"), resize_cost=0)
-    assert r.jobs[0].finish == pytest.approx(10.0 + 100.0)
-    r = simulate([_spec("a", 10.0, 400.0, 4, 4)], Cluster.homogeneous(1, 4), make_policy("FIFO"), resize_cost=25)
-    assert r.jobs[0].finish == pytest.approx(10.0 + 25.0 + 100.0)
+    r = simulate([_spec("a", 10.0, 400.0, 4, 4)], 1, "FIFO", resize_cost=0)
+    assert r.jobs[0].finish == pytest.approx(10.0 + 100.0, abs=2.0)
+    r = simulate([_spec("a", 10.0, 400.0, 4, 4)], 1, "FIFO", resize_cost=25)
+    assert r.jobs[0].finish == pytest.approx(10.0 + 25.0 + 100.0, abs=2.0)
 
 
 def test_resize_cost_delays_progress_of_resized_jobs():
     jobs = [_spec("a", 0.0, 4000.0, 1, 4), _spec("b", 100.0, 400.0, 1, 4)]
-    fast = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("ElasticFIFO"), resize_cost=0)
-    slow = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("ElasticFIFO"), resize_cost=60)
+    fast = simulate(jobs, 1, "ElasticFIFO", resize_cost=0)
+    slow = simulate(jobs, 1, "ElasticFIFO", resize_cost=60)
     assert fast.summary()["resizes"] >= 1
     for f, s in zip(fast.jobs, slow.jobs):
         assert s.finish > f.finish
@@ -175,28 +181,28 @@ def test_resize_cost_delays_progress_of_resized_jobs():
 
 def test_reschedules_are_rate_limited():
     jobs = [_spec(f"j{i}", float(i), 50.0) for i in range(20)]
-    r = simulate(jobs, Cluster.homogeneous(2, 4), make_policy("FIFO"), resched_interval=30, resize_cost=0)
+    r = simulate(jobs, 2, "FIFO", resched_interval=30, resize_cost=0)
     assert r.reschedules <= 20 and all(j.finish is not None for j in r.jobs)
     starts = sorted(j.start for j in r.jobs)
-    assert starts[0] == 0.0 and all(s == 0.0 or s >= 30.0 for s in starts)
+    assert starts[0] <= 2.0 and all(s <= 2.0 or s >= 30.0 for s in starts)
 
 
 def test_literature_tiresias_in_the_simulator_demotes_at_16_gpu_hours_without_promotion():
     # a (4 GPUs, 10 h) runs first; b arrives at 100 s; literature Tiresias lets a run until it has
     # 16 GPU-h (4 h on 4 GPUs), then b (queue 0) preempts it; Voda's variant demotes a at 1 GPU-h
     jobs = [_spec("a", 0.0, 4 * 36000.0, 4, 4), _spec("b", 100.0, 4 * 600.0, 4, 4)]
-    lit = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("Tiresias"))
+    lit = simulate(jobs, 1, "Tiresias")
     a, b = lit.jobs
-    assert 4 * 3600 <= b.start <= 4 * 3600 + 60  # 60 s tick
-    assert b.finish == pytest.approx(b.start + 30 + 600)  # 30 s pause per (re)start
+    assert 4 * 3600 <= b.start <= 4 * 3600 + 62  # 60 s tick
+    assert b.finish == pytest.approx(b.start + 30 + 600, abs=2.0)  # 30 s pause per (re)start
     assert a.halts == 1 and a.finish > b.finish  # a waits, is not promoted, resumes after b
-    voda = simulate(jobs, Cluster.homogeneous(1, 4), make_policy("Tiresias-Voda"))
-    assert voda.jobs[1].start <= 3600 / 4 + 30
+    voda = simulate(jobs, 1, "Tiresias-Voda")
+    assert voda.jobs[1].start <= 3600 / 4 + 32
     # the literature tick is 60 s: no two scheduling rounds closer than that
     many = [_spec(f"j{i}", float(i), 50.0) for i in range(20)]
-    r = simulate(many, Cluster.homogeneous(2, 4), make_policy("Tiresias"), resize_cost=0)
+    r = simulate(many, 2, "Tiresias", resize_cost=0)
     starts = sorted({j.start for j in r.jobs})
-    assert all(y - x >= 60 - 1e-9 for x, y in zip(starts, starts[1:]))
+    assert all(y - x >= 60 - 2.0 for x, y in zip(starts, starts[1:]))
 
 
 @pytest.mark.parametrize("app, batch", [("cifar10", 256), ("imagenet", 800), ("yolov3", 64), ("ncf", 1024)])
@@ -249,7 +255,7 @@ def test_pollux_csv_adaptive_batch_column_and_argument(tmp_path):
 def test_pollux_workload_runs_every_policy_quickly():
     jobs = read_workload(PACKAGE_DATA / "pollux" / "workloads" / "workload-1.csv", max_gpus=64)[:40]
     for name in ("Tiresias", "Lavaflow", "AFS-L"):
-        r = simulate(jobs, Cluster.homogeneous(16, 4), make_policy(name))
+        r = simulate(jobs, 16, name)
         assert r.summary()["completed"] == 40
 
 

@@ -1,11 +1,10 @@
-"""Run several policies on one workload and tabulate the results."""
+"""Tabulate the results of several policies on one workload (the replays themselves run in the
+scheduler: lavaflow simulate / lavaflow.sim.replay)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .job import ElasticJobSpec
-from .policies import make_policy
 from .results import SimResult
 
 COLUMNS = (
@@ -21,25 +20,6 @@ COLUMNS = (
     ("halts", "halts"),
     ("completed", "done"),
 )
-
-
-def run_policies(
-    jobs: Sequence[ElasticJobSpec],
-    cluster,
-    policies: Sequence[str],
-    resched_interval: float | None = None,
-    resize_cost: float = 30.0,
-    node_events: Sequence = (),
-    horizon: float | None = None,
-) -> list[SimResult]:
-    from .sim import simulate
-
-    out = []
-    for name in policies:
-        pol = make_policy(name, resize_cost=resize_cost, horizon=horizon)
-        out.append(simulate(jobs, cluster, pol, resched_interval=resched_interval,
-                            resize_cost=resize_cost, node_events=node_events))
-    return out
 
 
 def fmt_duration(v: float | None) -> str:

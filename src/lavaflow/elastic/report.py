@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .compare import table_rows
-from .sim import SimResult
+from .results import SimResult
 
 
 def _svg(fig) -> str:

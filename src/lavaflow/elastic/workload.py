@@ -71,9 +71,7 @@ def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[E
     if not p.exists():
         raise WorkloadError(str(p), None, None, "file not found")
     if p.suffix.lower() in (".yaml", ".yml"):
-        from .k8s import read_k8s_jobs
-
-        return read_k8s_jobs(p, max_gpus=max_gpus)
+        raise WorkloadError(str(p), None, None, "YAML (Volcano Jobs, Voda MPIJobs) is read by lavaflow simulate itself, not as a trace")
     fmt = detect_format(p)
     if fmt == "pollux":
         return read_pollux_csv(p, max_gpus=max_gpus, adaptive=kw.get("adaptive", False))

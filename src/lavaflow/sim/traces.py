@@ -50,7 +50,9 @@ def job_document(spec, namespace: str = "default") -> dict[str, Any]:
 
     ann: dict[str, str] = {"sim.lavaflow.io/submit-at": f"{spec.submit_time!r}s"}
     sp = spec.speed
-    if isinstance(sp, PolluxJobSpeed):
+    if spec.extra.get("annotations"):  # the speed model as annotations (e.g. a measured speed-up)
+        ann.update(spec.extra["annotations"])
+    elif isinstance(sp, PolluxJobSpeed):
         ann[es.APPLICATION] = sp.app
         ann[es.BATCH_SIZE] = str(sp.batch_size)
         if getattr(sp, "adaptive", False):
