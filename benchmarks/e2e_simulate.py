@@ -139,9 +139,9 @@ def main() -> None:
             flush=True,
         )
         if base is None:
-            base = (n, r["wall"])
+            base = (n, r["wall"], r["cpu"])
         else:
-            print(f"  wall time ×{r['wall'] / base[1]:.2f} for pods ×{n / base[0]:.2f}")
+            print(f"  pods ×{n / base[0]:.2f}: wall time ×{r['wall'] / base[1]:.2f}, CPU time ×{r['cpu'] / base[2]:.2f}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
