@@ -92,6 +92,7 @@ class ElasticState:
     reschedules: int = 0
     adopted: bool = False
     static: dict[str, tuple] = field(default_factory=dict)  # job uid -> (signature, parsed parts)
+    node_types: dict = field(default_factory=dict)  # node index -> GPU type, for one NodeSet version
 
 
 @dataclass
@@ -115,10 +116,14 @@ class ElasticJob:
     attained: float
     state: JobState
     placement_seen: dict[str, int] | None = None
+    _current: tuple[int, int] = (-1, 0)  # (id of the placement dict, its sum)
 
     @property
     def current(self) -> int:
-        return sum(self.placement.values())
+        key = id(self.placement)
+        if self._current[0] != key:
+            self._current = (key, sum(self.placement.values()))
+        return self._current[1]
 
 
 @register_plugin
@@ -296,9 +301,18 @@ class ElasticPlugin(Plugin):
         )
 
     def node_type(self, i: int) -> str:
-        labels = self.ssn.nodes.labels[i]
-        v = labels.get(self.type_label) or next((labels[k] for k in es.DEFAULT_GPU_TYPE_LABELS if labels.get(k)), None)
-        return str(v).lower() if v else "default"
+        """The GPU type of node ``i`` (its label), cached until a node's labels change."""
+        nodes = self.ssn.nodes
+        memo = self.state.node_types
+        if memo.get("version") != (nodes.version, self.type_label):
+            memo.clear()
+            memo["version"] = (nodes.version, self.type_label)
+        t = memo.get(i)
+        if t is None:
+            labels = nodes.labels[i]
+            v = labels.get(self.type_label) or next((labels[k] for k in es.DEFAULT_GPU_TYPE_LABELS if labels.get(k)), None)
+            t = memo[i] = str(v).lower() if v else "default"
+        return t
 
     def curves(self, ej: ElasticJob, types: list[str], gpus_per_node: int) -> dict[str, tuple[float, ...]]:
         from ...elastic.speed import rate_curve
