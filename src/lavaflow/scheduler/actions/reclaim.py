@@ -33,7 +33,7 @@ class ReclaimAction(Action):
             if not jobs:
                 continue
             job = jobs.pop()
-            if not may_evict_for(ssn, job):
+            if not may_evict_for(ssn, job, "reclaim"):
                 queues.push(queue)
                 continue
             stmt = Statement(ssn)
