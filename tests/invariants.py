@@ -82,6 +82,7 @@ class Scenario:
     conf: str
     queues: dict[str, dict] = field(default_factory=dict)  # name -> {"parent", "capability": {res: float}}
     faults: int = 0
+    workloads: dict[str, int] = field(default_factory=dict)  # queue -> workloads submitted to it
 
 
 def _req(rng: random.Random, gpu_nodes: bool) -> dict[str, str]:
@@ -161,10 +162,12 @@ def generate(seed: int) -> Scenario:
     # Leaf queues take the work (Volcano refuses jobs in a queue that has children).
     parents = {q["parent"] for q in queues.values() if q["parent"]}
     leaves = [q for q in names if q not in parents] or ["default"]
+    per_queue: dict[str, int] = {}
 
     for j in range(rng.randint(1, 7)):
         kind = rng.choices(["vcjob", "podgroup", "pods", "deployment", "batchjob"], [5, 2, 1, 1, 1])[0]
         queue = rng.choice(leaves)
+        per_queue[queue] = per_queue.get(queue, 0) + 1
         prio = rng.choice([None, "low", "mid", "high"])
         at = str(rng.randint(0, 60))
         tolerate = rng.random() < 0.3
@@ -224,7 +227,7 @@ def generate(seed: int) -> Scenario:
                        "spec": {"parallelism": n, "completions": n, "template": tmpl}}
             text += _doc(doc)
     q_caps = {q: {"parent": v["parent"], "capability": v["capability"]} for q, v in queues.items()}
-    return Scenario(seed=seed, text=text, conf=conf, queues=q_caps, faults=faults)
+    return Scenario(seed=seed, text=text, conf=conf, queues=q_caps, faults=faults, workloads=per_queue)
 
 
 # ------------------------------------------------------------------ checking
@@ -298,9 +301,12 @@ def check(sc: Scenario, determinism: bool = True) -> list[str]:
     bound = _bound(sc)
     if r["endTime"] >= bound:
         problems.append(f"liveness: the run reached t={bound:g} without ending")
+    # The bound holds per preemptor job: a preemption names its preemptor's pod, a reclaim only the
+    # reclaiming queue (whose every job has its own bound).
     limit = EVICTION_BOUND + sc.faults
     for (pod, why), n in sorted(rec.evictions.items()):
-        if n > limit:
+        jobs = sc.workloads.get(why.rsplit(" ", 1)[-1], 1) if why.startswith("reclaimed by queue ") else 1
+        if n > limit * max(jobs, 1):
             problems.append(f"liveness: {pod} evicted {n} times ({why})")
     end = r["endTime"]
     ivals = [(p["start"], p["end"] if p["end"] is not None else end + 1, p) for p in rec.pods.values() if p["start"] is not None]

@@ -378,3 +378,16 @@ def test_a_preemptor_whose_evictions_never_let_it_start_stops_evicting(monkeypat
     assert w0["phase"] == "Succeeded"  # once w1 finished
     assert any("preemption stopped: evicting for this job 3 times did not let it start" in d["message"]
                for hist in r["decisions"].values() for d in hist)
+
+
+def test_allocate_goes_on_past_a_task_that_fits_no_node_when_other_roles_can_make_the_gang():
+    # Volcano's NeedContinueAllocating: "a" (first in task order) fits no node, but the two "b"
+    # tasks make minAvailable. Stopping at "a" stalled the job, and reclaim/preempt (which place
+    # every task that fits) evicted for placements allocate then refused: a livelock.
+    text = (node_group(count=2, cpu="2", memory="8Gi")
+            + _vcjob("j", [_task("b", 2, {"cpu": "1"}), _task("a", 1, {"cpu": "3"})], 2))
+    r = simulate(text, until=100)
+    b = [p for p in r["pods"] if p["task"] == "b"]
+    assert len(b) == 2 and all(p["phase"] == "Succeeded" for p in b)
+    assert [s["name"] for s in r["stuck"]] == ["j"]
+    assert "Insufficient cpu" in r["stuck"][0]["reason"]  # "a" fits no node

@@ -87,7 +87,7 @@ def make_room(ssn, stmt, actor, node: int, victims: list, reason: str) -> bool:
 MAX_FUTILE_EVICTIONS = 2
 
 
-def may_evict_for(ssn, job) -> bool:
+def may_evict_for(ssn, job, action: str = "preempt") -> bool:
     """False once evicting for ``job`` has already failed to get it started MAX_FUTILE_EVICTIONS times.
 
     A preemptor whose earlier evictions were committed and that is again short of room
@@ -103,7 +103,7 @@ def may_evict_for(ssn, job) -> bool:
                   f"(waiting for resources to free up)")
         if not job.job_fit_errors:
             job.job_fit_errors = reason
-        ssn.record(job, "preempt", reason)
+        ssn.record(job, action, reason)
         return False
     return True
 

@@ -139,6 +139,8 @@ class AllocateAction(Action):
             if node < 0:
                 job.fit_errors[task.uid] = ssn.fit_error(task)
                 ssn.record(job, "allocate", f"{task.name}: {job.fit_errors[task.uid]}")
+                if _need_continue(job):
+                    continue  # other roles may still make up the gang (Volcano's NeedContinueAllocating)
                 return stmt, False
             if fits_idle:
                 stmt.allocate(task, node)
@@ -148,6 +150,18 @@ class AllocateAction(Action):
             if ssn.job_ready(job):
                 return stmt, i + 1 < len(pending)
         return stmt, False
+
+
+def _need_continue(job) -> bool:
+    """After a task found no node: can the job's pending tasks of the roles that have not failed
+    yet, with what is placed or pipelined, still reach minAvailable? (Volcano's rule: a job
+    whose every task is needed stops at the first failure.) Preempt and reclaim place the tasks
+    that fit in the same way, so what they evict for is what allocate then binds."""
+    if job.min_available == len(job.tasks):
+        return False
+    failed = {job.tasks[uid].role for uid in job.fit_errors if uid in job.tasks}
+    left = sum(1 for t in job.tasks.values() if t.status == TaskStatus.PENDING and t.role not in failed)
+    return job.waiting_num + job.ready_num + left >= job.min_available
 
 
 def _drain(q: OrderedQueue):

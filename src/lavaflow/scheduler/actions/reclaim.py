@@ -34,7 +34,7 @@ class ReclaimAction(Action):
             if not jobs:
                 continue
             job = jobs.pop()
-            if not may_evict_for(ssn, job):
+            if not may_evict_for(ssn, job, "reclaim"):
                 queues.push(queue)
                 continue
             stmt = try_in_domains(ssn, job, lambda job=job, queue=queue: self._attempt(ssn, job, queue))
