@@ -86,8 +86,12 @@ def test_gang_waits_all_or_nothing_and_explains_why():
             assert conds[0]["status"] == "True"
             assert conds[0]["message"].startswith("4/4 tasks in gang unschedulable")
             assert c.bindings() == []
-            events = await c.objects("Event")
-            assert any(e["reason"] == "Unschedulable" and e["involvedObject"]["kind"] == "PodGroup" for e in events)
+            async def unschedulable_event():
+                # Events go out after bindings and status writes: wait for them (a busy machine delays them).
+                events = await c.objects("Event")
+                return any(e["reason"] == "Unschedulable" and e["involvedObject"]["kind"] == "PodGroup" for e in events)
+
+            await c.wait_for(unschedulable_event, 15, "an Unschedulable Event on the PodGroup")
             await c.create([fake_node("small-1", cpu="3", memory="4Gi")])
 
             async def all_bound():
