@@ -78,6 +78,16 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
+def _lease_timing(lease_duration: str, renew_deadline: str, retry_period: str) -> tuple[float, float, float]:
+    lease, renew, retry = _duration(lease_duration), _duration(renew_deadline), _duration(retry_period)
+    if not 0 < retry < renew < lease:
+        _die(
+            f"--leader-elect-*: need 0 < retry period ({retry_period}) < renew deadline ({renew_deadline}) < lease duration ({lease_duration})",
+            2,
+        )
+    return lease, renew, retry
+
+
 def _lock_namespace(value: str | None) -> str:
     return value or os.environ.get("POD_NAMESPACE") or "default"
 
@@ -97,6 +107,9 @@ def scheduler_cmd(
     leader_elect: Annotated[bool, typer.Option("--leader-elect/--no-leader-elect", help="run only while holding the Lease")] = True,
     lock_namespace: Annotated[Optional[str], typer.Option("--lock-namespace", help="namespace of the Lease (default: $POD_NAMESPACE)")] = None,
     lock_name: Annotated[str, typer.Option("--lock-name")] = "lavaflow-scheduler",
+    lease_duration: Annotated[str, typer.Option("--leader-elect-lease-duration", help="how long a standby waits for a silent leader before taking over")] = "15s",
+    renew_deadline: Annotated[str, typer.Option("--leader-elect-renew-deadline", help="a leader stops writing when it could not renew for this long (< lease duration)")] = "10s",
+    retry_period: Annotated[str, typer.Option("--leader-elect-retry-period", help="time between lease renewals and acquisition attempts")] = "2s",
     listen_address: Annotated[str, typer.Option("--listen-address")] = "0.0.0.0",
     listen_port: Annotated[int, typer.Option("--listen-port", help="/metrics, /healthz, /readyz")] = 8080,
     events: Annotated[bool, typer.Option("--events/--no-events", help="record Kubernetes Events")] = True,
@@ -117,6 +130,7 @@ def scheduler_cmd(
             _die("; ".join(f"{scheduler_conf}: {p + ': ' if p else ''}{m}" for p, m in exc.problems), 2)
     period = _duration(schedule_period)
     names = tuple(scheduler_name or ("volcano", "lavaflow"))
+    lease = _lease_timing(lease_duration, renew_deadline, retry_period)
 
     async def main() -> None:
         from .leader import LeaderElector
@@ -124,7 +138,7 @@ def scheduler_cmd(
 
         client = _client(kubeconfig, context, kube_api_qps, kube_api_burst)
         identity = default_identity()
-        elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), identity) if leader_elect else None
+        elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), identity, *lease) if leader_elect else None
         sched = KubeScheduler(client, conf, names, period, bind_workers, emit_events=events, identity=identity, elector=elector)
         await _run_component(sched, client, listen_address, listen_port)
 

@@ -30,7 +30,7 @@ import time
 import uuid
 from typing import Any
 
-from ..scheduler.api import TaskStatus
+from ..scheduler.api import ALLOCATED, TaskStatus
 from ..scheduler.cache import PLUGIN_KIND_OF, PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import Scheduler
@@ -103,6 +103,7 @@ class KubeScheduler:
         self.cycles = 0
         self.bound = 0
         self.bind_failures = 0
+        self.fenced = 0  # writes refused because the lease could not be proven held
         self.last_tick = time.monotonic()
         self._last_version = -1
         self._idle = 0
@@ -189,6 +190,10 @@ class KubeScheduler:
         await self.store.stop()
 
     async def _loop(self, stop: asyncio.Event) -> None:
+        async with self.store.lock:
+            adopted = self.adopt_partial_gangs()
+        if adopted:
+            log.info("took over %d PodGroups a previous leader had started to bind (Pending -> Inqueue)", adopted)
         while not stop.is_set():
             started = time.monotonic()
             self.last_tick = started
@@ -205,6 +210,28 @@ class KubeScheduler:
             except asyncio.TimeoutError:
                 pass
 
+    def adopt_partial_gangs(self) -> int:
+        """On taking the lead (or starting): a PodGroup still ``Pending`` on the server while some of
+        its pods are bound was admitted by a leader that died before writing ``Inqueue``. Admitting
+        it again would count its bound pods twice (as queue usage and inside its minResources), and
+        on a cluster filled exactly the gang would never be admitted: stranded half-bound, holding
+        its nodes. Such a gang is taken over as ``Inqueue`` instead, so allocate completes it with
+        its remaining pods (or it waits as any admitted gang, never re-admitted)."""
+        n = 0
+        for job in self.cache.jobs.values():
+            pg = job.pg
+            if pg is None or (pg.status.phase or "Pending") != "Pending" or pg.key in self.pg_wanted:
+                continue
+            if not job.count(ALLOCATED):
+                continue
+            status = pg.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+            status["phase"] = "Inqueue"
+            self.pg_wanted[pg.key] = status
+            self.cache.on_podgroup(_with_status(pg, status))
+            self.dispatch.status(("PodGroup", pg.key), functools.partial(self._write_podgroup, pg.key))
+            n += 1
+        return n
+
     async def _ensure_builtin_queues(self) -> None:
         from ..controllers.queue import builtin_queues
 
@@ -216,6 +243,8 @@ class KubeScheduler:
                     log.debug("creating queue %s: %s", q.name, exc)
 
     async def cycle(self) -> None:
+        if self.elector is not None and not self.elector.holding():
+            return  # the renewal loop is about to step down; decide nothing from this view
         async with self.store.lock:
             self._last_version = self.store.version
             now = time.time()
@@ -296,7 +325,22 @@ class KubeScheduler:
         return out
 
     # ------------------------------------------------------------------ decisions
+    def _fenced(self, what: str, key: str) -> bool:
+        """True (and the write is refused) when this process cannot prove it still holds the
+        lease: a leader frozen or cut off for longer than the renew deadline must not write from
+        its old view, since a standby may already lead (client-go's renew deadline, checked before
+        every write rather than only by the renewal loop)."""
+        if self.elector is None or self.elector.holding():
+            return False
+        self.fenced += 1
+        self.metrics.fenced.labels(kind=what).inc()
+        log.warning("not sending %s of %s: lease not renewed within %.1fs", what, key, self.elector.renew_deadline)
+        return True
+
     async def _bind(self, key: str, node: str) -> None:
+        if self._fenced("binding", key):
+            await self._forget(key)
+            return
         ns, name = key.split("/", 1)
         body = {
             "apiVersion": "v1",
@@ -336,6 +380,9 @@ class KubeScheduler:
         if wait > 0:
             self.metrics.evictions_delayed.inc()
             await asyncio.sleep(wait)
+        if self._fenced("eviction", key):
+            await self._forget(key)
+            return
         ns, name = key.split("/", 1)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
         if reason.startswith(RESIZE_REASON):
@@ -368,7 +415,7 @@ class KubeScheduler:
 
     async def _write_podgroup(self, key: str) -> None:
         status = self.pg_wanted.get(key)
-        if status is None:
+        if status is None or self._fenced("status", key):
             return
         old = self.store.get("PodGroup", key)
         try:
@@ -397,7 +444,7 @@ class KubeScheduler:
 
     async def _write_queue(self, name: str) -> None:
         status = self.queue_wanted.get(name)
-        if status is None:
+        if status is None or self._fenced("status", name):
             return
         allocated = dict(status.get("allocated") or {})
         old = self.store.get("Queue", name)
