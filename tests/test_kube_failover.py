@@ -100,6 +100,20 @@ def test_a_leader_past_its_renew_deadline_sends_no_binding_or_eviction():
             assert double.counts["bind/Pod"] == 0
             assert double.counts.get("create/Eviction", 0) == 0 and not any("evict" in k.lower() for k in double.counts)
             assert s.fenced == 2 and not s.inflight
+            # A binding that passed the check and then waited in the client's rate limiter while
+            # the process froze is stopped right before it leaves.
+            elector.renewed_at = time.monotonic()
+            real_acquire = client.limiter.acquire
+
+            async def frozen_while_waiting():
+                elector.renewed_at = time.monotonic() - 5
+                await real_acquire()
+
+            client.limiter.acquire = frozen_while_waiting
+            s._bind_now("ns/p-0", "n0")
+            await s.idle(5)
+            client.limiter.acquire = real_acquire
+            assert double.counts["bind/Pod"] == 0 and s.fenced == 3 and not s.inflight
             # Renewed again: the same cycle binds the gang.
             elector.renewed_at = time.monotonic()
             await s.cycle()

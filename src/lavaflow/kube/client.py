@@ -16,7 +16,7 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,10 @@ class ApiError(Exception):
 
 class ConfigError(Exception):
     pass
+
+
+class Fenced(Exception):
+    """A write not sent because the caller could no longer prove it may write (see ``fence``)."""
 
 
 @dataclass
@@ -314,12 +318,18 @@ class KubeClient:
         content_type: str = JSON,
         limited: bool = True,
         timeout: float = 60.0,
+        fence: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
+        """One API call. ``fence``, when given, is asked right before the request leaves (after
+        the rate limiter's wait, which can be long): if it returns False, :class:`Fenced` is raised
+        and nothing is sent (a leader that lost its lease while waiting must not write)."""
         import aiohttp
 
         if limited:
             await self.limiter.acquire()
         sess = await self.session()
+        if fence is not None and not fence():
+            raise Fenced(f"{method} {path} not sent: fenced")
         data = None if body is None else _dumps(body)
         self.requests += 1
         async with sess.request(

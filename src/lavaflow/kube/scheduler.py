@@ -37,7 +37,7 @@ from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED
 from . import codec
 from ..elastic.spec import RESIZE_REASON, RESIZED_OUT
-from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, KubeClient
+from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, Fenced, KubeClient
 from .dispatch import Dispatcher, RateLimiter
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
@@ -337,11 +337,15 @@ class KubeScheduler:
         log.warning("not sending %s of %s: lease not renewed within %.1fs", what, key, self.elector.renew_deadline)
         return True
 
+    def _may_send(self, what: str, key: str) -> bool:
+        return not self._fenced(what, key)
+
     async def _bind(self, key: str, node: str) -> None:
         if self._fenced("binding", key):
             await self._forget(key)
             return
         ns, name = key.split("/", 1)
+        fence = None if self.elector is None else functools.partial(self._may_send, "binding", key)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -350,7 +354,10 @@ class KubeScheduler:
         }
         t0 = time.perf_counter()
         try:
-            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body)
+            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", body=body, fence=fence)
+        except Fenced:
+            await self._forget(key)
+            return
         except Exception as exc:
             self.bind_failures += 1
             reason = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
@@ -397,7 +404,11 @@ class KubeScheduler:
                     return
                 log.warning("marking %s for a resize: %s", key, exc)
         try:
-            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body=body)
+            fence = None if self.elector is None else functools.partial(self._may_send, "eviction", key)
+            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body=body, fence=fence)
+        except Fenced:
+            await self._forget(key)
+            return
         except ApiError as exc:
             if not exc.not_found:
                 log.warning("evicting %s: %s", key, exc)
