@@ -103,6 +103,8 @@ class KubeScheduler:
         self.cycles = 0
         self.bound = 0
         self.bind_failures = 0
+        self._lock_work: list = []  # results of writes, applied to the cache under the store lock
+        self._lock_worker: asyncio.Task | None = None
         self.fenced = 0  # writes refused because the lease could not be proven held
         self.last_tick = time.monotonic()
         self._last_version = -1
@@ -290,6 +292,8 @@ class KubeScheduler:
     async def idle(self, timeout: float = 10.0) -> None:
         """Wait until every decision, status write and event of past cycles went out (tests)."""
         await self.dispatch.drain(timeout)
+        while self._lock_worker is not None and not self._lock_worker.done():
+            await asyncio.wait_for(asyncio.shield(self._lock_worker), timeout)
 
     def _pending_gauge(self) -> None:
         counts: dict[str, int] = {}
@@ -419,10 +423,36 @@ class KubeScheduler:
             self.metrics.preemptions.inc()
         self._event_later("Pod", key, "Normal", "Evict", f"Pod evicted by lavaflow: {reason}")
 
-    async def _observe(self, kind: str, raw: dict[str, Any]) -> None:
-        """The server's answer to a status write is the newest object: the cache takes it now."""
-        async with self.store.lock:
+    def _observe(self, kind: str, raw: dict[str, Any], then=None) -> None:
+        """The server's answer to a status write is the newest object: the cache takes it (with
+        ``then()``) as soon as the store lock is free, without the writer waiting for it."""
+
+        def apply() -> None:
+            if then is not None:
+                then()
             self.store.observe(kind, raw)
+
+        self._under_lock(apply)
+
+    def _under_lock(self, fn) -> None:
+        """Run ``fn()`` with the store lock held, batched with the others waiting. A scheduling
+        cycle holds the lock for its whole session (seconds on a large cluster): a status writer
+        that waited for it after each write would finish only a handful of writes per cycle
+        (about 6 per second at 87,000 PodGroups). Writers hand over and go on with the next."""
+        self._lock_work.append(fn)
+        if self._lock_worker is None or self._lock_worker.done():
+            self._lock_worker = asyncio.get_running_loop().create_task(self._run_under_lock())
+
+    async def _run_under_lock(self) -> None:
+        while self._lock_work:
+            async with self.store.lock:
+                while self._lock_work:
+                    batch, self._lock_work = self._lock_work, []
+                    for fn in batch:
+                        try:
+                            fn()
+                        except Exception:
+                            log.exception("applying a write's result to the cache")
 
     async def _write_podgroup(self, key: str) -> None:
         status = self.pg_wanted.get(key)
@@ -434,12 +464,13 @@ class KubeScheduler:
         except Exception as exc:  # gone, refused or a dropped connection: the next cycle decides again
             if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("PodGroup %s status: %s: %s", key, type(exc).__name__, exc)
-            async with self.store.lock:
+            def back() -> None:
                 if _settle(self.pg_wanted, key, status) and old is not None:
                     self.cache.on_podgroup(self.store.get("PodGroup", key) or old)
+
+            self._under_lock(back)
             return
-        _settle(self.pg_wanted, key, status)
-        await self._observe("PodGroup", raw)
+        self._observe("PodGroup", raw, then=functools.partial(_settle, self.pg_wanted, key, status))
         cond = next((c for c in status.get("conditions", []) if c.get("status") == "True"), None)
         if cond is None:
             return
@@ -469,8 +500,7 @@ class KubeScheduler:
                 log.warning("Queue %s status: %s: %s", name, type(exc).__name__, exc)
             _settle(self.queue_wanted, name, status)
             return
-        _settle(self.queue_wanted, name, status)
-        await self._observe("Queue", raw)
+        self._observe("Queue", raw, then=functools.partial(_settle, self.queue_wanted, name, status))
 
     async def _pod_unschedulable(self, key: str) -> None:
         message = self.condition_wanted.get(key)
@@ -497,8 +527,7 @@ class KubeScheduler:
                 log.warning("pod %s condition: %s: %s", key, type(exc).__name__, exc)
             _settle(self.condition_wanted, key, message)
             return
-        _settle(self.condition_wanted, key, message)
-        await self._observe("Pod", raw)
+        self._observe("Pod", raw, then=functools.partial(_settle, self.condition_wanted, key, message))
         self._event_later("Pod", key, "Warning", "FailedScheduling", message)
 
     def _event_later(self, kind: str, key: str, etype: str, reason: str, message: str) -> None:
