@@ -285,3 +285,19 @@ def test_status_writes_keep_going_while_a_cycle_holds_the_store_lock():
             double.stop()
 
     run(scenario())
+
+
+def test_a_graceful_stop_sends_decided_bindings_but_drops_status_writes_and_events():
+    async def scenario():
+        d = Dispatcher(workers=1)
+        log: list = []
+        d.decision(_recorder(log, "bind", delay=0.02))
+        d.status("pg-a", _recorder(log, "status"))
+        d.event(_recorder(log, "event"))
+        await asyncio.sleep(0)
+        assert d.drop_optional() == {"status": 1, "event": 1}
+        assert await d.drain(5)
+        assert [n for what, n in log if what == "start"] == ["bind"]
+        await d.stop()
+
+    run(scenario())

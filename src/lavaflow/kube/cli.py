@@ -153,9 +153,21 @@ async def _run_component(component, client, listen_address: str, listen_port: in
     health = await serve_health(
         component.metrics.registry, listen_address, listen_port, lambda: component.healthy, lambda: component.ready
     )
+    run = asyncio.ensure_future(component.run(stop))
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await component.run(stop)
+        await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not run.done():
+            # Stop asked: a cycle in progress gets a moment to end; one that does not (a long
+            # session at scale) is abandoned, its thread dies with the process.
+            await asyncio.wait({run}, timeout=0.5)
+            if not run.done():
+                run.cancel()
+                await asyncio.wait({run}, timeout=0.2)
+        if run.done() and not run.cancelled() and run.exception() is not None:
+            raise run.exception()  # type: ignore[misc]
     finally:
+        stopping.cancel()
         await component.shutdown()
         await health.cleanup()
         await client.close()

@@ -39,9 +39,11 @@ class LeaderElector:
         namespace: str,
         identity: str,
         lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
+        renew_deadline: float | None = None,
         retry_period: float = 2.0,
     ) -> None:
+        if renew_deadline is None:  # client-go's defaults are 15 s / 10 s / 2 s
+            renew_deadline = lease_duration * 2 / 3
         self.client = client
         self.name = name
         self.namespace = namespace
