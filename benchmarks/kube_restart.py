@@ -194,10 +194,14 @@ async def one_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: i
 async def cleanup(client: KubeClient, args) -> None:
     for ns in (NS, PENDING_NS):
         for path in (f"/api/v1/namespaces/{ns}/pods", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"):
-            try:
-                await client.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
-            except ApiError:
-                pass
+            # the API server ends a deletecollection after its request timeout (60 s): repeat
+            for _ in range(20):
+                try:
+                    if not await count(client, path):
+                        break
+                    await client.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}, timeout=900)
+                except (ApiError, asyncio.TimeoutError):
+                    pass
         try:
             await client.request("DELETE", f"/api/v1/namespaces/{ns}")
         except ApiError:
