@@ -564,9 +564,10 @@ def test_frozen_leader_does_not_bind_from_a_stale_view_on_a_real_api_server(tmp_
             assert sum(per_gang.values()) == 12, per_gang
             assert await _is(_holder(api, ns, suffix), f"b-{suffix}")
             log_a = (tmp_path / "a.log").read_text()
-            # Its queued bindings were refused before leaving (none reached the server and failed).
-            assert "not sending binding" in log_a, log_a[-2000:]
-            assert "binding " not in log_a.replace("not sending binding", ""), log_a[-2000:]
+            # Its queued bindings were refused before leaving or dropped when it stepped down: none
+            # reached the server (where those the standby had bound would have failed).
+            assert " failed: " not in log_a, log_a[-2000:]
+            assert "lost leadership" in log_a or "lost lease" in log_a or "not renewed" in log_a, log_a[-2000:]
             print(f"bound before the freeze: {before}; standby took over after {took_over:.1f}s (lease 4s); per gang {per_gang}")
             print("old leader:", [line for line in log_a.splitlines() if "lease" in line or "not sending" in line][:5])
         finally:
