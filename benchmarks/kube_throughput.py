@@ -252,9 +252,16 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
     res["nodes_used"] = len(per_node)
     print(f"  {which}: {json.dumps(res)}", flush=True)
     # clean up: bound pods have no kubelet, so delete them at once
-    await client.request(
-        "DELETE", f"/api/v1/namespaces/{ns}/pods", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-    )
+    for _ in range(20):  # the API server ends a deletecollection after its request timeout (60 s): repeat
+        try:
+            await client.request(
+                "DELETE", f"/api/v1/namespaces/{ns}/pods", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                timeout=900,
+            )
+        except (ApiError, asyncio.TimeoutError):
+            pass
+        if not (await client.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": 1})).get("items"):
+            break
     if which == "lavaflow":
         await client.request("DELETE", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups")
     try:

@@ -125,7 +125,7 @@ class Cluster:
             self.double.stop()
 
     # ------------------------------------------------------------------ components
-    def start_scheduler(self, identity: str = "sched-a", lease_duration: float = 1.0, **kw: Any) -> KubeScheduler:
+    def start_scheduler(self, identity: str = "sched-a", lease_duration: float = 2.0, **kw: Any) -> KubeScheduler:
         client = self.client()
         elector = None
         if self.lease:

@@ -16,7 +16,7 @@ pytest.importorskip("prometheus_client")
 from kube_harness import Cluster  # noqa: E402
 
 from lavaflow.kube import codec  # noqa: E402
-from lavaflow.kube.client import ClientConfig, KubeClient, kubeconfig_config  # noqa: E402
+from lavaflow.kube.client import ClientConfig, ConfigError, KubeClient, kubeconfig_config  # noqa: E402
 from lavaflow.kube.leader import LeaderElector  # noqa: E402
 from lavaflow.kube.resources import resource  # noqa: E402
 from lavaflow.kube.store import KubeStore  # noqa: E402
@@ -77,7 +77,44 @@ def test_kubeconfig_parsing(tmp_path):
         )
     )
     cfg = kubeconfig_config(str(p))
-    assert cfg.server == "https://10.0.0.1:6443" and cfg.token == "abc" and cfg.namespace == "ml" and cfg.ca_file
+    assert cfg.server == "https://10.0.0.1:6443" and cfg.token == "abc" and cfg.namespace == "ml"
+    assert cfg.ca_data == b"-----BEGIN CERTIFICATE-----\n" and cfg.ca_file is None
+
+
+def test_inline_kubeconfig_credentials_stay_in_memory(tmp_path, monkeypatch):
+    """Client certificate, key and CA given inline (``*-data``) are never written to a file: a
+    killed process must leave no copy of the key behind."""
+    pytest.importorskip("cryptography")
+    from lavaflow.kube.webhook import self_signed
+
+    cert, key, ca = self_signed("api", "default", tmp_path / "pki")
+    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    p = tmp_path / "config"
+    p.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443", "certificate-authority-data": b64(ca)}}],
+                "users": [{"name": "u", "user": {"client-certificate-data": b64(open(cert, "rb").read()), "client-key-data": b64(open(key, "rb").read())}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    cfg = kubeconfig_config(str(p))
+    assert cfg.cert_file is None and cfg.key_file is None and cfg.ca_file is None
+    ctx = cfg.ssl_context()
+    assert ctx.verify_mode.name == "CERT_REQUIRED" and ctx.cert_store_stats()["x509_ca"] == 1
+    assert list(tmp.iterdir()) == []
+    bad = tmp_path / "bad"
+    bad.write_text(p.read_text().replace(b64(ca), "not base64!"))
+    with pytest.raises(ConfigError, match="certificate-authority-data is not valid base64"):
+        kubeconfig_config(str(bad))
 
 
 # ---------------------------------------------------------------------- store

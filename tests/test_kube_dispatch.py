@@ -5,6 +5,7 @@ cache's at once, so later cycles neither re-enqueue the job nor write the same s
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import pytest
 
@@ -252,3 +253,51 @@ def test_scheduler_counts_rate_limited_evictions_in_metrics():
     m.evictions_delayed.inc()
     text = generate_latest(m.registry).decode()
     assert "lavaflow_evictions_rate_limited_total 1.0" in text
+
+
+def test_status_writes_keep_going_while_a_cycle_holds_the_store_lock():
+    """A long session holds the store lock; status writers must not wait for it after each write
+    (only status_workers writes per cycle would finish: hours for a large first start)."""
+
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        try:
+            s = await _scheduler(double)
+            s.dispatch.status_workers = 2
+            for i in range(GROUPS):
+                key = f"ns/pg-{i}"
+                s.pg_wanted[key] = {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0}
+            async with s.store.lock:  # as a scheduling cycle does for its whole length
+                for i in range(GROUPS):
+                    s.dispatch.status(("PodGroup", f"ns/pg-{i}"), functools.partial(s._write_podgroup, f"ns/pg-{i}"))
+                for _ in range(200):
+                    if double.counts["patch/PodGroup"] >= GROUPS:
+                        break
+                    await asyncio.sleep(0.01)
+                assert double.counts["patch/PodGroup"] == GROUPS
+            await s.idle(5)
+            assert not s.pg_wanted  # settled once the lock was free
+            phases = {job.pg.status.phase for job in s.cache.jobs.values() if job.pg is not None}
+            assert phases == {"Inqueue"}
+            await s.shutdown(1)
+            await s.client.close()
+        finally:
+            double.stop()
+
+    run(scenario())
+
+
+def test_a_graceful_stop_sends_decided_bindings_but_drops_status_writes_and_events():
+    async def scenario():
+        d = Dispatcher(workers=1)
+        log: list = []
+        d.decision(_recorder(log, "bind", delay=0.02))
+        d.status("pg-a", _recorder(log, "status"))
+        d.event(_recorder(log, "event"))
+        await asyncio.sleep(0)
+        assert d.drop_optional() == {"status": 1, "event": 1}
+        assert await d.drain(5)
+        assert [n for what, n in log if what == "start"] == ["bind"]
+        await d.stop()
+
+    run(scenario())

@@ -415,3 +415,309 @@ def test_elastic_job_is_resized_on_a_real_api_server():
                 await _cleanup(c.api, ns, nodes)
 
     asyncio.run(asyncio.wait_for(scenario(), 300))
+
+
+# ---------------------------------------------------------------------- failover of real processes
+
+LEASE = ["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"]
+
+
+def _gang(ns: str, suffix: str, name: str, members: int, cpu: int, priority_class: str | None = None) -> list[dict]:
+    """A Volcano PodGroup (minMember = members, minResources) and its pods of ``cpu`` CPUs each."""
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"minMember": members, "queue": "default", "minResources": {"cpu": str(members * cpu)}},
+    }
+    if priority_class:
+        pg["spec"]["priorityClassName"] = priority_class
+    docs = [_admitted(pg)]
+    for i in range(members):
+        spec = {
+            "schedulerName": f"lf-{suffix}",
+            "nodeSelector": {"lavaflow-test": suffix},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": str(cpu)}}}],
+        }
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-{i}", "namespace": ns, "annotations": {"scheduling.k8s.io/group-name": name}},
+                "spec": spec,
+            }
+        )
+    return docs
+
+
+def _scheduler_proc(suffix: str, ns: str, who: str, qps: str, log_dir: Path):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, POD_NAME=f"{who}-{suffix}")
+    cmd = [
+        sys.executable, "-m", "lavaflow.cli", "scheduler", "--kubeconfig", KUBECONFIG, "--scheduler-name", f"lf-{suffix}",
+        "--lock-name", f"lf-{suffix}", "--lock-namespace", ns, "--listen-address", "127.0.0.1", "--listen-port", "0",
+        "--kube-api-qps", qps, "--kube-api-burst", "1", "--schedule-period", "200ms", "--no-events", *LEASE,
+    ]  # fmt: skip
+    out = open(log_dir / f"{who}.log", "w")
+    return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+async def _holder(api, ns: str, suffix: str) -> str | None:
+    from lavaflow.kube.client import ApiError
+
+    try:
+        lease = await api.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/lf-{suffix}")
+    except ApiError:
+        return None
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
+def _check_whole(pods: list[dict], node_cpu: float) -> dict[str, int]:
+    """No node over capacity; every gang bound whole (all its pods) or not at all. Returns bound pods per gang."""
+    from kube_harness import node_usage
+
+    usage = node_usage(pods)
+    assert all(v <= node_cpu + 1e-9 for v in usage.values()), f"node over capacity: {usage}"
+    per_gang: dict[str, list[bool]] = {}
+    for p in pods:
+        group = p["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+        per_gang.setdefault(group, []).append(bool(p["spec"].get("nodeName")))
+    broken = {g: f"{sum(b)}/{len(b)}" for g, b in per_gang.items() if 0 < sum(b) < len(b)}
+    assert not broken, f"gangs bound in part: {broken}"
+    return {g: sum(b) for g, b in per_gang.items()}
+
+
+async def _setup_failover(api, ns: str, nodes: list[dict]) -> None:
+    from lavaflow.kube.ops import create_manifest
+
+    await _install_crds(api)
+    await create_manifest(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for n in nodes:
+        await create_manifest(api, dict(n))
+
+
+async def _wait(pred, timeout: float, what: str):
+    import time
+
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await pred()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def test_frozen_leader_does_not_bind_from_a_stale_view_on_a_real_api_server(tmp_path):
+    """SIGSTOP the leader while its bindings wait in its client's rate limiter; the standby takes
+    over and fills the cluster (a higher-priority gang arrived meanwhile); SIGCONT the old leader:
+    it must send none of its queued bindings. Six nodes of 2 CPUs, gangs of 4 x 1 CPU."""
+    import signal
+    import time
+
+    from lavaflow.kube.client import KubeClient, load_config
+    from lavaflow.kube.ops import create_manifest, delete_object, list_objects
+
+    async def scenario():
+        suffix = uuid.uuid4().hex[:6]
+        ns = f"lavaflow-freeze-{suffix}"
+        nodes = _labelled_nodes(suffix, 6, "2", "8Gi")
+        cfg = load_config(KUBECONFIG)
+        cfg.qps = 0
+        api = KubeClient(cfg)
+        pc = f"lf-hi-{suffix}"
+        procs = []
+        try:
+            await _setup_failover(api, ns, nodes)
+            await create_manifest(api, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc}, "value": 1000})
+            a = _scheduler_proc(suffix, ns, "a", "2", tmp_path)
+            procs.append(a)
+            await _wait(lambda: _holder(api, ns, suffix), 60, "a leader")
+            b = _scheduler_proc(suffix, ns, "b", "50", tmp_path)
+            procs.append(b)
+            for g in range(3):
+                for d in _gang(ns, suffix, f"g{g}", 4, 1):
+                    await create_manifest(api, d)
+
+            async def bound() -> int:
+                return sum(1 for p in await list_objects(api, "Pod", ns) if p["spec"].get("nodeName"))
+
+            await _wait(lambda: _at_least(bound, 2), 60, "the leader's first bindings")
+            a.send_signal(signal.SIGSTOP)
+            frozen_at = time.monotonic()
+            before = await bound()
+            for d in _gang(ns, suffix, "hi", 4, 1, priority_class=pc):
+                await create_manifest(api, d)
+            await _wait(lambda: _is(_holder(api, ns, suffix), f"b-{suffix}"), 30, "the standby to take over")
+            took_over = time.monotonic() - frozen_at
+            await _wait(lambda: _at_least(bound, 12), 60, "the standby to fill the cluster")
+            a.send_signal(signal.SIGCONT)
+            await asyncio.sleep(4)  # the old leader's queued bindings would go out now
+            pods = await list_objects(api, "Pod", ns)
+            per_gang = _check_whole(pods, 2.0)
+            assert sum(per_gang.values()) == 12, per_gang
+            assert await _is(_holder(api, ns, suffix), f"b-{suffix}")
+            log_a = (tmp_path / "a.log").read_text()
+            # Its queued bindings were refused before leaving or dropped when it stepped down: none
+            # reached the server (where those the standby had bound would have failed).
+            assert " failed: " not in log_a, log_a[-2000:]
+            assert "lost leadership" in log_a or "lost lease" in log_a or "not renewed" in log_a, log_a[-2000:]
+            print(f"bound before the freeze: {before}; standby took over after {took_over:.1f}s (lease 4s); per gang {per_gang}")
+            print("old leader:", [line for line in log_a.splitlines() if "lease" in line or "not sending" in line][:5])
+        finally:
+            for p in procs:
+                try:
+                    p.send_signal(signal.SIGCONT)
+                    p.kill()
+                    p.wait(10)
+                except Exception:
+                    pass
+            await _cleanup(api, ns, nodes)
+            await delete_object(api, "PriorityClass", pc)
+            await api.close()
+
+    run(scenario())
+
+
+def test_killed_leader_leaves_no_gang_half_bound_on_a_real_api_server(tmp_path):
+    """SIGKILL the leader in the middle of binding gangs that fill the cluster exactly (plus one
+    that does not fit): the standby takes over within the lease and every gang ends whole."""
+    import signal
+    import time
+
+    from lavaflow.kube.client import KubeClient, load_config
+    from lavaflow.kube.ops import create_manifest, list_objects
+
+    async def scenario():
+        suffix = uuid.uuid4().hex[:6]
+        ns = f"lavaflow-kill-{suffix}"
+        nodes = _labelled_nodes(suffix, 6, "2", "8Gi")
+        cfg = load_config(KUBECONFIG)
+        cfg.qps = 0
+        api = KubeClient(cfg)
+        procs = []
+        try:
+            await _setup_failover(api, ns, nodes)
+            a = _scheduler_proc(suffix, ns, "a", "2", tmp_path)
+            procs.append(a)
+            await _wait(lambda: _holder(api, ns, suffix), 60, "a leader")
+            b = _scheduler_proc(suffix, ns, "b", "50", tmp_path)
+            procs.append(b)
+            for g in range(4):
+                for d in _gang(ns, suffix, f"g{g}", 4, 1):
+                    await create_manifest(api, d)
+
+            async def bound() -> int:
+                return sum(1 for p in await list_objects(api, "Pod", ns) if p["spec"].get("nodeName"))
+
+            # Kill it while the third gang is part bound (it binds 2 pods a second): the rest of
+            # the cluster is full, so a new leader that admitted it again would never fit it.
+            await _wait(lambda: _partial(api, ns), 60, "a gang bound in part")
+            a.send_signal(signal.SIGKILL)
+            killed_at = time.monotonic()
+            before = await bound()
+            await _wait(lambda: _is(_holder(api, ns, suffix), f"b-{suffix}"), 30, "the standby to take over")
+            took_over = time.monotonic() - killed_at
+            await _wait(lambda: _at_least(bound, 12), 60, "the standby to complete the gangs")
+            await asyncio.sleep(1.5)
+            per_gang = _check_whole(await list_objects(api, "Pod", ns), 2.0)
+            assert sorted(per_gang.values()) == [0, 4, 4, 4], per_gang
+            assert took_over < 4 + 2, took_over
+            print(f"bound when killed: {before}; standby took over after {took_over:.1f}s (lease 4s); per gang {per_gang}")
+            t0 = time.monotonic()
+            b.send_signal(signal.SIGTERM)
+            b.wait(10)
+            print(f"graceful stop of the leader took {time.monotonic() - t0:.2f}s")
+            assert time.monotonic() - t0 < 5
+            assert await _holder(api, ns, suffix) in (None, "")
+        finally:
+            for p in procs:
+                try:
+                    p.kill()
+                    p.wait(10)
+                except Exception:
+                    pass
+            await _cleanup(api, ns, nodes)
+            await api.close()
+
+    run(scenario())
+
+
+async def _at_least(count, n: int) -> bool:
+    return await count() >= n
+
+
+async def _is(value, want) -> bool:
+    """The lease holder is the process started as ``want`` (identity: POD_NAME + '_' + random)."""
+    return ((await value) or "").startswith(f"{want}_")
+
+
+async def _partial(api, ns: str) -> bool:
+    from lavaflow.kube.ops import list_objects
+
+    per_gang: dict[str, int] = {}
+    for p in await list_objects(api, "Pod", ns):
+        g = p["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+        per_gang[g] = per_gang.get(g, 0) + bool(p["spec"].get("nodeName"))
+    return any(0 < v < 4 for v in per_gang.values()) and sum(per_gang.values()) >= 9
+
+
+def test_gang_half_bound_by_a_dead_leader_is_completed_on_a_real_api_server(tmp_path):
+    """What a leader killed between its bindings and its PodGroup status write leaves: on 3 nodes
+    of 2 CPUs, gang g0 (4 x 1 CPU) bound whole and gang g1 bound 2 of 4, both PodGroups without a
+    status. A new scheduler must bind g1's other two pods (admitting g1 again would count its
+    bound pods twice and never fit it)."""
+    import signal
+
+    from lavaflow.kube.client import KubeClient, load_config
+    from lavaflow.kube.ops import create_manifest, list_objects
+
+    async def scenario():
+        suffix = uuid.uuid4().hex[:6]
+        ns = f"lavaflow-strand-{suffix}"
+        nodes = _labelled_nodes(suffix, 3, "2", "8Gi")
+        cfg = load_config(KUBECONFIG)
+        cfg.qps = 0
+        api = KubeClient(cfg)
+        procs = []
+        try:
+            await _setup_failover(api, ns, nodes)
+            for g in range(2):
+                for d in _gang(ns, suffix, f"g{g}", 4, 1):
+                    await create_manifest(api, d)
+            placed = [("g0-0", 0), ("g0-1", 0), ("g0-2", 1), ("g0-3", 1), ("g1-0", 2), ("g1-1", 2)]
+            for pod, node in placed:
+                body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod, "namespace": ns},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[node]["metadata"]["name"]}}  # fmt: skip
+                await api.request("POST", f"/api/v1/namespaces/{ns}/pods/{pod}/binding", body=body)
+            # two more nodes' worth of room appears for g1's other pods
+            more = _labelled_nodes(suffix, 1, "2", "8Gi", start=3)
+            for n in more:
+                await create_manifest(api, dict(n))
+            nodes += more
+            procs.append(_scheduler_proc(suffix, ns, "a", "50", tmp_path))
+
+            async def g1_whole() -> bool:
+                pods = await list_objects(api, "Pod", ns)
+                return sum(1 for p in pods if p["metadata"]["name"].startswith("g1-") and p["spec"].get("nodeName")) == 4
+
+            await _wait(g1_whole, 60, "the half-bound gang completed")
+            per_gang = _check_whole(await list_objects(api, "Pod", ns), 2.0)
+            assert per_gang == {"g0": 4, "g1": 4}
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except Exception:
+                    p.kill()
+            await _cleanup(api, ns, nodes)
+            await api.close()
+
+    run(scenario())

@@ -78,6 +78,28 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
+def _exit_now() -> None:
+    """After a clean shutdown of a long-running process, leave without the interpreter's teardown:
+    freeing a large cache object by object takes seconds, and a graceful stop should not. Only when
+    this is the process's own command (not when called in-process, e.g. by tests)."""
+    if Path(sys.argv[0]).name not in ("lavaflow", "cli.py", "__main__.py") or os.environ.get("LAVAFLOW_SLOW_EXIT"):
+        return
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _lease_timing(lease_duration: str, renew_deadline: str, retry_period: str) -> tuple[float, float, float]:
+    lease, renew, retry = _duration(lease_duration), _duration(renew_deadline), _duration(retry_period)
+    if not 0 < retry < renew < lease:
+        _die(
+            f"--leader-elect-*: need 0 < retry period ({retry_period}) < renew deadline ({renew_deadline}) < lease duration ({lease_duration})",
+            2,
+        )
+    return lease, renew, retry
+
+
 def _lock_namespace(value: str | None) -> str:
     return value or os.environ.get("POD_NAMESPACE") or "default"
 
@@ -97,6 +119,9 @@ def scheduler_cmd(
     leader_elect: Annotated[bool, typer.Option("--leader-elect/--no-leader-elect", help="run only while holding the Lease")] = True,
     lock_namespace: Annotated[Optional[str], typer.Option("--lock-namespace", help="namespace of the Lease (default: $POD_NAMESPACE)")] = None,
     lock_name: Annotated[str, typer.Option("--lock-name")] = "lavaflow-scheduler",
+    lease_duration: Annotated[str, typer.Option("--leader-elect-lease-duration", help="how long a standby waits for a silent leader before taking over")] = "15s",
+    renew_deadline: Annotated[str, typer.Option("--leader-elect-renew-deadline", help="a leader stops writing when it could not renew for this long (< lease duration)")] = "10s",
+    retry_period: Annotated[str, typer.Option("--leader-elect-retry-period", help="time between lease renewals and acquisition attempts")] = "2s",
     listen_address: Annotated[str, typer.Option("--listen-address")] = "0.0.0.0",
     listen_port: Annotated[int, typer.Option("--listen-port", help="/metrics, /healthz, /readyz")] = 8080,
     events: Annotated[bool, typer.Option("--events/--no-events", help="record Kubernetes Events")] = True,
@@ -117,6 +142,7 @@ def scheduler_cmd(
             _die("; ".join(f"{scheduler_conf}: {p + ': ' if p else ''}{m}" for p, m in exc.problems), 2)
     period = _duration(schedule_period)
     names = tuple(scheduler_name or ("volcano", "lavaflow"))
+    lease = _lease_timing(lease_duration, renew_deadline, retry_period)
 
     async def main() -> None:
         from .leader import LeaderElector
@@ -124,11 +150,12 @@ def scheduler_cmd(
 
         client = _client(kubeconfig, context, kube_api_qps, kube_api_burst)
         identity = default_identity()
-        elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), identity) if leader_elect else None
+        elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), identity, *lease) if leader_elect else None
         sched = KubeScheduler(client, conf, names, period, bind_workers, emit_events=events, identity=identity, elector=elector)
         await _run_component(sched, client, listen_address, listen_port)
 
     asyncio.run(main())
+    _exit_now()
 
 
 async def _run_component(component, client, listen_address: str, listen_port: int) -> None:
@@ -139,9 +166,21 @@ async def _run_component(component, client, listen_address: str, listen_port: in
     health = await serve_health(
         component.metrics.registry, listen_address, listen_port, lambda: component.healthy, lambda: component.ready
     )
+    run = asyncio.ensure_future(component.run(stop))
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await component.run(stop)
+        await asyncio.wait({run, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not run.done():
+            # Stop asked: a cycle in progress gets a moment to end; one that does not (a long
+            # session at scale) is abandoned, its thread dies with the process.
+            await asyncio.wait({run}, timeout=0.5)
+            if not run.done():
+                run.cancel()
+                await asyncio.wait({run}, timeout=0.2)
+        if run.done() and not run.cancelled() and run.exception() is not None:
+            raise run.exception()  # type: ignore[misc]
     finally:
+        stopping.cancel()
         await component.shutdown()
         await health.cleanup()
         await client.close()
@@ -177,6 +216,7 @@ def controller_cmd(
         await _run_component(ctrl, client, listen_address, listen_port)
 
     asyncio.run(main())
+    _exit_now()
 
 
 def webhook_cmd(

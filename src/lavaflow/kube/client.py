@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -15,7 +16,7 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,10 @@ class ConfigError(Exception):
     pass
 
 
+class Fenced(Exception):
+    """A write not sent because the caller could no longer prove it may write (see ``fence``)."""
+
+
 @dataclass
 class ClientConfig:
     server: str
@@ -97,7 +102,11 @@ class ClientConfig:
     burst: int = 100
     max_connections: int = 100
     user_agent: str = "lavaflow"
-    _tmp: list[str] = field(default_factory=list, repr=False)
+    # Inline kubeconfig data (``*-data``) stays in memory: never written to disk, so a killed
+    # process leaves no copy of the client key behind.
+    ca_data: bytes | None = field(default=None, repr=False)
+    cert_data: bytes | None = field(default=None, repr=False)
+    key_data: bytes | None = field(default=None, repr=False)
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         if not self.server.startswith("https"):
@@ -106,19 +115,46 @@ class ClientConfig:
             ctx = ssl.create_default_context()
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
+        elif self.ca_data is not None:
+            ctx = ssl.create_default_context(cadata=self.ca_data.decode("ascii", "replace"))
         else:
             ctx = ssl.create_default_context(cafile=self.ca_file)
-        if self.cert_file and self.key_file:
+        if self.cert_data is not None or self.key_data is not None:
+            with _in_memory(self.cert_data or _read(self.cert_file)) as cert, _in_memory(self.key_data or _read(self.key_file)) as key:
+                ctx.load_cert_chain(cert, key)
+        elif self.cert_file and self.key_file:
             ctx.load_cert_chain(self.cert_file, self.key_file)
         return ctx
 
 
-def _data_file(cfg: ClientConfig, data_b64: str, suffix: str) -> str:
-    fd, path = tempfile.mkstemp(prefix="lavaflow-", suffix=suffix)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(base64.b64decode(data_b64))
-    cfg._tmp.append(path)
-    return path
+def _read(path: str | None) -> bytes:
+    return Path(path).read_bytes() if path else b""
+
+
+@contextlib.contextmanager
+def _in_memory(data: bytes):
+    """A path that reads ``data`` for as long as the block runs (``ssl`` loads certificates only
+    from paths): an anonymous in-memory file on Linux (memfd), else a private temporary file
+    removed as soon as it was read."""
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("lavaflow-credential", getattr(os, "MFD_CLOEXEC", 0))
+        try:
+            os.write(fd, data)
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    d = tempfile.mkdtemp(prefix="lavaflow-")
+    path = os.path.join(d, "credential")
+    try:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as fh:
+            fh.write(data)
+        yield path
+    finally:
+        try:
+            os.unlink(path)
+        finally:
+            os.rmdir(d)
 
 
 def in_cluster_config() -> ClientConfig | None:
@@ -156,21 +192,28 @@ def kubeconfig_config(path: str, context: str | None = None) -> ClientConfig:
     cfg = ClientConfig(server=cluster["server"].rstrip("/"), namespace=ctx.get("namespace") or "default")
     cfg.insecure = bool(cluster.get("insecure-skip-tls-verify"))
     if cluster.get("certificate-authority-data"):
-        cfg.ca_file = _data_file(cfg, cluster["certificate-authority-data"], ".crt")
+        cfg.ca_data = _b64(path, "certificate-authority-data", cluster["certificate-authority-data"])
     elif cluster.get("certificate-authority"):
         cfg.ca_file = str(base / cluster["certificate-authority"])
     if user.get("client-certificate-data"):
-        cfg.cert_file = _data_file(cfg, user["client-certificate-data"], ".crt")
+        cfg.cert_data = _b64(path, "client-certificate-data", user["client-certificate-data"])
     elif user.get("client-certificate"):
         cfg.cert_file = str(base / user["client-certificate"])
     if user.get("client-key-data"):
-        cfg.key_file = _data_file(cfg, user["client-key-data"], ".key")
+        cfg.key_data = _b64(path, "client-key-data", user["client-key-data"])
     elif user.get("client-key"):
         cfg.key_file = str(base / user["client-key"])
     cfg.token = user.get("token")
     cfg.token_file = user.get("tokenFile")
     cfg.exec_cmd = user.get("exec")
     return cfg
+
+
+def _b64(path: str, field_name: str, value: Any) -> bytes:
+    try:
+        return base64.b64decode(str(value), validate=True)
+    except ValueError:
+        raise ConfigError(f"{path}: {field_name} is not valid base64") from None
 
 
 def load_config(kubeconfig: str | None = None, context: str | None = None) -> ClientConfig:
@@ -235,12 +278,6 @@ class KubeClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        for p in self.config._tmp:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
-        self.config._tmp.clear()
 
     def _bearer(self) -> str | None:
         cfg = self.config
@@ -281,12 +318,18 @@ class KubeClient:
         content_type: str = JSON,
         limited: bool = True,
         timeout: float = 60.0,
+        fence: Callable[[], bool] | None = None,
     ) -> dict[str, Any]:
+        """One API call. ``fence``, when given, is asked right before the request leaves (after
+        the rate limiter's wait, which can be long): if it returns False, :class:`Fenced` is raised
+        and nothing is sent (a leader that lost its lease while waiting must not write)."""
         import aiohttp
 
         if limited:
             await self.limiter.acquire()
         sess = await self.session()
+        if fence is not None and not fence():
+            raise Fenced(f"{method} {path} not sent: fenced")
         data = None if body is None else _dumps(body)
         self.requests += 1
         async with sess.request(

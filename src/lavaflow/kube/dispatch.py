@@ -155,6 +155,15 @@ class Dispatcher:
         except asyncio.TimeoutError:
             return False
 
+    def drop_optional(self) -> dict[str, int]:
+        """Forget the status writes and events not yet started (a fast stop); decisions stay."""
+        dropped = {"status": len(self._status), "event": len(self._events)}
+        self._status.clear()
+        self._events.clear()
+        if self._busy == 0 and not self.pending:
+            self._idle.set()
+        return dropped
+
     async def stop(self) -> None:
         """Cancel the workers; what was still queued is dropped."""
         for t in self._tasks:

@@ -5,6 +5,13 @@ it for ``lease_duration`` seconds *as observed locally* (no clock comparison
 across machines); the leader renews every ``retry_period`` and steps down if it
 could not renew within ``renew_deadline``. On a graceful stop the lease is
 released so a successor does not have to wait.
+
+Fencing: a leader may write (bind, evict) only while :meth:`LeaderElector.holding` is true, i.e.
+less than ``renew_deadline`` has passed, on this process's monotonic clock, since the *start* of
+its last successful renewal. A standby counts ``lease_duration`` (longer than ``renew_deadline``)
+from when it saw that renewal, which is after it started, so the two never write at the same
+time, even when the leader was frozen (SIGSTOP, a long GC or swap) and wakes up with queued
+writes: its clock kept running while it was stopped, and the check refuses them.
 """
 
 from __future__ import annotations
@@ -32,9 +39,11 @@ class LeaderElector:
         namespace: str,
         identity: str,
         lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
+        renew_deadline: float | None = None,
         retry_period: float = 2.0,
     ) -> None:
+        if renew_deadline is None:  # client-go's defaults are 15 s / 10 s / 2 s
+            renew_deadline = lease_duration * 2 / 3
         self.client = client
         self.name = name
         self.namespace = namespace
@@ -42,7 +51,10 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        if renew_deadline >= lease_duration:
+            raise ValueError(f"renew deadline ({renew_deadline}s) must be shorter than the lease duration ({lease_duration}s)")
         self.is_leader = False
+        self.renewed_at = float("-inf")  # monotonic start of the last successful acquire/renew
         self._observed: tuple[str | None, str | None, float] = (None, None, 0.0)  # holder, renewTime, local time seen
         self.transitions = 0
 
@@ -64,7 +76,18 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
+    def holding(self) -> bool:
+        """True while this process can prove it still holds the lease (see the module's doc)."""
+        return self.is_leader and time.monotonic() - self.renewed_at < self.renew_deadline
+
+    def fence_left(self) -> float:
+        """Seconds this leader may still write without a renewal (<= 0: none)."""
+        if not self.is_leader:
+            return 0.0
+        return self.renew_deadline - (time.monotonic() - self.renewed_at)
+
     async def try_acquire_or_renew(self) -> bool:
+        started = time.monotonic()
         try:
             lease = await self.client.request("GET", self.path, limited=False)
         except ApiError as exc:
@@ -83,6 +106,7 @@ class LeaderElector:
                     return False
                 raise
             self._observed = (self.identity, body["spec"]["renewTime"], time.monotonic())
+            self.renewed_at = started
             return True
         spec = lease.get("spec") or {}
         holder, renew = spec.get("holderIdentity"), spec.get("renewTime")
@@ -100,7 +124,18 @@ class LeaderElector:
                 return False
             raise
         self._observed = (self.identity, lease["spec"]["renewTime"], time.monotonic())
+        self.renewed_at = started
         return True
+
+    def _wait_hint(self) -> float:
+        """How long a standby should sleep: the retry period, or less when the holder's lease is
+        about to run out (so a dead leader is replaced within lease_duration + a few ms)."""
+        holder, _renew, seen = self._observed
+        if holder and holder != self.identity:
+            left = seen + self.lease_duration - time.monotonic()
+            if 0 < left < self.retry_period:
+                return left + 0.01
+        return self.retry_period
 
     async def acquire(self, stop: asyncio.Event | None = None) -> bool:
         """Wait until this candidate leads (False if ``stop`` was set first)."""
@@ -114,28 +149,32 @@ class LeaderElector:
                     return True
             except Exception as exc:  # API trouble: keep trying
                 log.warning("leader election: %s", exc)
+            wait = self._wait_hint()
             try:
                 if stop is not None:
-                    await asyncio.wait_for(stop.wait(), self.retry_period)
+                    await asyncio.wait_for(stop.wait(), wait)
                 else:
-                    await asyncio.sleep(self.retry_period)
+                    await asyncio.sleep(wait)
             except asyncio.TimeoutError:
                 pass
         return False
 
     async def renew_loop(self) -> None:
-        """Renew until renewal fails for ``renew_deadline``; then raise LostLeadership."""
-        last_ok = time.monotonic()
+        """Renew until renewal fails for ``renew_deadline`` (or another holder is seen); then raise
+        LostLeadership. A renewal request itself is given at most the time left to the deadline."""
         while True:
-            await asyncio.sleep(self.retry_period)
+            await asyncio.sleep(max(0.0, min(self.retry_period, self.fence_left())))
+            if not self.holding():  # e.g. the process was frozen past the deadline
+                self.is_leader = False
+                raise LostLeadership(f"{self.identity}: lease {self.namespace}/{self.name} not renewed within {self.renew_deadline}s")
             try:
-                ok = await self.try_acquire_or_renew()
+                ok = await asyncio.wait_for(self.try_acquire_or_renew(), max(0.05, self.fence_left()))
             except Exception as exc:
-                log.warning("lease renewal: %s", exc)
+                log.warning("lease renewal: %s", exc or type(exc).__name__)
                 ok = False
             if ok:
-                last_ok = time.monotonic()
-            elif time.monotonic() - last_ok > self.renew_deadline or not ok and self._observed[0] not in (None, self.identity):
+                continue
+            if not self.holding() or self._observed[0] not in (None, self.identity):
                 self.is_leader = False
                 raise LostLeadership(f"{self.identity} lost lease {self.namespace}/{self.name}")
 

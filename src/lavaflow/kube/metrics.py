@@ -42,6 +42,12 @@ class SchedulerMetrics:
         self.elastic_resizes = Counter(
             "lavaflow_elastic_resizes", "Elastic training jobs started, resized, halted, and workers migrated, by kind.", ["kind"], registry=r
         )
+        self.fenced = Counter(
+            "lavaflow_writes_fenced",
+            "Bindings, evictions and status writes not sent because the lease could not be proven held (renew deadline passed).",
+            ["kind"],
+            registry=r,
+        )
         self.leader = Gauge("lavaflow_leader", "1 while this replica holds the leader lease.", registry=r)
         self.relists = Gauge("lavaflow_informer_relists", "Relists after 410 Gone, per kind.", ["kind"], registry=r)
         self.writes_waiting = Gauge(
@@ -84,6 +90,12 @@ class ControllerMetrics:
         r = self.registry
         self.syncs = Counter("lavaflow_controller_syncs", "Reconciles run, per controller.", ["controller"], registry=r)
         self.errors = Counter("lavaflow_controller_errors", "Reconciles that failed, per controller.", ["controller"], registry=r)
+        self.fenced = Counter(
+            "lavaflow_writes_fenced",
+            "Bindings, evictions and status writes not sent because the lease could not be proven held (renew deadline passed).",
+            ["kind"],
+            registry=r,
+        )
         self.leader = Gauge("lavaflow_leader", "1 while this replica holds the leader lease.", registry=r)
 
 

@@ -1,0 +1,260 @@
+"""A scheduler restart on a large cluster (the shape of Volcano issue #5819), on a real API server.
+
+Makes ``--nodes`` fake nodes, ``--bound`` pods already bound to them (as running load; created
+with ``spec.nodeName``, no kubelet needed), of which ``--grouped`` belong to lavaflow PodGroups
+(one pod each, ``schedulerName: lavaflow``) and the rest to kube-scheduler (node usage only), and
+then ``--pending`` new pods (each with its own PodGroup) for lavaflow to bind. Then it starts
+``lavaflow scheduler`` ``--restarts`` times, one after the other, and reports for each start:
+
+* seconds from process start to the first and to the last binding of the pending pods (a
+  restart deletes the pending pods' bindings first by recreating them);
+* the process's peak RSS and CPU seconds (user + system, from /proc) up to the last binding;
+* the PodGroup status backlog (``lavaflow_writes_waiting{lane="status"}``) over the following
+  ``--drain-window`` seconds and the rate it drained at (the first start writes a status on every
+  PodGroup that has none).
+
+The machine may be busy: the load averages are printed with the figures. The namespace is kept
+between runs with ``--keep`` (populating takes minutes); ``--cleanup`` only deletes.
+
+    python benchmarks/kube_restart.py --kubeconfig admin.kubeconfig --nodes 5000 --bound 140000 \\
+        --grouped 87000 --pending 100 [--restarts 2] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kube_throughput import BindWatch, bounded, ensure_nodes, pod_doc, post  # noqa: E402
+
+from lavaflow.kube.client import ApiError, KubeClient, load_config  # noqa: E402
+
+NS = "restart-bench"
+PENDING_NS = "restart-bench-new"
+PORT = 18181
+
+
+def _proc_stats(pid: int) -> tuple[float, float]:
+    """(RSS in MiB, CPU seconds) of a process."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return rss, cpu
+    except (OSError, AttributeError, IndexError):
+        return 0.0, 0.0
+
+
+def _status_backlog() -> int | None:
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=2).read().decode()
+    except OSError:
+        return None
+    m = re.search(r'lavaflow_writes_waiting\{lane="status"\} ([0-9.e+]+)', text)
+    return int(float(m.group(1))) if m else None
+
+
+async def count(client: KubeClient, path: str) -> int:
+    n, cont = 0, None
+    while True:
+        params: dict[str, Any] = {"limit": 5000}
+        if cont:
+            params["continue"] = cont
+        lst = await client.request("GET", path, params=params)
+        n += len(lst.get("items", []))
+        cont = (lst.get("metadata") or {}).get("continue")
+        if not cont:
+            return n
+
+
+async def populate(client: KubeClient, args) -> None:
+    await ensure_nodes(client, args.nodes, args.node_cpu, args.node_memory, args.node_pods)
+    await post(client, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    have_pg = await count(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups")
+    have_pods = await count(client, f"/api/v1/namespaces/{NS}/pods")
+    t0 = time.monotonic()
+    pgs = (
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": f"pg-{i:06d}", "namespace": NS},
+            "spec": {"minMember": 1, "queue": "default", "minResources": {"cpu": args.cpu, "memory": args.memory}},
+        }
+        for i in range(have_pg, args.grouped)
+    )
+    await bounded(48, (post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups", pg) for pg in pgs))
+    print(f"  podgroups: {args.grouped} ({max(0, args.grouped - have_pg)} created in {time.monotonic() - t0:.0f}s)", flush=True)
+
+    def bound_pod(i: int) -> dict[str, Any]:
+        grouped = i < args.grouped
+        d = pod_doc(f"p-{i:06d}", "lavaflow" if grouped else "default-scheduler", args.cpu, args.memory, f"pg-{i:06d}" if grouped else None)
+        d["spec"]["nodeName"] = f"bench-node-{i % args.nodes:05d}"
+        return d
+
+    t0 = time.monotonic()
+    await bounded(48, (post(client, f"/api/v1/namespaces/{NS}/pods", bound_pod(i)) for i in range(have_pods, args.bound)))
+    print(f"  bound pods: {args.bound} ({max(0, args.bound - have_pods)} created in {time.monotonic() - t0:.0f}s)", flush=True)
+
+
+async def new_pending(client: KubeClient, args) -> None:
+    """(Re)create the pending pods and their PodGroups in their own namespace."""
+    try:
+        await client.request("DELETE", f"/api/v1/namespaces/{PENDING_NS}/pods", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+        await client.request("DELETE", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{PENDING_NS}/podgroups")
+    except ApiError:
+        pass
+    while await count(client, f"/api/v1/namespaces/{PENDING_NS}/pods"):
+        await asyncio.sleep(0.5)
+    await post(client, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PENDING_NS}})
+    for i in range(args.pending):
+        await post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{PENDING_NS}/podgroups", {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": f"new-{i}", "namespace": PENDING_NS},
+            "spec": {"minMember": 1, "queue": "default", "minResources": {"cpu": args.cpu, "memory": args.memory}},
+        })  # fmt: skip
+    await bounded(32, (post(client, f"/api/v1/namespaces/{PENDING_NS}/pods", pod_doc(f"new-{i}", "lavaflow", args.cpu, args.memory, f"new-{i}")) for i in range(args.pending)))
+
+
+async def one_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: int) -> dict[str, Any]:
+    await new_pending(client, args)
+    watch = BindWatch(client, PENDING_NS)
+    watch.start()
+    await watch.ready.wait()
+    cmd = [
+        str(Path(sys.executable).parent / "lavaflow"), "scheduler", "--kubeconfig", kubeconfig, "--no-leader-elect",
+        "--kube-api-qps", str(args.qps), "--kube-api-burst", str(int(args.qps)), "--listen-address", "127.0.0.1",
+        "--listen-port", str(PORT), "--scheduler-name", "lavaflow", "--no-events",
+    ]  # fmt: skip
+    log = open(tmp / f"restart-{run}.log", "w")
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    peak_rss = 0.0
+    res: dict[str, Any] = {"run": run}
+    try:
+        while len(watch.bound) < args.pending and time.monotonic() - started < args.timeout:
+            if proc.poll() is not None:
+                raise RuntimeError(f"lavaflow exited with {proc.returncode}; see {log.name}")
+            rss, cpu = _proc_stats(proc.pid)
+            peak_rss = max(peak_rss, rss)
+            await asyncio.sleep(0.1)
+        times = sorted(watch.bound.values())
+        rss, cpu = _proc_stats(proc.pid)
+        res.update(
+            bound=len(times),
+            first_bind_s=round(times[0] - started, 1) if times else None,
+            last_bind_s=round(times[-1] - started, 1) if times else None,
+            cpu_s_to_last_bind=round(cpu, 1),
+        )
+        # the status backlog after the bindings
+        samples = []
+        t_end = time.monotonic() + args.drain_window
+        while time.monotonic() < t_end:
+            b = _status_backlog()
+            if b is not None:
+                samples.append((time.monotonic(), b))
+            rss, cpu = _proc_stats(proc.pid)
+            peak_rss = max(peak_rss, rss)
+            await asyncio.sleep(1.0)
+        if samples:
+            res["status_backlog_start"] = samples[0][1]
+            res["status_backlog_end"] = samples[-1][1]
+            span = samples[-1][0] - samples[0][0]
+            res["status_drained_per_s"] = round((samples[0][1] - samples[-1][1]) / span, 1) if span > 0 else None
+            empty = next((t for t, b in samples if b == 0), None)
+            res["status_backlog_empty_after_s"] = round(empty - started, 1) if empty is not None else None
+        res["peak_rss_mib"] = round(peak_rss)
+        res["cpu_s_total"] = round(_proc_stats(proc.pid)[1], 1)
+    finally:
+        t0 = time.monotonic()
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        res["stop_s"] = round(time.monotonic() - t0, 2)
+        log.close()
+        await watch.stop()
+    res["load"] = [round(x, 2) for x in os.getloadavg()]
+    return res
+
+
+async def cleanup(client: KubeClient, args) -> None:
+    for ns in (NS, PENDING_NS):
+        for path in (f"/api/v1/namespaces/{ns}/pods", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"):
+            # the API server ends a deletecollection after its request timeout (60 s): repeat
+            for _ in range(20):
+                try:
+                    if not await count(client, path):
+                        break
+                    await client.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}, timeout=900)
+                except (ApiError, asyncio.TimeoutError):
+                    pass
+        try:
+            await client.request("DELETE", f"/api/v1/namespaces/{ns}")
+        except ApiError:
+            pass
+    if not args.keep_nodes:
+        await ensure_nodes(client, 0, args.node_cpu, args.node_memory, args.node_pods)
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), required=not os.environ.get("KUBECONFIG"))
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--bound", type=int, default=140_000)
+    ap.add_argument("--grouped", type=int, default=87_000)
+    ap.add_argument("--pending", type=int, default=100)
+    ap.add_argument("--restarts", type=int, default=2)
+    ap.add_argument("--cpu", default="10m")
+    ap.add_argument("--memory", default="16Mi")
+    ap.add_argument("--node-cpu", default="32")
+    ap.add_argument("--node-memory", default="128Gi")
+    ap.add_argument("--node-pods", default="110")
+    ap.add_argument("--qps", type=float, default=2000.0)
+    ap.add_argument("--drain-window", type=float, default=20.0)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--keep", action="store_true", help="keep the populated namespace (and nodes) for the next run")
+    ap.add_argument("--keep-nodes", action="store_true")
+    ap.add_argument("--cleanup", action="store_true", help="only delete what an earlier --keep run left")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    args.grouped = min(args.grouped, args.bound)
+    cfg = load_config(args.kubeconfig)
+    cfg.qps, cfg.burst = 0, 0
+    client = KubeClient(cfg)
+    try:
+        if args.cleanup:
+            await cleanup(client, args)
+            return 0
+        print(f"restart: {args.nodes} nodes, {args.bound} bound pods ({args.grouped} in PodGroups), {args.pending} new; load {os.getloadavg()}", flush=True)
+        await populate(client, args)
+        results = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for run in range(args.restarts):
+                r = await one_start(client, args, args.kubeconfig, Path(tmp), run)
+                print(f"  start {run}: {json.dumps(r)}", flush=True)
+                results.append(r)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+        if not args.keep:
+            await cleanup(client, args)
+    finally:
+        await client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,168 @@
+"""Failover safety on the API double: a leader that cannot prove it still holds the lease sends
+nothing, and a gang a dead leader left half-bound is completed by the next one."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+pytest.importorskip("aiohttp")
+pytest.importorskip("prometheus_client")
+
+from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
+from lavaflow.kube.leader import LeaderElector, LostLeadership  # noqa: E402
+from lavaflow.kube.scheduler import KubeScheduler  # noqa: E402
+from lavaflow.kube.testing import ApiDouble, fake_node  # noqa: E402
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def _client(double: ApiDouble) -> KubeClient:
+    return KubeClient(ClientConfig(server=double.url, qps=0))
+
+
+def _pod(name: str, group: str, cpu: str = "1", node: str | None = None) -> dict:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "annotations": {"scheduling.k8s.io/group-name": group}},
+        "spec": {
+            "schedulerName": "lavaflow",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+        },
+    }
+    if node is not None:
+        pod["spec"]["nodeName"] = node  # bound, not yet started by a kubelet
+    return pod
+
+
+def _podgroup(name: str, members: int, cpu: int, phase: str | None = "Pending") -> dict:
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"minMember": members, "queue": "default", "minResources": {"cpu": str(cpu)}},
+    }
+    if phase is not None:
+        pg["status"] = {"phase": phase}
+    return pg
+
+
+def test_elector_refuses_to_lead_past_its_renew_deadline_and_renew_loop_steps_down():
+    async def scenario():
+        double = ApiDouble().start()
+        client = _client(double)
+        try:
+            a = LeaderElector(client, "l", "default", "a", lease_duration=3, renew_deadline=2, retry_period=0.5)
+            assert await a.acquire()
+            assert a.holding() and 1.9 < a.fence_left() <= 2
+            # As if the process had been frozen (SIGSTOP) for longer than the renew deadline:
+            a.renewed_at = time.monotonic() - 2.5
+            assert a.is_leader and not a.holding() and a.fence_left() < 0
+            with pytest.raises(LostLeadership):
+                await asyncio.wait_for(a.renew_loop(), 2)
+            assert not a.is_leader
+            with pytest.raises(ValueError):
+                LeaderElector(client, "l", "default", "b", lease_duration=2, renew_deadline=2)
+        finally:
+            await client.close()
+            double.stop()
+
+    run(scenario())
+
+
+def test_a_leader_past_its_renew_deadline_sends_no_binding_or_eviction():
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        double.put_object(fake_node("n0", cpu="4", memory="16Gi"))
+        double.put_object({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}})
+        double.put_object(_podgroup("g", 2, 2, phase="Inqueue"))
+        for i in range(2):
+            double.put_object(_pod(f"p-{i}", "g"))
+        client = _client(double)
+        elector = LeaderElector(client, "lavaflow-scheduler", "default", "frozen", lease_duration=3, renew_deadline=2, retry_period=0.5)
+        s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False, elector=elector)
+        try:
+            await s.start()
+            assert await s.store.wait_synced(5)
+            assert await elector.acquire()
+            elector.renewed_at = time.monotonic() - 5  # woke up from a long freeze
+            # A cycle decides nothing from the stale view ...
+            await s.cycle()
+            # ... and writes decided before the freeze are refused when their turn comes.
+            s._bind_now("ns/p-0", "n0")
+            s.dispatch.decision(lambda: s._evict("ns/p-1", "preempt"))
+            await s.idle(5)
+            assert double.counts["bind/Pod"] == 0
+            assert double.counts.get("create/Eviction", 0) == 0 and not any("evict" in k.lower() for k in double.counts)
+            assert s.fenced == 2 and not s.inflight
+            # A binding that passed the check and then waited in the client's rate limiter while
+            # the process froze is stopped right before it leaves.
+            elector.renewed_at = time.monotonic()
+            real_acquire = client.limiter.acquire
+
+            async def frozen_while_waiting():
+                elector.renewed_at = time.monotonic() - 5
+                await real_acquire()
+
+            client.limiter.acquire = frozen_while_waiting
+            s._bind_now("ns/p-0", "n0")
+            await s.idle(5)
+            client.limiter.acquire = real_acquire
+            assert double.counts["bind/Pod"] == 0 and s.fenced == 3 and not s.inflight
+            # Renewed again: the same cycle binds the gang.
+            elector.renewed_at = time.monotonic()
+            await s.cycle()
+            await s.idle(5)
+            assert double.counts["bind/Pod"] == 2
+        finally:
+            await s.shutdown(1)
+            await client.close()
+            double.stop()
+
+    run(scenario())
+
+
+def test_a_gang_half_bound_by_a_dead_leader_is_completed_on_a_cluster_filled_exactly():
+    """Two nodes of 2 CPUs, one gang of 4 x 1 CPU (minResources 4 CPUs) of which the dead leader
+    bound 2 without writing Inqueue: the new leader must bind the other 2, not refuse the gang."""
+
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        for n in range(2):
+            double.put_object(fake_node(f"n{n}", cpu="2", memory="8Gi"))
+        double.put_object(
+            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}}
+        )
+        double.put_object(_podgroup("g", 4, 4, phase="Pending"))
+        double.put_object(_pod("p-0", "g", node="n0"))
+        double.put_object(_pod("p-1", "g", node="n0"))
+        double.put_object(_pod("p-2", "g"))
+        double.put_object(_pod("p-3", "g"))
+        client = _client(double)
+        s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
+        stop = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(s.run(stop))
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and double.counts["bind/Pod"] < 2:
+                await asyncio.sleep(0.05)
+            pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in double.snapshot("Pod")}
+            assert pods == {"p-0": "n0", "p-1": "n0", "p-2": "n1", "p-3": "n1"}
+            await s.idle(5)
+            await asyncio.sleep(0.3)
+            await s.idle(5)
+            pg = double.snapshot("PodGroup")[0]
+            assert pg["status"]["phase"] in ("Inqueue", "Running")
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 5)
+            await s.shutdown(1)
+            await client.close()
+            double.stop()
+
+    run(scenario())
