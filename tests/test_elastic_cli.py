@@ -181,7 +181,7 @@ def test_restarted_scheduler_adopts_sizes_and_does_not_thrash():
         sched.run_once(t)
         d = cache.take_decisions()
         assert not d.evictions and not d.binds, (t, d.evictions, d.binds)
-    state = cache.plugin_state["elastic"]
+    state = cache.plugin_memo["elastic"]
     assert all(js.target for js in state.jobs.values())
 
 

@@ -139,7 +139,6 @@ def _run(files, config, scheduler, seed, until, default_duration, show_progress:
 def _elastic_json(res, sim) -> dict:
     s = res.summary()
     s.pop("wall_seconds", None)
-    s["clairvoyant"] = sim.elastic_policy_clairvoyant()
     return {
         "summary": s,
         "jobs": [
@@ -313,9 +312,8 @@ def simulate(
             from .elastic.compare import format_table
 
             out = Console(width=max(Console().width, 100))
-            marks = {r["elastic"]["summary"]["policy"]: r["elastic"]["summary"].get("clairvoyant") for r in results if "elastic" in r}
-            out.print("[bold]elastic training jobs[/bold] (* = the policy reads remaining work: clairvoyant)")
-            out.print(format_table(elastic, clairvoyant=marks), markup=False, highlight=False)
+            out.print("[bold]elastic training jobs[/bold] (reads work: the policy reads jobs' remaining work, clairvoyant)")
+            out.print(format_table(elastic), markup=False, highlight=False)
     if explain is not None and output == "table":
         for r in results:
             _print_explanation(r, explain)

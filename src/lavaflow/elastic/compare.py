@@ -32,7 +32,7 @@ def fmt_duration(v: float | None) -> str:
     return f"{v:.0f}s"
 
 
-def table_rows(results: Sequence[SimResult], clairvoyant: dict | None = None) -> tuple[list[str], list[list[str]]]:
+def table_rows(results: Sequence[SimResult]) -> tuple[list[str], list[list[str]]]:
     header = [h for _, h in COLUMNS]
     rows = []
     for r in results:
@@ -40,10 +40,7 @@ def table_rows(results: Sequence[SimResult], clairvoyant: dict | None = None) ->
         row = []
         for key, _ in COLUMNS:
             v = s[key]
-            if key == "policy":
-                mark = _clairvoyant(v, clairvoyant)
-                row.append(f"{v}{' *' if mark else ''}")
-            elif key in ("avg_jct", "p50_jct", "p99_jct", "makespan"):
+            if key in ("avg_jct", "p50_jct", "p99_jct", "makespan"):
                 row.append(fmt_duration(v))
             elif key == "gpu_utilization":
                 row.append("-" if v is None else f"{100 * v:.1f}%")
@@ -57,20 +54,8 @@ def table_rows(results: Sequence[SimResult], clairvoyant: dict | None = None) ->
     return header, rows
 
 
-def _clairvoyant(policy: str, marks: dict | None) -> bool:
-    if marks is not None:
-        return bool(marks.get(policy))
-    from .policies import make_policy, resolve_name
-
-    try:
-        pol = make_policy(resolve_name(policy))
-    except KeyError:
-        return False
-    return bool(getattr(pol, "clairvoyant", pol.needs_info))
-
-
-def format_table(results: Sequence[SimResult], clairvoyant: dict | None = None) -> str:
-    header, rows = table_rows(results, clairvoyant)
+def format_table(results: Sequence[SimResult]) -> str:
+    header, rows = table_rows(results)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
     for r in rows:

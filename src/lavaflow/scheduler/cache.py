@@ -111,8 +111,6 @@ class SchedulerCache:
         self.static_masks: dict[Any, np.ndarray] = {}
         self._signatures: dict[int, tuple[Any, Any]] = {}
         self.decisions = Decisions()
-        # State a plugin keeps between sessions (Volcano keeps such state in its cache too).
-        self.plugin_state: dict[str, Any] = {}
         self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
         self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
         # Preemptors (job uid) whose evictions were committed and that have not become ready since:

@@ -77,6 +77,4 @@ def replay(loaded: list[Loaded], policy: str, params: Mapping[str, Any] | None =
     sim = Simulation(prepare([Loaded(it.obj.model_copy(deep=True), it.source) for it in loaded]),
                      conf=conf, seed=seed, restart_pause=cost)
     sim.run()
-    res = sim.training.result(policy, time.perf_counter() - t0)
-    res.clairvoyant = bool(sim.elastic_policy_clairvoyant())
-    return res
+    return sim.training.result(policy, time.perf_counter() - t0)

@@ -64,7 +64,6 @@ class TrainingModel:
         self.jobs: dict[str, TrainState] = {}
         self.finished: list[TrainState] = []
         self.timeline: list[tuple[float, dict[str, int]]] = []
-        self._gpus: dict[int, float] = {}
         self._tokens = 0
         sim.store.watch("PodGroup", self._on_podgroup)
         sim.store.watch("Pod", self._on_pod)
@@ -95,13 +94,9 @@ class TrainingModel:
             submit = float(vcjob.metadata.creation_timestamp)
         self.jobs[pg.key] = TrainState(key=pg.key, job=job, speed=sp, pause=pause, submit=submit, t_last=self.sim.now, application=sp.application)
 
-    def _gpus_of(self, pod) -> float:
-        spec = pod.spec
-        g = self._gpus.get(id(spec))
-        if g is None:
-            g = sum(v for k, v in pod_requests(spec).items() if es.is_gpu(k))
-            self._gpus[id(spec)] = g
-        return g
+    @staticmethod
+    def _gpus_of(pod) -> float:
+        return sum(v for k, v in pod_requests(pod.spec).items() if es.is_gpu(k))
 
     def _on_pod(self, event: str, pod, old) -> None:
         pgname = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
@@ -272,7 +267,8 @@ class TrainingModel:
             jobs=jobs,
             capacity=self.capacity(),
             timeline=timeline,
-            reschedules=self.sim.scheduler.cache.plugin_state.get("elastic").reschedules if self.sim.scheduler.cache.plugin_state.get("elastic") else 0,
+            reschedules=getattr(self.sim.scheduler.cache.plugin_memo.get("elastic"), "reschedules", 0),
             wall_seconds=wall,
             end_time=self.sim.now,
+            clairvoyant=bool(self.sim.elastic_policy_clairvoyant()),
         )

@@ -47,6 +47,8 @@ class ElasticAction(Action):
         if plugin is None or plugin.state is None:
             return
         st = plugin.state
+        if not plugin.jobs and not st.jobs:
+            return  # no elastic training job: nothing to size (most Volcano workloads)
         now = ssn.now
         # A job whose workers started succeeding has finished its work.
         jobs: dict[str, ElasticJob] = {uid: ej for uid, ej in plugin.jobs.items() if not ej.info.counts[TaskStatus.SUCCEEDED]}
@@ -134,14 +136,20 @@ class ElasticAction(Action):
         return cap, nodes_out
 
     def _gpu_nodes(self, ssn, plugin) -> tuple:
+        """(name, GPUs, type) of every schedulable GPU node, recomputed only when a node changed."""
         col = plugin.gpu_col
         ns = ssn.nodes
         n = len(ns)
         if col is None or n == 0:
             return ()
+        memo = plugin.state.gpu_nodes
+        if memo is not None and memo[0] == (ns.version, col, plugin.type_label):
+            return memo[1]
         alloc = ns.allocatable[:n, col]
         live = np.flatnonzero((alloc > 0) & ns.schedulable[:n])
-        return tuple((ns.names[i], float(alloc[i]), plugin.node_type(i)) for i in live.tolist())
+        fp = tuple((ns.names[i], float(alloc[i]), plugin.node_type(i)) for i in live.tolist())
+        plugin.state.gpu_nodes = ((ns.version, col, plugin.type_label), fp)
+        return fp
 
     # ------------------------------------------------------------------ Tiresias
     def _priority_change(self, plugin, jobs, now: float) -> tuple[float, bool]:

@@ -81,7 +81,7 @@ class JobState:
 
 @dataclass
 class ElasticState:
-    """Kept in ``cache.plugin_state['elastic']``."""
+    """Kept in ``cache.plugin_memo['elastic']``."""
 
     last_resched: float = -math.inf
     due: float | None = None  # a reschedule is wanted at this time
@@ -93,6 +93,7 @@ class ElasticState:
     adopted: bool = False
     static: dict[str, tuple] = field(default_factory=dict)  # job uid -> (signature, parsed parts)
     node_types: dict = field(default_factory=dict)  # node index -> GPU type, for one NodeSet version
+    gpu_nodes: tuple | None = None  # ((NodeSet version, column, label), GPU node fingerprint)
 
 
 @dataclass
@@ -116,14 +117,10 @@ class ElasticJob:
     attained: float
     state: JobState
     placement_seen: dict[str, int] | None = None
-    _current: tuple[int, int] = (-1, 0)  # (id of the placement dict, its sum)
 
     @property
     def current(self) -> int:
-        key = id(self.placement)
-        if self._current[0] != key:
-            self._current = (key, sum(self.placement.values()))
-        return self._current[1]
+        return sum(self.placement.values())
 
 
 @register_plugin
@@ -181,7 +178,7 @@ class ElasticPlugin(Plugin):
     # ------------------------------------------------------------------ session
     def on_session_open(self, ssn) -> None:
         self.ssn = ssn
-        self.state = ssn.cache.plugin_state.setdefault("elastic", ElasticState())
+        self.state = ssn.cache.plugin_memo.setdefault("elastic", ElasticState())
         col = ssn.index.pos.get(self.gpu_resource)
         self.gpu_col = col
         self.jobs = {}
