@@ -203,7 +203,8 @@ class JobController(Controller):
         self.podgroups_of: dict[str, dict[str, None]] = {}  # job key -> keys of the PodGroups it owns
         self.specs: dict[str, tuple[Any, dict]] = {}  # last accepted spec per job (to tell updates from status writes)
         self._templates: dict[str, dict[str, tuple[tuple, Pod, list[str]]]] = {}  # job key -> task -> pod template
-        self._elastic_seen: dict[str, dict[str, str]] = {}  # lavaflow.io/* annotations last copied to the PodGroup
+        # (Job resourceVersion, lavaflow.io/* annotations) last copied to the PodGroup
+        self._elastic_seen: dict[str, tuple[str, dict[str, str]]] = {}
         self._timer_tokens: dict[int, tuple[str, str]] = {}  # live delayed actions: token -> (job, scope)
         self._next_token = 0
         store.watch("Job", self._on_job)
@@ -777,14 +778,18 @@ class JobController(Controller):
         ann = job.metadata.annotations
         if not elastic_spec.has_speed_model(ann) and elastic_spec.PROGRESS not in ann:
             return
+        version = job.metadata.resource_version
+        seen = self._elastic_seen.get(job.key)
+        if seen is not None and version and seen[0] == version:
+            return  # the Job has not changed since its annotations were last copied
         mine = {k: v for k, v in ann.items() if k.startswith(elastic_spec.PREFIX)}
         shape = elastic_spec.job_shape(job)
         if shape is not None:
             mine[elastic_spec.WORKERS] = f"{shape[0]}-{shape[1]}"
         # Only what changed on the Job since it was last copied (the PodGroup may hold newer
         # progress reports of its own, e.g. from the simulator).
-        last = self._elastic_seen.get(job.key)
-        self._elastic_seen[job.key] = mine
+        last = seen[1] if seen is not None else None
+        self._elastic_seen[job.key] = (version, mine)
         changed = {k: v for k, v in mine.items() if last is None or last.get(k) != v}
         theirs = pg.metadata.annotations
         if not changed or all(theirs.get(k) == v for k, v in changed.items()):

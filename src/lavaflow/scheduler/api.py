@@ -116,29 +116,31 @@ class JobInfo:
     counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
     # Pending best-effort tasks (maintained with counts).
     be_pending: int = 0
-    # allocated_vector's last answer (width, vector); dropped whenever a task comes, goes or changes status.
+    # allocated_vector's / pending_vector's last answer (width, vector); dropped whenever a task
+    # comes, goes or changes status.
     _allocated: tuple[int, np.ndarray] | None = None
+    _pending: tuple[int, np.ndarray] | None = None
 
     @property
     def phase(self) -> str:
         return self.pg.status.phase if self.pg is not None else ""
 
     def add(self, task: TaskInfo) -> None:
-        self._allocated = None
+        self._allocated = self._pending = None
         self.tasks[task.uid] = task
         self.counts[task.status] += 1
         if task.best_effort and task.status == TaskStatus.PENDING:
             self.be_pending += 1
 
     def remove(self, task: TaskInfo) -> None:
-        self._allocated = None
+        self._allocated = self._pending = None
         if self.tasks.pop(task.uid, None) is not None:
             self.counts[task.status] -= 1
             if task.best_effort and task.status == TaskStatus.PENDING:
                 self.be_pending -= 1
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
-        self._allocated = None
+        self._allocated = self._pending = None
         self.counts[task.status] -= 1
         if task.best_effort:
             self.be_pending += (status == TaskStatus.PENDING) - (task.status == TaskStatus.PENDING)
@@ -197,6 +199,19 @@ class JobInfo:
                 if t.status in ALLOCATED:
                     total[: len(t.resreq)] += t.resreq
         self._allocated = (width, total.copy())
+        return total
+
+    def pending_vector(self, width: int) -> np.ndarray:
+        """Requests of the pending tasks (a new array each call: callers may change it)."""
+        known = self._pending
+        if known is not None and known[0] == width:
+            return known[1].copy()
+        total = np.zeros(width)
+        if self.counts[_PENDING]:
+            for t in self.tasks.values():
+                if t.status == TaskStatus.PENDING:
+                    total[: len(t.resreq)] += t.resreq
+        self._pending = (width, total.copy())
         return total
 
     def ready_by_role(self) -> dict[str, int]:

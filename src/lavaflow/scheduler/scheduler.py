@@ -72,9 +72,7 @@ class Scheduler:
             # Jobs holding nothing (finished ones keep their tasks) add nothing: skip their tasks.
             c = job.counts
             if job.queue in allocated and c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]:
-                for t in job.tasks.values():
-                    if t.status in ALLOCATED:
-                        allocated[job.queue] += t.resreq
+                allocated[job.queue] += job.allocated_vector(width)
         # Roll allocations up to ancestors (hierarchical queues).
         rolled = {name: vec.copy() for name, vec in allocated.items()}
         for name, vec in allocated.items():

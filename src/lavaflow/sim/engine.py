@@ -386,7 +386,8 @@ class Simulation:
 
     def _settle(self) -> None:
         for _ in range(1000):
-            if not any(c.dirty for c in self.controllers):
+            flushed = self.training.flush()
+            if not flushed and not any(c.dirty for c in self.controllers):
                 return
             for c in self.controllers:
                 c.run()
@@ -462,13 +463,19 @@ class Simulation:
                 self.last_session = self.scheduler.run_once(self.now)
                 self.cycles += 1
                 self._remember(self.last_session)
-                self._apply(self.cache.take_decisions())
+                decisions = self.cache.take_decisions()
+                self._apply(decisions)
+                applied = self.store.version
                 self._settle()
                 last_cycle_version = self.store.version
                 next_tick = t + self.period
                 idle_cycles = idle_cycles + 1 if not self._events else 0
-                if self.store.version != before:
-                    last_cycle_version = -1  # something changed: schedule again next period
+                # Something changed: schedule again next period. The session's own PodGroup and
+                # Queue status write-back alone is not a change (the next session would see what
+                # this one decided); what the controllers do in reaction to it is.
+                moved = bool(decisions.binds or decisions.evictions) and applied != before
+                if moved or self.store.version != applied:
+                    last_cycle_version = -1
                 if idle_cycles > MAX_IDLE_CYCLES:
                     self.stall_time = self.now  # cycles that change something, with nothing else to happen
                     break

@@ -65,6 +65,9 @@ class TrainingModel:
         self.finished: list[TrainState] = []
         self.timeline: list[tuple[float, dict[str, int]]] = []
         self._tokens = 0
+        # Jobs whose running pods changed since the last flush (several pods of a job usually
+        # start or go at the same instant: their rate and progress report are worked out once).
+        self._dirty: dict[str, TrainState] = {}
         sim.store.watch("PodGroup", self._on_podgroup)
         sim.store.watch("Pod", self._on_pod)
 
@@ -114,7 +117,19 @@ class TrainingModel:
             del st.pods[key]
         else:
             return
-        self._changed(st)
+        self._dirty[st.key] = st
+
+    def flush(self) -> bool:
+        """Apply the pod changes of this instant to their jobs; True if there were any."""
+        if not self._dirty:
+            return False
+        while self._dirty:
+            batch = list(self._dirty.values())
+            self._dirty.clear()
+            for st in batch:
+                if st.finish is None:
+                    self._changed(st)
+        return True
 
     # ------------------------------------------------------------------ progress
     def _accrue(self, st: TrainState, now: float) -> None:
@@ -180,6 +195,7 @@ class TrainingModel:
         return st is None or st.token != token or st.finish is not None
 
     def on_event(self, key: str, token: int) -> None:
+        self.flush()
         st = self.jobs.get(key)
         if st is None or st.token != token or st.finish is not None:
             return

@@ -217,7 +217,7 @@ class ElasticPlugin(Plugin):
         sig = (pg.metadata.resource_version, id(pg), len(job.tasks), tuple(job.counts), col, self.type_label)
         hit = self.state.static.get(job.uid)
         if hit is not None and hit[0] == sig:
-            _, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name = hit
+            _, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, rate = hit
         else:
             try:
                 sp = es.speed_spec(ann)
@@ -267,7 +267,8 @@ class ElasticPlugin(Plugin):
                 v = sel.get(self.type_label) or next((sel[k] for k in es.DEFAULT_GPU_TYPE_LABELS if sel.get(k)), None)
                 pinned = str(v).lower() if v else None
             name = _job_name(job)
-            self.state.static[job.uid] = (sig, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name)
+            rate = sp.speed.rate(_shape(placement), gtype) if placement else 0.0
+            self.state.static[job.uid] = (sig, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, rate)
         st = self.state.jobs.get(job.uid)
         if st is None:
             st = JobState(seen_at=ssn.now, wait_since=ssn.now)
@@ -280,7 +281,6 @@ class ElasticPlugin(Plugin):
                 starts = [timestamp(t.pod.status.start_time) for t in workers if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None]
                 st.first_start = st.run_start = min(starts, default=ssn.now)
         n = sum(placement.values())
-        rate = sp.speed.rate(_shape(placement), gtype) if n else 0.0
         done = 0.0
         attained = 0.0
         if prog is not None:

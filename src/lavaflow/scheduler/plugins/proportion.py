@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..api import ALLOCATED, TaskStatus
+from ..api import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, amounts, describe, short_in
@@ -58,14 +58,21 @@ def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
             a.deserved = np.minimum(a.deserved, a.real_capability)
             a.deserved = np.minimum(a.deserved, a.request)
             a.deserved = np.maximum(a.deserved, a.guarantee)
-            if np.all(a.request <= a.deserved + EPS) or np.allclose(a.deserved, old):
+            if np.all(a.request <= a.deserved + EPS) or _close(a.deserved, old):
                 met.add(a.name)
             diff = a.deserved - old
             increased += np.maximum(diff, 0.0)
             decreased += np.maximum(-diff, 0.0)
         remaining = remaining - increased + decreased
-        if np.all(remaining <= EPS) or np.allclose(remaining, old_remaining):
+        if np.all(remaining <= EPS) or _close(remaining, old_remaining):
             break
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.allclose(a, b)`` (rtol 1e-5, atol 1e-8; equal infinities are close), without its
+    overhead on these short vectors."""
+    with np.errstate(invalid="ignore"):
+        return bool(np.all((a == b) | (np.isfinite(b) & (np.abs(a - b) <= 1e-8 + 1e-5 * np.abs(b)))))
 
 
 @register_plugin
@@ -99,19 +106,24 @@ class ProportionPlugin(Plugin):
                 )
                 a.real_capability = np.minimum(capability, total - guarantee_sum + guarantee)
                 self.attrs[q.name] = a
-            for t in job.tasks.values():
-                if t.status in ALLOCATED:
-                    a.allocated += t.resreq
-                    a.request += t.resreq
-                elif t.status == TaskStatus.PENDING:
-                    a.request += t.resreq
-            if job.min_resources is not None and (job.sphase or job.phase) in ("", "Pending"):
+            c = job.counts
+            holds = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
+            if holds:
+                held = job.allocated_vector(width)
+                a.allocated += held
+                a.request += held
+            pending = job.pending_vector(width) if c[_PENDING] else None
+            if pending is not None:
+                a.request += pending
+            if job.min_resources is None:
+                continue
+            if (job.sphase or job.phase) in ("", "Pending"):
                 # A PodGroup waiting for admission asks for at least its minResources,
                 # even before its pods exist (Volcano Jobs create them only once admitted).
-                pending = sum((t.resreq for t in job.tasks.values() if t.status == TaskStatus.PENDING), np.zeros(width))
-                a.request += np.maximum(job.min_resources - pending, 0.0)
+                a.request += np.maximum(job.min_resources - (pending if pending is not None else 0.0), 0.0)
             a.inqueue += reserved_by_admission(job, width)
-            a.elastic += elastic_of(job, width)
+            if holds:
+                a.elastic += elastic_of(job, width)
         attrs = sorted(self.attrs.values(), key=lambda a: a.name)
         water_fill(attrs, total)
         for a in attrs:
