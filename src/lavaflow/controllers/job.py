@@ -535,9 +535,18 @@ class JobController(Controller):
         before = _snapshot(job.status)
         if not job.status.state.phase:
             self._initiate(job)
-        for req in self.requests.pop(key, []):
+        reqs = self.requests.pop(key, [])
+        reqs.append(Request("OutOfSync"))
+        last = len(reqs) - 1
+        plain = [self._plain_sync(job, r) for r in reqs]
+        for i, req in enumerate(reqs):
+            if i < last and plain[i] and plain[i + 1]:
+                # A pod created or started, followed by another plain sync: SyncJob converges in
+                # one pass, so only the last of a run of them is executed.
+                if req.event == "PodRunning":
+                    self._cancel(job.key, f"pod/{req.pod}")
+                continue
             self._handle(job, pods, req)
-        self._handle(job, pods, Request("OutOfSync"))
         if _snapshot(job.status) != before:
             self.store.update(job)
 
@@ -591,6 +600,10 @@ class JobController(Controller):
                 if req.event in events or ("*" in events and req.event != "PodPending"):
                     return pol.action or SYNC, _timeout(pol)
         return SYNC, None
+
+    def _plain_sync(self, job: Job, req: Request) -> bool:
+        """A request whose whole effect is SyncJob, at once (no policy, no delay)."""
+        return req.event in ("PodPending", "PodRunning", "OutOfSync") and req.action is None and self._resolve(job, req) == (SYNC, None)
 
     def _handle(self, job: Job, pods: dict[str, Pod], req: Request) -> None:
         # Derived events: a task completed, or a task failed beyond its retries.
