@@ -89,9 +89,7 @@ def test_example_runs_gangs_whole_and_reports_the_timeout():
     b = sim.store.get("CoschedulingPodGroup", "ml/trainer-b").status
     assert (a.phase, a.succeeded, b.phase, b.succeeded) == ("Finished", 4, "Finished", 3)
     assert b.schedule_start_time == 0.0
-    timeouts = [e for e in result["events"] if e["reason"] == "ScheduleTimeout"] if "events" in result else [
-        e for e in sim.events if e["reason"] == "ScheduleTimeout"
-    ]
+    timeouts = [e for e in result["events"] if e["reason"] == "ScheduleTimeout"]
     assert [(e["object"], e["time"], e["type"]) for e in timeouts] == [("ml/trainer-b", 30.0, "Warning")]
     assert "not scheduled within scheduleTimeoutSeconds (30s)" in timeouts[0]["message"]
     assert "tasks in gang unschedulable" in timeouts[0]["message"], timeouts[0]["message"]  # the gang's reason
