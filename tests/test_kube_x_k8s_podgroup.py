@@ -115,9 +115,17 @@ def test_a_server_without_the_crd_leaves_the_feature_off():
             c.double.fail_next("CoschedulingPodGroup", "list", 404)
             s = c.start_scheduler()
             await c.until_ready()
+
+            async def ready():
+                return s.ready
+
+            await c.wait_for(ready, 10, "the scheduler's informers synced")
             await c.create(pods("solo", 1, ns="default"))
             await asyncio.sleep(0.5)
+            # probed once (the 404), never watched; the scheduler runs without it
+            assert c.double.call(lambda: c.double.counts["list/CoschedulingPodGroup"]) == 1
             assert not s.cosched.enabled and "CoschedulingPodGroup" not in s.store.informers
+            assert s.cycles > 0
             # a labelled pod without a served group is not a member of anything: it waits (no PodGroup)
             assert not c.bindings()
 
