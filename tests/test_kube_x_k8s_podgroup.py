@@ -154,3 +154,29 @@ def test_restarted_scheduler_takes_over_a_running_group_without_admitting_it_aga
             assert pg["status"]["phase"] == "Running" and pg["status"]["running"] == 3
 
     run(scenario())
+
+
+def test_a_volcano_podgroup_of_the_same_name_is_the_one_used():
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="2")]) as c:
+            c.start_scheduler()
+            await c.until_ready()
+            volcano = {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": "dup", "namespace": "default"},
+                "spec": {"minMember": 1, "queue": "default"},
+            }
+            # minMember 5 here would never fit: the Volcano PodGroup (minMember 1) decides
+            await c.create([volcano, group("dup", 5, ns="default"), *pods("dup", 1, ns="default")])
+
+            async def bound_and_running():
+                vpg = (await c.objects("PodGroup", "default"))[0]
+                return bool(c.bindings()) and (vpg.get("status") or {}).get("phase") == "Running"
+
+            await c.wait_for(bound_and_running, 15, "the pod bound and the Volcano PodGroup Running")
+            await asyncio.sleep(0.3)
+            xpg = (await c.objects("CoschedulingPodGroup", "default"))[0]
+            assert not xpg.get("status"), "the scheduler-plugins PodGroup of a Volcano name got a status"
+
+    run(scenario())

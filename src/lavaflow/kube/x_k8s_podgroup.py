@@ -67,7 +67,9 @@ class CoschedulingGroups:
 
     # ------------------------------------------------------------------ cache feed
     def owns(self, key: str) -> bool:
-        return self.enabled and key in self.sched.store.objects.get(KIND, ()) and key not in self._shadowed
+        """True for the key of a scheduler-plugins PodGroup the cache holds (no Volcano one of that name)."""
+        store = self.sched.store
+        return self.enabled and key in store.objects.get(KIND, ()) and store.get("PodGroup", key) is None
 
     def on_pod(self, event: str, pod: Any) -> Any:
         """The pod as the cache should see it: a labelled pod joins its group."""
@@ -88,7 +90,7 @@ class CoschedulingGroups:
             self.wanted.pop(key, None)
             self.waiting.discard(key)
             self.timed_out.discard(key)
-            if key not in self._shadowed:
+            if self.sched.store.get("PodGroup", key) is None:
                 cache.on_podgroup(xpg.internal_podgroup(group), True)
             self._shadowed.discard(key)
             return
@@ -124,7 +126,7 @@ class CoschedulingGroups:
 
     def _refresh(self, key: str, now: float) -> None:
         group = self.sched.store.get(KIND, key)
-        if group is None or key in self._shadowed:
+        if group is None or not self.owns(key):
             self.waiting.discard(key)
             return
         job = self.sched.cache.jobs.get(key)
