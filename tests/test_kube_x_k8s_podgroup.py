@@ -180,3 +180,20 @@ def test_a_volcano_podgroup_of_the_same_name_is_the_one_used():
             assert not xpg.get("status"), "the scheduler-plugins PodGroup of a Volcano name got a status"
 
     run(scenario())
+
+
+def test_a_failed_binding_puts_the_labelled_pod_back_into_its_group():
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="4")]) as c:
+            c.double.fail_next("Pod", "bind", 500, 1)
+            s = c.start_scheduler()
+            await c.until_ready()
+            await c.create([group("f", 2, ns="default"), *pods("f", 2, ns="default")])
+
+            async def all_bound():
+                return len({k for k, _ in c.bindings()}) == 2
+
+            await c.wait_for(all_bound, 15, "both pods bound after a failed binding")
+            assert s.bind_failures == 1
+
+    run(scenario())

@@ -174,3 +174,12 @@ def test_same_name_as_a_volcano_podgroup_is_refused():
     with pytest.raises(InputError) as exc:
         prepare(load_text(node_group() + "---\n" + json.dumps(volcano) + "\n" + _pg("g", 1, ns="default"), "in.yaml"))
     assert any("scheduling.volcano.sh PodGroup default/g is in the input too" in p for p in exc.value.problems), exc.value.problems
+
+
+def test_a_pod_labelled_with_a_missing_group_is_refused():
+    with pytest.raises(InputError) as exc:
+        prepare(load_text(node_group() + _pg("g", 1) + _pods("other", 1), "in.yaml"))
+    assert exc.value.problems == [
+        "in.yaml: document 3: Pod/other-0: metadata.labels[scheduling.x-k8s.io/pod-group]: no scheduling.x-k8s.io "
+        "PodGroup 'other' in namespace ml in the input (the pod would wait for it for ever)"
+    ]

@@ -188,6 +188,20 @@ def timeout_message(pg: CoschedulingPodGroup, why: str | None) -> str:
 
 
 # ------------------------------------------------------------------ validation
+def member_problems(pod: Any, groups: set[str]) -> list[api.Problem]:
+    """A pod labelled with a group that is not in the input (``groups``: their keys) would wait for
+    ever (the simulator's input is the whole world): said, naming the label."""
+    name = group_of(pod)
+    if name is None or f"{pod.namespace}/{name}" in groups:
+        return []
+    return [
+        api.Problem(
+            f"metadata.labels[{POD_GROUP_LABEL}]",
+            f"no scheduling.x-k8s.io PodGroup {name!r} in namespace {pod.namespace} in the input (the pod would wait for it for ever)",
+        )
+    ]
+
+
 def validate(
     pg: CoschedulingPodGroup, queues: Mapping[str, Any] | None = None, volcano_podgroups: set[str] | frozenset[str] = frozenset()
 ) -> list[api.Problem]:

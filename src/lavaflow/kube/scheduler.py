@@ -405,7 +405,7 @@ class KubeScheduler:
             self.inflight.pop(key, None)
             pod = self.store.get("Pod", key)
             if pod is not None:
-                self.cache.on_pod(pod)
+                self.cache.on_pod(self.cosched.on_pod("MODIFIED", pod))
 
     async def _evict(self, key: str, reason: str) -> None:
         wait = self.evict_limit.reserve()
