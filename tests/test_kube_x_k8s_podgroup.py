@@ -197,3 +197,37 @@ def test_a_failed_binding_puts_the_labelled_pod_back_into_its_group():
             assert s.bind_failures == 1
 
     run(scenario())
+
+
+def test_a_group_half_bound_by_a_dead_leader_is_completed():
+    """2 of 4 pods bound and the status still PreScheduling (the leader died before writing it),
+    on a node that holds exactly the gang: the new scheduler completes it rather than admitting
+    it again (which would count its bound pods twice and never fit)."""
+
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="4")]) as c:
+            from lavaflow.kube.client import MERGE_PATCH
+            from lavaflow.kube.resources import resource
+
+            members = pods("h", 4, ns="default")
+            for p in members[:2]:
+                p["spec"]["nodeName"] = "n0"
+            await c.create([group("h", 4, ns="default", minResources={"cpu": "4"}), *members])
+            await c.api.request(
+                "PATCH", resource("CoschedulingPodGroup").path("default", "h", "status"),
+                body={"status": {"phase": "PreScheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"}}, content_type=MERGE_PATCH,
+            )
+            c.start_scheduler()
+
+            async def whole():
+                ps = await c.pods("default")
+                st = ((await c.objects("CoschedulingPodGroup", "default"))[0].get("status") or {})
+                return all(p["spec"].get("nodeName") for p in ps) and st.get("phase") == "Running" and st
+
+            st = await c.wait_for(whole, 15, "the gang completed and Running")
+            assert st["running"] == 4 and st["scheduleStartTime"] == "2026-01-01T00:00:00Z"
+            assert sorted(k for k, _ in c.bindings()) == ["default/h-2", "default/h-3"]
+            # every status went to the scheduler-plugins object, none to a Volcano PodGroup path
+            assert c.double.call(lambda: c.double.counts.get("patch/PodGroup", 0)) == 0
+
+    run(scenario())
