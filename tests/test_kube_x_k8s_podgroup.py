@@ -53,7 +53,11 @@ def test_labelled_pods_are_bound_as_a_gang_and_the_status_is_written_in_its_own_
             c.start_controllers()
             s = c.start_scheduler()
             await c.until_ready()
-            await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}, group("g", 4), *pods("g", 5)])
+            g = group("g", 4)
+            g["metadata"]["ownerReferences"] = [
+                {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llm", "uid": "u-1", "controller": True}
+            ]
+            await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}, g, *pods("g", 5)])
 
             async def waiting():
                 pg = (await c.objects("CoschedulingPodGroup", "ml"))[0]
@@ -64,6 +68,7 @@ def test_labelled_pods_are_bound_as_a_gang_and_the_status_is_written_in_its_own_
 
             pg, conds = await c.wait_for(waiting, 10, "the group PreScheduling and every pod PodScheduled=False")
             assert pg["status"]["scheduleStartTime"] and pg["status"]["running"] == 0
+            assert pg["status"]["occupiedBy"] == "ml/llm"  # the PodGroup's owner (the TrainJob)
             assert conds[0]["message"].startswith("5/5 tasks in gang unschedulable") or "tasks in gang unschedulable" in conds[0]["message"]
             await asyncio.sleep(0.5)
             assert not c.bindings(), "part of the gang was bound"

@@ -89,6 +89,9 @@ def test_example_runs_gangs_whole_and_reports_the_timeout():
     b = sim.store.get("CoschedulingPodGroup", "ml/trainer-b").status
     assert (a.phase, a.succeeded, b.phase, b.succeeded) == ("Finished", 4, "Finished", 3)
     assert b.schedule_start_time == 0.0
+    entry = next(e for e in result["podGroups"] if e["name"] == "trainer-b")
+    assert entry["coscheduling"]["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert entry["coscheduling"]["status"]["phase"] == "Finished" and entry["coscheduling"]["status"]["succeeded"] == 3
     timeouts = [e for e in result["events"] if e["reason"] == "ScheduleTimeout"]
     assert [(e["object"], e["time"], e["type"]) for e in timeouts] == [("ml/trainer-b", 30.0, "Warning")]
     assert "not scheduled within scheduleTimeoutSeconds (30s)" in timeouts[0]["message"]
