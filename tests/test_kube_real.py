@@ -794,6 +794,10 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
                 st = await c.wait_for(running, 30, "all five bound and the group Running with 5 running")
                 assert st["scheduleStartTime"] == pg["status"]["scheduleStartTime"]
                 assert (st["succeeded"], st["failed"]) == (0, 0)
+                # steady: a status equal to the server's is not written again
+                rv = (await c.objects("CoschedulingPodGroup", ns))[0]["metadata"]["resourceVersion"]
+                await asyncio.sleep(1.5)
+                assert (await c.objects("CoschedulingPodGroup", ns))[0]["metadata"]["resourceVersion"] == rv
             finally:
                 try:
                     await c.api.request(

@@ -85,6 +85,10 @@ def test_labelled_pods_are_bound_as_a_gang_and_the_status_is_written_in_its_own_
             assert st["scheduleStartTime"] == pg["status"]["scheduleStartTime"]  # kept from the first try
             assert sorted(k for k, _ in c.bindings()) == [f"ml/g-{i}" for i in range(5)]
             assert s.cosched.enabled
+            # a status equal to the server's is not written again
+            patches = c.double.call(lambda: c.double.counts["patch/CoschedulingPodGroup"])
+            await asyncio.sleep(1.0)
+            assert c.double.call(lambda: c.double.counts["patch/CoschedulingPodGroup"]) == patches
 
     run(scenario())
 
