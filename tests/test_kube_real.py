@@ -721,3 +721,91 @@ def test_gang_half_bound_by_a_dead_leader_is_completed_on_a_real_api_server(tmp_
             await api.close()
 
     run(scenario())
+
+
+def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
+    """scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1, its CRD from tests/data/crds): 5 pods
+    labelled with a group of minMember 4 get nothing on 3 CPUs — PreScheduling, PodScheduled=False, a
+    ScheduleTimeout Event after 1 s — and all five on 5 CPUs, the group Running with running 5,
+    written through its status subresource (so the field names match the CRD's schema)."""
+    from kube_harness import Cluster
+    from test_kube_x_k8s_podgroup import group, pods, scheduled_condition
+
+    from lavaflow.kube.client import ApiError
+    from lavaflow.kube.ops import apply_manifest
+    from lavaflow.kube.resources import resource
+
+    async def scenario():
+        suffix = uuid.uuid4().hex[:6]
+        ns = f"lavaflow-xk8s-{suffix}"
+        docs = [group("trainer", 4, ns=ns, scheduleTimeoutSeconds=1, minResources={"cpu": "4"}), *pods("trainer", 5, ns=ns)]
+        for d in docs[1:]:
+            d["spec"]["nodeSelector"] = {"lavaflow-test": suffix}
+        nodes = _labelled_nodes(suffix, 1, "3", "8Gi")
+        extra = _labelled_nodes(suffix, 1, "2", "8Gi", start=1)
+        crd = yaml.safe_load((ROOT / "tests" / "data" / "crds" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
+        async with Cluster(nodes, real=True, period=0.2) as c:
+            try:
+                await _install_crds(c.api)
+                await apply_manifest(c.api, crd)
+
+                async def served():  # the CRD Established (also after an earlier run's CRD was deleted)
+                    try:
+                        await c.api.request("GET", resource("CoschedulingPodGroup").path(ns), params={"limit": 1})
+                        return True
+                    except ApiError:
+                        return False
+
+                await c.wait_for(served, 30, "the scheduling.x-k8s.io PodGroup CRD served")
+                await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+                c.start_controllers()
+                s = c.start_scheduler()
+                await c.until_ready()
+
+                async def watching():
+                    return s.ready and s.cosched.enabled
+
+                await c.wait_for(watching, 30, "the scheduler watching scheduling.x-k8s.io PodGroups")
+                await c.create(docs)
+
+                async def waiting():
+                    pg = (await c.objects("CoschedulingPodGroup", ns))[0]
+                    ps = await c.pods(ns)
+                    conds = [scheduled_condition(p) for p in ps]
+                    events = [e for e in await c.objects("Event", ns) if e["reason"] == "ScheduleTimeout"]
+                    ok = (pg.get("status") or {}).get("phase") == "PreScheduling" and events
+                    ok = ok and all(x and "scheduleTimeoutSeconds (1s)" in (x.get("message") or "") for x in conds)
+                    return ok and (pg, conds, events)
+
+                pg, conds, events = await c.wait_for(waiting, 30, "PreScheduling, a ScheduleTimeout Event, the pods' messages")
+                assert pg["status"]["scheduleStartTime"]
+                assert conds[0]["reason"] == "Unschedulable"
+                assert events[0]["involvedObject"]["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+                assert not [p for p in await c.pods(ns) if p["spec"].get("nodeName")], "part of a gang was bound"
+                assert await c.objects("PodGroup", ns) == [], "a Volcano PodGroup was made for labelled pods"
+                await c.create(extra)
+
+                async def running():
+                    ps = await c.pods(ns)
+                    st = ((await c.objects("CoschedulingPodGroup", ns))[0].get("status") or {})
+                    ok = all(p["spec"].get("nodeName") for p in ps) and st.get("phase") == "Running" and st.get("running") == 5
+                    return ok and st
+
+                st = await c.wait_for(running, 30, "all five bound and the group Running with 5 running")
+                assert st["scheduleStartTime"] == pg["status"]["scheduleStartTime"]
+                assert (st["succeeded"], st["failed"]) == (0, 0)
+                # steady: a status equal to the server's is not written again
+                rv = (await c.objects("CoschedulingPodGroup", ns))[0]["metadata"]["resourceVersion"]
+                await asyncio.sleep(1.5)
+                assert (await c.objects("CoschedulingPodGroup", ns))[0]["metadata"]["resourceVersion"] == rv
+            finally:
+                try:
+                    await c.api.request(
+                        "DELETE", resource("CoschedulingPodGroup").path(ns),
+                        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                    )
+                except ApiError:
+                    pass
+                await _cleanup(c.api, ns, nodes + extra)  # the CRD stays (deleting it takes a while)
+
+    run(scenario())

@@ -18,6 +18,7 @@ from .core import ConfigMap, Namespace, Node, PersistentVolume, PersistentVolume
 from .topology import HyperNode, Numatopology
 from .volcano import Command, Job, JobFlow, JobTemplate, PodGroup, PriorityClass, Queue
 from .workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
+from .x_k8s_podgroup import CoschedulingPodGroup
 
 from .mpijob import MPIJobError, is_mpijob, to_volcano_job
 
@@ -26,6 +27,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 KINDS: dict[tuple[str, str], type[BaseModel]] = {
     ("batch.volcano.sh/v1alpha1", "Job"): Job,
     ("scheduling.volcano.sh/v1beta1", "PodGroup"): PodGroup,
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"): CoschedulingPodGroup,  # scheduler-plugins' gang API
     ("scheduling.volcano.sh/v1beta1", "Queue"): Queue,
     ("bus.volcano.sh/v1alpha1", "Command"): Command,
     ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,

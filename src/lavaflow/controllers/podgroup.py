@@ -17,6 +17,7 @@ from ..api.volcano import (
     QUEUE_NAME_ANNOTATION,
     PodGroup,
 )
+from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from .base import Controller
 
 OWNER_KINDS = {"Deployment": "Deployment", "ReplicaSet": "ReplicaSet", "StatefulSet": "StatefulSet", "Job": "BatchJob"}
@@ -33,8 +34,9 @@ class PodGroupController(Controller):
             self.mark(pod.key)
 
     def _needs_group(self, pod) -> bool:
+        # Pods labelled with a scheduler-plugins PodGroup belong to that group, not to one made here.
         return (pod.spec.scheduler_name or "default-scheduler") in self.scheduler_names and (
-            GROUP_NAME_ANNOTATION not in pod.metadata.annotations
+            GROUP_NAME_ANNOTATION not in pod.metadata.annotations and POD_GROUP_LABEL not in pod.metadata.labels
         )
 
     def _owner(self, pod):

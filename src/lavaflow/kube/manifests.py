@@ -464,6 +464,9 @@ SCHEDULER_RULES = [
     _rule(["topology.volcano.sh"], ["hypernodes"], READ),
     _rule(["nodeinfo.volcano.sh"], ["numatopologies"], READ),
     _rule(["scheduling.volcano.sh"], ["podgroups/status", "queues/status"], ["patch", "update"]),
+    # scheduler-plugins' PodGroups (gangs by the scheduling.x-k8s.io/pod-group label), where served
+    _rule(["scheduling.x-k8s.io"], ["podgroups"], READ),
+    _rule(["scheduling.x-k8s.io"], ["podgroups/status"], ["patch", "update"]),
     _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
 ]
 

@@ -46,7 +46,7 @@ class Resource:
 
 @functools.cache
 def _model_of(kind: str) -> Any | None:
-    for mod in ("core", "volcano", "workloads", "topology"):
+    for mod in ("core", "volcano", "workloads", "topology", "x_k8s_podgroup"):
         m = importlib.import_module(f"lavaflow.api.{mod}")
         cls = getattr(m, kind, None)
         if isinstance(cls, type) and hasattr(cls, "model_validate"):
@@ -71,6 +71,8 @@ _ALL = [
     Resource("Event", "Event", "v1", "events"),
     Resource("PodGroup", "PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", True, True),
     Resource("Queue", "Queue", "scheduling.volcano.sh/v1beta1", "queues", False, True),
+    # scheduler-plugins' PodGroup (its CRD is not lavaflow's: watched only where it is served)
+    Resource("CoschedulingPodGroup", "PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups", True, True),
     Resource("Job", "Job", "batch.volcano.sh/v1alpha1", "jobs", True, True),
     Resource("Command", "Command", "bus.volcano.sh/v1alpha1", "commands"),
     Resource("JobFlow", "JobFlow", "flow.volcano.sh/v1alpha1", "jobflows", True, True),

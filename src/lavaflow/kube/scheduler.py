@@ -44,6 +44,7 @@ from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
 from .resources import resource
 from .store import KubeStore
+from .x_k8s_podgroup import CoschedulingGroups
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -95,6 +96,8 @@ class KubeScheduler:
         self.scheduler = Scheduler(self.cache, self.conf)
         self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound
         self.dispatch = Dispatcher(workers=bind_workers, status_workers=write_workers)
+        # scheduler-plugins PodGroups (scheduling.x-k8s.io), when the API server serves them
+        self.cosched = CoschedulingGroups(self)
         # Evictions leave at most this fast, whatever preempt and reclaim decide (no eviction storm).
         self.evict_limit = RateLimiter(evictions_per_second, eviction_burst)
         # statuses decided but not yet written (the newest per object)
@@ -124,6 +127,7 @@ class KubeScheduler:
     # ------------------------------------------------------------------ cache feed
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
         key = pod.key
+        pod = self.cosched.on_pod(event, pod)
         if event == DELETED:
             self.inflight.pop(key, None)
             self.cache.on_pod(pod, True)
@@ -152,6 +156,7 @@ class KubeScheduler:
 
     # ------------------------------------------------------------------ run
     async def start(self) -> None:
+        await self.cosched.discover()
         await self.store.start()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -232,6 +237,9 @@ class KubeScheduler:
                 continue
             status = pg.status.model_dump(by_alias=True, exclude_none=True, mode="json")
             status["phase"] = "Inqueue"
+            if self.cosched.decided(pg.key, status):
+                n += 1
+                continue
             self.pg_wanted[pg.key] = status
             self.cache.on_podgroup(_with_status(pg, status))
             self.dispatch.status(("PodGroup", pg.key), functools.partial(self._write_podgroup, pg.key))
@@ -282,6 +290,8 @@ class KubeScheduler:
             for _key, kind, _message, count in d.resizes:
                 self.metrics.elastic_resizes.labels(kind=kind.lower()).inc(count or 1)
             for key, status in d.podgroups:
+                if self.cosched.decided(key, status):
+                    continue
                 self.pg_wanted[key] = status
                 pg = self.store.get("PodGroup", key)
                 if pg is not None:
@@ -291,6 +301,7 @@ class KubeScheduler:
                 if self.queue_wanted.get(name) != status:
                     self.queue_wanted[name] = status
                     self.dispatch.status(("Queue", name), functools.partial(self._write_queue, name))
+            self.cosched.after_cycle()
             for key, message in self._unschedulable_pods():
                 self.condition_wanted[key] = message
                 self.dispatch.status(("Pod", key), functools.partial(self._pod_unschedulable, key))
@@ -326,7 +337,7 @@ class KubeScheduler:
             cond = job.condition
             if cond is None or cond[0] != "Unschedulable":
                 continue
-            message = cond[2] or cond[1] or "Unschedulable"
+            message = self.cosched.pod_message(job.uid, cond[2] or cond[1] or "Unschedulable")
             for task in job.tasks.values():
                 if task.status != TaskStatus.PENDING or task.uid in self.inflight or task.pod is None:
                     continue
@@ -394,7 +405,7 @@ class KubeScheduler:
             self.inflight.pop(key, None)
             pod = self.store.get("Pod", key)
             if pod is not None:
-                self.cache.on_pod(pod)
+                self.cache.on_pod(self.cosched.on_pod("MODIFIED", pod))
 
     async def _evict(self, key: str, reason: str) -> None:
         wait = self.evict_limit.reserve()

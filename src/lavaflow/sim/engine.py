@@ -32,6 +32,7 @@ from .inputs import Item, SimInput
 from .sampling import TimelineSampler
 from .training import TrainingModel
 from .workloads import REPLACING, WorkloadController
+from .x_k8s_podgroup import CoschedulingPodGroups
 
 SCHEDULERS = ("lavaflow", "kube-default")
 # In the simulator one scheduler runs the whole cluster: pods of every schedulerName are its.
@@ -86,7 +87,10 @@ class Simulation:
         self.workload_ctrl = WorkloadController(self.store, clock)
         self.jobflow_ctrl = JobFlowController(self.store, clock)
         self.gc = GarbageCollector(self.store, clock)
-        self.controllers = [self.workload_ctrl, self.jobflow_ctrl, self.pg_ctrl, self.job_ctrl, self.queue_ctrl, self.gc]
+        # scheduler-plugins PodGroups: an internal PodGroup each, status written back in their form
+        self.cosched = CoschedulingPodGroups(self.store, clock, on_event=lambda kind, key, etype, reason, message: self.events.append(
+            {"time": self.now, "kind": "PodGroup", "object": key, "type": etype, "reason": reason, "message": message}))
+        self.controllers = [self.workload_ctrl, self.jobflow_ctrl, self.cosched, self.pg_ctrl, self.job_ctrl, self.queue_ctrl, self.gc]
         for ctrl in self.controllers:
             ctrl.on_timer_added = lambda t, ctrl=ctrl: self._push(t, "timer", ctrl)
         # What the input asks for that this run ignores (a stderr line each, and "warnings").

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api import admission, validation
+from ..api import admission, validation, x_k8s_podgroup
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.quantity import parse_quantity
@@ -336,6 +336,8 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     pods_by_key = {it.obj.key for it in items if isinstance(it.obj, Pod)}
     declared = {("Queue", name) for name in queues} | {("Job", it.obj.key) for it in items if isinstance(it.obj, Job)}
     templates = {it.obj.key for it in items if isinstance(it.obj, JobTemplate)}
+    volcano_podgroups = {it.obj.key for it in items if isinstance(it.obj, PodGroup)}
+    x_podgroups = {it.obj.key for it in items if isinstance(it.obj, x_k8s_podgroup.CoschedulingPodGroup)}
     latest_job: dict[str, Job] = {}
     for it in items:
         obj, src = it.obj, it.source
@@ -369,8 +371,10 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
         elif isinstance(obj, PodGroup):
             admission.default_podgroup(obj)
             found = admission.validate_podgroup(obj, queues)
+        elif isinstance(obj, x_k8s_podgroup.CoschedulingPodGroup):
+            found = x_k8s_podgroup.validate(obj, queues, volcano_podgroups)
         elif isinstance(obj, Pod):
-            found = admission.validate_pod(obj)
+            found = list(admission.validate_pod(obj)) + x_k8s_podgroup.member_problems(obj, x_podgroups)
             _check_pod_annotations(problems, src, _what(obj), "metadata", obj.metadata.annotations)
             parent = obj.metadata.annotations.get(ann.SPAWNED_BY)
             if parent is not None and f"{obj.namespace}/{parent}" not in pods_by_key:

@@ -206,6 +206,10 @@ def build_result(sim) -> dict[str, Any]:
         }
         for pg in sorted(_all_podgroups(sim), key=lambda p: p.key)
     ]
+    for entry in podgroups_out:  # a scheduler-plugins PodGroup's own status, next to its stand-in's
+        group = store.get("CoschedulingPodGroup", f"{entry['namespace']}/{entry['name']}")
+        if group is not None:
+            entry["coscheduling"] = {"apiVersion": group.api_version, "status": group.status.model_dump(by_alias=True, exclude_none=True, mode="json")}
     pods_out = [
         {k: rec.get(k) for k in ("namespace", "name", "job", "task", "node", "phase", "createTime", "startTime", "finishTime", "exitCode", "reason", "env")}
         for rec in sorted(sim.pod_records.values(), key=lambda r: (r["createTime"], r["namespace"], r["name"]))

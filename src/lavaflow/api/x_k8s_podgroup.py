@@ -1,0 +1,242 @@
+"""The scheduler-plugins PodGroup (``scheduling.x-k8s.io/v1alpha1``): the gang API of the
+coscheduling plugin, used by Kubeflow's trainer and JobSet when they gang-schedule with it.
+
+lavaflow schedules such a group through its own core, unchanged: each one stands for an internal
+(Volcano-form) PodGroup of the same namespace and name — minMember, minResources, a queue — and
+its pods, labelled ``scheduling.x-k8s.io/pod-group: <name>``, are that group's tasks. The status is
+written back in this API's own form (phase, running/succeeded/failed, scheduleStartTime,
+occupiedBy). This module holds the object model and the pure mappings both backends use; the
+simulator keeps the internal PodGroup in its store (``sim/x_k8s_podgroup.py``), the Kubernetes
+scheduler only in its cache (``kube/x_k8s_podgroup.py``). See docs/kubernetes.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from . import validation as api
+from .meta import K8sModel, ResourceList, TypedObject
+from .volcano import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, PodGroup
+
+API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+STORE_KIND = "CoschedulingPodGroup"  # the store's name for this kind (the wire kind is PodGroup)
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+# On the internal PodGroup that stands for one of these: which API it came from.
+GANG_API_ANNOTATION = "lavaflow.io/gang-api"
+# coscheduling's default wait (its permitWaitingTimeSeconds); Kubeflow's trainer defaults to it too.
+DEFAULT_TIMEOUT_SECONDS = 60
+TIMEOUT_REASON = "ScheduleTimeout"
+PHASES = ("Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Finished", "Failed", "Unknown")
+
+
+class CoschedulingPodGroupSpec(K8sModel):
+    min_member: int = 0
+    min_resources: ResourceList | None = None
+    schedule_timeout_seconds: int | None = None
+
+
+class CoschedulingPodGroupStatus(K8sModel):
+    phase: str | None = None
+    occupied_by: str | None = None
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    # Simulated seconds in the simulator; RFC 3339 strings on a cluster.
+    schedule_start_time: Any = None
+
+
+class CoschedulingPodGroup(TypedObject):
+    api_version: str = API_VERSION
+    kind: str = "PodGroup"
+    spec: CoschedulingPodGroupSpec = Field(default_factory=CoschedulingPodGroupSpec)
+    status: CoschedulingPodGroupStatus = Field(default_factory=CoschedulingPodGroupStatus)
+
+
+# ------------------------------------------------------------------ membership and mapping
+def group_of(pod: Any) -> str | None:
+    """The scheduler-plugins group a pod belongs to: its label, unless a Volcano group annotation
+    (which takes precedence, as it names the group explicitly) is there too."""
+    meta = pod.metadata
+    name = meta.labels.get(POD_GROUP_LABEL)
+    if not name or GROUP_NAME_ANNOTATION in meta.annotations:
+        return None
+    return name
+
+
+def queue_of(pg: CoschedulingPodGroup) -> str:
+    """The API has no queue: ``scheduling.volcano.sh/queue-name`` on the PodGroup (annotation or
+    label) picks one, else the ``default`` queue."""
+    meta = pg.metadata
+    return meta.annotations.get(QUEUE_NAME_ANNOTATION) or meta.labels.get(QUEUE_NAME_ANNOTATION) or "default"
+
+
+def timeout_of(pg: CoschedulingPodGroup) -> int:
+    """scheduleTimeoutSeconds; unset or 0 means coscheduling's default, 60 s."""
+    t = pg.spec.schedule_timeout_seconds
+    return t if t else DEFAULT_TIMEOUT_SECONDS
+
+
+def internal_podgroup(pg: CoschedulingPodGroup, status: Mapping[str, Any] | None = None) -> PodGroup:
+    """The internal PodGroup the scheduler core works on: minMember -> minMember (the gang's
+    minAvailable), minResources -> minResources (the enqueue gate), queue per :func:`queue_of`."""
+    meta = pg.metadata
+    doc: dict[str, Any] = {
+        "metadata": {
+            "name": meta.name,
+            "namespace": pg.namespace,
+            "uid": meta.uid,
+            "creationTimestamp": meta.creation_timestamp,
+            "annotations": {**meta.annotations, GANG_API_ANNOTATION: API_VERSION},
+            "labels": dict(meta.labels),
+        },
+        "spec": {"minMember": pg.spec.min_member, "queue": queue_of(pg)},
+    }
+    if pg.spec.min_resources:
+        doc["spec"]["minResources"] = {k: str(v) for k, v in pg.spec.min_resources.items()}
+    if status is not None:
+        doc["status"] = dict(status)
+    return PodGroup.model_validate(doc)
+
+
+def is_stand_in(pg: PodGroup) -> bool:
+    """True for an internal PodGroup that stands for a scheduler-plugins one."""
+    return pg.metadata.annotations.get(GANG_API_ANNOTATION) == API_VERSION
+
+
+def internal_phase_of(pg: CoschedulingPodGroup) -> str:
+    """The internal phase a (re)started scheduler assumes from the status on the server: a group
+    with pods placed was admitted (Inqueue: allocate completes it, admission does not count its
+    bound pods twice); otherwise it still needs admission (Pending)."""
+    return "Pending" if (pg.status.phase or "Pending") in ("Pending", "PreScheduling") else "Inqueue"
+
+
+# ------------------------------------------------------------------ status in this API's form
+@dataclass(frozen=True)
+class Counts:
+    members: int = 0  # pods labelled with the group
+    placed: int = 0  # bound to a node and not finished (running included)
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+def phase_of(min_member: int, c: Counts, internal_phase: str | None = None) -> str:
+    """The group's phase, by scheduler-plugins' rules: Pending until minMember pods exist,
+    PreScheduling while none is placed, Scheduling while fewer than minMember are, Scheduled when
+    minMember are placed, Running when minMember run (or ran to success), Finished when minMember
+    succeeded, Failed when a pod failed and the pods that ran make minMember. Unknown as the core
+    says it (some pods run but the gang is broken)."""
+    need = max(min_member, 1)
+    if c.succeeded >= need:
+        return "Finished"
+    if c.failed and c.failed + c.running + c.succeeded >= need:
+        return "Failed"
+    if internal_phase == "Unknown":
+        return "Unknown"
+    if c.running + c.succeeded >= need:
+        return "Running"
+    if c.placed + c.succeeded >= need:
+        return "Scheduled"
+    if c.placed:
+        return "Scheduling"
+    if c.members >= need:
+        return "PreScheduling"
+    return "Pending"
+
+
+def status_of(
+    pg: CoschedulingPodGroup, c: Counts, now: Any, internal_phase: str | None = None, occupied_by: str | None = None
+) -> dict[str, Any]:
+    """The status to write (JSON form). scheduleStartTime is when the group first had its
+    minMember pods and lavaflow started to try it (``now`` then), kept afterwards; occupiedBy names
+    the members' owners (``namespace/name``, sorted, comma-separated), set once."""
+    phase = phase_of(pg.spec.min_member, c, internal_phase)
+    old = pg.status
+    start = old.schedule_start_time
+    if start is None and phase != "Pending":
+        start = now
+    out: dict[str, Any] = {"phase": phase, "running": c.running, "succeeded": c.succeeded, "failed": c.failed}
+    if start is not None:
+        out["scheduleStartTime"] = start
+    occupied = old.occupied_by or occupied_by
+    if occupied:
+        out["occupiedBy"] = occupied
+    return out
+
+
+def current_status(pg: CoschedulingPodGroup) -> dict[str, Any]:
+    return pg.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def owners_of(pods: list[Any]) -> str | None:
+    refs = sorted({f"{p.namespace}/{r.name}" for p in pods for r in p.metadata.owner_references})
+    return ",".join(refs) or None
+
+
+def waiting(phase: str | None) -> bool:
+    """Phases in which the gang waits to be placed (its timeout runs)."""
+    return phase in ("PreScheduling", "Scheduling")
+
+
+def timeout_message(pg: CoschedulingPodGroup, why: str | None) -> str:
+    msg = f"PodGroup {pg.namespace}/{pg.name} not scheduled within scheduleTimeoutSeconds ({timeout_of(pg)}s)"
+    return f"{msg}: {why}" if why else msg
+
+
+# ------------------------------------------------------------------ validation
+def member_problems(pod: Any, groups: set[str]) -> list[api.Problem]:
+    """A pod labelled with a group that is not in the input (``groups``: their keys) would wait for
+    ever (the simulator's input is the whole world): said, naming the label."""
+    name = group_of(pod)
+    if name is None or f"{pod.namespace}/{name}" in groups:
+        return []
+    return [
+        api.Problem(
+            f"metadata.labels[{POD_GROUP_LABEL}]",
+            f"no scheduling.x-k8s.io PodGroup {name!r} in namespace {pod.namespace} in the input (the pod would wait for it for ever)",
+        )
+    ]
+
+
+def validate(
+    pg: CoschedulingPodGroup, queues: Mapping[str, Any] | None = None, volcano_podgroups: set[str] | frozenset[str] = frozenset()
+) -> list[api.Problem]:
+    """What the CRD's schema refuses (negative or non-int32 numbers, bad quantities), a queue
+    named on the PodGroup that does not exist, and a Volcano PodGroup of the same namespace and name
+    (``volcano_podgroups``: their keys): both would be the same gang."""
+    out: list[api.Problem] = []
+    api.check_meta(pg, out)
+    if pg.key in volcano_podgroups:
+        out.append(
+            api.Problem(
+                "metadata.name",
+                f"a scheduling.volcano.sh PodGroup {pg.key} is in the input too; a gang is named once per "
+                "namespace, so rename one of them.",
+            )
+        )
+    if pg.spec.min_member < 0:
+        out.append(api.Problem("spec.minMember", f"minMember is {pg.spec.min_member}; it must not be negative."))
+    else:
+        api.check_int32(pg.spec.min_member, "spec.minMember", out, "minMember")
+    t = pg.spec.schedule_timeout_seconds
+    if t is not None:
+        if t < 0:
+            out.append(api.Problem("spec.scheduleTimeoutSeconds", f"scheduleTimeoutSeconds is {t}; it must not be negative."))
+        else:
+            api.check_int32(t, "spec.scheduleTimeoutSeconds", out, "scheduleTimeoutSeconds")
+    if pg.spec.min_resources:
+        api.check_resources(pg.spec.min_resources, "spec.minResources", out, "minResources")
+    if queues is not None:
+        name = queue_of(pg)
+        if name not in queues:
+            out.append(
+                api.Problem(
+                    f"metadata.annotations[{QUEUE_NAME_ANNOTATION}]",
+                    f"Queue {name!r} does not exist; existing queues are: {', '.join(sorted(queues)) or 'none'}.",
+                )
+            )
+    return out
