@@ -88,9 +88,9 @@ class KubeControllers:
     ) -> None:
         self.client = client
         self.store = KubeStore(client, keep_raw=True)
-        from .resources import RESOURCES
+        from ..api.kinds import API_KINDS
 
-        kinds = list(INFORMED) + [k for k in OPTIONAL_INFORMED if k in RESOURCES and _has_model(k)] + list(extra_kinds)
+        kinds = list(INFORMED) + [k for k in OPTIONAL_INFORMED if k in API_KINDS and _has_model(k)] + list(extra_kinds)
         for kind in kinds:
             self.store.inform(kind)
         self.elector = elector
@@ -207,9 +207,9 @@ class KubeControllers:
 
 
 def _has_model(kind: str) -> bool:
-    from .resources import resource
+    from ..api.kinds import kind_info
 
-    return resource(kind).model() is not None
+    return kind_info(kind).model is not None
 
 
 async def _first(*aws) -> None:

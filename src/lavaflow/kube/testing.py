@@ -28,7 +28,7 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from .resources import RESOURCES, Resource
+from ..api.kinds import API_KINDS, Kind
 
 
 def _now() -> str:
@@ -107,7 +107,7 @@ def _match_fields(obj: dict[str, Any], selector: str | None) -> bool:
 
 
 class _Route:
-    def __init__(self, res: Resource, namespace: str | None, name: str | None, sub: str | None) -> None:
+    def __init__(self, res: Kind, namespace: str | None, name: str | None, sub: str | None) -> None:
         self.res, self.namespace, self.name, self.sub = res, namespace, name, sub
 
 
@@ -134,8 +134,8 @@ class ApiDouble:
         self._runner = None
         self._started = threading.Event()
         self._stop: asyncio.Event | None = None
-        self._plurals: dict[tuple[str, str], Resource] = {}
-        for r in RESOURCES.values():
+        self._plurals: dict[tuple[str, str], Kind] = {}
+        for r in API_KINDS.values():
             self._plurals[(r.api_version, r.plural)] = r
 
     # ------------------------------------------------------------------ lifecycle
@@ -224,11 +224,11 @@ class ApiDouble:
         self.call(_do)
 
     def snapshot(self, kind: str) -> list[dict[str, Any]]:
-        res = RESOURCES[kind]
+        res = API_KINDS[kind]
         return self.call(lambda: [copy.deepcopy(o) for o in self.objects[self._bucket(res)].values()])
 
     def get(self, kind: str, key: str) -> dict[str, Any] | None:
-        res = RESOURCES[kind]
+        res = API_KINDS[kind]
         ns, _, name = key.partition("/") if res.namespaced else (None, "", key)
         return self.call(lambda: copy.deepcopy(self.objects[self._bucket(res)].get((ns, name))))
 
@@ -237,22 +237,22 @@ class ApiDouble:
         res = self._plurals_by_kind(obj)
         return self.call(self._store_put, res, copy.deepcopy(obj))
 
-    def _plurals_by_kind(self, obj: dict[str, Any]) -> Resource:
-        for r in RESOURCES.values():
+    def _plurals_by_kind(self, obj: dict[str, Any]) -> Kind:
+        for r in API_KINDS.values():
             if r.api_version == obj.get("apiVersion") and r.api_kind == obj.get("kind"):
                 return r
         raise KeyError(f"{obj.get('apiVersion')} {obj.get('kind')}")
 
     # ------------------------------------------------------------------ storage
     @staticmethod
-    def _bucket(res: Resource) -> str:
+    def _bucket(res: Kind) -> str:
         return f"{res.api_version}/{res.plural}"
 
     def _next_rv(self) -> str:
         self.current_rv = next(self.rv)
         return str(self.current_rv)
 
-    def _emit(self, res: Resource, etype: str, obj: dict[str, Any]) -> None:
+    def _emit(self, res: Kind, etype: str, obj: dict[str, Any]) -> None:
         b = self._bucket(res)
         rv = int(obj["metadata"]["resourceVersion"])
         snap = copy.deepcopy(obj)
@@ -265,7 +265,7 @@ class ApiDouble:
         for q in self.watchers[b]:
             q.put_nowait((rv, etype, snap))
 
-    def _store_put(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    def _store_put(self, res: Kind, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj.setdefault("metadata", {})
         ns = meta.get("namespace") if res.namespaced else None
         if res.namespaced and not ns:
@@ -431,7 +431,7 @@ class ApiDouble:
             return 200, self._store_put(res, new)
         return 405, _status(405, "MethodNotAllowed", verb)
 
-    def _split_status(self, res: Resource, sub: str | None, cur: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    def _split_status(self, res: Kind, sub: str | None, cur: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """Main resource writes keep the old status; status writes keep everything else."""
         if not res.status or res.kind in ("Namespace",):
             return new
@@ -444,7 +444,7 @@ class ApiDouble:
         new["status"] = copy.deepcopy(cur.get("status", {}))
         return new
 
-    def _delete(self, res: Resource, key, cur: dict[str, Any]) -> dict[str, Any]:
+    def _delete(self, res: Kind, key, cur: dict[str, Any]) -> dict[str, Any]:
         bucket = self.objects[self._bucket(res)]
         bucket.pop(key, None)
         cur = copy.deepcopy(cur)
@@ -453,7 +453,7 @@ class ApiDouble:
         self._emit(res, "DELETED", cur)
         return cur
 
-    def _bind(self, res: Resource, key, cur: dict[str, Any] | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _bind(self, res: Kind, key, cur: dict[str, Any] | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         self.binding_attempts[f"{key[0]}/{key[1]}"] += 1
         if cur is None:
             return 404, _status(404, "NotFound", f'pods "{key[1]}" not found')
@@ -462,7 +462,7 @@ class ApiDouble:
             return 400, _status(400, "BadRequest", "binding has no target")
         if (cur.get("spec") or {}).get("nodeName"):
             return 409, _status(409, "Conflict", f'pod {key[1]} is already assigned to node "{cur["spec"]["nodeName"]}"')
-        if (self.objects[self._bucket(RESOURCES["Node"])]).get((None, node)) is None:
+        if (self.objects[self._bucket(API_KINDS["Node"])]).get((None, node)) is None:
             return 404, _status(404, "NotFound", f'nodes "{node}" not found')
         new = copy.deepcopy(cur)
         new["spec"]["nodeName"] = node
@@ -546,14 +546,16 @@ class ApiDouble:
 
 def webhook_admitter(server):
     """An ``ApiDouble.admit`` hook that runs a WebhookServer's mutating then validating reviews."""
-    from .webhook import ENDPOINTS, apply_json_patch
+    from .webhook import HOOKS, apply_json_patch
 
-    by_kind: dict[str, list[str]] = defaultdict(list)
-    for path, (kind, mutate) in sorted(ENDPOINTS.items(), key=lambda kv: not kv[1][1]):
-        by_kind[kind].append(path)
+    by_kind: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
+    for h in HOOKS:  # mutating ones first, as the API server calls them
+        by_kind[h.kind.kind].append((h.path, h.operations))
 
     def admit(kind: str, op: str, obj: dict[str, Any], old: dict[str, Any] | None):
-        for path in by_kind.get(kind, []):
+        for path, operations in by_kind.get(kind, []):
+            if op not in operations:
+                continue
             review = {
                 "apiVersion": "admission.k8s.io/v1",
                 "kind": "AdmissionReview",

@@ -92,7 +92,8 @@ class Context:
 @dataclass(frozen=True)
 class Rules:
     """One kind's admission: ``mutate`` on create (None: no mutating webhook), ``validate`` on
-    create (and on update unless ``validate_update`` is given), ``validate_delete`` by name."""
+    create (and on update unless ``validate_update`` is given: it is handed the old object, or
+    None when that cannot be read), ``validate_delete`` by name."""
 
     validate: Callable[[Any, Context], list[Problem]]
     mutate: Callable[[Any, Context], None] | None = None
@@ -108,7 +109,7 @@ RULES: dict[str, Rules] = {
     "Job": Rules(
         mutate=lambda job, ctx: default_job(job, ctx.scheduler_name),
         validate=lambda job, ctx: validate_job(job, ctx.queues),
-        validate_update=lambda old, new, ctx: validate_job_update(old, new),
+        validate_update=lambda old, new, ctx: validate_job_update(old, new) if old is not None else [],
     ),
     "PodGroup": Rules(
         mutate=_mutate_podgroup,
