@@ -18,7 +18,7 @@ from lavaflow.kube.leader import LeaderElector
 from lavaflow.kube.ops import create_manifest, list_objects
 from lavaflow.api.kinds import API_KINDS, kind_info
 from lavaflow.kube.scheduler import KubeScheduler
-from lavaflow.kube.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
+from lavaflow.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
 from lavaflow.kube.webhook import WebhookServer
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -20,7 +20,7 @@ from lavaflow.kube.client import ClientConfig, ConfigError, KubeClient, kubeconf
 from lavaflow.kube.leader import LeaderElector  # noqa: E402
 from lavaflow.api.kinds import kind_info  # noqa: E402
 from lavaflow.kube.store import KubeStore  # noqa: E402
-from lavaflow.kube.testing import ApiDouble, fake_node  # noqa: E402
+from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
 from lavaflow.kube.webhook import WebhookServer, admission_review, self_signed  # noqa: E402
 
 

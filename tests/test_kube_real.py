@@ -148,7 +148,7 @@ class _NodeNames:
 
 
 def _labelled_nodes(suffix: str, n: int, cpu: str, memory: str, start: int = 0) -> list[dict]:
-    from lavaflow.kube.testing import fake_node
+    from lavaflow.testing import fake_node
 
     return [fake_node(f"rt-{suffix}-{i}", cpu=cpu, memory=memory, labels={"lavaflow-test": suffix}) for i in range(start, start + n)]
 

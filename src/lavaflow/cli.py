@@ -100,7 +100,7 @@ def _run(files, config, scheduler, seed, until, default_duration, show_progress:
         conf = _elastic_conf(conf, policy, interval, cost)
     pause = 30.0
     if cost is not None:
-        from .sim.annotations import parse_duration
+        from .api.sim_annotations import parse_duration
 
         pause = parse_duration(cost)
     t0 = _time.perf_counter()
@@ -241,7 +241,7 @@ def simulate(
     workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
-    from .sim.annotations import parse_duration
+    from .api.sim_annotations import parse_duration
 
     files = list(files or []) + ([workload] if workload is not None else [])
     if not files:

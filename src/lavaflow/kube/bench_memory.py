@@ -3,7 +3,7 @@ import gc, sys, time
 from lavaflow.kube.client import ClientConfig, KubeClient
 from lavaflow.api.kinds import kind_info as res_of
 from lavaflow.kube.scheduler import KubeScheduler
-from lavaflow.kube.testing import fake_node
+from lavaflow.testing import fake_node
 
 def rss_mb():
     with open("/proc/self/status") as f:

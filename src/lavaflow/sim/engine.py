@@ -27,7 +27,7 @@ from ..scheduler.cache import PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
-from . import annotations as ann
+from ..api import sim_annotations as ann
 from .inputs import Item, SimInput
 from .sampling import TimelineSampler
 from .training import TrainingModel

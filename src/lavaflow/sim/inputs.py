@@ -18,7 +18,7 @@ from ..api.quantity import parse_quantity
 from ..api.volcano import Job, JobTemplate, Queue
 from ..api.workloads import NodeGroup
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
-from . import annotations as ann
+from ..api import sim_annotations as ann
 
 CONF_KEY = "volcano-scheduler.conf"
 
