@@ -13,11 +13,11 @@ import yaml
 
 from lavaflow.kube import codec
 from lavaflow.kube.client import ClientConfig, KubeClient, load_config
-from lavaflow.kube.controller import KubeControllers
+from lavaflow.kube.controller_process import KubeControllers
 from lavaflow.kube.leader import LeaderElector
 from lavaflow.kube.ops import create_manifest, list_objects
 from lavaflow.api.kinds import API_KINDS, kind_info
-from lavaflow.kube.scheduler import KubeScheduler
+from lavaflow.kube.scheduler_process import KubeScheduler
 from lavaflow.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
 from lavaflow.kube.webhook import WebhookServer
 

@@ -422,7 +422,7 @@ def test_vcctl_and_voda_commands_against_the_double(tmp_path):
 def test_pods_listed_before_their_node_still_count_in_its_use():
     """On a real server the informers list concurrently: pods bound to a node can reach the
     scheduler's cache before the node does. They must count in the node's use once it arrives."""
-    from lavaflow.kube.scheduler import KubeScheduler
+    from lavaflow.kube.scheduler_process import KubeScheduler
     from lavaflow.scheduler.resources import CPU
 
     s = KubeScheduler(KubeClient(ClientConfig(server="http://127.0.0.1:9")), emit_events=False)

@@ -24,7 +24,7 @@ from .core import (
 )
 from .topology import HyperNode, Numatopology
 from .volcano import Command, Job, JobFlow, JobTemplate, PodGroup, PriorityClass, Queue
-from .workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
+from .native_workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def scheduler_cmd(
 
     async def main() -> None:
         from ..kube.leader import LeaderElector
-        from ..kube.scheduler import KubeScheduler, default_identity
+        from ..kube.scheduler_process import KubeScheduler, default_identity
 
         client = _client(kubeconfig, context, kube_api_qps, kube_api_burst)
         identity = default_identity()
@@ -126,9 +126,9 @@ def controller_cmd(
     names = tuple(scheduler_name or ("volcano", "lavaflow"))
 
     async def main() -> None:
-        from ..kube.controller import KubeControllers
+        from ..kube.controller_process import KubeControllers
         from ..kube.leader import LeaderElector
-        from ..kube.scheduler import default_identity
+        from ..kube.scheduler_process import default_identity
 
         client = _client(kubeconfig, context, kube_api_qps, kube_api_burst)
         elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), default_identity()) if leader_elect else None

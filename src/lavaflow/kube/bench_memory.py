@@ -2,7 +2,7 @@
 import gc, sys, time
 from lavaflow.kube.client import ClientConfig, KubeClient
 from lavaflow.api.kinds import kind_info as res_of
-from lavaflow.kube.scheduler import KubeScheduler
+from lavaflow.kube.scheduler_process import KubeScheduler
 from lavaflow.testing import fake_node
 
 def rss_mb():

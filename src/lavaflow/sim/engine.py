@@ -31,7 +31,7 @@ from ..api import sim_annotations as ann
 from .inputs import Item, SimInput
 from .sampling import TimelineSampler
 from .training import TrainingModel
-from .workloads import REPLACING, WorkloadController
+from .native_controllers import REPLACING, WorkloadController
 
 SCHEDULERS = ("lavaflow", "kube-default")
 # In the simulator one scheduler runs the whole cluster: pods of every schedulerName are its.

@@ -16,7 +16,7 @@ from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.quantity import parse_quantity
 from ..api.volcano import Job, JobTemplate, Queue
-from ..api.workloads import NodeGroup
+from ..api.native_workloads import NodeGroup
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 from ..api import sim_annotations as ann
 
