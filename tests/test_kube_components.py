@@ -475,3 +475,22 @@ def test_the_schedulers_pods_keep_only_what_scheduling_reads():
     assert slim["spec"] == {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
     assert slim["status"] == {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
     assert "ownerReferences" in raw["metadata"] and len(raw["status"]["conditions"]) == 2  # the input is untouched
+
+
+def test_both_backends_run_the_controllers_one_function_builds():
+    from lavaflow.api.loader import load_text
+    from lavaflow.controllers import build_controllers
+    from lavaflow.kube.controller_process import KubeControllers
+    from lavaflow.sim.engine import Simulation
+    from lavaflow.sim.inputs import prepare
+    from lavaflow.sim.native_controllers import WorkloadController
+    from lavaflow.store.memory import MemoryStore
+
+    built = [type(c) for c in build_controllers(MemoryStore(clock=lambda: 0.0), lambda: 0.0, ("volcano",)).all()]
+    assert len(built) == 5 and len(set(built)) == 5
+    kube = KubeControllers(KubeClient(ClientConfig(server="http://127.0.0.1:1")))
+    assert [type(c) for c in kube.controllers] == built
+    sim = Simulation(prepare(load_text("")), seed=0)
+    assert [type(c) for c in sim.controllers] == [WorkloadController, *built]
+    # the JobController keeps no per-job record for reports: the simulator holds them
+    assert not hasattr(sim.job_ctrl, "history") and hasattr(sim, "job_history")
