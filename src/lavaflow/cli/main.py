@@ -243,11 +243,11 @@ def simulate(
             _print_explanation(r, explain)
     if report is not None:
         if elastic and compare_policies is not None:
-            from ..elastic.report import write_report as write_elastic_report
+            from ..report.elastic import write_report as write_elastic_report
 
             write_elastic_report(elastic, report)
         else:
-            from ..sim.report import write_report
+            from ..report.simulation import write_report
 
             write_report(results, report)
         if output == "table":
