@@ -1,4 +1,4 @@
-"""Memory of the scheduler's informer cache (python -m lavaflow.kube.bench_memory NODES PODS): events applied directly, no API server."""
+"""Memory of the scheduler's informer cache (python benchmarks/kube_memory.py NODES PODS): events applied directly, no API server."""
 import gc, sys, time
 from lavaflow.kube.client import ClientConfig, KubeClient
 from lavaflow.api.kinds import kind_info as res_of
