@@ -17,6 +17,7 @@ from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.quantity import parse_quantity
 from ..api.volcano import Job, JobTemplate, Queue
 from ..api.native_workloads import NodeGroup
+from ..api.topology import Numatopology
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 from ..api import sim_annotations as ann
 
