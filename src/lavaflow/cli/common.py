@@ -21,31 +21,31 @@ SchedulerNamesOpt = Annotated[
 ]
 
 
-def _die(msg: str, code: int = 1) -> None:
+def die(msg: str, code: int = 1) -> None:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
 
 
-def _need_kube() -> None:
+def need_kube() -> None:
     try:
         import aiohttp  # noqa: F401
         import prometheus_client  # noqa: F401
     except ImportError:
-        _die("the Kubernetes backend needs the kube extra: pip install 'lavaflow[kube]'")
+        die("the Kubernetes backend needs the kube extra: pip install 'lavaflow[kube]'")
 
 
-def _client(kubeconfig: str | None, context: str | None, qps: float = 50.0, burst: int = 100):
+def make_client(kubeconfig: str | None, context: str | None, qps: float = 50.0, burst: int = 100):
     from ..kube.client import ConfigError, KubeClient, load_config
 
     try:
         cfg = load_config(kubeconfig, context)
     except ConfigError as exc:
-        _die(str(exc))
+        die(str(exc))
     cfg.qps, cfg.burst = qps, burst
     return KubeClient(cfg)
 
 
-def _logging(verbose: int) -> None:
+def setup_logging(verbose: int) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -53,17 +53,17 @@ def _logging(verbose: int) -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
-def _duration(text: str) -> float:
+def duration_option(text: str) -> float:
     from ..api.admission import parse_duration
 
     try:
         return float(parse_duration(text))
     except ValueError as exc:
-        _die(str(exc), 2)
+        die(str(exc), 2)
     return 0.0
 
 
-def _stop_event() -> asyncio.Event:
+def stop_event() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -74,7 +74,7 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
-def _exit_now() -> None:
+def exit_now() -> None:
     """After a clean shutdown of a long-running process, leave without the interpreter's teardown:
     freeing a large cache object by object takes seconds, and a graceful stop should not. Only when
     this is the process's own command (not when called in-process, e.g. by tests)."""
@@ -86,27 +86,27 @@ def _exit_now() -> None:
     os._exit(0)
 
 
-def _lease_timing(lease_duration: str, renew_deadline: str, retry_period: str) -> tuple[float, float, float]:
-    lease, renew, retry = _duration(lease_duration), _duration(renew_deadline), _duration(retry_period)
+def lease_timing(lease_duration: str, renew_deadline: str, retry_period: str) -> tuple[float, float, float]:
+    lease, renew, retry = duration_option(lease_duration), duration_option(renew_deadline), duration_option(retry_period)
     if not 0 < retry < renew < lease:
-        _die(
+        die(
             f"--leader-elect-*: need 0 < retry period ({retry_period}) < renew deadline ({renew_deadline}) < lease duration ({lease_duration})",
             2,
         )
     return lease, renew, retry
 
 
-def _lock_namespace(value: str | None) -> str:
+def namespace_of_lease(value: str | None) -> str:
     return value or os.environ.get("POD_NAMESPACE") or "default"
 
 
 
 
-def _run(coro_fn, kubeconfig, context):
-    _need_kube()
+def run_on_cluster(coro_fn, kubeconfig, context):
+    need_kube()
 
     async def main():
-        client = _client(kubeconfig, context)
+        client = make_client(kubeconfig, context)
         try:
             return await coro_fn(client)
         finally:
@@ -117,6 +117,6 @@ def _run(coro_fn, kubeconfig, context):
     try:
         return asyncio.run(main())
     except ApiError as exc:
-        _die(exc.message or str(exc))
+        die(exc.message or str(exc))
 
 

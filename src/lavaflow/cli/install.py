@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import _die
+from .common import die
 
 
 def install_cmd(
@@ -21,7 +21,7 @@ def install_cmd(
     from ..kube.manifests import IMAGE, crds, dump_all, install_manifests
 
     if not print_:
-        _die("only --print is supported: pipe it into `kubectl apply --server-side -f -` (or use charts/lavaflow)", 2)
+        die("only --print is supported: pipe it into `kubectl apply --server-side -f -` (or use charts/lavaflow)", 2)
     docs = list(crds().values()) if crds_only else install_manifests(namespace, image or IMAGE, webhook=not no_webhook)
     sys.stdout.write(dump_all(docs))
 

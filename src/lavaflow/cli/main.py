@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import jsonout
-from .tables import _fmt_time, _print_table, _summary_table
+from .tables import fmt_time, print_results_table, summary_table
 
 _app = typer.Typer(
     add_completion=False,
@@ -228,10 +228,10 @@ def simulate(
         sys.stdout.write(jsonout.dumps(payload) + "\n")
     else:
         if compare_policies is None:
-            _print_table(results)
+            print_results_table(results)
         else:
             out = Console(width=max(Console().width, 100))
-            out.print(_summary_table(results))
+            out.print(summary_table(results))
         if elastic:
             from ..elastic.compare import format_table
 
@@ -296,7 +296,7 @@ def _print_explanation(result: dict, target: str) -> None:
     if job.get("kind") == "PodGroup":
         rows.append((job["submitTime"], "submit", "PodGroup created"))
     for d in result.get("decisions", {}).get(pg_key or "", []):
-        span = "" if d["until"] == d["time"] else f" (repeated until t={_fmt_time(d['until'])})"
+        span = "" if d["until"] == d["time"] else f" (repeated until t={fmt_time(d['until'])})"
         rows.append((d["time"], d["action"], d["message"] + span))
     for p in result["pods"]:
         if p["job"] in (job["name"], (pg_key or "/").split("/", 1)[1]) and p["namespace"] == job["namespace"]:
@@ -310,7 +310,7 @@ def _print_explanation(result: dict, target: str) -> None:
     t.add_column("what")
     t.add_column("detail", overflow="fold")
     for time, what, detail in sorted(rows, key=lambda r: (r[0], r[1] != "phase")):
-        t.add_row(_fmt_time(time), what, detail)
+        t.add_row(fmt_time(time), what, detail)
     out.print(t)
     stuck = next((s for s in result["stuck"] if s["namespace"] == job["namespace"] and s["name"] == job["name"]), None)
     if stuck:

@@ -15,15 +15,15 @@ from .common import (
     ContextOpt,
     KubeconfigOpt,
     SchedulerNamesOpt,
-    _client,
-    _die,
-    _duration,
-    _exit_now,
-    _lease_timing,
-    _lock_namespace,
-    _logging,
-    _need_kube,
-    _stop_event,
+    die,
+    duration_option,
+    exit_now,
+    lease_timing,
+    make_client,
+    namespace_of_lease,
+    need_kube,
+    setup_logging,
+    stop_event,
 )
 
 
@@ -48,8 +48,8 @@ def scheduler_cmd(
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
     """Run the batch scheduler against a cluster (kubeconfig or in-cluster)."""
-    _need_kube()
-    _logging(verbose)
+    need_kube()
+    setup_logging(verbose)
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 
     conf = None
@@ -57,32 +57,32 @@ def scheduler_cmd(
         try:
             conf = load_scheduler_conf(scheduler_conf.read_text(encoding="utf-8"))
         except OSError as exc:
-            _die(f"{scheduler_conf}: {exc.strerror or exc}", 2)
+            die(f"{scheduler_conf}: {exc.strerror or exc}", 2)
         except SchedulerConfError as exc:
-            _die("; ".join(f"{scheduler_conf}: {p + ': ' if p else ''}{m}" for p, m in exc.problems), 2)
-    period = _duration(schedule_period)
+            die("; ".join(f"{scheduler_conf}: {p + ': ' if p else ''}{m}" for p, m in exc.problems), 2)
+    period = duration_option(schedule_period)
     names = tuple(scheduler_name or ("volcano", "lavaflow"))
-    lease = _lease_timing(lease_duration, renew_deadline, retry_period)
+    lease = lease_timing(lease_duration, renew_deadline, retry_period)
 
     async def main() -> None:
         from ..kube.leader import LeaderElector
         from ..kube.scheduler_process import KubeScheduler, default_identity
 
-        client = _client(kubeconfig, context, kube_api_qps, kube_api_burst)
+        client = make_client(kubeconfig, context, kube_api_qps, kube_api_burst)
         identity = default_identity()
-        elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), identity, *lease) if leader_elect else None
+        elector = LeaderElector(client, lock_name, namespace_of_lease(lock_namespace), identity, *lease) if leader_elect else None
         sched = KubeScheduler(client, conf, names, period, bind_workers, emit_events=events, identity=identity, elector=elector)
         await _run_component(sched, client, listen_address, listen_port)
 
     asyncio.run(main())
-    _exit_now()
+    exit_now()
 
 
 async def _run_component(component, client, listen_address: str, listen_port: int) -> None:
     """Serve /metrics, /healthz and /readyz, run until SIGTERM/SIGINT, then shut down gracefully."""
     from ..kube.metrics import serve_health
 
-    stop = _stop_event()
+    stop = stop_event()
     health = await serve_health(
         component.metrics.registry, listen_address, listen_port, lambda: component.healthy, lambda: component.ready
     )
@@ -121,8 +121,8 @@ def controller_cmd(
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
     """Run the Job, PodGroup and Queue controllers (and the others lavaflow has) against a cluster."""
-    _need_kube()
-    _logging(verbose)
+    need_kube()
+    setup_logging(verbose)
     names = tuple(scheduler_name or ("volcano", "lavaflow"))
 
     async def main() -> None:
@@ -130,13 +130,13 @@ def controller_cmd(
         from ..kube.leader import LeaderElector
         from ..kube.scheduler_process import default_identity
 
-        client = _client(kubeconfig, context, kube_api_qps, kube_api_burst)
-        elector = LeaderElector(client, lock_name, _lock_namespace(lock_namespace), default_identity()) if leader_elect else None
+        client = make_client(kubeconfig, context, kube_api_qps, kube_api_burst)
+        elector = LeaderElector(client, lock_name, namespace_of_lease(lock_namespace), default_identity()) if leader_elect else None
         ctrl = KubeControllers(client, names, elector=elector, max_requeue=max_requeue)
         await _run_component(ctrl, client, listen_address, listen_port)
 
     asyncio.run(main())
-    _exit_now()
+    exit_now()
 
 
 def webhook_cmd(
@@ -156,16 +156,16 @@ def webhook_cmd(
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
     """Serve Volcano's admission webhooks (lavaflow.api.admission) over TLS."""
-    _need_kube()
-    _logging(verbose)
+    need_kube()
+    setup_logging(verbose)
     names = tuple(scheduler_name or ("volcano", "lavaflow"))
-    ns = _lock_namespace(namespace)
+    ns = namespace_of_lease(namespace)
 
     async def main() -> None:
         from ..kube.store import KubeStore
         from ..kube.webhook import WebhookServer, patch_ca_bundle as patch_ca, self_signed
 
-        client = _client(kubeconfig, context)
+        client = make_client(kubeconfig, context)
         store = KubeStore(client)
         for kind in ("Queue", "PodGroup", "Namespace"):
             store.inform(kind)
@@ -177,7 +177,7 @@ def webhook_cmd(
                 await patch_ca(client, patch_ca_bundle, ca)
         server = WebhookServer(store, names)
         runner = await server.serve(listen_address, port, cf, kf)
-        stop = _stop_event()
+        stop = stop_event()
         try:
             await stop.wait()
         finally:

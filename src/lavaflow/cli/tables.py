@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.table import Table
 
 
-def _fmt_time(v: float | None) -> str:
+def fmt_time(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
 
 
-def _fmt_pct(v: float | None) -> str:
+def fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
@@ -28,11 +28,11 @@ def _job_table(result: dict) -> Table:
             f"{j['namespace']}/{j['name']}",
             j["queue"],
             j["phase"],
-            _fmt_time(j["submitTime"]),
-            _fmt_time(j["startTime"]),
-            _fmt_time(j["finishTime"]),
-            _fmt_time(waited),
-            _fmt_time(ran),
+            fmt_time(j["submitTime"]),
+            fmt_time(j["startTime"]),
+            fmt_time(j["finishTime"]),
+            fmt_time(waited),
+            fmt_time(ran),
         )
     return t
 
@@ -41,43 +41,43 @@ SUMMARY_ROWS = (
     ("completed", "completed", str),
     ("failed", "failed", str),
     ("stuck", "stuck", str),
-    ("makespan (s)", "makespan", _fmt_time),
-    ("mean JCT (s)", "jctMean", _fmt_time),
-    ("p50 JCT (s)", "jctP50", _fmt_time),
-    ("p95 JCT (s)", "jctP95", _fmt_time),
-    ("mean wait (s)", "waitMean", _fmt_time),
-    ("p50 wait (s)", "waitP50", _fmt_time),
-    ("p95 wait (s)", "waitP95", _fmt_time),
-    ("mean CPU allocated", "cpuAllocationMean", _fmt_pct),
-    ("mean GPU allocated", "gpuAllocationMean", _fmt_pct),
+    ("makespan (s)", "makespan", fmt_time),
+    ("mean JCT (s)", "jctMean", fmt_time),
+    ("p50 JCT (s)", "jctP50", fmt_time),
+    ("p95 JCT (s)", "jctP95", fmt_time),
+    ("mean wait (s)", "waitMean", fmt_time),
+    ("p50 wait (s)", "waitP50", fmt_time),
+    ("p95 wait (s)", "waitP95", fmt_time),
+    ("mean CPU allocated", "cpuAllocationMean", fmt_pct),
+    ("mean GPU allocated", "gpuAllocationMean", fmt_pct),
 )
 
 
-def _summary_table(results: list[dict]) -> Table:
+def summary_table(results: list[dict]) -> Table:
     t = Table(title="summary", title_justify="left")
     t.add_column("")
     for r in results:
         t.add_column(r["scheduler"], justify="right")
     for label, key, fmt in SUMMARY_ROWS:
         t.add_row(label, *[fmt(r["summary"].get(key)) if r["summary"].get(key) is not None else "-" for r in results])
-    t.add_row("stalled", *[f"yes (t={_fmt_time(r.get('stalledAt'))})" if r["stalled"] else "no" for r in results])
-    t.add_row("end time (s)", *[_fmt_time(r["endTime"]) for r in results])
+    t.add_row("stalled", *[f"yes (t={fmt_time(r.get('stalledAt'))})" if r["stalled"] else "no" for r in results])
+    t.add_row("end time (s)", *[fmt_time(r["endTime"]) for r in results])
     return t
 
 
-def _print_table(results: list[dict]) -> None:
+def print_results_table(results: list[dict]) -> None:
     out = Console(width=max(Console().width, 100))
     for r in results:
         out.print(_job_table(r))
-    out.print(_summary_table(results))
+    out.print(summary_table(results))
     for r in results:
         for x in r.get("rejected", []):
             where = f"{x['namespace']}/{x['name']}" if x.get("namespace") else x["name"]
-            out.print(f"{r['scheduler']}: {x['kind']} {where} refused at t={_fmt_time(x['time'])}: {x['reason']}",
+            out.print(f"{r['scheduler']}: {x['kind']} {where} refused at t={fmt_time(x['time'])}: {x['reason']}",
                       markup=False, highlight=False)
         if r["stuck"]:
             out.print(f"[bold red]{r['scheduler']}: {len(r['stuck'])} job(s) did not finish"
-                      f"{' — stalled at t=' + _fmt_time(r.get('stalledAt')) if r['stalled'] else ''}:[/bold red]")
+                      f"{' — stalled at t=' + fmt_time(r.get('stalledAt')) if r['stalled'] else ''}:[/bold red]")
             for s in r["stuck"]:
                 out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True)
         lost = [j for j in r["jobs"] if j.get("reason")]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .common import ContextOpt, KubeconfigOpt, _die, _run
+from .common import ContextOpt, KubeconfigOpt, die, run_on_cluster
 from .tables import format_train_jobs
 
 
@@ -30,9 +30,9 @@ def train_create(
     try:
         raw = [d for d in yaml.safe_load_all(filename.read_text(encoding="utf-8")) if d]
     except OSError as exc:
-        _die(f"{filename}: {exc.strerror or exc}", 2)
+        die(f"{filename}: {exc.strerror or exc}", 2)
     except yaml.YAMLError as exc:
-        _die(f"{filename}: not valid YAML ({getattr(exc, 'problem', None) or exc})", 2)
+        die(f"{filename}: not valid YAML ({getattr(exc, 'problem', None) or exc})", 2)
     docs = []
     for i, d in enumerate(raw, start=1):
         if is_mpijob(d):
@@ -40,7 +40,7 @@ def train_create(
                 d = to_volcano_job(d)
             except MPIJobError as exc:
                 name = ((d.get("metadata") or {}).get("name")) or "?"
-                _die(f"{filename}: document {i}: MPIJob/{name}: {exc.path}: {exc.message}", 2)
+                die(f"{filename}: document {i}: MPIJob/{name}: {exc.path}: {exc.message}", 2)
         docs.append(d)
 
     async def go(client):
@@ -50,7 +50,7 @@ def train_create(
             made = await create_manifest(client, d, namespace)
             typer.echo(f"{made.get('kind', 'object').lower()}/{made['metadata']['name']} created")
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 @train_app.command("get")
@@ -62,7 +62,7 @@ def train_get(
 ) -> None:
     """`get jobs`: NAME STATUS WORKERS SCHEDULER WAITING RUNNING TOTAL."""
     if what not in ("jobs", "job"):
-        _die(f"unknown resource {what!r}; use: jobs", 2)
+        die(f"unknown resource {what!r}; use: jobs", 2)
 
     async def go(client):
         from ..kube.ops import list_objects
@@ -71,7 +71,7 @@ def train_get(
         pods = await list_objects(client, "Pod", namespace, label_selector="volcano.sh/job-name")
         typer.echo(format_train_jobs(jobs, pods), nl=False)
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 @train_app.command("delete")
@@ -93,8 +93,8 @@ def train_delete(
             else:
                 missing.append(n)
         if missing:
-            _die(f"not found: {', '.join(missing)}")
+            die(f"not found: {', '.join(missing)}")
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 

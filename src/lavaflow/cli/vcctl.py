@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import ContextOpt, KubeconfigOpt, _die, _run
+from .common import ContextOpt, KubeconfigOpt, die, run_on_cluster
 from .tables import describe_job, format_jobs, format_queues
 
 
@@ -27,7 +27,7 @@ def _requests(text: str) -> dict[str, str]:
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
-            _die(f"{part!r}: expected name=quantity (e.g. cpu=1000m,memory=100Mi)", 2)
+            die(f"{part!r}: expected name=quantity (e.g. cpu=1000m,memory=100Mi)", 2)
         k, v = part.split("=", 1)
         out[k.strip()] = v.strip()
     return out
@@ -98,7 +98,7 @@ def job_run(
             made = await create_manifest(client, d, namespace)
             typer.echo(f"run job {made['metadata']['name']} successfully")
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 @job_app.command("list")
@@ -126,7 +126,7 @@ def job_list(
         ]
         typer.echo(format_jobs(jobs, all_namespaces), nl=False)
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 @job_app.command("view")
@@ -143,10 +143,10 @@ def job_view(
 
         j = await get_object(client, "Job", name, namespace)
         if j is None:
-            _die(f"job {namespace}/{name} not found")
+            die(f"job {namespace}/{name} not found")
         typer.echo(describe_job(j), nl=False)
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 def _job_command(action: str, verb: str):
@@ -161,11 +161,11 @@ def _job_command(action: str, verb: str):
 
             j = await get_object(client, "Job", name, namespace)
             if j is None:
-                _die(f"job {namespace}/{name} not found")
+                die(f"job {namespace}/{name} not found")
             await create_manifest(client, _command(action, j, namespace))
             typer.echo(f"{verb} job {name} successfully")
 
-        _run(go, kubeconfig, context)
+        run_on_cluster(go, kubeconfig, context)
 
     cmd.__doc__ = f"{verb.capitalize()} a job (a {action} Command)."
     return cmd
@@ -188,10 +188,10 @@ def job_delete(
         from ..kube.ops import delete_object
 
         if not await delete_object(client, "Job", name, namespace):
-            _die(f"job {namespace}/{name} not found")
+            die(f"job {namespace}/{name} not found")
         typer.echo(f"delete job {name} successfully")
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 # ---------------------------------------------------------------------- queue
@@ -224,7 +224,7 @@ def queue_create(
             await create_manifest(client, _command("CloseQueue", q, "default"))
         typer.echo(f"create queue {name} successfully")
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 @queue_app.command("list")
@@ -240,7 +240,7 @@ def queue_list(kubeconfig: KubeconfigOpt = None, context: ContextOpt = None) -> 
             return
         typer.echo(format_queues(queues, await list_objects(client, "PodGroup")), nl=False)
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 @queue_app.command("get")
@@ -252,10 +252,10 @@ def queue_get(name: Annotated[str, typer.Option("--name", "-n")], kubeconfig: Ku
 
         q = await get_object(client, "Queue", name)
         if q is None:
-            _die(f"queue {name} not found")
+            die(f"queue {name} not found")
         typer.echo(format_queues([q], await list_objects(client, "PodGroup")), nl=False)
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 @queue_app.command("operate")
@@ -269,9 +269,9 @@ def queue_operate(
     """Open, close or update (weight) a queue."""
     act = action.lower()
     if act not in ("open", "close", "update"):
-        _die(f"action {action!r} is not supported; use open, close or update", 2)
+        die(f"action {action!r} is not supported; use open, close or update", 2)
     if act == "update" and (weight is None or weight <= 0):
-        _die("update needs --weight greater than 0", 2)
+        die("update needs --weight greater than 0", 2)
 
     async def go(client):
         from ..kube.client import MERGE_PATCH
@@ -279,7 +279,7 @@ def queue_operate(
 
         q = await get_object(client, "Queue", name)
         if q is None:
-            _die(f"queue {name} not found")
+            die(f"queue {name} not found")
         if act == "update":
             await client.request(
                 "PATCH", f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}", body={"spec": {"weight": weight}}, content_type=MERGE_PATCH
@@ -288,7 +288,7 @@ def queue_operate(
             await create_manifest(client, _command("OpenQueue" if act == "open" else "CloseQueue", q, "default"))
         typer.echo(f"{act} queue {name} successfully")
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 
 @queue_app.command("delete")
@@ -299,9 +299,9 @@ def queue_delete(name: Annotated[str, typer.Option("--name", "-n")], kubeconfig:
         from ..kube.ops import delete_object
 
         if not await delete_object(client, "Queue", name):
-            _die(f"queue {name} not found")
+            die(f"queue {name} not found")
         typer.echo(f"delete queue {name} successfully")
 
-    _run(go, kubeconfig, context)
+    run_on_cluster(go, kubeconfig, context)
 
 

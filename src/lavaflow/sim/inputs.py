@@ -132,7 +132,7 @@ def _check_queue_annotations(problems: Problems, src: Source, obj, queues: dict[
         name = annotations.get(QUEUE_ANNOTATION)
         if name is not None and name not in queues:
             problems.add(src, _what(obj), f"{prefix}.annotations[{QUEUE_ANNOTATION}]",
-                         f"Queue {name!r} does not exist; existing queues are: {admission.names_list(sorted(queues))}.")
+                         f"Queue {name!r} does not exist; existing queues are: {admission.quoted_names(sorted(queues))}.")
 
 
 # Labels every kubelet sets on its node (hostname is the node's name).

@@ -30,7 +30,7 @@ from .common import (
     QUEUE_STATES,
     ROOT_QUEUE,
     TOPOLOGY_POLICIES,
-    _names,
+    quoted_names,
 )
 from .durations import parse_duration
 from .job import default_job, validate_job, validate_job_update
@@ -69,10 +69,8 @@ __all__ = [
     "JDB_MAX_UNAVAILABLE",
     "TOPOLOGY_POLICIES",
     "QUEUE_STATES",
-    "names_list",
+    "quoted_names",
 ]
-
-names_list = _names
 
 
 @dataclass(frozen=True)

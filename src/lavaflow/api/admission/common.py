@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from decimal import Decimal
 
-from .. import validation as api
 from ..quantity import format_quantity
 from ..volcano import Queue
 
@@ -23,23 +21,7 @@ MAX_WEIGHT = 65535
 JDB_MIN_AVAILABLE = "volcano.sh/jdb-min-available"
 JDB_MAX_UNAVAILABLE = "volcano.sh/jdb-max-unavailable"
 
-# Plugins that need the svc plugin (headless service + host files).
-_NEEDS_SVC = ("tensorflow", "mpi", "pytorch", "ray")
-_MPI_DEFAULT_MASTER = "master"
-
-_LABEL_MAX = 63
-_SUBDOMAIN_MAX = 253
-_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
-_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
-
-
-
-
-_label_error = api.label_error
-_subdomain_error = api.subdomain_error
-
-
-def _names(items: Iterable[str], limit: int = 10) -> str:
+def quoted_names(items: Iterable[str], limit: int = 10) -> str:
     items = list(items)
     if not items:
         return "(none)"
@@ -49,20 +31,20 @@ def _names(items: Iterable[str], limit: int = 10) -> str:
     return shown
 
 
-def _valid(values: Iterable[str]) -> str:
+def one_of(values: Iterable[str]) -> str:
     return ", ".join(values)
 
 
-def _qty(resource: str, amount: Decimal) -> str:
+def quantity_text(resource: str, amount: Decimal) -> str:
     return format_quantity(resource, float(amount))
 
 
-def _parent_of(q: Queue) -> str:
+def parent_of(q: Queue) -> str:
     """The queue's parent name, treating an unset parent as ``root`` (except for root itself)."""
     if q.spec.parent:
         return q.spec.parent
     return "" if q.name == ROOT_QUEUE else ROOT_QUEUE
 
 
-def _queue_is_open(q: Queue) -> bool:
+def queue_is_open(q: Queue) -> bool:
     return q.status.state in ("", OPEN)

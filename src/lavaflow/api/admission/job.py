@@ -8,8 +8,16 @@ from typing import Any
 from .. import validation as api
 from ..validation import Problem
 from ..volcano import JOB_ACTIONS, JOB_EVENTS, JOB_PLUGINS, Job, LifecyclePolicy, Queue, TaskSpec
-from .common import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, DEFAULT_TASK_PREFIX, DEPENDS_ON_ITERATIONS, ROOT_QUEUE, TOPOLOGY_POLICIES, _LABEL_MAX, _MPI_DEFAULT_MASTER, _NEEDS_SVC, _label_error, _names, _parent_of, _queue_is_open, _subdomain_error, _valid
+from .common import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, DEFAULT_TASK_PREFIX, DEPENDS_ON_ITERATIONS, ROOT_QUEUE, TOPOLOGY_POLICIES, one_of, parent_of, queue_is_open, quoted_names
 from .durations import parse_duration
+
+# Plugins that need the svc plugin (headless service + host files).
+_NEEDS_SVC = ("tensorflow", "mpi", "pytorch", "ray")
+_MPI_DEFAULT_MASTER = "master"
+_LABEL_MAX = 63
+
+_label_error = api.label_error
+_subdomain_error = api.subdomain_error
 
 
 def default_job(job: Job, scheduler_name: str = "volcano") -> None:
@@ -63,8 +71,8 @@ def _check_policies(policies: list[LifecyclePolicy], base: str, out: list[Proble
     """Rules for one level of lifecycle policies (the job's, or one task's)."""
     seen_events: dict[str, int] = {}
     seen_codes: dict[int, int] = {}
-    valid_events = _valid(JOB_EVENTS)
-    valid_actions = _valid(JOB_ACTIONS)
+    valid_events = one_of(JOB_EVENTS)
+    valid_actions = one_of(JOB_ACTIONS)
     for i, pol in enumerate(policies):
         path = f"{base}[{i}]"
         events: list[tuple[str, str]] = []
@@ -259,7 +267,7 @@ def _check_depends_on(tasks: list[TaskSpec], out: list[Problem]) -> None:
             out.append(
                 Problem(
                     f"{path}.iteration",
-                    f"Unknown iteration {t.depends_on.iteration!r}; valid values are: {_valid(DEPENDS_ON_ITERATIONS)}.",
+                    f"Unknown iteration {t.depends_on.iteration!r}; valid values are: {one_of(DEPENDS_ON_ITERATIONS)}.",
                 )
             )
         for j, dep in enumerate(t.depends_on.name):
@@ -271,7 +279,7 @@ def _check_depends_on(tasks: list[TaskSpec], out: list[Problem]) -> None:
                     Problem(
                         dep_path,
                         f"Task {t.name!r} depends on {dep!r}, which is not a task of this job; "
-                        f"the tasks are: {_names(index)}.",
+                        f"the tasks are: {quoted_names(index)}.",
                     )
                 )
             else:
@@ -293,26 +301,26 @@ def _check_depends_on(tasks: list[TaskSpec], out: list[Problem]) -> None:
 def _check_job_queue(name: str, queues: Mapping[str, Queue], path: str, out: list[Problem]) -> None:
     q = queues.get(name)
     if q is None:
-        out.append(Problem(path, f"Queue {name!r} does not exist; existing queues are: {_names(sorted(queues))}."))
+        out.append(Problem(path, f"Queue {name!r} does not exist; existing queues are: {quoted_names(sorted(queues))}."))
         return
     if name == ROOT_QUEUE:
         out.append(
             Problem(path, "Jobs cannot be submitted to the root queue; choose a leaf queue such as 'default'.")
         )
         return
-    if not _queue_is_open(q):
+    if not queue_is_open(q):
         out.append(
             Problem(
                 path,
                 f"Queue {name!r} is {q.status.state}; jobs can only be submitted to an Open queue.",
             )
         )
-    children = sorted(n for n, x in queues.items() if n != name and _parent_of(x) == name)
+    children = sorted(n for n, x in queues.items() if n != name and parent_of(x) == name)
     if children:
         out.append(
             Problem(
                 path,
-                f"Queue {name!r} has child queues ({_names(children)}); jobs can only be submitted to leaf queues.",
+                f"Queue {name!r} has child queues ({quoted_names(children)}); jobs can only be submitted to leaf queues.",
             )
         )
 
@@ -431,7 +439,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
             out.append(
                 Problem(
                     f"{base}.topologyPolicy",
-                    f"Unknown topologyPolicy {task.topology_policy!r}; valid values are: {_valid(TOPOLOGY_POLICIES)}.",
+                    f"Unknown topologyPolicy {task.topology_policy!r}; valid values are: {one_of(TOPOLOGY_POLICIES)}.",
                 )
             )
         _check_policies(task.policies, f"{base}.policies", out)
@@ -471,7 +479,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
     for name in spec.plugins:
         if name not in JOB_PLUGINS:
             out.append(
-                Problem(f"spec.plugins[{name}]", f"Unknown job plugin {name!r}; valid plugins are: {_valid(JOB_PLUGINS)}.")
+                Problem(f"spec.plugins[{name}]", f"Unknown job plugin {name!r}; valid plugins are: {one_of(JOB_PLUGINS)}.")
             )
     if "mpi" in spec.plugins:
         master = _mpi_master_name(spec.plugins["mpi"] or [])
@@ -479,7 +487,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
             out.append(
                 Problem(
                     "spec.plugins[mpi]",
-                    f"The mpi plugin needs a master task named {master!r}, but the tasks are: {_names(seen_names)}; "
+                    f"The mpi plugin needs a master task named {master!r}, but the tasks are: {quoted_names(seen_names)}; "
                     "rename the master task or pass --master=<task name> to the plugin.",
                 )
             )

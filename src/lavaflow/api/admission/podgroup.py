@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from .. import validation as api
 from ..validation import Problem
 from ..volcano import PodGroup, Queue
-from .common import DEFAULT_QUEUE, _names, _queue_is_open
+from .common import DEFAULT_QUEUE, queue_is_open, quoted_names
 
 
 def default_podgroup(pg: PodGroup, namespace_queue: str | None = None) -> None:
@@ -40,9 +40,9 @@ def validate_podgroup(pg: PodGroup, queues: Mapping[str, Queue] | None = None) -
         q = queues.get(name)
         if q is None:
             out.append(
-                Problem("spec.queue", f"Queue {name!r} does not exist; existing queues are: {_names(sorted(queues))}.")
+                Problem("spec.queue", f"Queue {name!r} does not exist; existing queues are: {quoted_names(sorted(queues))}.")
             )
-        elif not _queue_is_open(q):
+        elif not queue_is_open(q):
             out.append(
                 Problem(
                     "spec.queue",

@@ -8,7 +8,7 @@ from decimal import Decimal
 from .. import validation as api
 from ..validation import Problem
 from ..volcano import PodGroup, Queue
-from .common import DEFAULT_QUEUE, MAX_WEIGHT, OPEN, QUEUE_STATES, ROOT_QUEUE, _names, _parent_of, _qty, _valid
+from .common import DEFAULT_QUEUE, MAX_WEIGHT, OPEN, QUEUE_STATES, ROOT_QUEUE, one_of, parent_of, quantity_text, quoted_names
 
 
 def default_queue(q: Queue) -> None:
@@ -36,8 +36,8 @@ def _check_order(
             out.append(
                 Problem(
                     f"{lower_path}[{res}]",
-                    f"{lower_name} {res} ({_qty(res, amount)}) is more than {upper_name} "
-                    f"({_qty(res, upper[res])}); it must be at most that.",
+                    f"{lower_name} {res} ({quantity_text(res, amount)}) is more than {upper_name} "
+                    f"({quantity_text(res, upper[res])}); it must be at most that.",
                 )
             )
 
@@ -64,7 +64,7 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
         out.append(
             Problem(
                 "status.state",
-                f"Unknown queue state {q.status.state!r}; valid states are: {_valid(QUEUE_STATES)}.",
+                f"Unknown queue state {q.status.state!r}; valid states are: {one_of(QUEUE_STATES)}.",
             )
         )
 
@@ -77,7 +77,7 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
 
     # Hierarchy.
     name = q.name
-    parent_name = _parent_of(q)
+    parent_name = parent_of(q)
     if name == ROOT_QUEUE and spec.parent and spec.parent != ROOT_QUEUE:
         out.append(Problem("spec.parent", f"The root queue cannot have a parent (found {spec.parent!r})."))
         return out
@@ -95,14 +95,14 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
             out.append(
                 Problem(
                     "spec.parent",
-                    f"Parent queue {parent_name!r} does not exist; existing queues are: {_names(sorted(queues))}.",
+                    f"Parent queue {parent_name!r} does not exist; existing queues are: {quoted_names(sorted(queues))}.",
                 )
             )
     else:
         # Walk up from the parent; reaching this queue again means a loop.
         walk, hops = parent_name, 0
         while walk and walk in others and hops <= len(others):
-            nxt = _parent_of(others[walk])
+            nxt = parent_of(others[walk])
             if nxt == name:
                 out.append(
                     Problem(
@@ -114,7 +114,7 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
                 break
             walk, hops = nxt, hops + 1
 
-        siblings = [x for n, x in others.items() if _parent_of(x) == parent_name]
+        siblings = [x for n, x in others.items() if parent_of(x) == parent_name]
         family = siblings + [q]
         for label, path, get in (
             ("guarantee", "spec.guarantee.resource", lambda x: x.spec.guarantee.resource),
@@ -129,7 +129,7 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
                         Problem(
                             f"{path}[{res}]",
                             f"The children of queue {parent_name!r} would together have {label} {res} "
-                            f"{_qty(res, totals[res])}, more than the parent's {_qty(res, cap)}; "
+                            f"{quantity_text(res, totals[res])}, more than the parent's {quantity_text(res, cap)}; "
                             f"lower this queue's {label} or raise the parent's.",
                         )
                     )
@@ -139,15 +139,15 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
                 out.append(
                     Problem(
                         f"spec.capability[{res}]",
-                        f"capability {res} ({_qty(res, mine)}) is more than the capability of parent queue "
-                        f"{parent_name!r} ({_qty(res, cap)}); it must be at most that.",
+                        f"capability {res} ({quantity_text(res, mine)}) is more than the capability of parent queue "
+                        f"{parent_name!r} ({quantity_text(res, cap)}); it must be at most that.",
                     )
                 )
 
     # As a parent: the existing children must still fit.
-    children = [x for n, x in others.items() if _parent_of(x) == name]
+    children = [x for n, x in others.items() if parent_of(x) == name]
     if children:
-        child_names = _names(sorted(x.name for x in children))
+        child_names = quoted_names(sorted(x.name for x in children))
         for label, path, get in (
             ("guarantee", "spec.guarantee.resource", lambda x: x.spec.guarantee.resource),
             ("deserved", "spec.deserved", lambda x: x.spec.deserved),
@@ -158,7 +158,7 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
                     out.append(
                         Problem(
                             f"{path}[{res}]",
-                            f"{label} {res} ({_qty(res, cap)}) is less than the {_qty(res, totals[res])} "
+                            f"{label} {res} ({quantity_text(res, cap)}) is less than the {quantity_text(res, totals[res])} "
                             f"that child queues {child_names} together have; raise it or lower theirs.",
                         )
                     )
@@ -168,8 +168,8 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
                 out.append(
                     Problem(
                         f"spec.capability[{res}]",
-                        f"capability {res} ({_qty(res, cap)}) is below the capability of child queues "
-                        f"{_names(over)}; raise it or lower theirs.",
+                        f"capability {res} ({quantity_text(res, cap)}) is below the capability of child queues "
+                        f"{quoted_names(over)}; raise it or lower theirs.",
                     )
                 )
     return out
@@ -184,17 +184,17 @@ def validate_queue_delete(
     if name not in queues:
         return [Problem("", f"Queue {name!r} does not exist, so it cannot be deleted.")]
     out: list[Problem] = []
-    children = sorted(n for n, x in queues.items() if n != name and _parent_of(x) == name)
+    children = sorted(n for n, x in queues.items() if n != name and parent_of(x) == name)
     if children:
         out.append(
-            Problem("", f"Queue {name!r} still has child queues ({_names(children)}); delete or move them first.")
+            Problem("", f"Queue {name!r} still has child queues ({quoted_names(children)}); delete or move them first.")
         )
     users = sorted(pg.key for pg in podgroups if (pg.spec.queue or DEFAULT_QUEUE) == name)
     if users:
         out.append(
             Problem(
                 "",
-                f"Queue {name!r} still holds {len(users)} PodGroup(s) ({_names(users, 5)}); "
+                f"Queue {name!r} still holds {len(users)} PodGroup(s) ({quoted_names(users, 5)}); "
                 "delete their jobs or wait for them to finish first.",
             )
         )
