@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .client import ApiError, KubeClient
 from ..api.kinds import Kind, kind_info, kind_of_manifest
+from .client import ApiError, KubeClient
 
 
 async def create_manifest(client: KubeClient, doc: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:

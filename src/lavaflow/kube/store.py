@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..api.kinds import Kind, kind_info
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec
 from .client import ApiError, KubeClient
-from ..api.kinds import Kind, kind_info
 
 log = logging.getLogger("lavaflow.kube")
 

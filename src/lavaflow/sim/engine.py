@@ -15,21 +15,21 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..api import sim_annotations as ann
 from ..api.core import Node, Pod
 from ..api.volcano import PodGroupCondition
-from ..elastic.spec import RESIZE_REASON
 from ..controllers import build_controllers
 from ..controllers.job import generated_objects
 from ..controllers.queue import builtin_queues
+from ..elastic.spec import RESIZE_REASON
 from ..scheduler.cache import PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
-from ..api import sim_annotations as ann
 from .inputs import Item, SimInput
+from .native_controllers import REPLACING, WorkloadController
 from .sampling import TimelineSampler
 from .training import TrainingModel
-from .native_controllers import REPLACING, WorkloadController
 
 SCHEDULERS = ("lavaflow", "kube-default")
 # In the simulator one scheduler runs the whole cluster: pods of every schedulerName are its.

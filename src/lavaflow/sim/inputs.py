@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api import admission, validation
+from ..api import sim_annotations as ann
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
-from ..api.quantity import parse_quantity
-from ..api.volcano import Job, JobTemplate, Queue
 from ..api.native_workloads import NodeGroup
+from ..api.quantity import parse_quantity
 from ..api.topology import Numatopology
+from ..api.volcano import Job, JobTemplate, Queue
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
-from ..api import sim_annotations as ann
 
 CONF_KEY = "volcano-scheduler.conf"
 
