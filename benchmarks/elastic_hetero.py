@@ -1,6 +1,6 @@
 """Heterogeneity-aware vs type-agnostic allocation on a K80/P100/V100 cluster.
 
-A Gavel-style trace (lavaflow.elastic.workload.gavel_workload: Gavel's measured models, Poisson
+A Gavel-style trace (lavaflow.elastic.trace_readers.gavel_workload: Gavel's measured models, Poisson
 arrivals, Philly-like scale factors) runs on equal numbers of k80, p100 and v100 nodes, through
 the scheduler: each job is an elastic Volcano Job sized by the elastic action (sim/replay.py).
 Usage: python benchmarks/elastic_hetero.py [--nodes-per-type 4] [--jobs 96] [--hours 8] [--seeds 0,1,2]
@@ -13,7 +13,7 @@ import os
 import statistics
 import time
 
-from lavaflow.elastic.workload import _gavel_job, gavel_workload
+from lavaflow.elastic.trace_readers import _gavel_job, gavel_workload
 from lavaflow.sim.replay import gpu_cluster, replay, spec_inputs
 
 VARIANTS = [

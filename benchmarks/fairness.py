@@ -113,7 +113,7 @@ def main() -> None:
     print(f"max deviation from deserved: {100 * worst:.1f}% (target <= 10%)")
     print(f"Jain's index over allocated/deserved: {jain(ratios):.4f} (1 = perfectly fair)")
     if args.report:
-        from lavaflow.sim.report import write_report
+        from lavaflow.report.simulation import write_report
 
         write_report([result], args.report, title="lavaflow fairness benchmark")
         print(f"report: {args.report}")

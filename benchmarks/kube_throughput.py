@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lavaflow.kube.client import ApiError, KubeClient, load_config
-from lavaflow.kube.testing import fake_node
+from lavaflow.testing import fake_node
 
 NODE_LABEL = "lavaflow.io/bench"
 

@@ -13,12 +13,12 @@ import yaml
 
 from lavaflow.kube import codec
 from lavaflow.kube.client import ClientConfig, KubeClient, load_config
-from lavaflow.kube.controller import KubeControllers
+from lavaflow.kube.controller_process import KubeControllers
 from lavaflow.kube.leader import LeaderElector
 from lavaflow.kube.ops import create_manifest, list_objects
-from lavaflow.kube.resources import RESOURCES, resource
-from lavaflow.kube.scheduler import KubeScheduler
-from lavaflow.kube.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
+from lavaflow.api.kinds import API_KINDS, kind_info
+from lavaflow.kube.scheduler_process import KubeScheduler
+from lavaflow.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
 from lavaflow.kube.webhook import WebhookServer
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -32,7 +32,7 @@ class DoubleView:
         self.informers = {"Queue": None, "PodGroup": None, "Namespace": None}
 
     def list(self, kind: str) -> list[Any]:
-        res = RESOURCES[kind]
+        res = API_KINDS[kind]
         out = []
         for raw in list(self.double.objects[ApiDouble._bucket(res)].values()):
             obj = codec.decode(res, raw)

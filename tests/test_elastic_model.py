@@ -23,7 +23,7 @@ from lavaflow.elastic.speed import (
     gavel_table,
     type_factor,
 )
-from lavaflow.elastic.workload import WorkloadError, read_workload
+from lavaflow.elastic.trace_readers import WorkloadError, read_workload
 
 TRACES = PACKAGE_DATA / "pollux" / "traces"
 

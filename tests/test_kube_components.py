@@ -18,9 +18,9 @@ from kube_harness import Cluster  # noqa: E402
 from lavaflow.kube import codec  # noqa: E402
 from lavaflow.kube.client import ClientConfig, ConfigError, KubeClient, kubeconfig_config  # noqa: E402
 from lavaflow.kube.leader import LeaderElector  # noqa: E402
-from lavaflow.kube.resources import resource  # noqa: E402
+from lavaflow.api.kinds import kind_info  # noqa: E402
 from lavaflow.kube.store import KubeStore  # noqa: E402
-from lavaflow.kube.testing import ApiDouble, fake_node  # noqa: E402
+from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
 from lavaflow.kube.webhook import WebhookServer, admission_review, self_signed  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def test_merge3_keeps_fields_lavaflow_does_not_model():
         "metadata": {"name": "p", "annotations": {"a": "1"}, "managedFields": [{"x": 1}]},
         "spec": {"containers": [{"name": "c", "image": "i", "volumeMounts": [{"name": "v", "mountPath": "/v"}]}], "volumes": [{"name": "v"}]},
     }
-    res = resource("Pod")
+    res = kind_info("Pod")
     model = codec.decode(res, raw)
     old = codec.encode(model, res)
     model.metadata.annotations["b"] = "2"
@@ -49,7 +49,7 @@ def test_merge3_keeps_fields_lavaflow_does_not_model():
 
 
 def test_times_are_floats_in_models_and_rfc3339_on_the_wire():
-    res = resource("Job")
+    res = kind_info("Job")
     job = codec.decode(res, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "creationTimestamp": "2026-01-02T03:04:05Z"}, "status": {"state": {"phase": "Running", "lastTransitionTime": "2026-01-02T03:04:06Z"}}})
     assert isinstance(job.metadata.creation_timestamp, float)
     assert isinstance(job.status.state.last_transition_time, float)
@@ -58,9 +58,9 @@ def test_times_are_floats_in_models_and_rfc3339_on_the_wire():
 
 
 def test_pod_exit_code_comes_from_container_statuses():
-    pod = codec.decode(resource("Pod"), {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}})
+    pod = codec.decode(kind_info("Pod"), {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}})
     assert pod.status.exit_code == 3
-    assert "exitCode" not in codec.encode(pod, resource("Pod"))["status"]
+    assert "exitCode" not in codec.encode(pod, kind_info("Pod"))["status"]
 
 
 def test_kubeconfig_parsing(tmp_path):
@@ -214,6 +214,75 @@ def test_webhook_validation_refusals_name_object_and_field():
     assert not resp["allowed"] and resp["status"]["code"] == 403
 
 
+JOBFLOW_CYCLE = {
+    "apiVersion": "flow.volcano.sh/v1alpha1",
+    "kind": "JobFlow",
+    "metadata": {"name": "flow", "namespace": "default"},
+    "spec": {"flows": [{"name": "a", "dependsOn": {"targets": ["b"]}}, {"name": "b", "dependsOn": {"targets": ["a"]}}]},
+}
+COMMAND_BAD_ACTION = {
+    "apiVersion": "bus.volcano.sh/v1alpha1",
+    "kind": "Command",
+    "metadata": {"name": "cmd", "namespace": "default"},
+    "action": "OpenQueue",
+    "target": {"kind": "Job", "name": "j"},
+}
+
+
+def test_webhook_serves_every_kind_volcanos_admission_serves():
+    from lavaflow.kube.webhook import ENDPOINTS
+
+    validated = {kind for kind, mutate in ENDPOINTS.values() if not mutate}
+    assert {"Job", "PodGroup", "Queue", "Pod", "JobFlow", "JobTemplate", "Command", "HyperNode"} <= validated
+    assert {kind for kind, mutate in ENDPOINTS.values() if mutate} == {"Job", "PodGroup", "Queue"}
+
+
+def test_webhook_validates_jobflows_commands_jobtemplates_and_hypernodes():
+    resp = _review("/jobflows/validate", JOBFLOW_CYCLE)
+    assert not resp["allowed"] and "JobFlow default/flow: spec.flows: flows are not a DAG" in resp["status"]["message"]
+    resp = _review("/commands/validate", COMMAND_BAD_ACTION)
+    assert not resp["allowed"] and "Command default/cmd: action: 'OpenQueue' is not an action for a Job" in resp["status"]["message"]
+    ok = dict(COMMAND_BAD_ACTION, action="AbortJob")
+    assert _review("/commands/validate", ok)["allowed"]  # the target may come later: not looked up
+    tmpl = {"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate", "metadata": {"name": "t", "namespace": "default"}, "spec": dict(JOB["spec"], plugins={})}
+    bad = json.loads(json.dumps(tmpl))
+    bad["spec"]["tasks"][0]["minAvailable"] = 5
+    assert _review("/jobtemplates/validate", tmpl)["allowed"]
+    resp = _review("/jobtemplates/validate", bad)
+    assert not resp["allowed"] and "spec.tasks[0].minAvailable" in resp["status"]["message"]
+    hn = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "s0"}, "spec": {"tier": 1, "members": []}}
+    resp = _review("/hypernodes/validate", hn)
+    assert not resp["allowed"] and "spec.members" in resp["status"]["message"]
+
+
+def test_api_double_with_the_webhook_refuses_cyclic_jobflows_and_wrong_commands():
+    from lavaflow.kube.client import ApiError
+    from lavaflow.kube.ops import create_manifest
+
+    async def scenario():
+        async with Cluster() as c:
+            for doc in (JOBFLOW_CYCLE, COMMAND_BAD_ACTION):
+                with pytest.raises(ApiError) as err:
+                    await create_manifest(c.api, json.loads(json.dumps(doc)))
+                assert err.value.status == 422
+            await create_manifest(c.api, dict(COMMAND_BAD_ACTION, action="AbortJob"))
+            assert c.webhook.refused == 2
+
+    run(scenario())
+
+
+def test_helm_chart_lists_the_webhooks_the_code_serves():
+    import re
+    from pathlib import Path
+
+    from lavaflow.kube.webhook import HOOKS
+
+    text = (Path(__file__).resolve().parent.parent / "charts/lavaflow/templates/webhook.yaml").read_text()
+    chart = re.findall(r'\(dict "name" "([^"]+)" "path" "([^"]+)" .*"resource" "([^"]+)" "ops" \(list ([^)]*)\) "mutate" (\w+)\)', text)
+    code = [(h.name, h.path, h.kind.plural, " ".join(f'"{o}"' for o in h.operations), str(h.mutate).lower()) for h in HOOKS]
+    assert chart == code
+
+
 def test_webhook_serves_admission_reviews_over_tls(tmp_path):
     async def scenario():
         cert, key, ca = self_signed("lavaflow-webhook", "lavaflow-system", tmp_path)
@@ -353,7 +422,7 @@ def test_vcctl_and_voda_commands_against_the_double(tmp_path):
 def test_pods_listed_before_their_node_still_count_in_its_use():
     """On a real server the informers list concurrently: pods bound to a node can reach the
     scheduler's cache before the node does. They must count in the node's use once it arrives."""
-    from lavaflow.kube.scheduler import KubeScheduler
+    from lavaflow.kube.scheduler_process import KubeScheduler
     from lavaflow.scheduler.resources import CPU
 
     s = KubeScheduler(KubeClient(ClientConfig(server="http://127.0.0.1:9")), emit_events=False)
@@ -367,11 +436,11 @@ def test_pods_listed_before_their_node_still_count_in_its_use():
             "status": {"phase": "Running"},
         }
 
-    s.store._apply(resource("Pod"), "ADDED", pod("ours", "volcano", {"scheduling.k8s.io/group-name": "pg"}))
-    s.store._apply(resource("Pod"), "ADDED", pod("theirs", "default-scheduler"))
+    s.store._apply(kind_info("Pod"), "ADDED", pod("ours", "volcano", {"scheduling.k8s.io/group-name": "pg"}))
+    s.store._apply(kind_info("Pod"), "ADDED", pod("theirs", "default-scheduler"))
     node = fake_node("n0", cpu="4", memory="8Gi")
     node["metadata"].update(uid="uid-n0", resourceVersion="2")
-    s.store._apply(resource("Node"), "ADDED", node)
+    s.store._apply(kind_info("Node"), "ADDED", node)
     i = s.cache.nodes.pos["n0"]
     assert s.cache.nodes.used[i][CPU] == 2.0
     s.cache.check_consistency()
@@ -406,3 +475,26 @@ def test_the_schedulers_pods_keep_only_what_scheduling_reads():
     assert slim["spec"] == {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
     assert slim["status"] == {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
     assert "ownerReferences" in raw["metadata"] and len(raw["status"]["conditions"]) == 2  # the input is untouched
+
+
+def test_both_backends_run_the_controllers_one_function_builds():
+    from lavaflow.api.loader import load_text
+    from lavaflow.controllers import build_controllers
+    from lavaflow.kube.controller_process import KubeControllers
+    from lavaflow.sim.engine import Simulation
+    from lavaflow.sim.inputs import prepare
+    from lavaflow.sim.native_controllers import WorkloadController
+    from lavaflow.store.memory import MemoryStore
+
+    built = [type(c) for c in build_controllers(MemoryStore(clock=lambda: 0.0), lambda: 0.0, ("volcano",)).all()]
+    assert len(built) == 5 and len(set(built)) == 5
+    kube = KubeControllers(KubeClient(ClientConfig(server="http://127.0.0.1:1")))
+    assert [type(c) for c in kube.controllers] == built
+    sim = Simulation(prepare(load_text("")), seed=0)
+    # the simulator adds what it stands in for: kube-controller-manager's workload controllers and
+    # the scheduler-plugins PodGroup stand-ins (on a cluster the scheduler process keeps those)
+    from lavaflow.sim.x_k8s_podgroup import CoschedulingPodGroups
+
+    assert [type(c) for c in sim.controllers] == [WorkloadController, built[0], CoschedulingPodGroups, *built[1:]]
+    # the JobController keeps no per-job record for reports: the simulator holds them
+    assert not hasattr(sim.job_ctrl, "history") and hasattr(sim, "job_history")

@@ -14,8 +14,8 @@ pytest.importorskip("prometheus_client")
 
 from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
 from lavaflow.kube.dispatch import Dispatcher  # noqa: E402
-from lavaflow.kube.scheduler import KubeScheduler  # noqa: E402
-from lavaflow.kube.testing import ApiDouble, fake_node  # noqa: E402
+from lavaflow.kube.scheduler_process import KubeScheduler  # noqa: E402
+from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
 
 
 def run(coro):

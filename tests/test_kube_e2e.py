@@ -17,7 +17,7 @@ pytest.importorskip("prometheus_client")
 
 from kube_harness import Cluster, load_example, node_usage  # noqa: E402
 
-from lavaflow.kube.testing import fake_node  # noqa: E402
+from lavaflow.testing import fake_node  # noqa: E402
 
 
 def run(coro):

@@ -17,8 +17,8 @@ pytest.importorskip("prometheus_client")
 
 from kube_harness import Cluster  # noqa: E402
 
-from lavaflow.kube.cli import format_train_jobs  # noqa: E402
-from lavaflow.kube.testing import fake_node  # noqa: E402
+from lavaflow.cli.tables import format_train_jobs  # noqa: E402
+from lavaflow.testing import fake_node  # noqa: E402
 from lavaflow.scheduler.framework.conf import load_scheduler_conf  # noqa: E402
 
 CONF = """\

@@ -42,10 +42,10 @@ async def _install_crds(client) -> None:
 
 
 def _admitted(doc: dict) -> dict:
-    from lavaflow.kube.resources import resource_of_manifest
+    from lavaflow.api.kinds import kind_of_manifest
     from lavaflow.kube.webhook import review
 
-    res = resource_of_manifest(doc)
+    res = kind_of_manifest(doc)
     if res.kind not in ("Job", "PodGroup", "Queue"):
         return doc
     resp = review({"uid": "t", "operation": "CREATE", "object": doc, "namespace": doc["metadata"].get("namespace")}, res.kind, True)
@@ -65,12 +65,12 @@ async def _cleanup(api, ns: str, nodes: list[dict]) -> None:
     keep them, Running on deleted nodes and counted in the queues, and the next test would see them."""
     from lavaflow.kube.client import ApiError
     from lavaflow.kube.ops import delete_object
-    from lavaflow.kube.resources import resource
+    from lavaflow.api.kinds import kind_info
 
     for kind in ("Job", "PodGroup", "Pod"):
         try:
             await api.request(
-                "DELETE", resource(kind).path(ns), body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+                "DELETE", kind_info(kind).path(ns), body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
             )
         except ApiError:
             pass
@@ -148,7 +148,7 @@ class _NodeNames:
 
 
 def _labelled_nodes(suffix: str, n: int, cpu: str, memory: str, start: int = 0) -> list[dict]:
-    from lavaflow.kube.testing import fake_node
+    from lavaflow.testing import fake_node
 
     return [fake_node(f"rt-{suffix}-{i}", cpu=cpu, memory=memory, labels={"lavaflow-test": suffix}) for i in range(start, start + n)]
 
@@ -733,7 +733,7 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
 
     from lavaflow.kube.client import ApiError
     from lavaflow.kube.ops import apply_manifest
-    from lavaflow.kube.resources import resource
+    from lavaflow.api.kinds import kind_info as resource
 
     async def scenario():
         suffix = uuid.uuid4().hex[:6]

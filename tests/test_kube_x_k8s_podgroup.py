@@ -13,7 +13,7 @@ pytest.importorskip("prometheus_client")
 
 from kube_harness import Cluster  # noqa: E402
 
-from lavaflow.kube.testing import fake_node  # noqa: E402
+from lavaflow.testing import fake_node  # noqa: E402
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 
@@ -216,7 +216,7 @@ def test_a_group_half_bound_by_a_dead_leader_is_completed():
     async def scenario():
         async with Cluster([fake_node("n0", cpu="4")]) as c:
             from lavaflow.kube.client import MERGE_PATCH
-            from lavaflow.kube.resources import resource
+            from lavaflow.api.kinds import kind_info as resource
 
             members = pods("h", 4, ns="default")
             for p in members[:2]:

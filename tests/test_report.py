@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from lavaflow.sim.report import write_report
+from lavaflow.report.simulation import write_report
 
 STUCK_REASON = "gang unschedulable: 4/8 pods fit, minMember=8"
 
@@ -191,3 +191,24 @@ def test_gantt_skipped_for_huge_runs(tmp_path, n_pods):
     out = tmp_path / "huge.html"
     write_report([res], out)
     assert "Gantt chart skipped" in out.read_text(encoding="utf-8")
+
+
+def test_both_reports_embed_charts_the_same_way_with_ids_unique_per_page():
+    """The elastic report goes through report.charts like the simulation report: one SVG per
+    chart, matplotlib's page-wide <style> dropped, and no element id used twice on the page."""
+    import re
+
+    from lavaflow.elastic.results import JobResult, SimResult
+    from lavaflow.report.elastic import render_report
+
+    def run(policy: str, jct: float) -> SimResult:
+        job = JobResult("j0", "bert", 0.0, 10.0, 10.0 + jct, 10.0 + jct, 1, 0, 0, 4 * jct,
+                        [(10.0, 2, "v100"), (20.0, 4, "v100"), (10.0 + jct, 0, None)])
+        return SimResult(policy, [job], {"v100": 8}, [(10.0, {"v100": 2}), (20.0, {"v100": 4}), (10.0 + jct, {"v100": 0})],
+                         2, 0.1, 10.0 + jct)
+
+    page = render_report([run("FIFO", 300.0), run("Lavaflow", 200.0)])
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert page.count("<svg") == 4 and ids
+    assert len(ids) == len(set(ids))
+    assert page.count("<style") == 1  # the page's own

@@ -399,7 +399,7 @@ def test_kube_scheduler_exposes_skipped_plugins_as_a_metric():
     from prometheus_client import generate_latest
 
     from lavaflow.kube.client import ClientConfig, KubeClient
-    from lavaflow.kube.scheduler import KubeScheduler
+    from lavaflow.kube.scheduler_process import KubeScheduler
     from lavaflow.scheduler.framework.conf import load_scheduler_conf
 
     s = KubeScheduler(KubeClient(ClientConfig(server="http://127.0.0.1:9")), load_scheduler_conf(REAL_CONF), emit_events=False)

@@ -12,48 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from .core import ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ResourceQuota
-from .topology import HyperNode, Numatopology
-from .volcano import Command, Job, JobFlow, JobTemplate, PodGroup, PriorityClass, Queue
-from .workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
-from .x_k8s_podgroup import CoschedulingPodGroup
-
+from .kinds import LOADABLE, LOADABLE_CURRENT
 from .mpijob import MPIJobError, is_mpijob, to_volcano_job
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-KINDS: dict[tuple[str, str], type[BaseModel]] = {
-    ("batch.volcano.sh/v1alpha1", "Job"): Job,
-    ("scheduling.volcano.sh/v1beta1", "PodGroup"): PodGroup,
-    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"): CoschedulingPodGroup,  # scheduler-plugins' gang API
-    ("scheduling.volcano.sh/v1beta1", "Queue"): Queue,
-    ("bus.volcano.sh/v1alpha1", "Command"): Command,
-    ("flow.volcano.sh/v1alpha1", "JobFlow"): JobFlow,
-    ("flow.volcano.sh/v1alpha1", "JobTemplate"): JobTemplate,
-    ("scheduling.k8s.io/v1", "PriorityClass"): PriorityClass,
-    # Older versions of the same object, still found in examples (Volcano's kubecon-2019 ones).
-    ("scheduling.k8s.io/v1beta1", "PriorityClass"): PriorityClass,
-    ("scheduling.k8s.io/v1alpha1", "PriorityClass"): PriorityClass,
-    ("v1", "Pod"): Pod,
-    ("v1", "Node"): Node,
-    ("v1", "Namespace"): Namespace,
-    ("v1", "ConfigMap"): ConfigMap,
-    ("apps/v1", "Deployment"): Deployment,
-    ("apps/v1", "ReplicaSet"): ReplicaSet,
-    ("apps/v1", "StatefulSet"): StatefulSet,
-    ("batch/v1", "Job"): BatchJob,
-    ("sim.lavaflow.io/v1alpha1", "NodeGroup"): NodeGroup,
-    ("topology.volcano.sh/v1alpha1", "HyperNode"): HyperNode,
-    ("nodeinfo.volcano.sh/v1alpha1", "Numatopology"): Numatopology,
-    ("v1", "ResourceQuota"): ResourceQuota,
-    ("v1", "PersistentVolume"): PersistentVolume,
-    ("v1", "PersistentVolumeClaim"): PersistentVolumeClaim,
-}
-
-
-_OLDER_VERSIONS = {("scheduling.k8s.io/v1beta1", "PriorityClass"), ("scheduling.k8s.io/v1alpha1", "PriorityClass")}
 
 
 @dataclass(frozen=True)
@@ -216,11 +180,11 @@ def build_object(src: Source, doc: Any, problems: Problems, skip_unsupported: bo
             problems.add(src, describe(str(kind), doc), exc.path, exc.message)
             return None
         api_version, kind = doc["apiVersion"], doc["kind"]
-    cls = KINDS.get((str(api_version), str(kind)))
+    cls = LOADABLE.get((str(api_version), str(kind)))
     if cls is None:
         if skip_unsupported:
             raise Unsupported(f"{src}: {describe(str(kind), doc)}: unsupported kind {kind!r} of {api_version!r}, skipped")
-        known = ", ".join(f"{k} ({a})" for a, k in sorted(KINDS) if (a, k) not in _OLDER_VERSIONS)
+        known = ", ".join(f"{k} ({a})" for a, k in sorted(LOADABLE_CURRENT))
         problems.add(src, describe(str(kind), doc), "",
                      f"unsupported kind {kind!r} of {api_version!r} (--skip-unsupported runs the rest without it); "
                      f"supported: {known}")

@@ -57,36 +57,6 @@ class HyperNode(TypedObject):
     status: HyperNodeStatus = Field(default_factory=HyperNodeStatus)
 
 
-def validate_hypernode(hn: HyperNode) -> list[tuple[str, str]]:
-    """(field path, message) for each problem, following the CRD's validation rules."""
-    import re
-
-    out: list[tuple[str, str]] = []
-    if hn.spec.tier < 0:
-        out.append(("spec.tier", "must be ≥ 0"))
-    if not hn.spec.members:
-        out.append(("spec.members", "needs at least one member"))
-    for i, m in enumerate(hn.spec.members):
-        path = f"spec.members[{i}]"
-        if m.type not in ("Node", "HyperNode"):
-            out.append((f"{path}.type", f"{m.type!r} is not a member type (use Node or HyperNode)"))
-        sel = m.selector
-        given = [s for s in (sel.exact_match, sel.regex_match, sel.label_match) if s is not None]
-        if len(given) != 1:
-            out.append((f"{path}.selector", "needs exactly one of exactMatch, regexMatch, labelMatch"))
-            continue
-        if sel.exact_match is not None and not sel.exact_match.name:
-            out.append((f"{path}.selector.exactMatch.name", "is required"))
-        if sel.regex_match is not None:
-            try:
-                re.compile(sel.regex_match.pattern)
-            except re.error as exc:
-                out.append((f"{path}.selector.regexMatch.pattern", f"is not a regular expression: {exc}"))
-        if m.type == "HyperNode" and sel.exact_match is None:
-            out.append((f"{path}.selector", "a HyperNode member can only be selected by exactMatch"))
-    return out
-
-
 # --- Numatopology ----------------------------------------------------------------------
 
 CPU_MANAGER_POLICY = "CPUManagerPolicy"
@@ -133,17 +103,4 @@ def parse_cpuset(text: str) -> set[int]:
         if b < a or a < 0:
             raise ValueError(f"bad cpuset range {part!r}")
         out.update(range(a, b + 1))
-    return out
-
-
-def validate_numatopology(nt: Numatopology) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for res, info in nt.spec.numares.items():
-        try:
-            parse_cpuset(info.allocatable)
-        except ValueError as exc:
-            out.append((f"spec.numares[{res}].allocatable", str(exc)))
-    for cpu in nt.spec.cpu_detail:
-        if not cpu.isdigit():
-            out.append((f"spec.cpuDetail[{cpu}]", "keys are CPU ids (integers)"))
     return out

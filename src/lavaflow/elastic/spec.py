@@ -158,7 +158,7 @@ def _speed_spec(items: tuple[tuple[str, str], ...]) -> SpeedSpec:
             raise SpecError(WORK, f"required with {GAVEL_MODEL} (steps of training)")
         return SpeedSpec(GavelJobSpeed(model_name), float(_num(WORK, ann[WORK], float, 0, strict_min=True)), model_name, None)
     if SPEEDUP in ann:
-        from ..sim.annotations import parse_duration
+        from ..api.sim_annotations import parse_duration
         from .fit import MeasurementError, fit_speed
 
         pts = parse_speedup(ann[SPEEDUP])

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .resources import Resource
+from ..api.kinds import Kind
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -93,9 +93,9 @@ def exit_code_of(raw_status: dict[str, Any]) -> int | None:
     return None
 
 
-def decode(res: Resource, raw: dict[str, Any]) -> Any | None:
+def decode(res: Kind, raw: dict[str, Any]) -> Any | None:
     """The model of a raw API object (None when lavaflow cannot read it)."""
-    cls = res.model()
+    cls = res.model
     if cls is None:
         return None
     d = dict(raw)
@@ -116,7 +116,7 @@ def decode(res: Resource, raw: dict[str, Any]) -> Any | None:
     return obj
 
 
-def encode(obj: Any, res: Resource | None = None) -> dict[str, Any]:
+def encode(obj: Any, res: Kind | None = None) -> dict[str, Any]:
     """The wire form of a model (only the fields lavaflow models)."""
     d = obj.model_dump(by_alias=True, exclude_none=True, mode="json")
     d = _times_out(d)

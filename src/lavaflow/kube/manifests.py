@@ -576,19 +576,16 @@ def webhook_objects(namespace: str, service: str = "lavaflow-webhook") -> list[d
             "rules": [{"apiGroups": [group], "apiVersions": versions, "resources": resources, "operations": ops}],
         }
 
-    mutating = [
-        hook("mutatejob.lavaflow.io", "/jobs/mutate", "batch.volcano.sh", ["jobs"], ["CREATE"], ["v1alpha1"]),
-        hook("mutatepodgroup.lavaflow.io", "/podgroups/mutate", "scheduling.volcano.sh", ["podgroups"], ["CREATE"], ["v1beta1"]),
-        hook("mutatequeue.lavaflow.io", "/queues/mutate", "scheduling.volcano.sh", ["queues"], ["CREATE"], ["v1beta1"]),
-    ]
-    validating = [
-        hook("validatejob.lavaflow.io", "/jobs/validate", "batch.volcano.sh", ["jobs"], ["CREATE", "UPDATE"], ["v1alpha1"]),
-        hook("validatepodgroup.lavaflow.io", "/podgroups/validate", "scheduling.volcano.sh", ["podgroups"], ["CREATE"], ["v1beta1"]),
-        hook("validatequeue.lavaflow.io", "/queues/validate", "scheduling.volcano.sh", ["queues"], ["CREATE", "UPDATE", "DELETE"], ["v1beta1"]),
-        hook("validatepod.lavaflow.io", "/pods/validate", "", ["pods"], ["CREATE"], ["v1"]),
-    ]
-    validating[-1]["failurePolicy"] = "Ignore"
-    validating[-1]["objectSelector"] = {}
+    from .webhook import HOOKS
+
+    mutating, validating = [], []
+    for h in HOOKS:
+        version = h.kind.api_version.rpartition("/")[2]
+        one = hook(h.name, h.path, h.kind.group, [h.kind.plural], list(h.operations), [version])
+        if h.kind.kind == "Pod":  # every pod passes here: never block pod creation on the webhook
+            one["failurePolicy"] = "Ignore"
+            one["objectSelector"] = {}
+        (mutating if h.mutate else validating).append(one)
     return [
         {
             "apiVersion": "v1",

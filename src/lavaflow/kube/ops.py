@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..api.kinds import Kind, kind_info, kind_of_manifest
 from .client import ApiError, KubeClient
-from .resources import Resource, resource, resource_of_manifest
 
 
 async def create_manifest(client: KubeClient, doc: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-    res = resource_of_manifest(doc)
+    res = kind_of_manifest(doc)
     meta = doc.setdefault("metadata", {})
     ns = None
     if res.namespaced:
@@ -25,7 +25,7 @@ async def apply_manifest(client: KubeClient, doc: dict[str, Any], namespace: str
     except ApiError as exc:
         if not exc.already_exists:
             raise
-    res = resource_of_manifest(doc)
+    res = kind_of_manifest(doc)
     meta = doc["metadata"]
     cur = await client.request("GET", res.path(meta.get("namespace"), meta["name"]))
     doc["metadata"] = {**cur.get("metadata", {}), **meta, "resourceVersion": cur["metadata"]["resourceVersion"]}
@@ -33,7 +33,7 @@ async def apply_manifest(client: KubeClient, doc: dict[str, Any], namespace: str
 
 
 async def list_objects(client: KubeClient, kind: str, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
-    res = resource(kind)
+    res = kind_info(kind)
     items: list[dict[str, Any]] = []
     cont = None
     while True:
@@ -47,7 +47,7 @@ async def list_objects(client: KubeClient, kind: str, namespace: str | None = No
 
 
 async def get_object(client: KubeClient, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-    res = resource(kind)
+    res = kind_info(kind)
     try:
         return await client.request("GET", res.path(namespace if res.namespaced else None, name))
     except ApiError as exc:
@@ -57,7 +57,7 @@ async def get_object(client: KubeClient, kind: str, name: str, namespace: str | 
 
 
 async def delete_object(client: KubeClient, kind: str, name: str, namespace: str | None = None) -> bool:
-    res: Resource = resource(kind)
+    res: Kind = kind_info(kind)
     try:
         await client.request(
             "DELETE",

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..api.kinds import Kind, kind_info
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec
 from .client import ApiError, KubeClient
-from .resources import Resource, resource
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -57,7 +57,7 @@ def _newer_or_same(have: str | None, incoming: str | None) -> bool:
         return False
 
 
-def key_of(res: Resource, raw: dict[str, Any]) -> str:
+def key_of(res: Kind, raw: dict[str, Any]) -> str:
     meta = raw.get("metadata") or {}
     if res.namespaced:
         return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
@@ -130,7 +130,7 @@ class Informer:
     def __init__(
         self,
         store: KubeStore,
-        res: Resource,
+        res: Kind,
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
@@ -282,7 +282,7 @@ class KubeStore:
     # ------------------------------------------------------------------ informers
     def inform(self, kind: str, **opts: Any) -> Informer:
         if kind not in self.informers:
-            self.informers[kind] = Informer(self, resource(kind), **opts)
+            self.informers[kind] = Informer(self, kind_info(kind), **opts)
             self.objects.setdefault(kind, {})
             self.raw.setdefault(kind, {})
         return self.informers[kind]
@@ -323,7 +323,7 @@ class KubeStore:
         for fn in self._listeners:
             fn(kind, event, obj)
 
-    def _apply(self, res: Resource, event: str, raw: dict[str, Any]) -> None:
+    def _apply(self, res: Kind, event: str, raw: dict[str, Any]) -> None:
         kind = res.kind
         key = key_of(res, raw)
         objs = self.objects.setdefault(kind, {})
@@ -363,7 +363,7 @@ class KubeStore:
         have = cur.metadata.resource_version
         return _newer_or_same(have, _rv(raw))
 
-    def _replace(self, res: Resource, items: list[dict[str, Any]]) -> None:
+    def _replace(self, res: Kind, items: list[dict[str, Any]]) -> None:
         """A (re)list: deliver the differences with the cache as events."""
         kind = res.kind
         seen = set()
@@ -378,8 +378,8 @@ class KubeStore:
     # ------------------------------------------------------------------ Store protocol: reads
     def get(self, kind: str, key: str) -> Any | None:
         if kind not in self.informers:
-            raw = self._call(self._get_remote(resource(kind), key))
-            return None if raw is None else codec.decode(resource(kind), raw)
+            raw = self._call(self._get_remote(kind_info(kind), key))
+            return None if raw is None else codec.decode(kind_info(kind), raw)
         return self.objects.get(kind, {}).get(key)
 
     def list(self, kind: str) -> list[Any]:
@@ -406,34 +406,34 @@ class KubeStore:
         return asyncio.run_coroutine_threadsafe(coro, loop).result(self.write_timeout)
 
     def create(self, obj: Any) -> Any:
-        res = resource(kind_of(obj))
+        res = kind_info(kind_of(obj))
         raw = self._call(self._create_remote(res, obj))
         return self._after_write(res, raw)
 
     def update(self, obj: Any, old: Any = None) -> Any:
-        res = resource(kind_of(obj))
+        res = kind_info(kind_of(obj))
         raw = self._call(self._update_remote(res, obj))
         return self._after_write(res, raw)
 
     def delete(self, kind: str, key: str) -> Any | None:
-        res = resource(kind)
+        res = kind_info(kind)
         raw = self._call(self._delete_remote(res, key))
         return self._after_delete(res, key, raw)
 
     # ------------------------------------------------------------------ async writes
     async def acreate(self, obj: Any) -> Any:
-        res = resource(kind_of(obj))
+        res = kind_info(kind_of(obj))
         return self._after_write(res, await self._create_remote(res, obj))
 
     async def aupdate(self, obj: Any) -> Any:
-        res = resource(kind_of(obj))
+        res = kind_info(kind_of(obj))
         return self._after_write(res, await self._update_remote(res, obj))
 
     async def adelete(self, kind: str, key: str) -> Any | None:
-        res = resource(kind)
+        res = kind_info(kind)
         return self._after_delete(res, key, await self._delete_remote(res, key))
 
-    def _after_write(self, res: Resource, raw: dict[str, Any]) -> Any:
+    def _after_write(self, res: Kind, raw: dict[str, Any]) -> Any:
         raw.setdefault("apiVersion", res.api_version)
         raw.setdefault("kind", res.api_kind)
         key = key_of(res, raw)
@@ -449,9 +449,9 @@ class KubeStore:
         of it, as if its watch event had arrived (which is then skipped). Call with ``lock`` held."""
         if kind not in self.informers or not isinstance(raw, dict) or not raw.get("metadata"):
             return None
-        return self._after_write(resource(kind), raw)
+        return self._after_write(kind_info(kind), raw)
 
-    def _after_delete(self, res: Resource, key: str, raw: dict[str, Any] | None) -> Any | None:
+    def _after_delete(self, res: Kind, key: str, raw: dict[str, Any] | None) -> Any | None:
         cur = self.objects.get(res.kind, {}).get(key)
         if raw is None:
             return None
@@ -471,7 +471,7 @@ class KubeStore:
         return cur
 
     # ------------------------------------------------------------------ remote calls
-    async def _get_remote(self, res: Resource, key: str) -> dict[str, Any] | None:
+    async def _get_remote(self, res: Kind, key: str) -> dict[str, Any] | None:
         try:
             return await self.client.request("GET", res.path_for_key(key))
         except ApiError as exc:
@@ -479,7 +479,7 @@ class KubeStore:
                 return None
             raise
 
-    def create_body(self, res: Resource, obj: Any) -> dict[str, Any]:
+    def create_body(self, res: Kind, obj: Any) -> dict[str, Any]:
         body = codec.encode(obj, res)
         if res.kind == "Pod":
             body = self._with_template(obj, body)
@@ -514,7 +514,7 @@ class KubeStore:
                 return out
         return body
 
-    async def _create_remote(self, res: Resource, obj: Any) -> dict[str, Any]:
+    async def _create_remote(self, res: Kind, obj: Any) -> dict[str, Any]:
         body = self.create_body(res, obj)
         ns = obj.namespace if res.namespaced else None
         try:
@@ -534,7 +534,7 @@ class KubeStore:
                 raw = await self.client.request("PUT", res.path(ns, raw["metadata"]["name"], "status"), body=status_body)
         return raw
 
-    async def _update_remote(self, res: Resource, obj: Any) -> dict[str, Any]:
+    async def _update_remote(self, res: Kind, obj: Any) -> dict[str, Any]:
         key = obj.key
         base = self.raw.get(res.kind, {}).get(key) if self.keep_raw else None
         if base is None:
@@ -581,7 +581,7 @@ class KubeStore:
                 base = fresh
         raise RuntimeError("unreachable")
 
-    async def _delete_remote(self, res: Resource, key: str, grace: int | None = None) -> dict[str, Any] | None:
+    async def _delete_remote(self, res: Kind, key: str, grace: int | None = None) -> dict[str, Any] | None:
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         if grace is not None:
             body["gracePeriodSeconds"] = grace
@@ -596,7 +596,7 @@ class KubeStore:
     async def patch(self, kind: str, key: str, patch: dict[str, Any], sub: str | None = None, strategic: bool = False) -> dict[str, Any]:
         from .client import MERGE_PATCH, STRATEGIC_PATCH
 
-        res = resource(kind)
+        res = kind_info(kind)
         return await self.client.request(
             "PATCH", res.path_for_key(key, sub), body=patch, content_type=STRATEGIC_PATCH if strategic else MERGE_PATCH
         )

@@ -1,12 +1,11 @@
 """`lavaflow webhook`: Volcano's admission webhooks over TLS, calling lavaflow.api.admission.
 
-One code path: the defaults and checks are exactly the ones the simulator
-applies to its inputs (``default_job``/``validate_job``, ``validate_job_update``,
-``default_podgroup``/``validate_podgroup``, ``default_queue``/``validate_queue``/
-``validate_queue_delete``, ``validate_pod``). This module only translates
-AdmissionReview v1 requests into those calls and their results into
-responses (a JSONPatch for mutations; a refusal naming the object and each
-field for validations).
+One code path: the defaults and checks are exactly the ones the simulator applies to its
+inputs — the rules of :data:`lavaflow.api.admission.RULES`, for every kind the table of kinds
+(:mod:`lavaflow.api.kinds`) marks as served by the webhook: Jobs, PodGroups, Queues, Pods,
+JobFlows, JobTemplates, Commands and HyperNodes. This module only translates AdmissionReview v1
+requests into those calls and their results into responses (a JSONPatch for mutations; a
+refusal naming the object and each field for validations).
 
 TLS: a certificate from files (cert-manager, or any secret mounted into the
 pod), or a self-signed CA and serving certificate generated at start for
@@ -24,29 +23,50 @@ import logging
 import os
 import ssl
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..api import admission as adm
-from ..api.core import Pod
-from ..api.volcano import Job, PodGroup, Queue
+from ..api.kinds import WEBHOOK_KINDS, Kind, kind_info
+from ..api.volcano import PodGroup, Queue
 from . import codec
-from .resources import resource
 
 log = logging.getLogger("lavaflow.kube")
 
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
-# path -> (kind, mutate?)
-ENDPOINTS = {
-    "/jobs/mutate": ("Job", True),
-    "/jobs/validate": ("Job", False),
-    "/podgroups/mutate": ("PodGroup", True),
-    "/podgroups/validate": ("PodGroup", False),
-    "/queues/mutate": ("Queue", True),
-    "/queues/validate": ("Queue", False),
-    "/pods/validate": ("Pod", False),
-}
+
+@dataclass(frozen=True)
+class Hook:
+    """One webhook of the Mutating/ValidatingWebhookConfiguration and the path it is served at."""
+
+    name: str
+    path: str
+    kind: Kind
+    mutate: bool
+    operations: tuple[str, ...]
+
+
+# The order the webhook configurations list them in.
+_ORDER = ("Job", "PodGroup", "Queue", "Pod", "JobFlow", "JobTemplate", "Command", "HyperNode")
+
+
+def _hooks() -> tuple[Hook, ...]:
+    kinds = sorted(WEBHOOK_KINDS, key=lambda k: _ORDER.index(k.kind) if k.kind in _ORDER else len(_ORDER))
+    out = [
+        Hook(f"mutate{k.kind.lower()}.lavaflow.io", f"/{k.plural}/mutate", k, True, ("CREATE",))
+        for k in kinds
+        if k.admission is not None and k.admission.mutate is not None
+    ]
+    out += [Hook(f"validate{k.kind.lower()}.lavaflow.io", f"/{k.plural}/validate", k, False, k.webhook_ops) for k in kinds]
+    return tuple(out)
+
+
+#: Every webhook lavaflow serves: mutating ones (on create) first, then validating ones.
+HOOKS = _hooks()
+#: path -> (kind, mutate?)
+ENDPOINTS = {h.path: (h.kind.kind, h.mutate) for h in HOOKS}
 
 
 def _describe(kind: str, obj: dict[str, Any] | None, req: dict[str, Any]) -> str:
@@ -75,7 +95,7 @@ def _allow(uid: str, patch: list[dict[str, Any]] | None = None) -> dict[str, Any
 
 def json_patch(raw: dict[str, Any], before: Any, after: Any) -> list[dict[str, Any]]:
     """A JSONPatch turning ``raw`` into raw + (before -> after), at the level of top-level fields."""
-    res = resource(type(after).__name__)
+    res = kind_info(type(after).__name__)
     old_d, new_d = codec.encode(before, res), codec.encode(after, res)
     merged = codec.merge3(raw, old_d, new_d)
     ops = []
@@ -100,12 +120,22 @@ def review(
     raw = request.get("object") or {}
     old_raw = request.get("oldObject") or {}
     what = _describe(kind, raw or old_raw, request)
-    model_cls = {"Job": Job, "PodGroup": PodGroup, "Queue": Queue, "Pod": Pod}[kind]
-    res = resource(kind)
+    res = kind_info(kind)
+    rules = adm.RULES[kind]
+    ctx = adm.Context(
+        queues=queues,
+        podgroups=podgroups or tuple,
+        namespace_queue=namespace_queue,
+        scheduler_name=scheduler_names[0],
+        scheduler_names=scheduler_names,
+        # a Command's target may be created after it (the controller waits): not checked here
+        existing=None,
+        templates=None,  # likewise a JobFlow's templates
+    )
     if op == "DELETE":
-        if kind == "Queue" and not mutate:
+        if rules.validate_delete is not None and not mutate:
             name = (old_raw.get("metadata") or {}).get("name") or request.get("name", "")
-            problems = adm.validate_queue_delete(name, queues or {}, podgroups() if podgroups else [])
+            problems = rules.validate_delete(name, ctx)
             return _refuse(uid, what, problems, 403) if problems else _allow(uid)
         return _allow(uid)
     if op not in ("CREATE", "UPDATE"):
@@ -113,7 +143,7 @@ def review(
     obj = codec.decode(res, raw)
     if obj is None:
         try:
-            model_cls.model_validate(raw)
+            res.model.model_validate(raw)
         except Exception as exc:  # pydantic's report, field by field
             errs = getattr(exc, "errors", lambda: [])()
             problems = [adm.Problem(".".join(str(x) for x in e.get("loc", ())), e.get("msg", "")) for e in errs] or [adm.Problem("", str(exc))]
@@ -122,29 +152,16 @@ def review(
     if not obj.metadata.namespace and res.namespaced:
         obj.metadata.namespace = request.get("namespace") or "default"
     if mutate:
-        before = obj.model_copy(deep=True)
-        if kind == "Job" and op == "CREATE":
-            adm.default_job(obj, scheduler_names[0])
-        elif kind == "PodGroup" and op == "CREATE":
-            adm.default_podgroup(obj, namespace_queue(obj.namespace) if namespace_queue else None)
-        elif kind == "Queue" and op == "CREATE":
-            adm.default_queue(obj)
-        else:
+        if rules.mutate is None or op != "CREATE":
             return _allow(uid)
+        before = obj.model_copy(deep=True)
+        rules.mutate(obj, ctx)
         return _allow(uid, json_patch(raw, before, obj))
     # validation
-    if kind == "Job":
-        if op == "UPDATE":
-            old = codec.decode(res, old_raw)
-            problems = adm.validate_job_update(old, obj) if old is not None else []
-        else:
-            problems = adm.validate_job(obj, queues)
-    elif kind == "PodGroup":
-        problems = adm.validate_podgroup(obj, queues) if op == "CREATE" else adm.validate_podgroup(obj, None)
-    elif kind == "Queue":
-        problems = adm.validate_queue(obj, queues)
+    if op == "UPDATE" and rules.validate_update is not None:
+        problems = rules.validate_update(codec.decode(res, old_raw), obj, ctx)
     else:
-        problems = adm.validate_pod(obj, scheduler_names)
+        problems = rules.validate(obj, ctx)
     return _refuse(uid, what, problems) if problems else _allow(uid)
 
 

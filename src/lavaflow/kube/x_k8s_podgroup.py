@@ -28,10 +28,10 @@ from ..scheduler.api import ALLOCATED, TaskStatus
 from ..store.base import DELETED
 from . import codec
 from .client import ApiError
-from .resources import resource
+from ..api.kinds import kind_info as resource
 
 if TYPE_CHECKING:
-    from .scheduler import KubeScheduler
+    from .scheduler_process import KubeScheduler
 
 log = logging.getLogger("lavaflow.kube")
 KIND = xpg.STORE_KIND
@@ -166,7 +166,7 @@ class CoschedulingGroups:
         return xpg.timeout_message(group, message) if group is not None else message
 
     async def _write(self, key: str) -> None:
-        from .scheduler import _settle
+        from .scheduler_process import _settle
 
         status = self.wanted.get(key)
         if status is None or self.sched._fenced("status", key):

@@ -15,23 +15,21 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..api import sim_annotations as ann
 from ..api.core import Node, Pod
 from ..api.volcano import PodGroupCondition
-from ..elastic.spec import RESIZE_REASON
-from ..controllers import JobController, PodGroupController, QueueController
-from ..controllers.gc import GarbageCollector
+from ..controllers import build_controllers
 from ..controllers.job import generated_objects
-from ..controllers.jobflow import JobFlowController
 from ..controllers.queue import builtin_queues
+from ..elastic.spec import RESIZE_REASON
 from ..scheduler.cache import PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
-from . import annotations as ann
 from .inputs import Item, SimInput
+from .native_controllers import REPLACING, WorkloadController
 from .sampling import TimelineSampler
 from .training import TrainingModel
-from .workloads import REPLACING, WorkloadController
 from .x_k8s_podgroup import CoschedulingPodGroups
 
 SCHEDULERS = ("lavaflow", "kube-default")
@@ -75,22 +73,21 @@ class Simulation:
         for kind in PLUGIN_KINDS:
             self.store.watch(kind, lambda ev, obj, old, kind=kind: self.cache.on_object(kind, obj, ev == "DELETED"))
         clock = lambda: self.now  # noqa: E731
-        self.queue_ctrl = QueueController(self.store, clock)
-        self.pg_ctrl = PodGroupController(self.store, clock, SIM_SCHEDULER_NAMES)
-        self.job_ctrl = JobController(
-            self.store, clock, priority_of=lambda name: self.cache.priority_of(name)
-        )
+        built = build_controllers(self.store, clock, SIM_SCHEDULER_NAMES, priority_of=lambda name: self.cache.priority_of(name))
+        self.queue_ctrl, self.pg_ctrl, self.job_ctrl = built.queue, built.podgroup, built.job
+        self.jobflow_ctrl, self.gc = built.jobflow, built.gc
         # Per-job records for the report live here, not in the controller (which also runs on a cluster).
         self.job_history: dict[str, list[dict[str, Any]]] = {}  # job key -> [{"phase", "time"}]
         self.job_generated: dict[str, dict[str, list[str]]] = {}  # job key -> objects its plugins made
         self.job_ctrl.on_phase = self._record_phase
+        # What the simulator stands in for besides: kube-controller-manager's workload controllers.
         self.workload_ctrl = WorkloadController(self.store, clock)
-        self.jobflow_ctrl = JobFlowController(self.store, clock)
-        self.gc = GarbageCollector(self.store, clock)
         # scheduler-plugins PodGroups: an internal PodGroup each, status written back in their form
+        # (on a cluster the scheduler process does this; in the simulator a controller stands in)
         self.cosched = CoschedulingPodGroups(self.store, clock, on_event=lambda kind, key, etype, reason, message: self.events.append(
             {"time": self.now, "kind": "PodGroup", "object": key, "type": etype, "reason": reason, "message": message}))
-        self.controllers = [self.workload_ctrl, self.jobflow_ctrl, self.cosched, self.pg_ctrl, self.job_ctrl, self.queue_ctrl, self.gc]
+        shared = built.all()  # jobflow first, then the PodGroup controller the stand-ins feed
+        self.controllers = [self.workload_ctrl, shared[0], self.cosched, *shared[1:]]
         for ctrl in self.controllers:
             ctrl.on_timer_added = lambda t, ctrl=ctrl: self._push(t, "timer", ctrl)
         # What the input asks for that this run ignores (a stderr line each, and "warnings").

@@ -12,15 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api import admission, validation, x_k8s_podgroup
+from ..api import sim_annotations as ann
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
+from ..api.native_workloads import NodeGroup
 from ..api.quantity import parse_quantity
-from ..api.volcano import Command, Job, JobFlow, JobTemplate, PodGroup, Queue
-from ..controllers.jobflow import validate_jobflow
-from ..api.topology import HyperNode, Numatopology, validate_hypernode, validate_numatopology
-from ..api.workloads import NodeGroup
+from ..api.topology import Numatopology
+from ..api.volcano import Job, JobTemplate, PodGroup, Queue
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
-from . import annotations as ann
 
 CONF_KEY = "volcano-scheduler.conf"
 
@@ -116,29 +115,6 @@ def _check_pod_annotations(problems: Problems, src: Source, what: str, prefix: s
             problems.add(src, what, f"{prefix}.annotations[{ann.SPAWN_DELAY}]", str(exc))
 
 
-COMMAND_TARGETS = {
-    "Job": ("AbortJob", "ResumeJob", "RestartJob", "TerminateJob", "CompleteJob"),
-    "Queue": ("OpenQueue", "CloseQueue"),
-}
-
-
-def validate_command(cmd: Command, declared: set[tuple[str, str]]) -> list[admission.Problem]:
-    """bus.volcano.sh Commands: a known action for the target's kind, and a target defined in the input."""
-    target = cmd.target if isinstance(cmd.target, dict) else None
-    if not target or not target.get("name") or target.get("kind") not in COMMAND_TARGETS:
-        return [admission.Problem("target", "must name a Job or a Queue (target.kind and target.name)")]
-    kind = target["kind"]
-    out: list[admission.Problem] = []
-    if cmd.action not in COMMAND_TARGETS[kind]:
-        out.append(
-            admission.Problem("action", f"{cmd.action!r} is not an action for a {kind} (use one of {', '.join(COMMAND_TARGETS[kind])})")
-        )
-    key = target["name"] if kind == "Queue" else f"{cmd.namespace}/{target['name']}"
-    if (kind, key) not in declared:
-        out.append(admission.Problem("target.name", f"no {kind} {target['name']!r} in the input"))
-    return out
-
-
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
 
@@ -156,7 +132,7 @@ def _check_queue_annotations(problems: Problems, src: Source, obj, queues: dict[
         name = annotations.get(QUEUE_ANNOTATION)
         if name is not None and name not in queues:
             problems.add(src, _what(obj), f"{prefix}.annotations[{QUEUE_ANNOTATION}]",
-                         f"Queue {name!r} does not exist; existing queues are: {admission._names(sorted(queues))}.")
+                         f"Queue {name!r} does not exist; existing queues are: {admission.quoted_names(sorted(queues))}.")
 
 
 # Labels every kubelet sets on its node (hostname is the node's name).
@@ -339,42 +315,26 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     volcano_podgroups = {it.obj.key for it in items if isinstance(it.obj, PodGroup)}
     x_podgroups = {it.obj.key for it in items if isinstance(it.obj, x_k8s_podgroup.CoschedulingPodGroup)}
     latest_job: dict[str, Job] = {}
+    ctx = admission.Context(queues=queues, scheduler_name=scheduler_name, existing=declared, templates=templates)
     for it in items:
         obj, src = it.obj, it.source
         found: list[admission.Problem] = []
-        if isinstance(obj, Queue):
-            found = admission.validate_queue(obj, queues)
-        elif isinstance(obj, Job):
-            admission.default_job(obj, scheduler_name)
-            if it.update:
-                found = admission.validate_job_update(latest_job[obj.key], obj)
+        rules = admission.RULES.get(type(obj).__name__)
+        if rules is not None:
+            if rules.mutate is not None:
+                rules.mutate(obj, ctx)
+            if it.update and rules.validate_update is not None:
+                found = rules.validate_update(latest_job[obj.key], obj, ctx)
             else:
-                found = admission.validate_job(obj, queues)
+                found = rules.validate(obj, ctx)
+        if isinstance(obj, Job):
             latest_job[obj.key] = obj
             for ti, task in enumerate(obj.spec.tasks):
                 _check_pod_annotations(problems, src, _what(obj), f"spec.tasks[{ti}].template.metadata", task.template.metadata.annotations)
-        elif isinstance(obj, JobTemplate):
-            as_job = Job.model_validate(
-                {"metadata": {"name": obj.name, "namespace": obj.namespace}, "spec": obj.spec.model_dump(by_alias=True, exclude_none=True, mode="json")}
-            )
-            admission.default_job(as_job, scheduler_name)
-            found = admission.validate_job(as_job, queues)
-        elif isinstance(obj, JobFlow):
-            found = validate_jobflow(obj)
-            for fi, flow in enumerate(obj.spec.flows):
-                if f"{obj.namespace}/{flow.name}" not in templates:
-                    found.append(admission.Problem(
-                        f"spec.flows[{fi}].name",
-                        f"no JobTemplate {flow.name!r} in namespace {obj.namespace} in the input (a flow runs the JobTemplate of its name)"))
-        elif isinstance(obj, Command):
-            found = validate_command(obj, declared)
-        elif isinstance(obj, PodGroup):
-            admission.default_podgroup(obj)
-            found = admission.validate_podgroup(obj, queues)
         elif isinstance(obj, x_k8s_podgroup.CoschedulingPodGroup):
             found = x_k8s_podgroup.validate(obj, queues, volcano_podgroups)
         elif isinstance(obj, Pod):
-            found = list(admission.validate_pod(obj)) + x_k8s_podgroup.member_problems(obj, x_podgroups)
+            found = list(found) + x_k8s_podgroup.member_problems(obj, x_podgroups)
             _check_pod_annotations(problems, src, _what(obj), "metadata", obj.metadata.annotations)
             parent = obj.metadata.annotations.get(ann.SPAWNED_BY)
             if parent is not None and f"{obj.namespace}/{parent}" not in pods_by_key:
@@ -390,11 +350,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             out.conf_text = obj.data[CONF_KEY]
             out.conf_source = str(src)
             out.conf_origin = f"{src}: {_what(obj)}: data[{CONF_KEY}]"
-        elif isinstance(obj, HyperNode):
-            found = [admission.Problem(path, msg) for path, msg in validate_hypernode(obj)]
-        elif isinstance(obj, Numatopology):
-            found = [admission.Problem(path, msg) for path, msg in validate_numatopology(obj)]
-        else:
+        elif rules is None:
             # Kinds no Volcano webhook sees: kube-apiserver's own checks.
             found = validation.validate_object(obj)
             if hasattr(getattr(obj, "spec", None), "template"):

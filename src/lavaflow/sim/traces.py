@@ -109,7 +109,7 @@ def cluster_gpus(loaded: list[Loaded]) -> int:
 
 def load_traces(paths: list[str | Path], loaded: list[Loaded], problems: Problems, adaptive: bool = False) -> list[Loaded]:
     """Trace files as loaded Volcano Jobs (plus the default cluster when ``loaded`` has no nodes)."""
-    from ..elastic.workload import WorkloadError, read_workload
+    from ..elastic.trace_readers import WorkloadError, read_workload
 
     out: list[Loaded] = []
     has_nodes = any(type(it.obj).__name__ in ("Node", "NodeGroup") for it in loaded)

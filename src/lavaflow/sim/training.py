@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..api import sim_annotations as ann
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION
 from ..elastic import spec as es
-from . import annotations as ann
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Simulation

@@ -1,4 +1,4 @@
-"""Test doubles for the Kubernetes layer: an in-process API server and a fake kubelet.
+"""A test double for the Kubernetes API: an in-process API server.
 
 ``ApiDouble`` is an aiohttp server on 127.0.0.1 that behaves like a
 kube-apiserver for the resources lavaflow uses: list (with pagination and
@@ -8,12 +8,6 @@ Conflict on a stale resourceVersion); status subresources; pods/binding (409
 for a pod that is already bound) and pods/eviction; Leases and Events like any
 object. Faults can be injected: ``fail_next(kind, verb, status, n)`` and
 ``compact()`` (every open watch gets a 410 and must relist).
-
-``FakeKubelet`` plays the nodes through the HTTP API, so it works against the
-double and a real API server alike: it marks bound pods Running, then
-Succeeded (or Failed) after their ``sim.lavaflow.io/duration`` (scaled), creates
-the pods a running pod spawns (``sim.lavaflow.io/spawned-by``), and completes
-the deletion of pods bound to nodes (there is no real kubelet to do it).
 """
 
 from __future__ import annotations
@@ -28,7 +22,7 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from .resources import RESOURCES, Resource
+from ..api.kinds import API_KINDS, Kind
 
 
 def _now() -> str:
@@ -107,7 +101,7 @@ def _match_fields(obj: dict[str, Any], selector: str | None) -> bool:
 
 
 class _Route:
-    def __init__(self, res: Resource, namespace: str | None, name: str | None, sub: str | None) -> None:
+    def __init__(self, res: Kind, namespace: str | None, name: str | None, sub: str | None) -> None:
         self.res, self.namespace, self.name, self.sub = res, namespace, name, sub
 
 
@@ -134,8 +128,8 @@ class ApiDouble:
         self._runner = None
         self._started = threading.Event()
         self._stop: asyncio.Event | None = None
-        self._plurals: dict[tuple[str, str], Resource] = {}
-        for r in RESOURCES.values():
+        self._plurals: dict[tuple[str, str], Kind] = {}
+        for r in API_KINDS.values():
             self._plurals[(r.api_version, r.plural)] = r
 
     # ------------------------------------------------------------------ lifecycle
@@ -224,11 +218,11 @@ class ApiDouble:
         self.call(_do)
 
     def snapshot(self, kind: str) -> list[dict[str, Any]]:
-        res = RESOURCES[kind]
+        res = API_KINDS[kind]
         return self.call(lambda: [copy.deepcopy(o) for o in self.objects[self._bucket(res)].values()])
 
     def get(self, kind: str, key: str) -> dict[str, Any] | None:
-        res = RESOURCES[kind]
+        res = API_KINDS[kind]
         ns, _, name = key.partition("/") if res.namespaced else (None, "", key)
         return self.call(lambda: copy.deepcopy(self.objects[self._bucket(res)].get((ns, name))))
 
@@ -237,22 +231,22 @@ class ApiDouble:
         res = self._plurals_by_kind(obj)
         return self.call(self._store_put, res, copy.deepcopy(obj))
 
-    def _plurals_by_kind(self, obj: dict[str, Any]) -> Resource:
-        for r in RESOURCES.values():
+    def _plurals_by_kind(self, obj: dict[str, Any]) -> Kind:
+        for r in API_KINDS.values():
             if r.api_version == obj.get("apiVersion") and r.api_kind == obj.get("kind"):
                 return r
         raise KeyError(f"{obj.get('apiVersion')} {obj.get('kind')}")
 
     # ------------------------------------------------------------------ storage
     @staticmethod
-    def _bucket(res: Resource) -> str:
+    def _bucket(res: Kind) -> str:
         return f"{res.api_version}/{res.plural}"
 
     def _next_rv(self) -> str:
         self.current_rv = next(self.rv)
         return str(self.current_rv)
 
-    def _emit(self, res: Resource, etype: str, obj: dict[str, Any]) -> None:
+    def _emit(self, res: Kind, etype: str, obj: dict[str, Any]) -> None:
         b = self._bucket(res)
         rv = int(obj["metadata"]["resourceVersion"])
         snap = copy.deepcopy(obj)
@@ -265,7 +259,7 @@ class ApiDouble:
         for q in self.watchers[b]:
             q.put_nowait((rv, etype, snap))
 
-    def _store_put(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    def _store_put(self, res: Kind, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj.setdefault("metadata", {})
         ns = meta.get("namespace") if res.namespaced else None
         if res.namespaced and not ns:
@@ -431,7 +425,7 @@ class ApiDouble:
             return 200, self._store_put(res, new)
         return 405, _status(405, "MethodNotAllowed", verb)
 
-    def _split_status(self, res: Resource, sub: str | None, cur: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    def _split_status(self, res: Kind, sub: str | None, cur: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """Main resource writes keep the old status; status writes keep everything else."""
         if not res.status or res.kind in ("Namespace",):
             return new
@@ -444,7 +438,7 @@ class ApiDouble:
         new["status"] = copy.deepcopy(cur.get("status", {}))
         return new
 
-    def _delete(self, res: Resource, key, cur: dict[str, Any]) -> dict[str, Any]:
+    def _delete(self, res: Kind, key, cur: dict[str, Any]) -> dict[str, Any]:
         bucket = self.objects[self._bucket(res)]
         bucket.pop(key, None)
         cur = copy.deepcopy(cur)
@@ -453,7 +447,7 @@ class ApiDouble:
         self._emit(res, "DELETED", cur)
         return cur
 
-    def _bind(self, res: Resource, key, cur: dict[str, Any] | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _bind(self, res: Kind, key, cur: dict[str, Any] | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         self.binding_attempts[f"{key[0]}/{key[1]}"] += 1
         if cur is None:
             return 404, _status(404, "NotFound", f'pods "{key[1]}" not found')
@@ -462,7 +456,7 @@ class ApiDouble:
             return 400, _status(400, "BadRequest", "binding has no target")
         if (cur.get("spec") or {}).get("nodeName"):
             return 409, _status(409, "Conflict", f'pod {key[1]} is already assigned to node "{cur["spec"]["nodeName"]}"')
-        if (self.objects[self._bucket(RESOURCES["Node"])]).get((None, node)) is None:
+        if (self.objects[self._bucket(API_KINDS["Node"])]).get((None, node)) is None:
             return 404, _status(404, "NotFound", f'nodes "{node}" not found')
         new = copy.deepcopy(cur)
         new["spec"]["nodeName"] = node
@@ -546,14 +540,16 @@ class ApiDouble:
 
 def webhook_admitter(server):
     """An ``ApiDouble.admit`` hook that runs a WebhookServer's mutating then validating reviews."""
-    from .webhook import ENDPOINTS, apply_json_patch
+    from ..kube.webhook import HOOKS, apply_json_patch
 
-    by_kind: dict[str, list[str]] = defaultdict(list)
-    for path, (kind, mutate) in sorted(ENDPOINTS.items(), key=lambda kv: not kv[1][1]):
-        by_kind[kind].append(path)
+    by_kind: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
+    for h in HOOKS:  # mutating ones first, as the API server calls them
+        by_kind[h.kind.kind].append((h.path, h.operations))
 
     def admit(kind: str, op: str, obj: dict[str, Any], old: dict[str, Any] | None):
-        for path in by_kind.get(kind, []):
+        for path, operations in by_kind.get(kind, []):
+            if op not in operations:
+                continue
             review = {
                 "apiVersion": "admission.k8s.io/v1",
                 "kind": "AdmissionReview",
@@ -570,177 +566,3 @@ def webhook_admitter(server):
         return obj
 
     return admit
-
-
-# ---------------------------------------------------------------------- fake kubelet
-
-
-class FakeKubelet:
-    """Runs bound pods through the API: Running at once, then Succeeded/Failed after their duration.
-
-    ``time_scale`` multiplies every ``sim.lavaflow.io/*`` duration (0.01: a
-    60 s pod finishes in 0.6 s). ``held`` are pods to create once their
-    ``sim.lavaflow.io/spawned-by`` parent runs (Spark executors).
-    """
-
-    def __init__(self, client, time_scale: float = 0.01, default_duration: float = 60.0, held: list[dict[str, Any]] | None = None) -> None:
-        self.client = client
-        self.time_scale = time_scale
-        self.default_duration = default_duration
-        self.held: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for p in held or []:
-            meta = p["metadata"]
-            parent = f"{meta.get('namespace', 'default')}/{meta['annotations']['sim.lavaflow.io/spawned-by']}"
-            self.held[parent].append(p)
-        self.started: set[str] = set()
-        self.finished: set[str] = set()
-        self.bound_nodes: dict[str, str] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._runner: asyncio.Task | None = None
-
-    def start(self) -> None:
-        self._runner = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        tasks = [t for t in [self._runner, *self._tasks] if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-
-    async def _run(self) -> None:
-        rv = None
-        while True:
-            try:
-                if rv is None:
-                    lst = await self.client.request("GET", "/api/v1/pods")
-                    for p in lst.get("items", []):
-                        self._see(p)
-                    rv = lst["metadata"]["resourceVersion"]
-                async for ev in self.client.stream(
-                    "/api/v1/pods", {"watch": True, "resourceVersion": rv, "allowWatchBookmarks": True, "timeoutSeconds": 60}, 60
-                ):
-                    obj = ev.get("object") or {}
-                    if ev.get("type") == "ERROR":
-                        rv = None
-                        break
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if ev.get("type") in ("ADDED", "MODIFIED"):
-                        self._see(obj)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                rv = None
-                await asyncio.sleep(0.1)
-
-    def _see(self, pod: dict[str, Any]) -> None:
-        meta = pod.get("metadata", {})
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
-        uid = meta.get("uid")
-        node = (pod.get("spec") or {}).get("nodeName")
-        if meta.get("deletionTimestamp") and node:
-            self._spawn(self._force_delete(key))
-            return
-        if node and uid not in self.started and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
-            self.started.add(uid)
-            self.bound_nodes[key] = node
-            self._spawn(self._lifecycle(pod))
-
-    def _spawn(self, coro) -> None:
-        t = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
-
-    def _seconds(self, pod: dict[str, Any], key: str, default: float) -> float:
-        from ..sim.annotations import parse_duration
-
-        raw = (pod.get("metadata", {}).get("annotations") or {}).get(key)
-        if raw is None:
-            return default
-        return parse_duration(raw, allow_inf=True) if key.endswith("duration") else parse_duration(raw)
-
-    async def _set_status(self, pod: dict[str, Any], phase: str, exit_code: int | None = None) -> bool:
-        meta = pod["metadata"]
-        now = _now()
-        name = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
-        if phase == "Running":
-            state = {"running": {"startedAt": now}}
-        else:
-            state = {"terminated": {"exitCode": exit_code or 0, "reason": "Completed" if phase == "Succeeded" else "Error", "finishedAt": now}}
-        patch = {
-            "status": {
-                "phase": phase,
-                "startTime": (pod.get("status") or {}).get("startTime") or now,
-                "containerStatuses": [{"name": name, "ready": phase == "Running", "restartCount": 0, "image": "x", "imageID": "", "state": state}],
-            }
-        }
-        try:
-            await self.client.request(
-                "PATCH",
-                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                body=patch,
-                content_type="application/strategic-merge-patch+json",
-            )
-            return True
-        except Exception:
-            return False
-
-    async def _lifecycle(self, pod: dict[str, Any]) -> None:
-        import math
-
-        meta = pod["metadata"]
-        key = f"{meta['namespace']}/{meta['name']}"
-        if not await self._set_status(pod, "Running"):
-            return
-        for child in self.held.pop(key, []):
-            delay = self._seconds(child, "sim.lavaflow.io/spawn-delay", 0.0) * self.time_scale
-            self._spawn(self._create_later(child, delay))
-        duration = self._seconds(pod, "sim.lavaflow.io/duration", self.default_duration)
-        if not math.isfinite(duration):
-            return
-        await asyncio.sleep(duration * self.time_scale)
-        code = int((meta.get("annotations") or {}).get("sim.lavaflow.io/exit-code", "0"))
-        try:
-            cur = await self.client.request("GET", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
-        except Exception:
-            return
-        if cur["metadata"].get("uid") != meta.get("uid") or cur.get("status", {}).get("phase") != "Running":
-            return
-        if await self._set_status(cur, "Succeeded" if code == 0 else "Failed", code):
-            self.finished.add(key)
-
-    async def _create_later(self, pod: dict[str, Any], delay: float) -> None:
-        await asyncio.sleep(delay)
-        ns = pod["metadata"].get("namespace", "default")
-        try:
-            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
-        except Exception:
-            pass
-
-    async def _force_delete(self, key: str) -> None:
-        ns, name = key.split("/", 1)
-        try:
-            await self.client.request(
-                "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-            )
-        except Exception:
-            pass
-
-
-def fake_node(name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110", labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A Node object with no kubelet behind it (Ready, with the given allocatable)."""
-    alloc = {"cpu": cpu, "memory": memory, "pods": pods}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "fake", **(labels or {})}},
-        "spec": {"taints": []},
-        "status": {
-            "capacity": alloc,
-            "allocatable": alloc,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "FakeKubelet", "message": "fake node", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
-        },
-    }

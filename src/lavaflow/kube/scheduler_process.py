@@ -42,7 +42,7 @@ from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, Fenced, KubeClient
 from .dispatch import Dispatcher, RateLimiter
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
-from .resources import resource
+from ..api.kinds import kind_info
 from .store import KubeStore
 from .x_k8s_podgroup import CoschedulingGroups
 
@@ -633,7 +633,7 @@ async def post_event(
     sem: asyncio.Semaphore | None = None,
 ) -> None:
     """Record a core/v1 Event about an object (best effort)."""
-    res = resource(kind)
+    res = kind_info(kind)
     ns, name = (key.split("/", 1) if res.namespaced else ("default", key))
     obj = store.get(kind, key) if store is not None and kind in store.informers else None
     now = codec.rfc3339(time.time())

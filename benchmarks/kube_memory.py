@@ -1,9 +1,9 @@
-"""Memory of the scheduler's informer cache (python -m lavaflow.kube.bench_memory NODES PODS): events applied directly, no API server."""
+"""Memory of the scheduler's informer cache (python benchmarks/kube_memory.py NODES PODS): events applied directly, no API server."""
 import gc, sys, time
 from lavaflow.kube.client import ClientConfig, KubeClient
-from lavaflow.kube.resources import resource as res_of
-from lavaflow.kube.scheduler import KubeScheduler
-from lavaflow.kube.testing import fake_node
+from lavaflow.api.kinds import kind_info as res_of
+from lavaflow.kube.scheduler_process import KubeScheduler
+from lavaflow.testing import fake_node
 
 def rss_mb():
     with open("/proc/self/status") as f:

@@ -1,34 +1,21 @@
-"""Self-contained HTML report of one or more elastic simulations (inline SVG, matplotlib Agg)."""
+"""Self-contained HTML report of one or more elastic simulations (inline SVG, matplotlib Agg):
+the comparison table, JCT CDFs, GPU allocation and workers per job over time."""
 
 from __future__ import annotations
 
 import html
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .compare import table_rows
-from .results import SimResult
+from ..elastic.compare import table_rows
+from ..elastic.results import SimResult
+from .charts import RC, Plotter, pyplot
 
 
-def _svg(fig) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    s = buf.getvalue()
-    return s[s.index("<svg") :]
-
-
-def _jct_cdf(results: Sequence[SimResult]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _jct_cdf(results: Sequence[SimResult], plotter: Plotter) -> str:
+    plt = plotter.plt
     fig, ax = plt.subplots(figsize=(7, 4))
     for r in results:
         j = np.sort([x.jct / 3600 for x in r.jobs if x.jct is not None])
@@ -39,12 +26,11 @@ def _jct_cdf(results: Sequence[SimResult]) -> str:
     ax.set_ylabel("fraction of jobs")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _svg(fig)
+    return plotter.render(fig)
 
 
-def _alloc(results: Sequence[SimResult]) -> str:
-    import matplotlib.pyplot as plt
-
+def _alloc(results: Sequence[SimResult], plotter: Plotter) -> str:
+    plt = plotter.plt
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for r in results:
         ts = [t / 3600 for t, _ in r.timeline]
@@ -56,12 +42,11 @@ def _alloc(results: Sequence[SimResult]) -> str:
     ax.set_ylabel("GPUs allocated")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _svg(fig)
+    return plotter.render(fig)
 
 
-def _workers(r: SimResult, max_jobs: int = 40) -> str:
-    import matplotlib.pyplot as plt
-
+def _workers(r: SimResult, plotter: Plotter, max_jobs: int = 40) -> str:
+    plt = plotter.plt
     jobs = [j for j in r.jobs if j.history][:max_jobs]
     fig, ax = plt.subplots(figsize=(7, max(2.5, 0.16 * len(jobs) + 1)))
     cmap = plt.get_cmap("viridis")
@@ -78,10 +63,13 @@ def _workers(r: SimResult, max_jobs: int = 40) -> str:
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, maxw))
     fig.colorbar(sm, ax=ax, label="workers")
     ax.set_title(f"{r.policy}: workers per job (first {len(jobs)} jobs)", fontsize=9)
-    return _svg(fig)
+    return plotter.render(fig)
 
 
 def render_report(results: Sequence[SimResult], title: str = "lavaflow elastic simulation") -> str:
+    import matplotlib
+
+    plotter = Plotter(pyplot())
     header, rows = table_rows(results)
     th = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
@@ -93,14 +81,16 @@ def render_report(results: Sequence[SimResult], title: str = "lavaflow elastic s
         "td:first-child{text-align:left}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f"<table><tr>{th}</tr>{trs}</table>",
-        "<h2>JCT CDF per policy</h2>",
-        _jct_cdf(results),
-        "<h2>GPU allocation over time</h2>",
-        _alloc(results),
-        "<h2>Workers per job over time</h2>",
     ]
-    for r in results:
-        parts.append(_workers(r))
+    with matplotlib.rc_context(RC):
+        parts += [
+            "<h2>JCT CDF per policy</h2>",
+            _jct_cdf(results, plotter),
+            "<h2>GPU allocation over time</h2>",
+            _alloc(results, plotter),
+            "<h2>Workers per job over time</h2>",
+        ]
+        parts += [_workers(r, plotter) for r in results]
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -17,12 +17,13 @@ ignored.
 from __future__ import annotations
 
 import html
-import io
 import math
 import pathlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from .charts import RC, Plotter, pyplot
 
 __all__ = ["write_report"]
 
@@ -181,57 +182,6 @@ def _end_time(result: Mapping, pods: Iterable[Mapping]) -> float:
     return best
 
 
-# --------------------------------------------------------------------------
-# SVG rendering
-# --------------------------------------------------------------------------
-
-_SVG_REF_RE = re.compile(r'(\bid="|url\(#|href="#)([^")]+)')
-
-
-def _fig_to_svg(fig, prefix: str) -> str:
-    """Render a figure as an inline <svg> string with ids namespaced by *prefix*.
-
-    The XML prolog / DOCTYPE and the RDF metadata block are dropped so the
-    only URIs left are the SVG/XLink xmlns namespace declarations.
-    """
-    buf = io.StringIO()
-    fig.savefig(
-        buf,
-        format="svg",
-        bbox_inches="tight",
-        metadata={"Creator": None, "Date": None, "Format": None, "Type": None},
-    )
-    svg = buf.getvalue()
-    start = svg.find("<svg")
-    svg = svg[start:] if start >= 0 else svg
-    # matplotlib embeds a global "*{...}" <style>; inline in HTML it would leak to
-    # the whole page, so drop it (the page CSS scopes the same rule to .plot svg).
-    svg = re.sub(r"<style[^>]*>.*?</style>", "", svg, flags=re.DOTALL)
-    # Several SVGs share one HTML document: make element ids unique per figure.
-    ids = set(re.findall(r'\bid="([^"]+)"', svg))
-
-    def repl(m: re.Match) -> str:
-        ident = m.group(2)
-        return m.group(1) + (f"{prefix}-{ident}" if ident in ids else ident)
-
-    return _SVG_REF_RE.sub(repl, svg).strip()
-
-
-class _Plotter:
-    """Holds pyplot and a counter for unique SVG id prefixes."""
-
-    def __init__(self, plt) -> None:
-        self.plt = plt
-        self.count = 0
-
-    def render(self, fig) -> str:
-        self.count += 1
-        try:
-            return '<div class="plot">' + _fig_to_svg(fig, f"lf{self.count}") + "</div>"
-        finally:
-            self.plt.close(fig)
-
-
 def _job_colors(job_keys: Sequence[str], plt) -> dict[str, Any]:
     n = len(job_keys)
     if n <= 20:
@@ -243,7 +193,7 @@ def _job_colors(job_keys: Sequence[str], plt) -> dict[str, Any]:
     return {k: cmap(0.05 + 0.9 * ((i * step) % 1.0)) for i, k in enumerate(job_keys)}
 
 
-def _gantt(result: Mapping, plotter: _Plotter) -> str:
+def _gantt(result: Mapping, plotter: Plotter) -> str:
     plt = plotter.plt
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
@@ -333,7 +283,7 @@ def _gantt(result: Mapping, plotter: _Plotter) -> str:
     return plotter.render(fig) + note
 
 
-def _allocation(result: Mapping, plotter: _Plotter) -> str:
+def _allocation(result: Mapping, plotter: Plotter) -> str:
     plt = plotter.plt
     timeline = [_dict(p) for p in _list(result.get("timeline"))]
     timeline = [p for p in timeline if _num(p.get("time")) is not None]
@@ -391,7 +341,7 @@ def _allocation(result: Mapping, plotter: _Plotter) -> str:
     return plotter.render(fig)
 
 
-def _queue_shares(result: Mapping, plotter: _Plotter, resource: str = "cpu") -> str:
+def _queue_shares(result: Mapping, plotter: Plotter, resource: str = "cpu") -> str:
     """Allocation of each queue over time (solid) against its deserved share (dashed), with Jain's index."""
     plt = plotter.plt
     timeline = [_dict(p) for p in _list(result.get("timeline")) if _num(_dict(p).get("time")) is not None]
@@ -427,7 +377,7 @@ def _queue_shares(result: Mapping, plotter: _Plotter, resource: str = "cpu") -> 
     return plotter.render(fig)
 
 
-def _cdf_plot(series: Sequence[tuple[str, list[float]]], plotter: _Plotter, title: str) -> str:
+def _cdf_plot(series: Sequence[tuple[str, list[float]]], plotter: Plotter, title: str) -> str:
     plt = plotter.plt
     series = [(name, vals) for name, vals in series if vals]
     if not series:
@@ -580,12 +530,10 @@ def write_report(
     """
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     results = [_dict(r) for r in (results or [])]
     names = _scheduler_names(results)
-    plotter = _Plotter(plt)
+    plotter = Plotter(plt, wrap=True)
 
     parts: list[str] = [
         "<!DOCTYPE html>",
@@ -597,8 +545,7 @@ def write_report(
         f"<h1>{_e(title)}</h1>",
     ]
 
-    rc = {"svg.hashsalt": "lavaflow", "svg.fonttype": "path", "figure.dpi": 100}
-    with matplotlib.rc_context(rc):
+    with matplotlib.rc_context(RC):
         if not results:
             parts.append('<p class="note">No simulation results.</p>')
         else:

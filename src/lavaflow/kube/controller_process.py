@@ -1,7 +1,7 @@
 """`lavaflow controller` on a cluster: the simulator's controllers against an informer-backed store.
 
-Controllers (Job, PodGroup, Queue, and whichever others the package exports:
-Command, garbage collection, ...) are the ones the simulator runs, unchanged.
+The controllers are the ones the simulator runs, built by the same function
+(:func:`lavaflow.controllers.build_controllers`).
 Watch events mark their keys dirty; a reconcile pass then runs in a worker
 thread while the store's lock keeps the cache still, with each controller's
 writes going through the API server (409 conflicts retried on a fresh copy).
@@ -12,11 +12,10 @@ A key whose reconcile fails is retried with exponential back-off, at most
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
-from typing import Any
 
+from ..controllers import build_controllers
 from .client import KubeClient
 from .leader import LeaderElector, lead
 from .metrics import ControllerMetrics
@@ -37,44 +36,6 @@ INFORMED = (
     "BatchJob",
 )
 OPTIONAL_INFORMED = ("Service", "ConfigMap", "Secret", "NetworkPolicy", "JobFlow", "JobTemplate")
-OPTIONAL_CONTROLLERS = (
-    "CommandController",
-    "GarbageCollector",
-    "GCController",
-    "JobFlowController",
-    "JobTemplateController",
-)
-
-
-def build_controllers(store: Any, clock, scheduler_names: tuple[str, ...]) -> list[Any]:
-    from .. import controllers as C
-
-    def priority_of(name: str | None) -> int:
-        if not name:
-            for pc in store.list("PriorityClass"):
-                if pc.global_default:
-                    return pc.value
-            return 0
-        pc = store.get("PriorityClass", name)
-        return pc.value if pc is not None else 0
-
-    out: list[Any] = [
-        C.PodGroupController(store, clock, scheduler_names),
-        C.JobController(store, clock, priority_of=priority_of),
-        C.QueueController(store, clock),
-    ]
-    for name in OPTIONAL_CONTROLLERS:
-        cls = getattr(C, name, None)
-        if cls is None:
-            continue
-        try:
-            params = inspect.signature(cls).parameters
-            out.append(cls(store, clock, scheduler_names) if "scheduler_names" in params else cls(store, clock))
-        except Exception as exc:  # pragma: no cover - depends on other modules
-            log.warning("controller %s not started: %s", name, exc)
-    return out
-
-
 class KubeControllers:
     def __init__(
         self,
@@ -88,16 +49,16 @@ class KubeControllers:
     ) -> None:
         self.client = client
         self.store = KubeStore(client, keep_raw=True)
-        from .resources import RESOURCES
+        from ..api.kinds import API_KINDS
 
-        kinds = list(INFORMED) + [k for k in OPTIONAL_INFORMED if k in RESOURCES and _has_model(k)] + list(extra_kinds)
+        kinds = list(INFORMED) + [k for k in OPTIONAL_INFORMED if k in API_KINDS and _has_model(k)] + list(extra_kinds)
         for kind in kinds:
             self.store.inform(kind)
         self.elector = elector
         self.metrics = metrics or ControllerMetrics()
         self.resync = resync
         self.max_requeue = max_requeue
-        self.controllers = build_controllers(self.store, time.time, scheduler_names)
+        self.controllers = build_controllers(self.store, time.time, scheduler_names).all()
         self.failures: dict[tuple[int, str], int] = {}
         self.retry_at: dict[tuple[int, str], float] = {}
         self.wake = asyncio.Event()
@@ -207,9 +168,9 @@ class KubeControllers:
 
 
 def _has_model(kind: str) -> bool:
-    from .resources import resource
+    from ..api.kinds import kind_info
 
-    return resource(kind).model() is not None
+    return kind_info(kind).model is not None
 
 
 async def _first(*aws) -> None:

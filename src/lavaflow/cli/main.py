@@ -1,8 +1,8 @@
-"""The ``lavaflow`` command line."""
+"""The ``lavaflow`` command line: the entry point, `lavaflow simulate` (tables, JSON, reports,
+--explain) and `lavaflow version`; the cluster commands are added from the sibling modules."""
 
 from __future__ import annotations
 
-from . import jsonout
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,6 +10,9 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from .. import jsonout
+from .tables import fmt_time, print_results_table, summary_table
 
 _app = typer.Typer(
     add_completion=False,
@@ -29,19 +32,11 @@ class Invalid(Exception):
         self.problems = problems
 
 
-def _fmt_time(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
-
-
-def _fmt_pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.1f}%"
-
-
 def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False):
-    from .api.loader import InputError, Problems, load_files
-    from .scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
-    from .sim.inputs import prepare
-    from .sim.traces import is_trace, load_traces
+    from ..api.loader import InputError, Problems, load_files
+    from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
+    from ..sim.inputs import prepare
+    from ..sim.traces import is_trace, load_traces
 
     skipped: list[str] = []
     try:
@@ -72,7 +67,7 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
 
 def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | None):
     """The configuration with the elastic plugin's policy / interval / cost overridden."""
-    from .scheduler.framework.conf import load_scheduler_conf
+    from ..scheduler.framework.conf import load_scheduler_conf
 
     conf = conf if conf is not None else load_scheduler_conf()
     if policy is None and interval is None and cost is None:
@@ -93,14 +88,14 @@ def _run(files, config, scheduler, seed, until, default_duration, show_progress:
          policy: str | None = None, interval: str | None = None, cost: str | None = None, skip_unsupported: bool = False):
     import time as _time
 
-    from .sim.engine import Simulation
+    from ..sim.engine import Simulation
 
     sim_input, conf = _load(files, config, skip_unsupported)
     if scheduler == "lavaflow":
         conf = _elastic_conf(conf, policy, interval, cost)
     pause = 30.0
     if cost is not None:
-        from .sim.annotations import parse_duration
+        from ..api.sim_annotations import parse_duration
 
         pause = parse_duration(cost)
     t0 = _time.perf_counter()
@@ -150,77 +145,6 @@ def _elastic_json(res, sim) -> dict:
     }
 
 
-def _job_table(result: dict) -> Table:
-    t = Table(title=f"scheduler: {result['scheduler']}", title_justify="left")
-    for col in ("job", "queue", "phase", "submitted", "started", "finished", "waited", "ran"):
-        t.add_column(col, justify="right" if col not in ("job", "queue", "phase") else "left")
-    for j in result["jobs"]:
-        waited = None if j["startTime"] is None else j["startTime"] - j["submitTime"]
-        ran = None if j["startTime"] is None or j["finishTime"] is None else j["finishTime"] - j["startTime"]
-        t.add_row(
-            f"{j['namespace']}/{j['name']}",
-            j["queue"],
-            j["phase"],
-            _fmt_time(j["submitTime"]),
-            _fmt_time(j["startTime"]),
-            _fmt_time(j["finishTime"]),
-            _fmt_time(waited),
-            _fmt_time(ran),
-        )
-    return t
-
-
-SUMMARY_ROWS = (
-    ("completed", "completed", str),
-    ("failed", "failed", str),
-    ("stuck", "stuck", str),
-    ("makespan (s)", "makespan", _fmt_time),
-    ("mean JCT (s)", "jctMean", _fmt_time),
-    ("p50 JCT (s)", "jctP50", _fmt_time),
-    ("p95 JCT (s)", "jctP95", _fmt_time),
-    ("mean wait (s)", "waitMean", _fmt_time),
-    ("p50 wait (s)", "waitP50", _fmt_time),
-    ("p95 wait (s)", "waitP95", _fmt_time),
-    ("mean CPU allocated", "cpuAllocationMean", _fmt_pct),
-    ("mean GPU allocated", "gpuAllocationMean", _fmt_pct),
-)
-
-
-def _summary_table(results: list[dict]) -> Table:
-    t = Table(title="summary", title_justify="left")
-    t.add_column("")
-    for r in results:
-        t.add_column(r["scheduler"], justify="right")
-    for label, key, fmt in SUMMARY_ROWS:
-        t.add_row(label, *[fmt(r["summary"].get(key)) if r["summary"].get(key) is not None else "-" for r in results])
-    t.add_row("stalled", *[f"yes (t={_fmt_time(r.get('stalledAt'))})" if r["stalled"] else "no" for r in results])
-    t.add_row("end time (s)", *[_fmt_time(r["endTime"]) for r in results])
-    return t
-
-
-def _print_table(results: list[dict]) -> None:
-    out = Console(width=max(Console().width, 100))
-    for r in results:
-        out.print(_job_table(r))
-    out.print(_summary_table(results))
-    for r in results:
-        for x in r.get("rejected", []):
-            where = f"{x['namespace']}/{x['name']}" if x.get("namespace") else x["name"]
-            out.print(f"{r['scheduler']}: {x['kind']} {where} refused at t={_fmt_time(x['time'])}: {x['reason']}",
-                      markup=False, highlight=False)
-        if r["stuck"]:
-            out.print(f"[bold red]{r['scheduler']}: {len(r['stuck'])} job(s) did not finish"
-                      f"{' — stalled at t=' + _fmt_time(r.get('stalledAt')) if r['stalled'] else ''}:[/bold red]")
-            for s in r["stuck"]:
-                out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True)
-        lost = [j for j in r["jobs"] if j.get("reason")]
-        if lost:
-            out.print(f"[bold red]{r['scheduler']}: {len(lost)} job(s) ended without completing their work:[/bold red]")
-            for j in lost:
-                out.print(f"  {j['namespace']}/{j['name']}: {j['phase']}: {j['reason']}", markup=False, highlight=False,
-                          soft_wrap=True)
-
-
 @_app.command()
 def simulate(
     files: Annotated[Optional[list[Path]], typer.Argument(help="YAML files: nodes (or NodeGroups), queues, jobs, pods…")] = None,  # noqa: UP007
@@ -241,7 +165,7 @@ def simulate(
     workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
-    from .sim.annotations import parse_duration
+    from ..api.sim_annotations import parse_duration
 
     files = list(files or []) + ([workload] if workload is not None else [])
     if not files:
@@ -269,7 +193,7 @@ def simulate(
                 problems.append(f"{flag}: {exc}")
     policies: list[str | None] = [policy]
     if compare_policies is not None or policy is not None:
-        from .elastic.policies import POLICY_NAMES, resolve_name
+        from ..elastic.policies import POLICY_NAMES, resolve_name
 
         raw = [p for p in (compare_policies or "").split(",") if p.strip()] if compare_policies is not None else [policy]
         flag = "--compare-policies" if compare_policies is not None else "--policy"
@@ -304,12 +228,12 @@ def simulate(
         sys.stdout.write(jsonout.dumps(payload) + "\n")
     else:
         if compare_policies is None:
-            _print_table(results)
+            print_results_table(results)
         else:
             out = Console(width=max(Console().width, 100))
-            out.print(_summary_table(results))
+            out.print(summary_table(results))
         if elastic:
-            from .elastic.compare import format_table
+            from ..elastic.compare import format_table
 
             out = Console(width=max(Console().width, 100))
             out.print("[bold]elastic training jobs[/bold] (reads work: the policy reads jobs' remaining work, clairvoyant)")
@@ -319,11 +243,11 @@ def simulate(
             _print_explanation(r, explain)
     if report is not None:
         if elastic and compare_policies is not None:
-            from .elastic.report import write_report as write_elastic_report
+            from ..report.elastic import write_report as write_elastic_report
 
             write_elastic_report(elastic, report)
         else:
-            from .sim.report import write_report
+            from ..report.simulation import write_report
 
             write_report(results, report)
         if output == "table":
@@ -372,7 +296,7 @@ def _print_explanation(result: dict, target: str) -> None:
     if job.get("kind") == "PodGroup":
         rows.append((job["submitTime"], "submit", "PodGroup created"))
     for d in result.get("decisions", {}).get(pg_key or "", []):
-        span = "" if d["until"] == d["time"] else f" (repeated until t={_fmt_time(d['until'])})"
+        span = "" if d["until"] == d["time"] else f" (repeated until t={fmt_time(d['until'])})"
         rows.append((d["time"], d["action"], d["message"] + span))
     for p in result["pods"]:
         if p["job"] in (job["name"], (pg_key or "/").split("/", 1)[1]) and p["namespace"] == job["namespace"]:
@@ -386,7 +310,7 @@ def _print_explanation(result: dict, target: str) -> None:
     t.add_column("what")
     t.add_column("detail", overflow="fold")
     for time, what, detail in sorted(rows, key=lambda r: (r[0], r[1] != "phase")):
-        t.add_row(_fmt_time(time), what, detail)
+        t.add_row(fmt_time(time), what, detail)
     out.print(t)
     stuck = next((s for s in result["stuck"] if s["namespace"] == job["namespace"] and s["name"] == job["name"]), None)
     if stuck:
@@ -396,7 +320,7 @@ def _print_explanation(result: dict, target: str) -> None:
 @_app.command()
 def version() -> None:
     """Print the version."""
-    from . import __version__
+    from .. import __version__
 
     typer.echo(__version__)
 
@@ -407,7 +331,7 @@ def _report_invalid(exc: Invalid) -> None:
 
 
 # Cluster commands (scheduler, controller, webhook, install, job, queue, train) live in
-# lavaflow.kube.cli; importing them (asyncio, aiohttp, the Kubernetes client) and building their
+# processes.py, install.py, vcctl.py and train.py; importing them (asyncio, aiohttp, the Kubernetes client) and building their
 # typer commands costs more than a simulation's start-up, so `lavaflow simulate` and
 # `lavaflow version` run without them and everything else adds them first.
 LOCAL_COMMANDS = ("simulate", "version")
@@ -417,9 +341,18 @@ _kube_registered = False
 def _with_kube_commands() -> typer.Typer:
     global _kube_registered
     if not _kube_registered:
-        from .kube.cli import register
+        from .install import install_cmd
+        from .processes import controller_cmd, scheduler_cmd, webhook_cmd
+        from .train import train_app
+        from .vcctl import job_app, queue_app
 
-        register(_app)
+        _app.command("scheduler")(scheduler_cmd)
+        _app.command("controller")(controller_cmd)
+        _app.command("webhook")(webhook_cmd)
+        _app.command("install")(install_cmd)
+        _app.add_typer(job_app, name="job")
+        _app.add_typer(queue_app, name="queue")
+        _app.add_typer(train_app, name="train")
         _kube_registered = True
     return _app
 

@@ -1,170 +1,23 @@
-"""Admission: the defaults and checks Volcano's webhooks apply on create/update.
-
-Each ``default_*`` function mutates an object in place, as a mutating webhook
-would; each ``validate_*`` function returns a list of :class:`Problem` (empty
-when the object is acceptable).  A problem's ``path`` uses the YAML (camelCase)
-field names, list indexes in brackets and map keys in brackets, e.g.
-``spec.tasks[1].minAvailable`` or ``spec.capability[cpu]``; ``""`` stands for
-the object as a whole.  The caller adds the object's kind and name.
-"""
+"""Volcano's Job rules: the mutating webhook's defaults, the create checks and the update checks."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
-from decimal import Decimal
+from collections.abc import Mapping
 from typing import Any
 
-from . import validation as api
-from .core import Pod
-from .validation import Problem
-from .quantity import format_quantity
-from .volcano import (
-    JOB_ACTIONS,
-    JOB_EVENTS,
-    JOB_PLUGINS,
-    Job,
-    LifecyclePolicy,
-    PodGroup,
-    Queue,
-    TaskSpec,
-)
-
-__all__ = [
-    "Problem",
-    "parse_duration",
-    "default_job",
-    "validate_job",
-    "validate_job_update",
-    "default_podgroup",
-    "validate_podgroup",
-    "default_queue",
-    "validate_queue",
-    "validate_queue_delete",
-    "validate_pod",
-    "DEFAULT_QUEUE",
-    "ROOT_QUEUE",
-    "DEFAULT_MAX_RETRY",
-    "JDB_MIN_AVAILABLE",
-    "JDB_MAX_UNAVAILABLE",
-    "TOPOLOGY_POLICIES",
-    "QUEUE_STATES",
-]
-
-
-DEFAULT_QUEUE = "default"
-ROOT_QUEUE = "root"
-DEFAULT_MAX_RETRY = 3
-DEFAULT_TASK_PREFIX = "default"
-OPEN = "Open"
-QUEUE_STATES = ("Open", "Closed")
-TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
-DEPENDS_ON_ITERATIONS = ("any", "all")
-MAX_WEIGHT = 65535
-JDB_MIN_AVAILABLE = "volcano.sh/jdb-min-available"
-JDB_MAX_UNAVAILABLE = "volcano.sh/jdb-max-unavailable"
+from .. import validation as api
+from ..validation import Problem
+from ..volcano import JOB_ACTIONS, JOB_EVENTS, JOB_PLUGINS, Job, LifecyclePolicy, Queue, TaskSpec
+from .common import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, DEFAULT_TASK_PREFIX, DEPENDS_ON_ITERATIONS, ROOT_QUEUE, TOPOLOGY_POLICIES, one_of, parent_of, queue_is_open, quoted_names
+from .durations import parse_duration
 
 # Plugins that need the svc plugin (headless service + host files).
 _NEEDS_SVC = ("tensorflow", "mpi", "pytorch", "ray")
 _MPI_DEFAULT_MASTER = "master"
-
 _LABEL_MAX = 63
-_SUBDOMAIN_MAX = 253
-_LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
-_SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
-
-
-# --- durations ---------------------------------------------------------------
-
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "\u00b5s": 1e-6,  # micro sign
-    "\u03bcs": 1e-6,  # Greek mu
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_NUMBER = r"(?:\d+\.?\d*|\.\d+)"
-_DURATION_PART = re.compile(rf"({_NUMBER})(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-_BARE_NUMBER = re.compile(_NUMBER)
-
-
-def parse_duration(text: str) -> float:
-    """Parse a Go-style duration (``"90s"``, ``"1h30m"``, ``"1.5h"``, ``"250ms"``) into seconds.
-
-    Units are ``ns``, ``us`` (or ``µs``), ``ms``, ``s``, ``m`` and ``h``; several
-    number+unit parts may be concatenated and an optional leading sign applies
-    to the whole.  A bare number (``"30"``, ``"0.5"``) is taken as seconds.
-    Raises :class:`ValueError` for anything else.
-    """
-    if isinstance(text, bool):
-        raise ValueError(f"{text!r} is not a duration")
-    if isinstance(text, (int, float)):
-        return float(text)
-    if not isinstance(text, str):
-        raise ValueError(f"{text!r} is not a duration")
-    body = text
-    sign = 1.0
-    if body[:1] in ("+", "-"):
-        sign = -1.0 if body[0] == "-" else 1.0
-        body = body[1:]
-    if not body:
-        raise ValueError(f"{text!r} is not a duration: it has no number")
-    if _BARE_NUMBER.fullmatch(body):
-        return sign * float(body)
-    total = 0.0
-    pos = 0
-    while pos < len(body):
-        m = _DURATION_PART.match(body, pos)
-        if m is None:
-            raise ValueError(
-                f"{text!r} is not a duration: expected a number followed by one of "
-                f"ns, us, ms, s, m, h at {body[pos:]!r}"
-            )
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total
-
-
-# --- small helpers -------------------------------------------------------------
-
 
 _label_error = api.label_error
 _subdomain_error = api.subdomain_error
-
-
-def _names(items: Iterable[str], limit: int = 10) -> str:
-    items = list(items)
-    if not items:
-        return "(none)"
-    shown = ", ".join(repr(x) for x in items[:limit])
-    if len(items) > limit:
-        shown += f" and {len(items) - limit} more"
-    return shown
-
-
-def _valid(values: Iterable[str]) -> str:
-    return ", ".join(values)
-
-
-def _qty(resource: str, amount: Decimal) -> str:
-    return format_quantity(resource, float(amount))
-
-
-def _parent_of(q: Queue) -> str:
-    """The queue's parent name, treating an unset parent as ``root`` (except for root itself)."""
-    if q.spec.parent:
-        return q.spec.parent
-    return "" if q.name == ROOT_QUEUE else ROOT_QUEUE
-
-
-def _queue_is_open(q: Queue) -> bool:
-    return q.status.state in ("", OPEN)
-
-
-# --- Job -----------------------------------------------------------------------
 
 
 def default_job(job: Job, scheduler_name: str = "volcano") -> None:
@@ -218,8 +71,8 @@ def _check_policies(policies: list[LifecyclePolicy], base: str, out: list[Proble
     """Rules for one level of lifecycle policies (the job's, or one task's)."""
     seen_events: dict[str, int] = {}
     seen_codes: dict[int, int] = {}
-    valid_events = _valid(JOB_EVENTS)
-    valid_actions = _valid(JOB_ACTIONS)
+    valid_events = one_of(JOB_EVENTS)
+    valid_actions = one_of(JOB_ACTIONS)
     for i, pol in enumerate(policies):
         path = f"{base}[{i}]"
         events: list[tuple[str, str]] = []
@@ -414,7 +267,7 @@ def _check_depends_on(tasks: list[TaskSpec], out: list[Problem]) -> None:
             out.append(
                 Problem(
                     f"{path}.iteration",
-                    f"Unknown iteration {t.depends_on.iteration!r}; valid values are: {_valid(DEPENDS_ON_ITERATIONS)}.",
+                    f"Unknown iteration {t.depends_on.iteration!r}; valid values are: {one_of(DEPENDS_ON_ITERATIONS)}.",
                 )
             )
         for j, dep in enumerate(t.depends_on.name):
@@ -426,7 +279,7 @@ def _check_depends_on(tasks: list[TaskSpec], out: list[Problem]) -> None:
                     Problem(
                         dep_path,
                         f"Task {t.name!r} depends on {dep!r}, which is not a task of this job; "
-                        f"the tasks are: {_names(index)}.",
+                        f"the tasks are: {quoted_names(index)}.",
                     )
                 )
             else:
@@ -448,26 +301,26 @@ def _check_depends_on(tasks: list[TaskSpec], out: list[Problem]) -> None:
 def _check_job_queue(name: str, queues: Mapping[str, Queue], path: str, out: list[Problem]) -> None:
     q = queues.get(name)
     if q is None:
-        out.append(Problem(path, f"Queue {name!r} does not exist; existing queues are: {_names(sorted(queues))}."))
+        out.append(Problem(path, f"Queue {name!r} does not exist; existing queues are: {quoted_names(sorted(queues))}."))
         return
     if name == ROOT_QUEUE:
         out.append(
             Problem(path, "Jobs cannot be submitted to the root queue; choose a leaf queue such as 'default'.")
         )
         return
-    if not _queue_is_open(q):
+    if not queue_is_open(q):
         out.append(
             Problem(
                 path,
                 f"Queue {name!r} is {q.status.state}; jobs can only be submitted to an Open queue.",
             )
         )
-    children = sorted(n for n, x in queues.items() if n != name and _parent_of(x) == name)
+    children = sorted(n for n, x in queues.items() if n != name and parent_of(x) == name)
     if children:
         out.append(
             Problem(
                 path,
-                f"Queue {name!r} has child queues ({_names(children)}); jobs can only be submitted to leaf queues.",
+                f"Queue {name!r} has child queues ({quoted_names(children)}); jobs can only be submitted to leaf queues.",
             )
         )
 
@@ -482,7 +335,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
     meta = job.metadata
 
     # lavaflow's elastic training annotations (speed model, size knobs, progress reports).
-    from ..elastic.spec import validate as validate_elastic
+    from ...elastic.spec import validate as validate_elastic
 
     out += [Problem(path, msg) for path, msg in validate_elastic(job)]
 
@@ -586,7 +439,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
             out.append(
                 Problem(
                     f"{base}.topologyPolicy",
-                    f"Unknown topologyPolicy {task.topology_policy!r}; valid values are: {_valid(TOPOLOGY_POLICIES)}.",
+                    f"Unknown topologyPolicy {task.topology_policy!r}; valid values are: {one_of(TOPOLOGY_POLICIES)}.",
                 )
             )
         _check_policies(task.policies, f"{base}.policies", out)
@@ -626,7 +479,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
     for name in spec.plugins:
         if name not in JOB_PLUGINS:
             out.append(
-                Problem(f"spec.plugins[{name}]", f"Unknown job plugin {name!r}; valid plugins are: {_valid(JOB_PLUGINS)}.")
+                Problem(f"spec.plugins[{name}]", f"Unknown job plugin {name!r}; valid plugins are: {one_of(JOB_PLUGINS)}.")
             )
     if "mpi" in spec.plugins:
         master = _mpi_master_name(spec.plugins["mpi"] or [])
@@ -634,7 +487,7 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
             out.append(
                 Problem(
                     "spec.plugins[mpi]",
-                    f"The mpi plugin needs a master task named {master!r}, but the tasks are: {_names(seen_names)}; "
+                    f"The mpi plugin needs a master task named {master!r}, but the tasks are: {quoted_names(seen_names)}; "
                     "rename the master task or pass --master=<task name> to the plugin.",
                 )
             )
@@ -775,284 +628,4 @@ def validate_job_update(old: Job, new: Job) -> list[Problem]:
                 out.append(
                     Problem(f"{base}.{key}", f"{key} of task {nt.name!r} cannot be changed after the job is created; {_UPDATE_HINT}.")
                 )
-    return out
-
-
-# --- PodGroup -------------------------------------------------------------------
-
-
-def default_podgroup(pg: PodGroup, namespace_queue: str | None = None) -> None:
-    """Default the queue: the namespace's queue annotation when given, else ``default``.
-
-    As in Volcano, a PodGroup left on the ``default`` queue is moved to the
-    namespace's queue (``scheduling.volcano.sh/queue-name`` on the Namespace).
-    """
-    if namespace_queue and pg.spec.queue in ("", DEFAULT_QUEUE):
-        pg.spec.queue = namespace_queue
-    elif not pg.spec.queue:
-        pg.spec.queue = DEFAULT_QUEUE
-
-
-def validate_podgroup(pg: PodGroup, queues: Mapping[str, Queue] | None = None) -> list[Problem]:
-    out: list[Problem] = []
-    api.check_meta(pg, out)
-    api.check_int32(pg.spec.min_member, "spec.minMember", out, "minMember")
-    if pg.spec.min_resources:
-        api.check_resources(pg.spec.min_resources, "spec.minResources", out, "minResources")
-    if pg.spec.min_member < 0:
-        out.append(Problem("spec.minMember", f"minMember is {pg.spec.min_member}; it must not be negative."))
-    for task, n in pg.spec.min_task_member.items():
-        if n < 0:
-            out.append(
-                Problem(f"spec.minTaskMember[{task}]", f"minTaskMember for {task!r} is {n}; it must not be negative.")
-            )
-    if queues is not None:
-        name = pg.spec.queue or DEFAULT_QUEUE
-        q = queues.get(name)
-        if q is None:
-            out.append(
-                Problem("spec.queue", f"Queue {name!r} does not exist; existing queues are: {_names(sorted(queues))}.")
-            )
-        elif not _queue_is_open(q):
-            out.append(
-                Problem(
-                    "spec.queue",
-                    f"Queue {name!r} is {q.status.state}; PodGroups can only be submitted to an Open queue.",
-                )
-            )
-    return out
-
-
-# --- Queue ------------------------------------------------------------------------
-
-
-def default_queue(q: Queue) -> None:
-    spec = q.spec
-    if spec.reclaimable is None:
-        spec.reclaimable = True
-    if spec.weight == 0:
-        spec.weight = 1
-    if not spec.parent and q.name != ROOT_QUEUE:
-        spec.parent = ROOT_QUEUE
-    if not q.status.state:
-        q.status.state = OPEN
-
-
-def _check_order(
-    lower: Mapping[str, Decimal],
-    upper: Mapping[str, Decimal],
-    lower_name: str,
-    upper_name: str,
-    lower_path: str,
-    out: list[Problem],
-) -> None:
-    for res, amount in lower.items():
-        if res in upper and amount > upper[res]:
-            out.append(
-                Problem(
-                    f"{lower_path}[{res}]",
-                    f"{lower_name} {res} ({_qty(res, amount)}) is more than {upper_name} "
-                    f"({_qty(res, upper[res])}); it must be at most that.",
-                )
-            )
-
-
-def _sum_over(queues: Iterable[Queue], get) -> dict[str, Decimal]:
-    total: dict[str, Decimal] = {}
-    for x in queues:
-        for res, amount in get(x).items():
-            total[res] = total.get(res, Decimal(0)) + amount
-    return total
-
-
-def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem]:
-    """Queue create/update checks. ``queues`` holds the other queues (``q`` itself may be in it)."""
-    out: list[Problem] = []
-    spec = q.spec
-    api.check_meta(q, out)
-    api.check_resources(spec.capability, "spec.capability", out, "capability")
-    api.check_resources(spec.deserved, "spec.deserved", out, "deserved")
-    api.check_resources(spec.guarantee.resource, "spec.guarantee.resource", out, "guarantee")
-    if not 1 <= spec.weight <= MAX_WEIGHT:
-        out.append(Problem("spec.weight", f"weight is {spec.weight}; it must be between 1 and {MAX_WEIGHT}."))
-    if q.status.state and q.status.state not in QUEUE_STATES:
-        out.append(
-            Problem(
-                "status.state",
-                f"Unknown queue state {q.status.state!r}; valid states are: {_valid(QUEUE_STATES)}.",
-            )
-        )
-
-    guarantee = spec.guarantee.resource
-    _check_order(guarantee, spec.deserved, "guarantee", "deserved", "spec.guarantee.resource", out)
-    _check_order(spec.deserved, spec.capability, "deserved", "capability", "spec.deserved", out)
-    # guarantee vs capability directly only where deserved does not sit between them.
-    unbridged = {r: v for r, v in guarantee.items() if r not in spec.deserved}
-    _check_order(unbridged, spec.capability, "guarantee", "capability", "spec.guarantee.resource", out)
-
-    # Hierarchy.
-    name = q.name
-    parent_name = _parent_of(q)
-    if name == ROOT_QUEUE and spec.parent and spec.parent != ROOT_QUEUE:
-        out.append(Problem("spec.parent", f"The root queue cannot have a parent (found {spec.parent!r})."))
-        return out
-    if parent_name == name and name != ROOT_QUEUE:
-        out.append(Problem("spec.parent", f"Queue {name!r} cannot be its own parent; choose another queue or 'root'."))
-        return out
-    if queues is None:
-        return out
-    others = {n: x for n, x in queues.items() if n != name}
-    parent = others.get(parent_name) if parent_name else None
-    if not parent_name:
-        pass
-    elif parent is None:
-        if parent_name != ROOT_QUEUE:
-            out.append(
-                Problem(
-                    "spec.parent",
-                    f"Parent queue {parent_name!r} does not exist; existing queues are: {_names(sorted(queues))}.",
-                )
-            )
-    else:
-        # Walk up from the parent; reaching this queue again means a loop.
-        walk, hops = parent_name, 0
-        while walk and walk in others and hops <= len(others):
-            nxt = _parent_of(others[walk])
-            if nxt == name:
-                out.append(
-                    Problem(
-                        "spec.parent",
-                        f"Making {parent_name!r} the parent of {name!r} would create a loop of queues; "
-                        f"{parent_name!r} already descends from {name!r}.",
-                    )
-                )
-                break
-            walk, hops = nxt, hops + 1
-
-        siblings = [x for n, x in others.items() if _parent_of(x) == parent_name]
-        family = siblings + [q]
-        for label, path, get in (
-            ("guarantee", "spec.guarantee.resource", lambda x: x.spec.guarantee.resource),
-            ("deserved", "spec.deserved", lambda x: x.spec.deserved),
-        ):
-            mine = get(q)
-            limit = get(parent)
-            totals = _sum_over(family, get)
-            for res, cap in limit.items():
-                if res in mine and totals.get(res, Decimal(0)) > cap:
-                    out.append(
-                        Problem(
-                            f"{path}[{res}]",
-                            f"The children of queue {parent_name!r} would together have {label} {res} "
-                            f"{_qty(res, totals[res])}, more than the parent's {_qty(res, cap)}; "
-                            f"lower this queue's {label} or raise the parent's.",
-                        )
-                    )
-        for res, cap in parent.spec.capability.items():
-            mine = spec.capability.get(res)
-            if mine is not None and mine > cap:
-                out.append(
-                    Problem(
-                        f"spec.capability[{res}]",
-                        f"capability {res} ({_qty(res, mine)}) is more than the capability of parent queue "
-                        f"{parent_name!r} ({_qty(res, cap)}); it must be at most that.",
-                    )
-                )
-
-    # As a parent: the existing children must still fit.
-    children = [x for n, x in others.items() if _parent_of(x) == name]
-    if children:
-        child_names = _names(sorted(x.name for x in children))
-        for label, path, get in (
-            ("guarantee", "spec.guarantee.resource", lambda x: x.spec.guarantee.resource),
-            ("deserved", "spec.deserved", lambda x: x.spec.deserved),
-        ):
-            totals = _sum_over(children, get)
-            for res, cap in get(q).items():
-                if res in totals and totals[res] > cap:
-                    out.append(
-                        Problem(
-                            f"{path}[{res}]",
-                            f"{label} {res} ({_qty(res, cap)}) is less than the {_qty(res, totals[res])} "
-                            f"that child queues {child_names} together have; raise it or lower theirs.",
-                        )
-                    )
-        for res, cap in spec.capability.items():
-            over = sorted(x.name for x in children if res in x.spec.capability and x.spec.capability[res] > cap)
-            if over:
-                out.append(
-                    Problem(
-                        f"spec.capability[{res}]",
-                        f"capability {res} ({_qty(res, cap)}) is below the capability of child queues "
-                        f"{_names(over)}; raise it or lower theirs.",
-                    )
-                )
-    return out
-
-
-def validate_queue_delete(
-    name: str, queues: Mapping[str, Queue], podgroups: Iterable[PodGroup]
-) -> list[Problem]:
-    """Whether queue ``name`` may be deleted, given all queues and all PodGroups."""
-    if name in (DEFAULT_QUEUE, ROOT_QUEUE):
-        return [Problem("", f"The {name!r} queue is built in and cannot be deleted.")]
-    if name not in queues:
-        return [Problem("", f"Queue {name!r} does not exist, so it cannot be deleted.")]
-    out: list[Problem] = []
-    children = sorted(n for n, x in queues.items() if n != name and _parent_of(x) == name)
-    if children:
-        out.append(
-            Problem("", f"Queue {name!r} still has child queues ({_names(children)}); delete or move them first.")
-        )
-    users = sorted(pg.key for pg in podgroups if (pg.spec.queue or DEFAULT_QUEUE) == name)
-    if users:
-        out.append(
-            Problem(
-                "",
-                f"Queue {name!r} still holds {len(users)} PodGroup(s) ({_names(users, 5)}); "
-                "delete their jobs or wait for them to finish first.",
-            )
-        )
-    return out
-
-
-# --- Pod --------------------------------------------------------------------------
-
-_POSITIVE_INT = re.compile(r"\d+")
-_PERCENT = re.compile(r"(\d+)%")
-
-
-def _jdb_value_error(value: str) -> str | None:
-    if _POSITIVE_INT.fullmatch(value):
-        return None if int(value) > 0 else "a count must be a positive integer"
-    m = _PERCENT.fullmatch(value)
-    if m:
-        return None if 1 <= int(m.group(1)) <= 99 else "a percentage must be between 1% and 99%"
-    return "it must be a positive integer such as '2' or a percentage from '1%' to '99%'"
-
-
-def validate_pod(pod: Pod, scheduler_names: Iterable[str] | None = None) -> list[Problem]:
-    """kube-apiserver's pod checks (name, namespace, containers, quantities), then the
-    disruption-budget annotations.
-
-    When ``scheduler_names`` is given, pods of other schedulers are not checked.
-    """
-    if scheduler_names is not None and (pod.spec.scheduler_name or "default-scheduler") not in set(scheduler_names):
-        return []
-    out: list[Problem] = []
-    api.check_meta(pod, out)
-    api.check_pod_spec(pod.spec, "spec", out)
-    ann = pod.metadata.annotations
-    present = [k for k in (JDB_MIN_AVAILABLE, JDB_MAX_UNAVAILABLE) if k in ann]
-    for key in present:
-        why = _jdb_value_error(ann[key])
-        if why:
-            out.append(Problem(f"metadata.annotations[{key}]", f"Value {ann[key]!r} for {key} is invalid: {why}."))
-    if len(present) == 2:
-        out.append(
-            Problem(
-                "metadata.annotations",
-                f"Set only one of {JDB_MIN_AVAILABLE} and {JDB_MAX_UNAVAILABLE}, not both.",
-            )
-        )
     return out

@@ -1,10 +1,15 @@
-"""The simulator's annotations (a contract: these names do not change)."""
+"""The ``sim.lavaflow.io/*`` annotations: when an object arrives and leaves, how long a pod runs,
+its exit code, the pods it spawns, when a node fails and recovers.
+
+They are part of lavaflow's API (a contract: these names do not change): the simulator runs
+by them, and so does the fake kubelet of :mod:`lavaflow.testing` on a real or test API server.
+"""
 
 from __future__ import annotations
 
 import math
 
-from ..api.admission import parse_duration as go_duration
+from .admission.durations import parse_duration as go_duration
 
 SUBMIT_AT = "sim.lavaflow.io/submit-at"
 DELETE_AT = "sim.lavaflow.io/delete-at"

@@ -1,0 +1,5 @@
+"""`python -m lavaflow.cli`."""
+
+from .main import main
+
+main()

@@ -1,0 +1,122 @@
+"""What the cluster commands share: kubeconfig options, the client, logging, durations, signals
+and exiting with a one-line error."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+KubeconfigOpt = Annotated[Optional[str], typer.Option("--kubeconfig", "-k", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")]
+ContextOpt = Annotated[Optional[str], typer.Option("--context", help="kubeconfig context")]
+SchedulerNamesOpt = Annotated[
+    Optional[list[str]], typer.Option("--scheduler-name", help="schedulerName(s) that are ours (repeat; default: volcano, lavaflow)")
+]
+
+
+def die(msg: str, code: int = 1) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+def need_kube() -> None:
+    try:
+        import aiohttp  # noqa: F401
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        die("the Kubernetes backend needs the kube extra: pip install 'lavaflow[kube]'")
+
+
+def make_client(kubeconfig: str | None, context: str | None, qps: float = 50.0, burst: int = 100):
+    from ..kube.client import ConfigError, KubeClient, load_config
+
+    try:
+        cfg = load_config(kubeconfig, context)
+    except ConfigError as exc:
+        die(str(exc))
+    cfg.qps, cfg.burst = qps, burst
+    return KubeClient(cfg)
+
+
+def setup_logging(verbose: int) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def duration_option(text: str) -> float:
+    from ..api.admission import parse_duration
+
+    try:
+        return float(parse_duration(text))
+    except ValueError as exc:
+        die(str(exc), 2)
+    return 0.0
+
+
+def stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
+            pass
+    return stop
+
+
+def exit_now() -> None:
+    """After a clean shutdown of a long-running process, leave without the interpreter's teardown:
+    freeing a large cache object by object takes seconds, and a graceful stop should not. Only when
+    this is the process's own command (not when called in-process, e.g. by tests)."""
+    if Path(sys.argv[0]).name not in ("lavaflow", "__main__.py") or os.environ.get("LAVAFLOW_SLOW_EXIT"):
+        return
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def lease_timing(lease_duration: str, renew_deadline: str, retry_period: str) -> tuple[float, float, float]:
+    lease, renew, retry = duration_option(lease_duration), duration_option(renew_deadline), duration_option(retry_period)
+    if not 0 < retry < renew < lease:
+        die(
+            f"--leader-elect-*: need 0 < retry period ({retry_period}) < renew deadline ({renew_deadline}) < lease duration ({lease_duration})",
+            2,
+        )
+    return lease, renew, retry
+
+
+def namespace_of_lease(value: str | None) -> str:
+    return value or os.environ.get("POD_NAMESPACE") or "default"
+
+
+
+
+def run_on_cluster(coro_fn, kubeconfig, context):
+    need_kube()
+
+    async def main():
+        client = make_client(kubeconfig, context)
+        try:
+            return await coro_fn(client)
+        finally:
+            await client.close()
+
+    from ..kube.client import ApiError
+
+    try:
+        return asyncio.run(main())
+    except ApiError as exc:
+        die(exc.message or str(exc))
+
+

@@ -1,0 +1,186 @@
+"""A fake kubelet for tests and benchmarks on the Kubernetes backend.
+
+``FakeKubelet`` plays the nodes through the HTTP API, so it works against the test API server
+(:mod:`.fake_apiserver`) and a real API server alike: it marks bound pods Running, then
+Succeeded (or Failed) after their ``sim.lavaflow.io/duration`` (scaled), creates the pods a
+running pod spawns (``sim.lavaflow.io/spawned-by``), and completes the deletion of pods bound
+to nodes (there is no real kubelet to do it). ``fake_node`` is a Node manifest for it to play.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+from ..api import sim_annotations as ann
+from .fake_apiserver import _now
+
+
+class FakeKubelet:
+    """Runs bound pods through the API: Running at once, then Succeeded/Failed after their duration.
+
+    ``time_scale`` multiplies every ``sim.lavaflow.io/*`` duration (0.01: a
+    60 s pod finishes in 0.6 s). ``held`` are pods to create once their
+    ``sim.lavaflow.io/spawned-by`` parent runs (Spark executors).
+    """
+
+    def __init__(self, client, time_scale: float = 0.01, default_duration: float = 60.0, held: list[dict[str, Any]] | None = None) -> None:
+        self.client = client
+        self.time_scale = time_scale
+        self.default_duration = default_duration
+        self.held: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for p in held or []:
+            meta = p["metadata"]
+            parent = f"{meta.get('namespace', 'default')}/{meta['annotations'][ann.SPAWNED_BY]}"
+            self.held[parent].append(p)
+        self.started: set[str] = set()
+        self.finished: set[str] = set()
+        self.bound_nodes: dict[str, str] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._runner: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._runner = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        tasks = [t for t in [self._runner, *self._tasks] if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _run(self) -> None:
+        rv = None
+        while True:
+            try:
+                if rv is None:
+                    lst = await self.client.request("GET", "/api/v1/pods")
+                    for p in lst.get("items", []):
+                        self._see(p)
+                    rv = lst["metadata"]["resourceVersion"]
+                async for ev in self.client.stream(
+                    "/api/v1/pods", {"watch": True, "resourceVersion": rv, "allowWatchBookmarks": True, "timeoutSeconds": 60}, 60
+                ):
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        rv = None
+                        break
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if ev.get("type") in ("ADDED", "MODIFIED"):
+                        self._see(obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                rv = None
+                await asyncio.sleep(0.1)
+
+    def _see(self, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata", {})
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        uid = meta.get("uid")
+        node = (pod.get("spec") or {}).get("nodeName")
+        if meta.get("deletionTimestamp") and node:
+            self._spawn(self._force_delete(key))
+            return
+        if node and uid not in self.started and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+            self.started.add(uid)
+            self.bound_nodes[key] = node
+            self._spawn(self._lifecycle(pod))
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _seconds(self, pod: dict[str, Any], key: str, default: float) -> float:
+        raw = (pod.get("metadata", {}).get("annotations") or {}).get(key)
+        if raw is None:
+            return default
+        return ann.parse_duration(raw, allow_inf=True) if key == ann.DURATION else ann.parse_duration(raw)
+
+    async def _set_status(self, pod: dict[str, Any], phase: str, exit_code: int | None = None) -> bool:
+        meta = pod["metadata"]
+        now = _now()
+        name = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
+        if phase == "Running":
+            state = {"running": {"startedAt": now}}
+        else:
+            state = {"terminated": {"exitCode": exit_code or 0, "reason": "Completed" if phase == "Succeeded" else "Error", "finishedAt": now}}
+        patch = {
+            "status": {
+                "phase": phase,
+                "startTime": (pod.get("status") or {}).get("startTime") or now,
+                "containerStatuses": [{"name": name, "ready": phase == "Running", "restartCount": 0, "image": "x", "imageID": "", "state": state}],
+            }
+        }
+        try:
+            await self.client.request(
+                "PATCH",
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                body=patch,
+                content_type="application/strategic-merge-patch+json",
+            )
+            return True
+        except Exception:
+            return False
+
+    async def _lifecycle(self, pod: dict[str, Any]) -> None:
+        import math
+
+        meta = pod["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if not await self._set_status(pod, "Running"):
+            return
+        for child in self.held.pop(key, []):
+            delay = self._seconds(child, ann.SPAWN_DELAY, 0.0) * self.time_scale
+            self._spawn(self._create_later(child, delay))
+        duration = self._seconds(pod, ann.DURATION, self.default_duration)
+        if not math.isfinite(duration):
+            return
+        await asyncio.sleep(duration * self.time_scale)
+        code = int((meta.get("annotations") or {}).get(ann.EXIT_CODE, "0"))
+        try:
+            cur = await self.client.request("GET", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+        except Exception:
+            return
+        if cur["metadata"].get("uid") != meta.get("uid") or cur.get("status", {}).get("phase") != "Running":
+            return
+        if await self._set_status(cur, "Succeeded" if code == 0 else "Failed", code):
+            self.finished.add(key)
+
+    async def _create_later(self, pod: dict[str, Any], delay: float) -> None:
+        await asyncio.sleep(delay)
+        ns = pod["metadata"].get("namespace", "default")
+        try:
+            await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
+        except Exception:
+            pass
+
+    async def _force_delete(self, key: str) -> None:
+        ns, name = key.split("/", 1)
+        try:
+            await self.client.request(
+                "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+            )
+        except Exception:
+            pass
+
+
+def fake_node(name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Node object with no kubelet behind it (Ready, with the given allocatable)."""
+    alloc = {"cpu": cpu, "memory": memory, "pods": pods}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "type": "fake", **(labels or {})}},
+        "spec": {"taints": []},
+        "status": {
+            "capacity": alloc,
+            "allocatable": alloc,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "FakeKubelet", "message": "fake node", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
+        },
+    }
