@@ -31,7 +31,7 @@ from ..api.volcano import (
     PriorityClass,
     Queue,
 )
-from .api import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
+from .model import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
 from .resources import PODS, ResourceIndex, pad
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"

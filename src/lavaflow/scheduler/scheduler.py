@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .api import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, TaskStatus
+from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, TaskStatus
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
 from .framework.registry import ACTIONS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..resources import EPS
 
 EVICTABLE = (TaskStatus.RUNNING, TaskStatus.BOUND)

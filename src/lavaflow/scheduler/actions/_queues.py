@@ -67,7 +67,7 @@ def job_queue(ssn) -> OrderedQueue | NamespacedJobs:
 
 def starving_jobs_by_queue(ssn) -> dict[str, OrderedQueue]:
     """Admitted, valid jobs with pending tasks that are starving, per queue in job order (preempt, reclaim)."""
-    from ..api import TaskStatus
+    from ..model import TaskStatus
 
     per_queue: dict[str, OrderedQueue] = {}
     for job in ssn.jobs.values():

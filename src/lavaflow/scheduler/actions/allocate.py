@@ -9,7 +9,7 @@ ever partly bound.
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ._queues import OrderedQueue, job_queue

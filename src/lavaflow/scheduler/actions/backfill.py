@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 
 

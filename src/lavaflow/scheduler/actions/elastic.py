@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ...elastic import spec as es
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ..plugins.elastic import ALIVE, ElasticJob

@@ -7,7 +7,7 @@ Spark example: drivers take all the room their executors need.
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 
 

@@ -8,7 +8,7 @@ displace its own lower-priority tasks.
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains

@@ -8,7 +8,7 @@ committed only if the job is then pipelined.
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains

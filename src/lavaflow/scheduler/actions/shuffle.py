@@ -3,7 +3,7 @@ lowNodeUtilization), so that they are placed again, elsewhere."""
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 

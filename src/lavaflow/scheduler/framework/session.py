@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..api import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
+from ..model import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
 from ..resources import EPS, ResourceIndex
 from .registry import PLUGINS, Plugin
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..api import TaskInfo, TaskStatus
+from ..model import TaskInfo, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api import ALLOCATED
+from ..model import ALLOCATED
 
 
 def reserved_by_admission(job, width: int) -> np.ndarray:

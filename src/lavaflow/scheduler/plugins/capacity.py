@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import ALLOCATED
+from ..model import ALLOCATED
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
 from ..resources import EPS, PODS, describe, short_in

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api import OCCUPYING
+from ..model import OCCUPYING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...elastic import spec as es
-from ..api import OCCUPYING, JobInfo, TaskInfo, TaskStatus
+from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 
 ALIVE = frozenset(OCCUPYING - {TaskStatus.RELEASING})

@@ -3,7 +3,7 @@ minimum) can run together; writes the PodGroup's Scheduled/Unschedulable conditi
 
 from __future__ import annotations
 
-from ..api import READY, TaskStatus
+from ..model import READY, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
 

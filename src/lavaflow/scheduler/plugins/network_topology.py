@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...api.selectors import label_selector_matches
-from ..api import OCCUPYING, TaskStatus
+from ..model import OCCUPYING, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT, UNCACHED
 from ..resources import EPS

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...api.quantity import parse_quantity
-from ..api import ALLOCATED
+from ..model import ALLOCATED
 from ..framework.registry import Plugin, register_plugin
 from ..resources import EPS
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from ...api.topology import CPU_MANAGER_POLICY, TOPOLOGY_MANAGER_POLICY, parse_cpuset
 from ...api.volcano import NUMA_POLICY_KEY
-from ..api import OCCUPYING
+from ..model import OCCUPYING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 

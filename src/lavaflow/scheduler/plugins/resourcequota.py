@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT
 from ..resources import EPS

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api import OCCUPYING, TaskStatus
+from ..model import OCCUPYING, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 

@@ -1,4 +1,4 @@
-"""The scheduler's view of the cluster: tasks, jobs, queues and nodes.
+"""The scheduler's model of the cluster: tasks, jobs, queues and nodes (Volcano's scheduler/api).
 
 These objects are owned by the :class:`~lavaflow.scheduler.cache.SchedulerCache`
 and updated incrementally from cluster events. A session works on them in place;
