@@ -75,9 +75,7 @@ def make_room(ssn, stmt, actor, node: int, victims: list, reason: str) -> bool:
         stmt.evict(v, reason)
     if not enough():
         # Undo this task's evictions only; earlier tasks of the statement keep theirs.
-        for _op, task, extra in reversed(stmt.operations[mark:]):
-            ssn._unrelease(ssn.jobs[task.job], task, extra[0])
-        del stmt.operations[mark:]
+        stmt.undo_evictions(mark)
         return False
     stmt.pipeline(actor, node)
     return True

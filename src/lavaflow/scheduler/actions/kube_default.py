@@ -28,5 +28,6 @@ class KubeDefaultAction(Action):
             if node < 0:
                 job.fit_errors[task.uid] = ssn.fit_error(task, use_future=False)
                 continue
-            ssn._place(job, task, node, TaskStatus.ALLOCATED)
-            ssn.dispatch(job, task)
+            ssn.place(task, node, TaskStatus.ALLOCATED)
+            ssn.notify_allocated(task)
+            ssn.bind(task)
