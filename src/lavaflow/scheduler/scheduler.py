@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -21,20 +22,51 @@ tiers:
   - name: nodeorder
 """
 
+log = logging.getLogger(__name__)
+
 
 class Scheduler:
-    def __init__(self, cache: SchedulerCache, conf: SchedulerConfiguration | None = None) -> None:
+    #: Raise a failed session's exception from run_once once the cache is restored (tests set it
+    #: so that a failing plugin fails them); otherwise it is logged and counted in failed_cycles.
+    reraise: bool = False
+
+    def __init__(
+        self, cache: SchedulerCache, conf: SchedulerConfiguration | None = None, *, reraise: bool | None = None
+    ) -> None:
         self.cache = cache
         self.conf = conf or load_scheduler_conf()
         self.actions = [ACTIONS[name](self.conf.action_arguments(name)) for name in self.conf.action_names]
         self.cycles = 0
+        self.failed_cycles = 0  # sessions an action or plugin raised in
+        self.last_error: BaseException | None = None
+        if reraise is not None:
+            self.reraise = reraise
 
     def run_once(self, now: float = 0.0) -> Session:
+        """One session: open, the actions in order, close, then the status write-back.
+
+        When an action or plugin raises, the session is aborted (``Session.abort``): statements
+        not committed are discarded and pipelined or undispatched placements undone, so the cache
+        is as after the session's last committed statement (whose binds and evictions were already
+        handed over, as they are on success); no PodGroup or Queue status is written. The error is
+        logged and counted in ``failed_cycles`` (and re-raised when ``reraise`` is set); the next
+        run_once starts from that consistent state.
+        """
         ssn = Session(self.cache, self.conf, now)
-        ssn.open()
-        for action in self.actions:
-            action.execute(ssn)
-        ssn.close()
+        try:
+            ssn.open()
+            for action in self.actions:
+                action.execute(ssn)
+            ssn.close()
+        except Exception as exc:
+            ssn.abort(exc)
+            self.cycles += 1
+            self.failed_cycles += 1
+            self.last_error = exc
+            log.error("scheduling session at %s failed; its uncommitted work was undone", now, exc_info=exc)
+            if self.reraise:
+                raise
+            return ssn
         self._write_podgroups(ssn, now)
         self._write_queues(ssn)
         self.cycles += 1
