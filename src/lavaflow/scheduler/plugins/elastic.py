@@ -50,9 +50,7 @@ def parse_seconds(value: Any, default: float) -> float:
         return default
     if isinstance(value, (int, float)):
         return float(value)
-    from ...sim.annotations import parse_duration
-
-    return parse_duration(str(value))
+    return es.parse_duration(str(value))
 
 
 @dataclass
