@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, TaskStatus
+from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, TaskStatus
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
 from .framework.registry import ACTIONS
 from .framework.session import Session
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.volcano import PodGroupStatus
 
 KUBE_DEFAULT_CONF = """\
 actions: "kube-default"
@@ -126,7 +129,7 @@ class Scheduler:
                 self.cache.decisions.queues.append((name, {"allocated": alloc}))
 
 
-def pg_status(job, old_phase: str, session_phase: str) -> dict[str, Any]:
+def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any]:
     """Volcano's jobStatus: the PodGroup phase and counters after a session."""
     c = job.counts
     allocated = job.count(ALLOCATED) + c[TaskStatus.SUCCEEDED]
@@ -144,16 +147,18 @@ def pg_status(job, old_phase: str, session_phase: str) -> dict[str, Any]:
     }
 
 
-def upsert_condition(conditions: list[dict], ctype: str, reason: str, message: str, now: float) -> list[dict]:
+def upsert_condition(
+    conditions: list[dict[str, Any]], ctype: str, reason: str, message: str, now: float
+) -> list[dict[str, Any]]:
     out = [dict(c) for c in conditions if c.get("type") != ctype]
     prev = next((c for c in conditions if c.get("type") == ctype), None)
     same = prev is not None and prev.get("reason") == reason and prev.get("message", "") == message
-    cond = {
+    cond: dict[str, Any] = {
         "type": ctype,
         "status": "True",
         "reason": reason,
         "message": message,
-        "lastTransitionTime": prev.get("lastTransitionTime") if same else now,
+        "lastTransitionTime": prev.get("lastTransitionTime") if same and prev is not None else now,
     }
     if not message:
         cond.pop("message")
@@ -166,7 +171,7 @@ def upsert_condition(conditions: list[dict], ctype: str, reason: str, message: s
     return out
 
 
-def _changed(old, new: dict[str, Any]) -> bool:
+def _changed(old: PodGroupStatus, new: dict[str, Any]) -> bool:
     if old.phase != new["phase"] or old.running != new["running"]:
         return True
     if old.succeeded != new["succeeded"] or old.failed != new["failed"]:

@@ -7,16 +7,22 @@ Spark example: drivers take all the room their executors need.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..model import TaskStatus
 from ..framework.registry import Action, register_action
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import TaskInfo
 
 
 @register_action
 class KubeDefaultAction(Action):
     name = "kube-default"
 
-    def execute(self, ssn) -> None:
-        pending = []
+    def execute(self, ssn: Session) -> None:
+        pending: list[TaskInfo] = []
         for job in ssn.jobs.values():
             if job.is_pending():
                 job.sphase = "Inqueue"

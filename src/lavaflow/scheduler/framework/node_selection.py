@@ -152,6 +152,7 @@ class NodeSelection:
             self._score_cache[key] = [epoch, values]
             return values
         values = entry[1]
+        assert isinstance(values, np.ndarray)
         values[rows] = compute(rows)
         entry[0] = epoch
         return values
@@ -243,8 +244,11 @@ class NodeSelection:
             return self._best(task, cand, epoch), True
         if not future:
             return -1, False
-        fidle = (alloc - used + self.nodes.releasing[:n] - self.nodes.pipelined[:n])[:, nz] if len(nz) else None
-        fit = mask & np.all(fidle + EPS >= req[nz], axis=1) if len(nz) else mask
+        if len(nz):
+            fidle = (alloc - used + self.nodes.releasing[:n] - self.nodes.pipelined[:n])[:, nz]
+            fit = mask & np.all(fidle + EPS >= req[nz], axis=1)
+        else:
+            fit = mask
         cand = np.flatnonzero(fit)
         if len(cand):
             return self._best(task, cand), False

@@ -35,6 +35,8 @@ UNCACHED = object()
 Fn = Callable[..., Any]
 # (allocate(task), deallocate(task)), either may be None.
 EventHandler = tuple[Callable[[TaskInfo], None] | None, Callable[[TaskInfo], None] | None]
+# A predicate's explanation: (task, mask of the nodes it fails) -> {reason: count of nodes}.
+Explain = Callable[[TaskInfo, np.ndarray], dict[str, int]]
 # A job's candidate node sets in order of preference, and why it waits when it fits none.
 Domains = tuple[list[tuple[str, np.ndarray | None]], str]
 

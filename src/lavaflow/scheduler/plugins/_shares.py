@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..model import ALLOCATED
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo
 
-def reserved_by_admission(job, width: int) -> np.ndarray:
+
+def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
     """The part of an admitted PodGroup's minResources not yet allocated.
 
     Counted for Inqueue PodGroups and for Running ones with at least minMember
@@ -24,14 +30,14 @@ def reserved_by_admission(job, width: int) -> np.ndarray:
     return np.zeros(width)
 
 
-def elastic_of(job, width: int) -> np.ndarray:
+def elastic_of(job: JobInfo, width: int) -> np.ndarray:
     """Resources a job holds beyond its minResources (preemptible headroom)."""
     if job.min_resources is None:
         return np.zeros(width)
     return np.maximum(job.allocated_vector(width) - job.min_resources, 0.0)
 
 
-def preemptable_below(ssn, job, width: int) -> np.ndarray:
+def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:
     """Resources held in ``job``'s queue by running jobs of strictly lower priority.
 
     Only counted when the ``preempt`` action is configured: those resources can

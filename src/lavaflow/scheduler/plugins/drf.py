@@ -18,10 +18,16 @@ a saturated one, otherwise the smaller share/weight goes first.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, QueueInfo, TaskInfo
 
 SHARE_DELTA = 1e-6
 
@@ -104,7 +110,7 @@ def queue_paths(queues: dict) -> dict[str, tuple[list[str], list[float]]]:
 class DRFPlugin(Plugin):
     name = "drf"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         width = len(ssn.index)
         total = ssn.total.copy()
         total[total <= 0] = np.inf
@@ -116,13 +122,13 @@ class DRFPlugin(Plugin):
             self.allocated[uid] = alloc
             self.share[uid] = self._share(alloc)
 
-        def job_order(l, r) -> int:
+        def job_order(l: JobInfo, r: JobInfo) -> int:
             ls, rs = self.share.get(l.uid, 0.0), self.share.get(r.uid, 0.0)
             if abs(ls - rs) <= SHARE_DELTA:
                 return 0
             return -1 if ls < rs else 1
 
-        def preemptable(preemptor, preemptees):
+        def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             palloc = self.allocated.get(preemptor.job, np.zeros(width)) + preemptor.resreq
             pshare = self._share(palloc)
             victims = []
@@ -132,13 +138,13 @@ class DRFPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             a = self.allocated.get(task.job)
             if a is not None:
                 a += task.resreq
                 self.share[task.job] = self._share(a)
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             a = self.allocated.get(task.job)
             if a is not None:
                 a -= task.resreq
@@ -155,7 +161,7 @@ class DRFPlugin(Plugin):
             self._open_hierarchy(ssn)
 
     # ------------------------------------------------------------------ HDRF
-    def _open_hierarchy(self, ssn) -> None:
+    def _open_hierarchy(self, ssn: Session) -> None:
         width = len(ssn.index)
         self.width = width
         self.paths = queue_paths(ssn.queues)
@@ -171,11 +177,11 @@ class DRFPlugin(Plugin):
             self._place_leaf(self.root, job, self.allocated[uid], self.share[uid])
         self._update_tree(self.root, self.total_allocated)
 
-        def queue_order(l, r) -> int:
+        def queue_order(l: QueueInfo, r: QueueInfo) -> int:
             ret = self.compare_queues(self.root, l, r)
             return -1 if ret < 0 else (1 if ret > 0 else 0)
 
-        def reclaimable(reclaimer, reclaimees):
+        def reclaimable(reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             ljob = ssn.jobs.get(reclaimer.job)
             if ljob is None or ljob.queue not in ssn.queues or reclaimer.job not in self.allocated:
                 return [], PERMIT
@@ -203,19 +209,19 @@ class DRFPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        def on_change(task) -> None:
+        def on_change(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             if job is None or job.queue not in ssn.queues or task.job not in self.allocated:
                 return
             self._place_leaf(self.root, job, self.allocated[task.job], self.share[task.job])
             self._update_tree(self.root, self.total_allocated)
 
-        def on_allocate_h(task) -> None:
+        def on_allocate_h(task: TaskInfo) -> None:
             if task.job in self.allocated:
                 self.total_allocated += task.resreq
             on_change(task)
 
-        def on_deallocate_h(task) -> None:
+        def on_deallocate_h(task: TaskInfo) -> None:
             if task.job in self.allocated:
                 self.total_allocated -= task.resreq
             on_change(task)
@@ -225,7 +231,7 @@ class DRFPlugin(Plugin):
         # Registered after the job-share handler, so the job's allocation is already updated.
         ssn.add_event_handler(on_allocate_h, on_deallocate_h)
 
-    def _place_leaf(self, root: HNode, job, allocated: np.ndarray, share: float) -> None:
+    def _place_leaf(self, root: HNode, job: JobInfo, allocated: np.ndarray, share: float) -> None:
         """Create the job's path if needed and (re)attach its leaf with this allocation."""
         paths, weights = self.paths.get(job.queue, (["root"], [1.0]))
         node = root
@@ -310,7 +316,7 @@ class DRFPlugin(Plugin):
         return best
 
 
-def _hierarchy_enabled(ssn, name: str) -> bool:
+def _hierarchy_enabled(ssn: Session, name: str) -> bool:
     """Volcano reads the switch of the first drf entry in the tiers."""
     for tier in ssn.tiers:
         for opt in tier.plugins:
@@ -340,14 +346,14 @@ def _saturated(allocated: np.ndarray, request: np.ndarray, demanding: set[int]) 
     return False
 
 
-def _switch(ssn, name: str, point: str) -> bool:
+def _switch(ssn: Session, name: str, point: str) -> bool:
     return any(opt.name == name and opt.enabled(point) for tier in ssn.tiers for opt in tier.plugins)
 
 
 NAMESPACE_WEIGHT_KEY = "volcano.sh/namespace.weight"
 
 
-def namespace_order(ssn, drf: DRFPlugin, on_allocate, on_deallocate):
+def namespace_order(ssn: Session, drf: DRFPlugin, on_allocate, on_deallocate):
     """enableNamespaceOrder: inside a queue, the namespace with the smaller weighted dominant share goes first.
 
     A namespace's weight is the largest ``volcano.sh/namespace.weight`` in ``spec.hard`` of its
@@ -365,14 +371,14 @@ def namespace_order(ssn, drf: DRFPlugin, on_allocate, on_deallocate):
     ns_alloc: dict[str, np.ndarray] = {}
     ns_share: dict[str, float] = {}
 
-    def contribution(job, admitted: bool = False) -> np.ndarray:
+    def contribution(job: JobInfo, admitted: bool = False) -> np.ndarray:
         alloc = drf.allocated.get(job.uid)
         alloc = np.zeros(width) if alloc is None else alloc
         if job.min_resources is not None and (admitted or not job.is_pending()):
             return np.maximum(alloc, job.min_resources[:width])
         return alloc.copy()
 
-    def refresh(job, admitted: bool = False) -> None:
+    def refresh(job: JobInfo, admitted: bool = False) -> None:
         new = contribution(job, admitted)
         old = part.get(job.uid)
         a = ns_alloc.setdefault(job.namespace, np.zeros(width))
@@ -389,12 +395,12 @@ def namespace_order(ssn, drf: DRFPlugin, on_allocate, on_deallocate):
             return 0
         return -1 if ls < rs else 1
 
-    def allocated(task) -> None:
+    def allocated(task: TaskInfo) -> None:
         on_allocate(task)
         if task.job in ssn.jobs:
             refresh(ssn.jobs[task.job])
 
-    def deallocated(task) -> None:
+    def deallocated(task: TaskInfo) -> None:
         on_deallocate(task)
         if task.job in ssn.jobs:
             refresh(ssn.jobs[task.job])

@@ -17,7 +17,7 @@ HyperNode has the gang's minResources idle in total.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +27,10 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT, UNCACHED
 from ..resources import EPS
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, NodeSet, TaskInfo
+
 MAX_SCORE = 100.0
 SOFT_TRIES_PER_TIER = 4  # soft mode tries at most this many HyperNodes per tier before widening
 
@@ -34,7 +38,7 @@ SOFT_TRIES_PER_TIER = 4  # soft mode tries at most this many HyperNodes per tier
 class Topology:
     """HyperNodes resolved against the current nodes."""
 
-    def __init__(self, hypernodes: dict[str, Any], nodes) -> None:
+    def __init__(self, hypernodes: dict[str, Any], nodes: NodeSet) -> None:
         n = len(nodes)
         objs = sorted(hypernodes.values(), key=lambda h: (h.spec.tier, h.name))
         self.names = [h.name for h in objs]
@@ -94,7 +98,7 @@ class Topology:
         self.members_f = self.members.astype(np.float64)
 
 
-def topology_of(job) -> Any:
+def topology_of(job: JobInfo) -> Any:
     pg = job.pg
     return pg.spec.network_topology if pg is not None else None
 
@@ -103,7 +107,7 @@ def topology_of(job) -> Any:
 class NetworkTopologyAwarePlugin(Plugin):
     name = "network-topology-aware"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("weight", 1.0)
         nodes = ssn.nodes
         index = ssn.index
@@ -122,7 +126,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         topo: Topology = memo[1]
         n = len(nodes)
 
-        def min_request(job) -> np.ndarray:
+        def min_request(job: JobInfo) -> np.ndarray:
             if job.min_resources is not None and np.any(job.min_resources > 0):
                 return job.min_resources
             pending = sorted((t for t in job.tasks.values() if t.status == TaskStatus.PENDING), key=ssn.task_key)
@@ -132,7 +136,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 total[: len(t.resreq)] += t.resreq
             return total
 
-        def placed_nodes(job) -> list[int]:
+        def placed_nodes(job: JobInfo) -> list[int]:
             return sorted({t.node for t in job.tasks.values() if t.node >= 0 and (t.status in OCCUPYING or t.status == TaskStatus.PIPELINED)})
 
         def binpack(rows: np.ndarray, req: np.ndarray, used_h: np.ndarray, alloc_h: np.ndarray) -> np.ndarray:
@@ -154,7 +158,7 @@ class NetworkTopologyAwarePlugin(Plugin):
 
         max_evict = int(self.arg_float("hypernode.gradient.evict.max-hypernodes", 8)) or 8
 
-        def domains(job, purpose: str = "allocate"):
+        def domains(job: JobInfo, purpose: str = "allocate"):
             spec = topology_of(job)
             if spec is None:
                 return None
@@ -227,7 +231,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         hn_alloc = topo.members_f @ nodes.allocatable[:n] if normal_on else None
         hn_used = topo.members_f @ nodes.used[:n] if normal_on else None
 
-        def normal_score(task, cand: np.ndarray) -> np.ndarray:
+        def normal_score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             req = task.resreq
             total = np.zeros(len(topo.names))
             wsum = 0.0
@@ -250,7 +254,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 tw += w
             return out / tw * MAX_SCORE * weight if tw > 0 else out
 
-        def evict_domains(job, spec):
+        def evict_domains(job: JobInfo, spec):
             """Where preempt / reclaim may make room for a hard-mode gang: allowed HyperNodes large
             enough for it, the widest tiers first (most victims to choose from), at most max_evict."""
             highest = _highest(spec, topo)
@@ -266,7 +270,7 @@ class NetworkTopologyAwarePlugin(Plugin):
             order = sorted(allowed.tolist(), key=lambda h: (-int(topo.tiers[h]), topo.names[h]))[:max_evict]
             return [(f"HyperNode {topo.names[h]} (tier {topo.tiers[h]})", topo.members[h]) for h in order], ""
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             job = ssn.jobs.get(task.job)
             if job is not None and topology_of(job) is None and normal_on:
                 return normal_score(task, cand)
@@ -289,7 +293,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 s = np.where(t <= topo.max_tier, (topo.max_tier - t) / (topo.max_tier - topo.min_tier), 0.0)
             return s * MAX_SCORE * weight
 
-        def score_key(task):
+        def score_key(task: TaskInfo) -> object:
             # Depends on other nodes' usage (HyperNode totals) or on where the job's other tasks
             # are: computed over the candidates only. Zero (cacheable) without HyperNodes.
             job = ssn.jobs.get(task.job)
@@ -297,7 +301,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 return None
             return UNCACHED
 
-        def enqueueable(job) -> int:
+        def enqueueable(job: JobInfo) -> int:
             # A hard-mode gang larger than every allowed HyperNode can never run: keep it Pending.
             spec = topology_of(job)
             if spec is None or (spec.mode or "hard") != "hard" or job.min_resources is None:
@@ -319,7 +323,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         # Per topology job: which HyperNodes hold all its placed nodes (False: none placed yet).
         job_holders: dict[str, Any] = {}
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             if normal_on:
                 hn_used[topo.members[:, task.node]] += task.resreq
                 hn_node[task.uid] = task.node
@@ -331,7 +335,7 @@ class NetworkTopologyAwarePlugin(Plugin):
             else:
                 holders &= topo.members[:, task.node]
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             if normal_on:
                 node = hn_node.pop(task.uid, task.node)
                 if node >= 0:

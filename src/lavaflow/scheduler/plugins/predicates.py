@@ -10,10 +10,17 @@ topology domain.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...api.selectors import first_untolerated_taint, label_selector_matches, node_selector_matches, pod_fits_node_labels
 from ..framework.registry import Plugin, register_plugin
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import NodeSet, TaskInfo
+    from ..framework.session_plugins import Explain
 
 
 def _term_namespaces(term, pod_namespace: str) -> set[str] | None:
@@ -33,7 +40,7 @@ def _matches(term, pod_namespace: str, other) -> bool:
     return label_selector_matches(term.label_selector, other.labels)
 
 
-def _domains(nodes, topology_key: str, node_indices) -> set[str]:
+def _domains(nodes: NodeSet, topology_key: str, node_indices) -> set[str]:
     out = set()
     for i in node_indices:
         v = nodes.labels[i].get(topology_key)
@@ -42,12 +49,12 @@ def _domains(nodes, topology_key: str, node_indices) -> set[str]:
     return out
 
 
-def _in_domains(nodes, topology_key: str, domains: set[str]) -> np.ndarray:
+def _in_domains(nodes: NodeSet, topology_key: str, domains: set[str]) -> np.ndarray:
     n = len(nodes)
     return np.fromiter((nodes.labels[i].get(topology_key) in domains for i in range(n)), dtype=bool, count=n)
 
 
-def _has_key(nodes, topology_key: str) -> np.ndarray:
+def _has_key(nodes: NodeSet, topology_key: str) -> np.ndarray:
     n = len(nodes)
     return np.fromiter((topology_key in nodes.labels[i] for i in range(n)), dtype=bool, count=n)
 
@@ -70,12 +77,12 @@ def _ports_conflict(wanted, used) -> bool:
 class PredicatesPlugin(Plugin):
     name = "predicates"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         nodes = ssn.nodes
         # Placed tasks carrying required anti-affinity terms (checked for symmetry).
         self.anti_holders = None
 
-        def node_labels_mask(task) -> np.ndarray:
+        def node_labels_mask(task: TaskInfo) -> np.ndarray:
             spec = task.pod.spec if task.pod is not None else None
 
             def build() -> np.ndarray:
@@ -108,7 +115,7 @@ class PredicatesPlugin(Plugin):
                 self.anti_holders = holders
             return self.anti_holders
 
-        def pod_affinity_mask(task) -> tuple[np.ndarray, np.ndarray]:
+        def pod_affinity_mask(task: TaskInfo) -> tuple[np.ndarray, np.ndarray]:
             """(affinity ok, anti-affinity ok) over nodes."""
             n = len(nodes)
             aff_ok = np.ones(n, dtype=bool)
@@ -141,7 +148,7 @@ class PredicatesPlugin(Plugin):
                             anti_ok &= ~_in_domains(nodes, key, {dom})
             return aff_ok, anti_ok
 
-        def predicate(task):
+        def predicate(task: TaskInfo) -> tuple[np.ndarray, Explain]:
             mask = node_labels_mask(task)
             if task.has_pod_affinity or anti_holders():
                 aff_ok, anti_ok = pod_affinity_mask(task)
@@ -160,11 +167,11 @@ class PredicatesPlugin(Plugin):
         # Per pod spec (pods of a task share theirs): (spread or host ports, volumes) to check.
         extras: dict[int, tuple[bool, bool]] = {}
 
-        def volume_claims(task) -> tuple[str, ...]:
+        def volume_claims(task: TaskInfo) -> tuple[str, ...]:
             return tuple(sorted(v.persistent_volume_claim.claim_name for v in task.pod.spec.volumes
                                 if v.persistent_volume_claim is not None))
 
-        def volume_reason(task) -> str:
+        def volume_reason(task: TaskInfo) -> str:
             objects = ssn.cache.objects
             for name in volume_claims(task):
                 pvc = objects.get("PersistentVolumeClaim", {}).get(f"{task.namespace}/{name}")
@@ -174,7 +181,7 @@ class PredicatesPlugin(Plugin):
                     return f'persistentvolume "{pvc.spec.volume_name}" not found'
             return "node(s) had volume node affinity conflict"
 
-        def volumes_mask(task) -> np.ndarray:
+        def volumes_mask(task: TaskInfo) -> np.ndarray:
             """VolumeBinding / VolumeZone: a bound PersistentVolume's nodeAffinity; a missing claim fits nowhere."""
             claims = volume_claims(task)
             n = len(nodes)
@@ -201,7 +208,7 @@ class PredicatesPlugin(Plugin):
 
             return ssn.static_mask(task, ("volumes", task.namespace, claims, ssn.cache.objects_version), build)
 
-        def ports_mask(task) -> np.ndarray:
+        def ports_mask(task: TaskInfo) -> np.ndarray:
             """NodePorts: no placed pod on the node uses one of the task's host ports."""
             n = len(nodes)
             wanted = _host_ports(task.pod.spec)
@@ -213,7 +220,7 @@ class PredicatesPlugin(Plugin):
                     out[i] = False
             return out
 
-        def spread_mask(task, eligible: np.ndarray) -> np.ndarray:
+        def spread_mask(task: TaskInfo, eligible: np.ndarray) -> np.ndarray:
             """PodTopologySpread (DoNotSchedule): placing the task keeps each constraint's skew ≤ maxSkew."""
             n = len(nodes)
             out = np.ones(n, dtype=bool)
@@ -244,7 +251,7 @@ class PredicatesPlugin(Plugin):
                         out[i] = False
             return out
 
-        def explain(task, failing: np.ndarray) -> dict[str, int]:
+        def explain(task: TaskInfo, failing: np.ndarray) -> dict[str, int]:
             reasons: dict[str, int] = {}
             spec = task.pod.spec if task.pod is not None else None
             aff_ok = anti_ok = None
@@ -270,7 +277,7 @@ class PredicatesPlugin(Plugin):
                 reasons[r] = reasons.get(r, 0) + 1
             return reasons
 
-        def on_change(task) -> None:
+        def on_change(task: TaskInfo) -> None:
             aff = task.pod.spec.affinity if task.pod is not None else None
             if aff is not None and aff.pod_anti_affinity is not None:
                 self.anti_holders = None  # rebuilt lazily
