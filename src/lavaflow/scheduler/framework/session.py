@@ -23,6 +23,8 @@ from .session_plugins import ABSTAIN, PERMIT, REJECT, UNCACHED, SessionPlugins
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cache import SchedulerCache
+    from ..plugins.capacity import CapacityPlugin
+    from ..plugins.proportion import ProportionPlugin
     from .conf import SchedulerConfiguration
     from .statement import Statement
 
@@ -58,6 +60,9 @@ class Session(SessionPlugins):
         # Every statement opened in this session, so that abort() can discard what was not committed.
         self.statements: list[Statement] = []
         self.error: BaseException | None = None  # what made the session abort, if it did
+        # Plugins that show their queue accounting to actions and explanations (set when they open).
+        self.proportion: ProportionPlugin | None = None
+        self.capacity: CapacityPlugin | None = None
         for job in self.jobs.values():
             job.fit_errors = {}
             job.job_fit_errors = ""

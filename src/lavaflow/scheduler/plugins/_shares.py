@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from ..model import ALLOCATED
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
-    from ..model import JobInfo
+    from ..model import JobInfo, QueueInfo
 
 
 def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
@@ -23,10 +24,9 @@ def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
     if job.min_resources is None:
         return np.zeros(width)
     phase = job.sphase or job.phase
-    if phase == "Inqueue":
-        return np.maximum(job.min_resources - job.allocated_vector(width), 0.0)
-    if phase == "Running" and job.count(ALLOCATED) >= job.min_available:
-        return np.maximum(job.min_resources - job.allocated_vector(width), 0.0)
+    if phase == "Inqueue" or (phase == "Running" and job.count(ALLOCATED) >= job.min_available):
+        left: np.ndarray = np.maximum(job.min_resources - job.allocated_vector(width), 0.0)
+        return left
     return np.zeros(width)
 
 
@@ -34,7 +34,8 @@ def elastic_of(job: JobInfo, width: int) -> np.ndarray:
     """Resources a job holds beyond its minResources (preemptible headroom)."""
     if job.min_resources is None:
         return np.zeros(width)
-    return np.maximum(job.allocated_vector(width) - job.min_resources, 0.0)
+    extra: np.ndarray = np.maximum(job.allocated_vector(width) - job.min_resources, 0.0)
+    return extra
 
 
 def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:
@@ -57,10 +58,14 @@ def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:
     return out
 
 
-def share_queue_order(attrs):
+class _HasShare(Protocol):
+    share: float
+
+
+def share_queue_order(attrs: Mapping[str, _HasShare]) -> Callable[[QueueInfo, QueueInfo], int]:
     """Queue order of proportion and capacity: higher spec.priority first, then the smaller share."""
 
-    def order(l, r) -> int:
+    def order(l: QueueInfo, r: QueueInfo) -> int:
         if l.priority != r.priority:
             return -1 if l.priority > r.priority else 1
         ls = attrs[l.name].share if l.name in attrs else 0.0

@@ -187,7 +187,7 @@ class CapacityPlugin(Plugin):
 
     def _chain(self, name: str) -> list[CapAttr]:
         """The queue and its ancestors (root excluded unless asked for directly)."""
-        out = []
+        out: list[CapAttr] = []
         seen = set()
         while name and name in self.attrs and name not in seen:
             seen.add(name)

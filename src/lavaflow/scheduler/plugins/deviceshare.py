@@ -24,6 +24,7 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...api.core import Pod
     from ..framework.session import Session
     from ..model import TaskInfo
     from ..framework.session_plugins import Explain
@@ -34,7 +35,7 @@ GPU_INDEX = "volcano.sh/gpu-index"
 MAX_SCORE = 100.0
 
 
-def _container_amount(pod, name: str) -> float:
+def _container_amount(pod: Pod | None, name: str) -> float:
     if pod is None:
         return 0.0
     total = 0.0

@@ -18,6 +18,7 @@ a saturated one, otherwise the smaller share/weight goes first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,7 +42,7 @@ class HNode:
 
     __slots__ = ("name", "weight", "allocated", "share", "saturated", "request", "children")
 
-    def __init__(self, name: str, weight: float, width: int, children: dict | None = None,
+    def __init__(self, name: str, weight: float, width: int, children: dict[str, HNode] | None = None,
                  allocated: np.ndarray | None = None, share: float = 0.0,
                  request: np.ndarray | None = None) -> None:
         self.name = name
@@ -53,17 +54,17 @@ class HNode:
         self.children = children
 
     def clone(self) -> "HNode":
-        node = HNode(self.name, self.weight, len(self.allocated),
-                     None if self.children is None else {},
+        children: dict[str, HNode] | None = None if self.children is None else {}
+        node = HNode(self.name, self.weight, len(self.allocated), children,
                      self.allocated.copy(), self.share, self.request)
         node.saturated = self.saturated
-        if self.children is not None:
+        if self.children is not None and children is not None:
             for key, child in self.children.items():
-                node.children[key] = child.clone()
+                children[key] = child.clone()
         return node
 
 
-def parse_weight(text: str) -> float:
+def parse_weight(text: str | float) -> float:
     try:
         w = float(text)
     except (TypeError, ValueError):
@@ -71,7 +72,7 @@ def parse_weight(text: str) -> float:
     return w if w >= 1 else 1.0  # Volcano: weights below 1 count as 1
 
 
-def queue_paths(queues: dict) -> dict[str, tuple[list[str], list[float]]]:
+def queue_paths(queues: dict[str, QueueInfo]) -> dict[str, tuple[list[str], list[float]]]:
     """Per queue name: (path segments from "root", weight per segment).
 
     Annotations win when both are set; otherwise the path follows spec.parent up
@@ -150,11 +151,12 @@ class DRFPlugin(Plugin):
                 a -= task.resreq
                 self.share[task.job] = self._share(a)
 
+        handlers: tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]] = (on_allocate, on_deallocate)
         if _switch(ssn, self.name, "NamespaceOrder"):
-            on_allocate, on_deallocate = namespace_order(ssn, self, on_allocate, on_deallocate)
+            handlers = namespace_order(ssn, self, on_allocate, on_deallocate)
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_preemptable_fn(self.name, preemptable)
-        ssn.add_event_handler(on_allocate, on_deallocate)
+        ssn.add_event_handler(*handlers)
 
         self.hierarchy = _hierarchy_enabled(ssn, self.name)
         if self.hierarchy:
@@ -236,10 +238,12 @@ class DRFPlugin(Plugin):
         paths, weights = self.paths.get(job.queue, (["root"], [1.0]))
         node = root
         for i in range(1, len(paths)):
+            assert node.children is not None  # inner nodes have children
             child = node.children.get(paths[i])
             if child is None or child.children is None:
                 child = node.children[paths[i]] = HNode(paths[i], weights[i], self.width, children={})
             node = child
+        assert node.children is not None
         leaf = node.children.get(job.uid)
         if leaf is None or leaf.children is not None:
             leaf = node.children[job.uid] = HNode(job.uid, 1.0, self.width)
@@ -276,7 +280,7 @@ class DRFPlugin(Plugin):
         node.share = self._share(alloc)
         node.saturated = saturated
 
-    def compare_queues(self, root: HNode, lqueue, rqueue) -> float:
+    def compare_queues(self, root: HNode, lqueue: QueueInfo, rqueue: QueueInfo) -> float:
         """< 0 when ``lqueue`` goes first: level by level, unsaturated before saturated, then share/weight."""
         lpaths, lweights = self.paths.get(lqueue.name, (["root"], [1.0]))
         rpaths, rweights = self.paths.get(rqueue.name, (["root"], [1.0]))
@@ -308,7 +312,7 @@ class DRFPlugin(Plugin):
         for i in range(min(len(a), len(t))):
             if i == 2:
                 continue
-            v = a[i] / t[i]
+            v: float = a[i] / t[i]
             if v != v:  # NaN propagates, as np.max does
                 return v
             if v > best:
@@ -353,7 +357,9 @@ def _switch(ssn: Session, name: str, point: str) -> bool:
 NAMESPACE_WEIGHT_KEY = "volcano.sh/namespace.weight"
 
 
-def namespace_order(ssn: Session, drf: DRFPlugin, on_allocate, on_deallocate):
+def namespace_order(
+    ssn: Session, drf: DRFPlugin, on_allocate: Callable[[TaskInfo], None], on_deallocate: Callable[[TaskInfo], None]
+) -> tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]]:
     """enableNamespaceOrder: inside a queue, the namespace with the smaller weighted dominant share goes first.
 
     A namespace's weight is the largest ``volcano.sh/namespace.weight`` in ``spec.hard`` of its
@@ -375,7 +381,8 @@ def namespace_order(ssn: Session, drf: DRFPlugin, on_allocate, on_deallocate):
         alloc = drf.allocated.get(job.uid)
         alloc = np.zeros(width) if alloc is None else alloc
         if job.min_resources is not None and (admitted or not job.is_pending()):
-            return np.maximum(alloc, job.min_resources[:width])
+            counted: np.ndarray = np.maximum(alloc, job.min_resources[:width])
+            return counted
         return alloc.copy()
 
     def refresh(job: JobInfo, admitted: bool = False) -> None:

@@ -24,7 +24,7 @@ def task_minimums_apply(job: JobInfo) -> bool:
     return bool(job.min_task_member) and job.min_available >= sum(job.min_task_member.values())
 
 
-def task_minimums_met(job: JobInfo, statuses=READY) -> bool:
+def task_minimums_met(job: JobInfo, statuses: frozenset[TaskStatus] = READY) -> bool:
     """Every task (role) has its minimum placed; as in Volcano's CheckTaskReady/Pipelined, a
     pending best-effort pod counts as placed: it needs no room, and backfill places it."""
     if not task_minimums_apply(job):

@@ -30,6 +30,9 @@ from ..resources import EPS
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
     from ..model import JobInfo, NodeSet, TaskInfo
+    from ...api.volcano import NetworkTopologySpec
+    from ..framework.session_plugins import Domains
+    from ..resources import ResourceIndex
 
 MAX_SCORE = 100.0
 SOFT_TRIES_PER_TIER = 4  # soft mode tries at most this many HyperNodes per tier before widening
@@ -44,7 +47,7 @@ class Topology:
         self.names = [h.name for h in objs]
         self.pos = {name: i for i, name in enumerate(self.names)}
         self.tiers = np.array([h.spec.tier for h in objs], dtype=np.int64)
-        self.tier_names = {h.spec.tier_name: h.spec.tier for h in objs if h.spec.tier_name}
+        self.tier_names: dict[str, int] = {h.spec.tier_name: h.spec.tier for h in objs if h.spec.tier_name}
         direct = np.zeros((len(objs), n), dtype=bool)
         children: list[list[int]] = [[] for _ in objs]
         for hi, h in enumerate(objs):
@@ -74,10 +77,10 @@ class Topology:
         self.members = np.zeros_like(direct)
         done: dict[int, np.ndarray] = {}
 
-        def resolve(hi: int, path: frozenset) -> np.ndarray:
+        def resolve(hi: int, path: frozenset[int]) -> np.ndarray:
             if hi in done:
                 return done[hi]
-            mask = direct[hi].copy()
+            mask: np.ndarray = direct[hi].copy()
             for c in children[hi]:
                 if c not in path:
                     mask |= resolve(c, path | {c})
@@ -98,7 +101,7 @@ class Topology:
         self.members_f = self.members.astype(np.float64)
 
 
-def topology_of(job: JobInfo) -> Any:
+def topology_of(job: JobInfo) -> NetworkTopologySpec | None:
     pg = job.pg
     return pg.spec.network_topology if pg is not None else None
 
@@ -158,7 +161,7 @@ class NetworkTopologyAwarePlugin(Plugin):
 
         max_evict = int(self.arg_float("hypernode.gradient.evict.max-hypernodes", 8)) or 8
 
-        def domains(job: JobInfo, purpose: str = "allocate"):
+        def domains(job: JobInfo, purpose: str = "allocate") -> Domains | None:
             spec = topology_of(job)
             if spec is None:
                 return None
@@ -232,6 +235,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         hn_used = topo.members_f @ nodes.used[:n] if normal_on else None
 
         def normal_score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+            assert hn_alloc is not None and hn_used is not None  # registered only with normal_on
             req = task.resreq
             total = np.zeros(len(topo.names))
             wsum = 0.0
@@ -254,7 +258,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 tw += w
             return out / tw * MAX_SCORE * weight if tw > 0 else out
 
-        def evict_domains(job: JobInfo, spec):
+        def evict_domains(job: JobInfo, spec: NetworkTopologySpec) -> Domains:
             """Where preempt / reclaim may make room for a hard-mode gang: allowed HyperNodes large
             enough for it, the widest tiers first (most victims to choose from), at most max_evict."""
             highest = _highest(spec, topo)
@@ -324,7 +328,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         job_holders: dict[str, Any] = {}
 
         def on_allocate(task: TaskInfo) -> None:
-            if normal_on:
+            if hn_used is not None:  # normal_on
                 hn_used[topo.members[:, task.node]] += task.resreq
                 hn_node[task.uid] = task.node
             holders = job_holders.get(task.job)
@@ -336,7 +340,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 holders &= topo.members[:, task.node]
 
         def on_deallocate(task: TaskInfo) -> None:
-            if normal_on:
+            if hn_used is not None:  # normal_on
                 node = hn_node.pop(task.uid, task.node)
                 if node >= 0:
                     hn_used[topo.members[:, node]] -= task.resreq
@@ -351,7 +355,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         ssn.add_node_order_fn(self.name, score, cache_key=score_key)
 
 
-def _highest(spec, topo: Topology) -> int:
+def _highest(spec: NetworkTopologySpec, topo: Topology) -> int:
     """The highest tier a hard-mode job may span (highestTierAllowed, else highestTierName)."""
     if spec.highest_tier_allowed is not None:
         return spec.highest_tier_allowed
@@ -360,7 +364,7 @@ def _highest(spec, topo: Topology) -> int:
     return topo.max_tier
 
 
-def _describe(req: np.ndarray, index) -> str:
+def _describe(req: np.ndarray, index: ResourceIndex) -> str:
     parts = []
     for c in np.flatnonzero(req > 0):
         name = index.names[c]

@@ -44,7 +44,7 @@ BASE_SCORE = 100.0
 
 
 class QueueAffinity:
-    def __init__(self, spec: dict | None) -> None:
+    def __init__(self, spec: dict[str, Any] | None) -> None:
         spec = spec or {}
         aff = spec.get("nodeGroupAffinity") or {}
         anti = spec.get("nodeGroupAntiAffinity") or {}
@@ -87,7 +87,7 @@ class NodeGroupPlugin(Plugin):
         hierarchy = any(opt.name == self.name and opt.enabled("Hierarchy") for tier in ssn.tiers for opt in tier.plugins)
         own = {name: (q.queue.spec.affinity if q.queue is not None else None) for name, q in ssn.queues.items()}
 
-        def inherited(name: str):
+        def inherited(name: str) -> dict[str, Any] | None:
             seen = set()
             while name in own and name not in seen:
                 if QueueAffinity(own[name]).unset is False:
@@ -123,7 +123,7 @@ class NodeGroupPlugin(Plugin):
             except (ValueError, TypeError, AttributeError):
                 limits[name] = INVALID
         groups = [nodes.labels[i].get(NODEGROUP_LABEL) for i in range(len(nodes))]
-        held: dict[tuple[str, str], np.ndarray] = {}  # (queue, group) -> what the queue's tasks hold there
+        held: dict[tuple[str, str | None], np.ndarray] = {}  # (queue, group) -> what the queue's tasks hold there
         if limits:
             for job in ssn.jobs.values():
                 if job.queue in limits:

@@ -7,7 +7,7 @@ gives 0..100 and is computed over all candidate nodes at once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,7 +40,8 @@ def balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) ->
         fm = np.where(alloc[:, MEMORY] > 0, (used[:, MEMORY] + req[MEMORY]) / alloc[:, MEMORY], 0.0)
     fc = np.minimum(fc, 1.0)
     fm = np.minimum(fm, 1.0)
-    return (1.0 - np.abs(fc - fm) / 2.0) * MAX_SCORE
+    score: np.ndarray = (1.0 - np.abs(fc - fm) / 2.0) * MAX_SCORE
+    return score
 
 
 @register_plugin
@@ -54,14 +55,14 @@ class NodeOrderPlugin(Plugin):
         w_affinity = self.arg_float("nodeaffinity.weight", 2.0)
         w_taint = self.arg_float("tainttoleration.weight", 3.0)
         nodes = ssn.nodes
-        taint_memo: list = [None, False]  # (nodes.version, len), any PreferNoSchedule taint
+        taint_memo: list[Any] = [None, False]  # (nodes.version, len), any PreferNoSchedule taint
 
         def prefer_no_schedule_taints() -> bool:
             stamp = (nodes.version, len(nodes))
             if taint_memo[0] != stamp:
                 taint_memo[0] = stamp
                 taint_memo[1] = any(any(t.effect == "PreferNoSchedule" for t in ts) for ts in nodes.taints)
-            return taint_memo[1]
+            return bool(taint_memo[1])
 
         def static_scores(task: TaskInfo) -> np.ndarray | None:
             spec = task.pod.spec if task.pod is not None else None

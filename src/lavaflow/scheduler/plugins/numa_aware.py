@@ -35,6 +35,8 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...api.core import Pod
+    from ...api.topology import Numatopology
     from ..framework.session import Session
     from ..model import TaskInfo
     from ..framework.session_plugins import Explain
@@ -42,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_SCORE = 100.0
 
 
-def exclusive_cpus(pod) -> list[int]:
+def exclusive_cpus(pod: Pod | None) -> list[int]:
     """Per container, the CPUs the static CPU manager pins (Guaranteed pods, whole CPUs); [] otherwise."""
     if pod is None:
         return []
@@ -69,7 +71,7 @@ class NodeNuma:
 
     __slots__ = ("cpu_policy", "topo_policy", "capacity", "free")
 
-    def __init__(self, nt) -> None:
+    def __init__(self, nt: Numatopology) -> None:
         self.cpu_policy = nt.spec.policies.get(CPU_MANAGER_POLICY, "")
         self.topo_policy = nt.spec.policies.get(TOPOLOGY_MANAGER_POLICY, "")
         cpus = parse_cpuset(nt.spec.numares["cpu"].allocatable) if "cpu" in nt.spec.numares else set()

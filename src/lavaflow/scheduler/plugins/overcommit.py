@@ -25,6 +25,7 @@ def within_deserved(ssn: Session, job: JobInfo) -> bool:
         if a is None:
             continue
         req = job.min_resources
+        assert req is not None  # asked only for jobs with minResources
         dims = req > 0
         if len(dims) > 2:
             dims[2] = False

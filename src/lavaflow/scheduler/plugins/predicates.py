@@ -10,6 +10,7 @@ topology domain.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,12 +19,13 @@ from ...api.selectors import first_untolerated_taint, label_selector_matches, no
 from ..framework.registry import Plugin, register_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...api.core import PodAffinityTerm, PodSpec
     from ..framework.session import Session
     from ..model import NodeSet, TaskInfo
     from ..framework.session_plugins import Explain
 
 
-def _term_namespaces(term, pod_namespace: str) -> set[str] | None:
+def _term_namespaces(term: PodAffinityTerm, pod_namespace: str) -> set[str] | None:
     if term.namespaces:
         return set(term.namespaces)
     if term.namespace_selector is not None and not (
@@ -33,14 +35,14 @@ def _term_namespaces(term, pod_namespace: str) -> set[str] | None:
     return {pod_namespace}
 
 
-def _matches(term, pod_namespace: str, other) -> bool:
+def _matches(term: PodAffinityTerm, pod_namespace: str, other: TaskInfo) -> bool:
     namespaces = _term_namespaces(term, pod_namespace)
     if namespaces is not None and other.namespace not in namespaces:
         return False
     return label_selector_matches(term.label_selector, other.labels)
 
 
-def _domains(nodes: NodeSet, topology_key: str, node_indices) -> set[str]:
+def _domains(nodes: NodeSet, topology_key: str, node_indices: Iterable[int]) -> set[str]:
     out = set()
     for i in node_indices:
         v = nodes.labels[i].get(topology_key)
@@ -59,13 +61,13 @@ def _has_key(nodes: NodeSet, topology_key: str) -> np.ndarray:
     return np.fromiter((topology_key in nodes.labels[i] for i in range(n)), dtype=bool, count=n)
 
 
-def _host_ports(spec) -> list[tuple[str, str, int]]:
+def _host_ports(spec: PodSpec) -> list[tuple[str, str, int]]:
     """(protocol, hostIP, hostPort) of every container port bound on the host."""
     return [(p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
             for c in spec.containers for p in c.ports if p.host_port]
 
 
-def _ports_conflict(wanted, used) -> bool:
+def _ports_conflict(wanted: list[tuple[str, str, int]], used: list[tuple[str, str, int]]) -> bool:
     for proto, ip, port in wanted:
         for uproto, uip, uport in used:
             if port == uport and proto == uproto and (ip == uip or "0.0.0.0" in (ip, uip)):
@@ -80,7 +82,7 @@ class PredicatesPlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         nodes = ssn.nodes
         # Placed tasks carrying required anti-affinity terms (checked for symmetry).
-        self.anti_holders = None
+        self.anti_holders: list[tuple[int, TaskInfo, list[PodAffinityTerm]]] | None = None
 
         def node_labels_mask(task: TaskInfo) -> np.ndarray:
             spec = task.pod.spec if task.pod is not None else None
@@ -98,14 +100,14 @@ class PredicatesPlugin(Plugin):
 
             return ssn.static_mask(task, ("predicates", task.signature), build)
 
-        def placed_tasks():
+        def placed_tasks() -> Iterator[tuple[int, TaskInfo]]:
             for i, tasks in enumerate(nodes.tasks):
                 for t in tasks.values():
                     yield i, t
 
-        def anti_holders():
+        def anti_holders() -> list[tuple[int, TaskInfo, list[PodAffinityTerm]]]:
             if self.anti_holders is None:
-                holders = []
+                holders: list[tuple[int, TaskInfo, list[PodAffinityTerm]]] = []
                 for i, t in placed_tasks():
                     aff = t.pod.spec.affinity if t.pod is not None else None
                     if aff is not None and aff.pod_anti_affinity is not None:
@@ -168,6 +170,7 @@ class PredicatesPlugin(Plugin):
         extras: dict[int, tuple[bool, bool]] = {}
 
         def volume_claims(task: TaskInfo) -> tuple[str, ...]:
+            assert task.pod is not None  # only asked for tasks with a pod spec
             return tuple(sorted(v.persistent_volume_claim.claim_name for v in task.pod.spec.volumes
                                 if v.persistent_volume_claim is not None))
 
@@ -211,6 +214,7 @@ class PredicatesPlugin(Plugin):
         def ports_mask(task: TaskInfo) -> np.ndarray:
             """NodePorts: no placed pod on the node uses one of the task's host ports."""
             n = len(nodes)
+            assert task.pod is not None  # only asked for tasks with a pod spec
             wanted = _host_ports(task.pod.spec)
             out = np.ones(n, dtype=bool)
             if not wanted:
@@ -224,13 +228,14 @@ class PredicatesPlugin(Plugin):
             """PodTopologySpread (DoNotSchedule): placing the task keeps each constraint's skew ≤ maxSkew."""
             n = len(nodes)
             out = np.ones(n, dtype=bool)
+            assert task.pod is not None  # only asked for tasks with a pod spec
             for c in task.pod.spec.topology_spread_constraints:
                 if c.when_unsatisfiable != "DoNotSchedule" or not c.topology_key:
                     continue
                 key = c.topology_key
                 # Domains: the key's values on nodes the pod's node selector/affinity allows.
                 counts: dict[str, int] = {}
-                for i in np.flatnonzero(eligible):
+                for i in np.flatnonzero(eligible).tolist():
                     v = nodes.labels[i].get(key)
                     if v is not None:
                         counts.setdefault(v, 0)

@@ -38,8 +38,9 @@ class QueueAttr:
     elastic: np.ndarray
     guarantee: np.ndarray
     capability: np.ndarray
-    real_capability: np.ndarray = field(default=None)  # type: ignore[assignment]
-    deserved: np.ndarray = field(default=None)  # type: ignore[assignment]
+    # Both set as the session opens, before any use (None only while the attributes are built).
+    real_capability: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    deserved: np.ndarray = field(default=None)  # type: ignore[arg-type]
     share: float = 0.0
 
 
@@ -83,8 +84,8 @@ class ProportionPlugin(Plugin):
         total = ssn.total.copy()
         self.attrs: dict[str, QueueAttr] = {}
         guarantee_sum = np.zeros(width)
-        for q in ssn.queues.values():
-            guarantee_sum += q.guarantee if q.guarantee is not None else 0.0
+        for qi in ssn.queues.values():
+            guarantee_sum += qi.guarantee if qi.guarantee is not None else 0.0
         for job in ssn.jobs.values():
             q = ssn.queues.get(job.queue)
             if q is None:
@@ -224,7 +225,7 @@ class ProportionPlugin(Plugin):
 
         def reclaimable(reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             """Victims only from queues above their deserved share, and only while they stay above it."""
-            victims = []
+            victims: list[TaskInfo] = []
             left: dict[str, np.ndarray] = {}
             for t in reclaimees:
                 job = ssn.jobs.get(t.job)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 RESOURCES = ("cpu", "memory", "pods")
 
 
-def _thresholds(raw, default: float = 100.0) -> dict[str, float]:
+def _thresholds(raw: object, default: float = 100.0) -> dict[str, float]:
     out = {r: default for r in RESOURCES}
     if isinstance(raw, dict):
         for k, v in raw.items():
@@ -77,7 +77,7 @@ class ReschedulingPlugin(Plugin):
                 return []
             # Room on the underused nodes up to their targets, for cpu and memory.
             room = {r: float(np.sum(alloc[under, c] * high[r] / 100 - used[under, c])) for r, c in cols if r != "pods"}
-            by_node: dict[int, list] = {}
+            by_node: dict[int, list[TaskInfo]] = {}
             for t in tasks:
                 if t.node >= 0 and over[t.node] and t.preemptable and not t.critical:
                     by_node.setdefault(t.node, []).append(t)

@@ -23,7 +23,7 @@ filters: a task asking for none of those resources may not leave a node with les
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import json
 
@@ -43,7 +43,7 @@ MOST, LEAST = "MostAllocated", "LeastAllocated"
 MAX_SCORE = 100.0
 
 
-def _truthy(v) -> bool:
+def _truthy(v: object) -> bool:
     return v is True or (isinstance(v, str) and v.strip().lower() == "true")
 
 
@@ -81,19 +81,23 @@ class ResourceStrategyFitPlugin(Plugin):
         nodes = ssn.nodes
         names = ssn.index.names
         index = ssn.index
-        sra_cfg = self.arguments.get("sra") if isinstance(self.arguments.get("sra"), dict) else {}
+        sra_arg = self.arguments.get("sra")
+        sra_cfg: dict[str, Any] = sra_arg if isinstance(sra_arg, dict) else {}
         sra_weight = float(sra_cfg.get("weight", 0) or 0) if _truthy(sra_cfg.get("enable")) else 0.0
         sra_res: dict[str, float] = {}
         if sra_weight > 0:
-            per = sra_cfg.get("resourceWeight") if isinstance(sra_cfg.get("resourceWeight"), dict) else {}
+            per_arg = sra_cfg.get("resourceWeight")
+            per: dict[str, Any] = per_arg if isinstance(per_arg, dict) else {}
             for r in (x.strip() for x in str(sra_cfg.get("resources", "") or "").split(",")):
                 if r:
                     w = float(per.get(r, 1) or 1)
                     sra_res[r] = w if w >= 0 else 1.0
-        prop_cfg = self.arguments.get("proportional") if isinstance(self.arguments.get("proportional"), dict) else {}
+        prop_arg = self.arguments.get("proportional")
+        prop_cfg: dict[str, Any] = prop_arg if isinstance(prop_arg, dict) else {}
         proportional: list[tuple[int, float, float]] = []  # (column, cpu per unit, GB memory per unit)
         if _truthy(prop_cfg.get("enable")):
-            rates = prop_cfg.get("resourceProportion") if isinstance(prop_cfg.get("resourceProportion"), dict) else {}
+            rates_arg = prop_cfg.get("resourceProportion")
+            rates: dict[str, Any] = rates_arg if isinstance(rates_arg, dict) else {}
             for r in (x.strip() for x in str(prop_cfg.get("resources", "") or "").split(",")):
                 if r and r in index.pos:
                     c = float(rates.get(f"{r}.cpu", 1.0))
@@ -118,7 +122,7 @@ class ResourceStrategyFitPlugin(Plugin):
                     ok &= ~(has & short)
                 return ok, proportional_explain
 
-            def proportional_explain(task: TaskInfo, failing: np.ndarray):
+            def proportional_explain(task: TaskInfo, failing: np.ndarray) -> dict[str, int]:
                 return {"node(s) must keep CPU and memory in proportion to their idle scarce resources": int(failing.sum())}
 
             ssn.add_predicate_fn(self.name, proportional_mask)
@@ -131,7 +135,7 @@ class ResourceStrategyFitPlugin(Plugin):
             pod = task.pod
             ann = pod.metadata.annotations if pod is not None else {}
             pod_type = ann.get(TYPE_KEY, "")
-            pod_weights: dict = {}
+            pod_weights: dict[str, Any] = {}
             if pod_type:
                 try:
                     pod_weights = json.loads(ann.get(WEIGHT_KEY, "") or "null") or {}

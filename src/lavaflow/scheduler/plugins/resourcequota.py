@@ -24,6 +24,7 @@ from ..framework.session import ABSTAIN, REJECT
 from ..resources import EPS
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...api.core import ResourceQuota
     from ..framework.session import Session
     from ..model import JobInfo
 
@@ -44,7 +45,7 @@ class ResourceQuotaPlugin(Plugin):
     name = "resourcequota"
 
     def on_session_open(self, ssn: Session) -> None:
-        quotas_by_ns: dict[str, list] = {}
+        quotas_by_ns: dict[str, list[ResourceQuota]] = {}
         for rq in ssn.cache.objects.get("ResourceQuota", {}).values():
             quotas_by_ns.setdefault(rq.namespace, []).append(rq)
         if not quotas_by_ns:

@@ -63,7 +63,7 @@ class SLAPlugin(Plugin):
         ssn.add_job_pipelined_fn(self.name, permit)
 
     @staticmethod
-    def _parse(raw) -> float | None:
+    def _parse(raw: object) -> float | None:
         if raw is None or raw == "":
             return None
         try:
