@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from lavaflow.api.loader import load_text
+from lavaflow.scheduler.scheduler import Scheduler
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
 
@@ -35,6 +36,13 @@ def node_group(name: str = "n", count: int = 1, cpu: str = "2", memory: str = "4
         "spec": {"count": count, "capacity": cap, "labels": labels or {}, "taints": taints or []},
     }
     return "---\n" + json.dumps(doc) + "\n"
+
+
+@pytest.fixture(autouse=True)
+def _scheduler_errors_fail_tests(monkeypatch):
+    """A plugin or action that raises fails the test (after run_once restored the cache) instead
+    of being only logged and counted, as it is in a running scheduler."""
+    monkeypatch.setattr(Scheduler, "reraise", True)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lavaflow.scheduler.actions.allocate import AllocateAction
-from lavaflow.scheduler.api import JobInfo, TaskInfo, TaskStatus
+from lavaflow.scheduler.model import JobInfo, TaskInfo, TaskStatus
 from lavaflow.scheduler.scheduler import KUBE_DEFAULT_CONF, pg_status
 
 from scheduler_helpers import (

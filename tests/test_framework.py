@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lavaflow.scheduler.api import TaskStatus
+from lavaflow.scheduler.model import TaskStatus
 from lavaflow.scheduler.framework.conf import (
     DEFAULT_SCHEDULER_CONF,
     PluginOption,

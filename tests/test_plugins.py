@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lavaflow.scheduler.api import TaskStatus
+from lavaflow.scheduler.model import TaskStatus
 from lavaflow.scheduler.framework.session import ABSTAIN, PERMIT, REJECT
 from lavaflow.scheduler.framework.statement import Statement
 

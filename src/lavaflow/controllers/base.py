@@ -5,11 +5,17 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..store.base import Store
+
+# The backend's clock: virtual seconds in the simulator, wall-clock time on a cluster.
+Clock = Callable[[], float]
 
 
 class Controller:
-    def __init__(self, store, clock: Callable[[], float]) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
         self.clock = clock
         self.dirty: set[str] = set()

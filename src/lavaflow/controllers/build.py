@@ -40,10 +40,10 @@ def priority_from_store(store: Any) -> Callable[[str | None], int]:
         if not name:
             for pc in store.list("PriorityClass"):
                 if pc.global_default:
-                    return pc.value
+                    return int(pc.value)
             return 0
         pc = store.get("PriorityClass", name)
-        return pc.value if pc is not None else 0
+        return int(pc.value) if pc is not None else 0
 
     return priority_of
 

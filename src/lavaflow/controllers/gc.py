@@ -7,19 +7,26 @@ plugins' objects (the job controller cleans up).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..api.volcano import Job
 from .base import Controller
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..store.base import Store
+    from .base import Clock
+
 
 FINISHED = ("Completed", "Failed", "Terminated")
 
 
 class GarbageCollector(Controller):
-    def __init__(self, store, clock) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         super().__init__(store, clock)
         self.scheduled: set[str] = set()
         store.watch("Job", self._on_job)
 
-    def _on_job(self, event: str, job: Job, old) -> None:
+    def _on_job(self, event: str, job: Job, old: Job | None) -> None:
         if event == "DELETED" or job.spec.ttl_seconds_after_finished is None:
             return
         if job.status.state.phase in FINISHED and job.key not in self.scheduled:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..api import admission
 from ..elastic import spec as elastic_spec
@@ -62,6 +62,18 @@ from ..api.volcano import (
 )
 from .base import Controller
 from .job_plugins import plugins_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pydantic import BaseModel
+
+    from ..api.meta import OwnerReference
+    from ..api.volcano import Command, LifecyclePolicy
+    from ..store.base import Store
+    from .base import Clock
+
+K = TypeVar("K")
+M = TypeVar("M", bound="BaseModel")
+
 
 ALIVE = ("Pending", "Running")
 FINISHED = ("Succeeded", "Failed")
@@ -94,7 +106,7 @@ def task_min(task: TaskSpec) -> int:
     return task.min_available if task.min_available is not None else task.replicas
 
 
-def _events(policy) -> set[str]:
+def _events(policy: LifecyclePolicy) -> set[str]:
     return set(policy.events) | ({policy.event} if policy.event else set())
 
 
@@ -176,7 +188,7 @@ class _Tally:
         return self.task_status
 
 
-def _bump(counts: dict, key, n: int) -> None:
+def _bump(counts: dict[K, int], key: K, n: int) -> None:
     v = counts.get(key, 0) + n
     if v:
         counts[key] = v
@@ -185,7 +197,7 @@ def _bump(counts: dict, key, n: int) -> None:
 
 
 class JobController(Controller):
-    def __init__(self, store, clock, priority_of=None) -> None:
+    def __init__(self, store: Store, clock: Clock, priority_of: Callable[[str | None], int] | None = None) -> None:
         super().__init__(store, clock)
         self.priority_of = priority_of or (lambda name: 0)
         # Called as on_phase(job, previous phase, new phase, time) on every phase change ("" before the
@@ -201,8 +213,8 @@ class JobController(Controller):
         self.task_restarts: dict[str, dict[str, int]] = {}  # job key -> task -> restarts
         self.pg_phase: dict[str, str] = {}
         self.podgroups_of: dict[str, dict[str, None]] = {}  # job key -> keys of the PodGroups it owns
-        self.specs: dict[str, tuple[Any, dict]] = {}  # last accepted spec per job (to tell updates from status writes)
-        self._templates: dict[str, dict[str, tuple[tuple, Pod, list[str]]]] = {}  # job key -> task -> pod template
+        self.specs: dict[str, tuple[Any, dict[str, Any]]] = {}  # last accepted spec per job (to tell updates from status writes)
+        self._templates: dict[str, dict[str, tuple[tuple[Any, ...], Pod, list[str]]]] = {}  # job key -> task -> pod template
         # (Job resourceVersion, lavaflow.io/* annotations) last copied to the PodGroup
         self._elastic_seen: dict[str, tuple[str, dict[str, str]]] = {}
         self._timer_tokens: dict[int, tuple[str, str]] = {}  # live delayed actions: token -> (job, scope)
@@ -217,7 +229,7 @@ class JobController(Controller):
         self.requests.setdefault(key, []).append(req)
         self.mark(key)
 
-    def _on_job(self, event: str, job: Job, old) -> None:
+    def _on_job(self, event: str, job: Job, old: Job | None) -> None:
         if event == "DELETED":
             self.specs.pop(job.key, None)
             self.mark(job.key)
@@ -233,7 +245,7 @@ class JobController(Controller):
         else:
             self.mark(job.key)
 
-    def _job_key_of(self, obj) -> str | None:
+    def _job_key_of(self, obj: Pod | PodGroup) -> str | None:
         name = obj.metadata.labels.get(JOB_NAME_KEY) or obj.metadata.annotations.get(JOB_NAME_KEY)
         if name is None:
             for ref in obj.metadata.owner_references:
@@ -241,7 +253,7 @@ class JobController(Controller):
                     name = ref.name
         return f"{obj.namespace}/{name}" if name else None
 
-    def _on_pod(self, event: str, pod: Pod, old) -> None:
+    def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         key = self._job_key_of(pod)
         if key is None:
             return
@@ -289,7 +301,7 @@ class JobController(Controller):
         else:
             self.mark(key)
 
-    def _on_pg(self, event: str, pg: PodGroup, old) -> None:
+    def _on_pg(self, event: str, pg: PodGroup, old: PodGroup | None) -> None:
         for ref in pg.metadata.owner_references:
             if _is_vcjob(ref):
                 key = f"{pg.namespace}/{ref.name}"
@@ -310,7 +322,7 @@ class JobController(Controller):
                 else:
                     self.mark(key)
 
-    def _on_command(self, event: str, cmd, old) -> None:
+    def _on_command(self, event: str, cmd: Command, old: Command | None) -> None:
         if event == "DELETED":
             return
         target = cmd.target if isinstance(cmd.target, dict) else {}
@@ -403,9 +415,9 @@ class JobController(Controller):
 
     def _ensure_podgroup(self, job: Job) -> PodGroup:
         key = f"{job.namespace}/{podgroup_name(job)}"
-        pg = self.store.get("PodGroup", key)
-        if pg is not None:
-            return pg
+        existing: PodGroup | None = self.store.get("PodGroup", key)
+        if existing is not None:
+            return existing
         pg = PodGroup.model_validate(
             {
                 "metadata": {
@@ -418,7 +430,8 @@ class JobController(Controller):
                 "spec": self._pg_spec(job),
             }
         )
-        return self.store.create(pg)
+        created: PodGroup = self.store.create(pg)
+        return created
 
     def _template(self, job: Job, task: TaskSpec) -> tuple[Pod, list[str]]:
         """The job's pod for ``task`` without its index (validated once), and the task's pod names."""
@@ -501,7 +514,9 @@ class JobController(Controller):
             pod.spec.priority_class_name = job.spec.priority_class_name
         return pod
 
-    def _kill(self, job: Job, pods: dict[str, Pod], keep_finished: bool, only=None) -> int:
+    def _kill(
+        self, job: Job, pods: dict[str, Pod], keep_finished: bool, only: Callable[[Pod], bool] | None = None
+    ) -> int:
         """Delete pods (all, or those ``only`` accepts); finished pods are kept when asked."""
         if keep_finished and only is None and pods is self.pods_by_job.get(job.key):
             tally = self.tallies[job.key]
@@ -772,7 +787,7 @@ class JobController(Controller):
             indices = tally.indices.get(task.name)
             if not indices or max(indices) < task.replicas:
                 continue
-            extra = [p for p in pods.values() if p.metadata.labels.get(TASK_SPEC_KEY) == task.name and _int(p.metadata.labels.get(TASK_INDEX_KEY)) is not None and _int(p.metadata.labels.get(TASK_INDEX_KEY)) >= task.replicas]
+            extra = [p for p in pods.values() if p.metadata.labels.get(TASK_SPEC_KEY) == task.name and (pod_index := _int(p.metadata.labels.get(TASK_INDEX_KEY))) is not None and pod_index >= task.replicas]
             for p in extra:
                 self.killing.add(p.metadata.uid)
                 self.store.delete("Pod", p.key)
@@ -802,7 +817,7 @@ class JobController(Controller):
         # Only what changed on the Job since it was last copied (the PodGroup may hold newer
         # progress reports of its own, e.g. from the simulator).
         last = seen[1] if seen is not None else None
-        self._elastic_seen[job.key] = (version, mine)
+        self._elastic_seen[job.key] = (version or "", mine)
         changed = {k: v for k, v in mine.items() if last is None or last.get(k) != v}
         theirs = pg.metadata.annotations
         if not changed or all(theirs.get(k) == v for k, v in changed.items()):
@@ -867,9 +882,10 @@ _BLANK_STATUS = PodStatus()
 _setattr = object.__setattr__
 
 
-def _clone(model, changes: dict[str, Any]):
+def _clone(model: M, changes: dict[str, Any]) -> M:
     """A shallow copy of a validated model with some fields replaced (values trusted, not validated)."""
-    c = type(model).__new__(type(model))
+    cls = type(model)
+    c = cls.__new__(cls)
     values = model.__dict__.copy()
     values.update(changes)
     _setattr(c, "__dict__", values)
@@ -912,7 +928,7 @@ def generated_objects(job: Job) -> dict[str, list[str]]:
     }
 
 
-def _is_vcjob(ref) -> bool:
+def _is_vcjob(ref: OwnerReference) -> bool:
     return ref.kind == "Job" and ref.api_version.startswith("batch.volcano.sh")
 
 
@@ -927,14 +943,16 @@ def _owner_ref(job: Job) -> dict[str, Any]:
     }
 
 
-def _int(v) -> int | None:
+def _int(v: str | None) -> int | None:
+    if v is None:
+        return None
     try:
         return int(v)
     except (TypeError, ValueError):
         return None
 
 
-def _timeout(pol) -> float | None:
+def _timeout(pol: LifecyclePolicy) -> float | None:
     if not pol.timeout:
         return None
     try:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..api.core import ConfigMap, ContainerPort, EnvVar, Pod, Secret, Service
+from ..api.core import ConfigMap, Container, ContainerPort, EnvVar, Pod, Secret, Service
 from ..api.volcano import JOB_NAME_KEY, JOB_NAMESPACE_KEY, TASK_SPEC_KEY, Job, TaskSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..store.base import Store
 
 
 def _args(raw: list[str]) -> dict[str, str]:
@@ -35,7 +38,7 @@ def task_hosts(job: Job, task: TaskSpec) -> list[str]:
     return [f"{job.name}-{task.name}-{i}.{job.name}" for i in range(task.replicas)]
 
 
-def _owner(job: Job) -> list[dict]:
+def _owner(job: Job) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": job.api_version,
@@ -50,7 +53,7 @@ def _owner(job: Job) -> list[dict]:
 
 def _set_env(pod: Pod, env: dict[str, str]) -> None:
     """Add (or replace) variables in every container and init container of the pod."""
-    def merge(c):
+    def merge(c: Container) -> Container:
         kept = [e for e in c.env if e.name not in env]
         return c.model_copy(update={"env": kept + [EnvVar(name=k, value=v) for k, v in env.items()]})
 
@@ -64,23 +67,23 @@ class JobPlugin:
     def __init__(self, args: list[str]) -> None:
         self.args = _args(args)
 
-    def on_job_add(self, job: Job, store) -> None:
+    def on_job_add(self, job: Job, store: Store) -> None:
         pass
 
     def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         pass
 
-    def on_job_update(self, job: Job, store) -> None:
+    def on_job_update(self, job: Job, store: Store) -> None:
         pass
 
-    def on_job_delete(self, job: Job, store) -> None:
+    def on_job_delete(self, job: Job, store: Store) -> None:
         pass
 
 
 class EnvPlugin(JobPlugin):
     name = "env"
 
-    def on_pod_create(self, job, task, index, pod) -> None:
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         _set_env(pod, {"VK_TASK_INDEX": str(index), "VC_TASK_INDEX": str(index)})
 
 
@@ -92,7 +95,7 @@ class SvcPlugin(JobPlugin):
     def _hosts_data(self, job: Job) -> dict[str, str]:
         return {f"{t.name}.host": "\n".join(task_hosts(job, t)) for t in job.spec.tasks}
 
-    def on_job_add(self, job, store) -> None:
+    def on_job_add(self, job: Job, store: Store) -> None:
         svc = Service.model_validate(
             {
                 "metadata": {"name": job.name, "namespace": job.namespace, "ownerReferences": _owner(job)},
@@ -117,7 +120,7 @@ class SvcPlugin(JobPlugin):
             )
         job.status.controlled_resources["plugin-svc"] = "svc"
 
-    def on_pod_create(self, job, task, index, pod) -> None:
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         pod.spec.hostname = pod.name
         pod.spec.subdomain = job.name
         env = {}
@@ -126,7 +129,7 @@ class SvcPlugin(JobPlugin):
             env[f"VC_{_env_name(t.name)}_NUM"] = str(t.replicas)
         _set_env(pod, env)
 
-    def on_job_update(self, job, store) -> None:
+    def on_job_update(self, job: Job, store: Store) -> None:
         cm = store.get("ConfigMap", f"{job.namespace}/{job.name}-svc")
         if cm is not None:
             data = self._hosts_data(job)
@@ -134,7 +137,7 @@ class SvcPlugin(JobPlugin):
                 cm.data = data
                 store.update(cm)
 
-    def on_job_delete(self, job, store) -> None:
+    def on_job_delete(self, job: Job, store: Store) -> None:
         store.delete("Service", f"{job.namespace}/{job.name}")
         store.delete("ConfigMap", f"{job.namespace}/{job.name}-svc")
 
@@ -144,7 +147,7 @@ class SSHPlugin(JobPlugin):
 
     name = "ssh"
 
-    def on_job_add(self, job, store) -> None:
+    def on_job_add(self, job: Job, store: Store) -> None:
         key = f"{job.namespace}/{job.name}-ssh"
         if store.get("Secret", key) is not None:
             return
@@ -172,7 +175,7 @@ class SSHPlugin(JobPlugin):
         )
         job.status.controlled_resources["plugin-ssh"] = "ssh"
 
-    def on_job_delete(self, job, store) -> None:
+    def on_job_delete(self, job: Job, store: Store) -> None:
         store.delete("Secret", f"{job.namespace}/{job.name}-ssh")
 
 
@@ -181,7 +184,7 @@ class PyTorchPlugin(JobPlugin):
 
     name = "pytorch"
 
-    def on_pod_create(self, job, task, index, pod) -> None:
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         master = self.args.get("master", "master")
         worker = self.args.get("worker", "worker")
         port = self.args.get("port", "23456")
@@ -200,7 +203,7 @@ class MPIPlugin(JobPlugin):
 
     name = "mpi"
 
-    def on_pod_create(self, job, task, index, pod) -> None:
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         master = self.args.get("master", "master")
         worker = self.args.get("worker", "worker")
         if task.name != master:
@@ -215,7 +218,7 @@ class TensorFlowPlugin(JobPlugin):
 
     name = "tensorflow"
 
-    def on_pod_create(self, job, task, index, pod) -> None:
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         port = self.args.get("port", "2222")
         roles = {
             self.args.get("ps", "ps"): "ps",
@@ -245,7 +248,7 @@ class RayPlugin(JobPlugin):
         return [("gcs", int(self.args.get("port", "6379"))), ("dashboard", int(self.args.get("dashboardPort", "8265"))),
                 ("client-server", int(self.args.get("clientPort", "10001")))]
 
-    def on_pod_create(self, job, task, index, pod) -> None:
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         head = self.args.get("head", "head")
         head_task = next((t for t in job.spec.tasks if t.name == head), None)
         if head_task is None:
@@ -269,7 +272,7 @@ class RayPlugin(JobPlugin):
             containers.append(c)
         pod.spec.containers = containers
 
-    def on_job_add(self, job, store) -> None:
+    def on_job_add(self, job: Job, store: Store) -> None:
         key = f"{job.namespace}/{job.name}-head-svc"
         if store.get("Service", key) is None:
             store.create(
@@ -286,7 +289,7 @@ class RayPlugin(JobPlugin):
             )
         job.status.controlled_resources["plugin-ray"] = "ray"
 
-    def on_job_delete(self, job, store) -> None:
+    def on_job_delete(self, job: Job, store: Store) -> None:
         store.delete("Service", f"{job.namespace}/{job.name}-head-svc")
 
 
@@ -296,7 +299,7 @@ class HCCLRankPlugin(JobPlugin):
 
     name = "hcclrank"
 
-    def on_pod_create(self, job, task, index, pod) -> None:
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         ann = pod.metadata.annotations
         if ann.get(HCCL_RANK_KEY):
             return

@@ -9,11 +9,16 @@ terminated/aborted.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import admission
-from ..api.volcano import Job, JobFlow
+from ..api.volcano import Flow, Job, JobFlow, JobTemplate
 from .base import Controller
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..store.base import Store
+    from .base import Clock
+
 
 FAILED = ("Failed", "Terminated", "Aborted")
 
@@ -32,16 +37,21 @@ def merge_patch(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 
 class JobFlowController(Controller):
-    def __init__(self, store, clock) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         super().__init__(store, clock)
         store.watch("JobFlow", lambda ev, jf, old: self.mark(jf.key) if ev != "DELETED" else self._deleted(jf))
         store.watch("Job", self._on_job)
         # A JobTemplate submitted after its JobFlow lets the waiting flows start.
-        store.watch("JobTemplate", lambda ev, t, old: [self.mark(jf.key) for jf in store.list("JobFlow") if jf.namespace == t.namespace])
+        store.watch("JobTemplate", self._on_template)
         # JobFlow key -> (when, why) a flow's Job could not be created (reported, never silent).
         self.refused: dict[str, tuple[float, str]] = {}
 
-    def _on_job(self, event: str, job: Job, old) -> None:
+    def _on_template(self, event: str, tmpl: JobTemplate, old: JobTemplate | None) -> None:
+        for jf in self.store.list("JobFlow"):
+            if jf.namespace == tmpl.namespace:
+                self.mark(jf.key)
+
+    def _on_job(self, event: str, job: Job, old: Job | None) -> None:
         for ref in job.metadata.owner_references:
             if ref.kind == "JobFlow":
                 self.mark(f"{job.namespace}/{ref.name}")
@@ -86,7 +96,7 @@ class JobFlowController(Controller):
         job = self.store.get("Job", f"{jf.namespace}/{jf.name}-{flow}")
         return job.status.state.phase if job is not None else ""
 
-    def _create(self, jf: JobFlow, flow) -> Job | None:
+    def _create(self, jf: JobFlow, flow: Flow) -> Job | None:
         tmpl = self.store.get("JobTemplate", f"{jf.namespace}/{flow.name}")
         if tmpl is None:
             self.refused[jf.key] = (self.clock(), f"flow {flow.name!r}: no JobTemplate {flow.name!r} in namespace {jf.namespace}")
@@ -113,5 +123,6 @@ class JobFlowController(Controller):
                 f"{p.path}: {p.message}" if p.path else p.message for p in problems))
             return None
         self.refused.pop(jf.key, None)
-        return self.store.create(job)
+        created: Job = self.store.create(job)
+        return created
 

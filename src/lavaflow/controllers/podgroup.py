@@ -8,6 +8,8 @@ comes from the owner's ``scheduling.volcano.sh/group-min-member`` annotation
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from decimal import Decimal
 
 from ..api.selectors import pod_requests
@@ -20,26 +22,33 @@ from ..api.volcano import (
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from .base import Controller
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.core import Pod
+    from ..api.meta import OwnerReference
+    from ..store.base import Store
+    from .base import Clock
+
+
 OWNER_KINDS = {"Deployment": "Deployment", "ReplicaSet": "ReplicaSet", "StatefulSet": "StatefulSet", "Job": "BatchJob"}
 
 
 class PodGroupController(Controller):
-    def __init__(self, store, clock, scheduler_names=("lavaflow", "volcano")) -> None:
+    def __init__(self, store: Store, clock: Clock, scheduler_names: tuple[str, ...] = ("lavaflow", "volcano")) -> None:
         super().__init__(store, clock)
         self.scheduler_names = scheduler_names
         store.watch("Pod", self._on_pod)
 
-    def _on_pod(self, event: str, pod, old) -> None:
+    def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         if event == "ADDED" and self._needs_group(pod):
             self.mark(pod.key)
 
-    def _needs_group(self, pod) -> bool:
+    def _needs_group(self, pod: Pod) -> bool:
         # Pods labelled with a scheduler-plugins PodGroup belong to that group, not to one made here.
         return (pod.spec.scheduler_name or "default-scheduler") in self.scheduler_names and (
             GROUP_NAME_ANNOTATION not in pod.metadata.annotations and POD_GROUP_LABEL not in pod.metadata.labels
         )
 
-    def _owner(self, pod):
+    def _owner(self, pod: Pod) -> tuple[OwnerReference | None, Any]:
         for ref in pod.metadata.owner_references:
             if ref.controller or len(pod.metadata.owner_references) == 1:
                 kind = OWNER_KINDS.get(ref.kind)

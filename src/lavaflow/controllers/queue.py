@@ -9,8 +9,16 @@ closed, which keeps it Closed. Closing a parent closes its children. Commands
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..api.volcano import Queue
 from .base import Controller
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.volcano import Command, PodGroup
+    from ..store.base import Store
+    from .base import Clock
+
 
 COUNTED = {"Pending": "pending", "Inqueue": "inqueue", "Running": "running", "Unknown": "unknown", "Completed": "completed"}
 QUEUE_ACTIONS = ("OpenQueue", "CloseQueue")
@@ -25,7 +33,7 @@ def builtin_queues() -> list[Queue]:
 
 
 class QueueController(Controller):
-    def __init__(self, store, clock) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         super().__init__(store, clock)
         # Desired state per queue as last commanded ("Open" or "Closed").
         self.desired: dict[str, str] = {}
@@ -36,14 +44,14 @@ class QueueController(Controller):
         store.watch("Queue", self._on_queue)
         store.watch("Command", self._on_command)
 
-    def _on_queue(self, event: str, queue: Queue, old) -> None:
+    def _on_queue(self, event: str, queue: Queue, old: Queue | None) -> None:
         if event == "DELETED":
             return
         self.mark(queue.name)
         for child in self._children(queue.name):
             self.mark(child.name)
 
-    def _on_podgroup(self, event: str, pg, old) -> None:
+    def _on_podgroup(self, event: str, pg: PodGroup, old: PodGroup | None) -> None:
         queue = pg.spec.queue or "default"
         prev = self.pg_seen.pop(pg.key, None)
         if prev is not None:
@@ -59,7 +67,7 @@ class QueueController(Controller):
             counts[seen[1]] = counts.get(seen[1], 0) + 1
         self.mark(queue)
 
-    def _on_command(self, event: str, cmd, old) -> None:
+    def _on_command(self, event: str, cmd: Command, old: Command | None) -> None:
         if event != "DELETED" and cmd.action in QUEUE_ACTIONS:
             self.mark(f"command:{cmd.key}")
 

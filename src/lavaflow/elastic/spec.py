@@ -80,6 +80,16 @@ class SpeedSpec:
     batch_size: int | None
 
 
+def parse_duration(text: str) -> float:
+    """A duration in an annotation (``90s``, ``5m``, ``1h30m``, bare seconds): finite and ≥ 0."""
+    from ..api.admission import parse_duration as go_duration
+
+    value = go_duration(text.strip())
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r} is not a duration: it must be a finite number of seconds ≥ 0")
+    return value
+
+
 def has_speed_model(annotations: Mapping[str, str]) -> bool:
     return any(k in annotations for k in (APPLICATION, GAVEL_MODEL, SPEEDUP))
 
@@ -158,7 +168,6 @@ def _speed_spec(items: tuple[tuple[str, str], ...]) -> SpeedSpec:
             raise SpecError(WORK, f"required with {GAVEL_MODEL} (steps of training)")
         return SpeedSpec(GavelJobSpeed(model_name), float(_num(WORK, ann[WORK], float, 0, strict_min=True)), model_name, None)
     if SPEEDUP in ann:
-        from ..api.sim_annotations import parse_duration
         from .fit import MeasurementError, fit_speed
 
         pts = parse_speedup(ann[SPEEDUP])

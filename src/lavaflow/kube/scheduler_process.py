@@ -31,7 +31,7 @@ import time
 import uuid
 from typing import Any
 
-from ..scheduler.api import ALLOCATED, TaskStatus
+from ..scheduler.model import ALLOCATED, TaskStatus
 from ..scheduler.cache import PLUGIN_KIND_OF, PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.scheduler import Scheduler

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..api import x_k8s_podgroup as xpg
 from ..api.volcano import GROUP_NAME_ANNOTATION
-from ..scheduler.api import ALLOCATED, TaskStatus
+from ..scheduler.model import ALLOCATED, TaskStatus
 from ..store.base import DELETED
 from . import codec
 from .client import ApiError

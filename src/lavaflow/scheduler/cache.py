@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from ..api.volcano import (
     PriorityClass,
     Queue,
 )
-from .api import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
+from .model import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
 from .resources import PODS, ResourceIndex, pad
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -154,7 +154,7 @@ class SchedulerCache:
         for k, (i, vec) in list(self.foreign.items()):
             self.foreign[k] = (i, pad(vec, width))
 
-    def register_resources(self, names) -> None:
+    def register_resources(self, names: Iterable[str]) -> None:
         """Declare resource names up front (the simulator knows them all) to avoid widening later."""
         before = len(self.index)
         for n in names:

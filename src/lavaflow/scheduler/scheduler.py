@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .api import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, TaskStatus
+from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, TaskStatus
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
 from .framework.registry import ACTIONS
 from .framework.session import Session
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.volcano import PodGroupStatus
 
 KUBE_DEFAULT_CONF = """\
 actions: "kube-default"
@@ -21,20 +25,51 @@ tiers:
   - name: nodeorder
 """
 
+log = logging.getLogger(__name__)
+
 
 class Scheduler:
-    def __init__(self, cache: SchedulerCache, conf: SchedulerConfiguration | None = None) -> None:
+    #: Raise a failed session's exception from run_once once the cache is restored (tests set it
+    #: so that a failing plugin fails them); otherwise it is logged and counted in failed_cycles.
+    reraise: bool = False
+
+    def __init__(
+        self, cache: SchedulerCache, conf: SchedulerConfiguration | None = None, *, reraise: bool | None = None
+    ) -> None:
         self.cache = cache
         self.conf = conf or load_scheduler_conf()
         self.actions = [ACTIONS[name](self.conf.action_arguments(name)) for name in self.conf.action_names]
         self.cycles = 0
+        self.failed_cycles = 0  # sessions an action or plugin raised in
+        self.last_error: BaseException | None = None
+        if reraise is not None:
+            self.reraise = reraise
 
     def run_once(self, now: float = 0.0) -> Session:
+        """One session: open, the actions in order, close, then the status write-back.
+
+        When an action or plugin raises, the session is aborted (``Session.abort``): statements
+        not committed are discarded and pipelined or undispatched placements undone, so the cache
+        is as after the session's last committed statement (whose binds and evictions were already
+        handed over, as they are on success); no PodGroup or Queue status is written. The error is
+        logged and counted in ``failed_cycles`` (and re-raised when ``reraise`` is set); the next
+        run_once starts from that consistent state.
+        """
         ssn = Session(self.cache, self.conf, now)
-        ssn.open()
-        for action in self.actions:
-            action.execute(ssn)
-        ssn.close()
+        try:
+            ssn.open()
+            for action in self.actions:
+                action.execute(ssn)
+            ssn.close()
+        except Exception as exc:
+            ssn.abort(exc)
+            self.cycles += 1
+            self.failed_cycles += 1
+            self.last_error = exc
+            log.error("scheduling session at %s failed; its uncommitted work was undone", now, exc_info=exc)
+            if self.reraise:
+                raise
+            return ssn
         self._write_podgroups(ssn, now)
         self._write_queues(ssn)
         self.cycles += 1
@@ -92,7 +127,7 @@ class Scheduler:
                 self.cache.decisions.queues.append((name, {"allocated": alloc}))
 
 
-def pg_status(job, old_phase: str, session_phase: str) -> dict[str, Any]:
+def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any]:
     """Volcano's jobStatus: the PodGroup phase and counters after a session."""
     c = job.counts
     allocated = job.count(ALLOCATED) + c[TaskStatus.SUCCEEDED]
@@ -110,16 +145,18 @@ def pg_status(job, old_phase: str, session_phase: str) -> dict[str, Any]:
     }
 
 
-def upsert_condition(conditions: list[dict], ctype: str, reason: str, message: str, now: float) -> list[dict]:
+def upsert_condition(
+    conditions: list[dict[str, Any]], ctype: str, reason: str, message: str, now: float
+) -> list[dict[str, Any]]:
     out = [dict(c) for c in conditions if c.get("type") != ctype]
     prev = next((c for c in conditions if c.get("type") == ctype), None)
     same = prev is not None and prev.get("reason") == reason and prev.get("message", "") == message
-    cond = {
+    cond: dict[str, Any] = {
         "type": ctype,
         "status": "True",
         "reason": reason,
         "message": message,
-        "lastTransitionTime": prev.get("lastTransitionTime") if same else now,
+        "lastTransitionTime": prev.get("lastTransitionTime") if same and prev is not None else now,
     }
     if not message:
         cond.pop("message")
@@ -132,7 +169,7 @@ def upsert_condition(conditions: list[dict], ctype: str, reason: str, message: s
     return out
 
 
-def _changed(old, new: dict[str, Any]) -> bool:
+def _changed(old: PodGroupStatus, new: dict[str, Any]) -> bool:
     if old.phase != new["phase"] or old.running != new["running"]:
         return True
     if old.succeeded != new["succeeded"] or old.failed != new["failed"]:

@@ -101,7 +101,7 @@ class Simulation:
                 where = f"{sim_input.conf_origin}." if sim_input.conf_origin else ""  # ConfigMap: "…data[key].path"
             for path, msg in conf.warnings:
                 self.warnings.append(f"{where}{path}: {msg}")
-        self.scheduler = Scheduler(self.cache, conf)
+        self.scheduler = Scheduler(self.cache, conf, reraise=True)  # a crashing plugin ends a simulation, never skipped silently
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
         self.held: dict[str, list[Pod]] = {}  # parent pod key -> pods it will spawn

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..api.volcano import JOB_FINAL_PHASES
-from ..scheduler.api import TaskStatus
+from ..scheduler.model import TaskStatus
 from ..scheduler.plugins.gang import job_fit_error
 
 FINISHED_POD = ("Succeeded", "Failed")

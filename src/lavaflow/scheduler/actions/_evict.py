@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..resources import EPS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..framework.statement import Statement
+    from ..model import JobInfo, TaskInfo
 
 EVICTABLE = (TaskStatus.RUNNING, TaskStatus.BOUND)
 
 
-def future_idle(ssn, node: int) -> np.ndarray:
+def future_idle(ssn: Session, node: int) -> np.ndarray:
     n = ssn.nodes
-    return n.allocatable[node] - n.used[node] + n.releasing[node] - n.pipelined[node]
+    idle: np.ndarray = n.allocatable[node] - n.used[node] + n.releasing[node] - n.pipelined[node]
+    return idle
 
 
 def fits(vec: np.ndarray, req: np.ndarray) -> bool:
     return bool(np.all(vec + EPS >= req))
 
 
-def candidate_nodes(ssn, task) -> list[int]:
+def candidate_nodes(ssn: Session, task: TaskInfo) -> list[int]:
     """Nodes that pass the non-resource predicates, best-scored first."""
     mask = ssn.predicate_mask(task)
     cand = np.flatnonzero(mask)
@@ -27,14 +36,15 @@ def candidate_nodes(ssn, task) -> list[int]:
         return []
     scores = ssn.node_scores(task, cand)
     order = np.lexsort((cand, -scores))
-    return cand[order].tolist()
+    best: list[int] = cand[order].tolist()
+    return best
 
 
-def _queue_takes(ssn, actor) -> bool:
+def _queue_takes(ssn: Session, actor: TaskInfo) -> bool:
     """Would the actor's queue (and its ancestors) take the actor now, victims' release counted?"""
     job = ssn.jobs.get(actor.job)
     queue = ssn.queues.get(job.queue) if job is not None else None
-    if queue is None:
+    if job is None or queue is None:
         return True
     saved = job.job_fit_errors
     ok = ssn.allocatable(queue, actor)
@@ -42,7 +52,7 @@ def _queue_takes(ssn, actor) -> bool:
     return ok
 
 
-def make_room(ssn, stmt, actor, node: int, victims: list, reason: str) -> bool:
+def make_room(ssn: Session, stmt: Statement, actor: TaskInfo, node: int, victims: list[TaskInfo], reason: str) -> bool:
     """Evict victims (lowest priority first) until ``actor`` fits ``node``; pipeline it there.
 
     Nothing is evicted when even all the victims would not make enough room.
@@ -75,9 +85,7 @@ def make_room(ssn, stmt, actor, node: int, victims: list, reason: str) -> bool:
         stmt.evict(v, reason)
     if not enough():
         # Undo this task's evictions only; earlier tasks of the statement keep theirs.
-        for _op, task, extra in reversed(stmt.operations[mark:]):
-            ssn._unrelease(ssn.jobs[task.job], task, extra[0])
-        del stmt.operations[mark:]
+        stmt.undo_evictions(mark)
         return False
     stmt.pipeline(actor, node)
     return True
@@ -87,7 +95,7 @@ def make_room(ssn, stmt, actor, node: int, victims: list, reason: str) -> bool:
 MAX_FUTILE_EVICTIONS = 2
 
 
-def may_evict_for(ssn, job, action: str = "preempt") -> bool:
+def may_evict_for(ssn: Session, job: JobInfo, action: str = "preempt") -> bool:
     """False once evicting for ``job`` has already failed to get it started MAX_FUTILE_EVICTIONS times.
 
     A preemptor whose earlier evictions were committed and that is again short of room
@@ -108,7 +116,7 @@ def may_evict_for(ssn, job, action: str = "preempt") -> bool:
     return True
 
 
-def commit(ssn, stmt) -> None:
+def commit(ssn: Session, stmt: Statement) -> None:
     """Commit a preemptor's statement, recording its evictions (a discarded statement evicted nothing).
 
     The preemptors whose tasks were pipelined onto the room the evictions free are
@@ -119,6 +127,7 @@ def commit(ssn, stmt) -> None:
     for op, task, extra in stmt.operations:
         if op == "evict":
             evicted = True
+            assert extra is not None
             ssn.record(task.job, "evicted", f"{task.name} evicted: {extra[1]}")
     if evicted:
         nominated = ssn.cache.nominated
@@ -129,7 +138,7 @@ def commit(ssn, stmt) -> None:
     stmt.commit()
 
 
-def try_in_domains(ssn, job, attempt):
+def try_in_domains(ssn: Session, job: JobInfo, attempt: Callable[[], Statement]) -> Statement | None:
     """Run ``attempt()`` (a new Statement of evictions and pipelines for ``job``) inside each node
     set the job may use (a HyperNode, with network topology), or once over all nodes; return the
     first statement after which the job is pipelined, discarding the others (None if none works)."""

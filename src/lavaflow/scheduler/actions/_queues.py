@@ -5,7 +5,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
 
 
 class OrderedQueue:
@@ -35,7 +38,7 @@ class NamespacedJobs:
     """A queue's jobs when a plugin orders namespaces (drf enableNamespaceOrder): each pop takes
     the next job of the namespace that comes first now (Volcano before 1.8)."""
 
-    def __init__(self, ssn) -> None:
+    def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
         self._by_ns: dict[str, OrderedQueue] = {}
 
@@ -47,10 +50,11 @@ class NamespacedJobs:
 
     def pop(self) -> Any:
         order = self._ssn.namespace_order
-        best = None
+        best: str | None = None
         for ns, q in self._by_ns.items():
             if q and (best is None or order(ns, best) < 0):
                 best = ns
+        assert best is not None, "pop from an empty queue"
         return self._by_ns[best].pop()
 
     def __len__(self) -> int:
@@ -60,14 +64,18 @@ class NamespacedJobs:
         return any(self._by_ns.values())
 
 
-def job_queue(ssn) -> OrderedQueue | NamespacedJobs:
+# A queue's jobs, ordered.
+JobQueue = OrderedQueue | NamespacedJobs
+
+
+def job_queue(ssn: Session) -> JobQueue:
     """A queue's jobs in job order (per namespace when a plugin orders namespaces)."""
     return NamespacedJobs(ssn) if ssn.fns.get("NamespaceOrder") else OrderedQueue(ssn.job_key)
 
 
-def starving_jobs_by_queue(ssn) -> dict[str, OrderedQueue]:
+def starving_jobs_by_queue(ssn: Session) -> dict[str, OrderedQueue]:
     """Admitted, valid jobs with pending tasks that are starving, per queue in job order (preempt, reclaim)."""
-    from ..api import TaskStatus
+    from ..model import TaskStatus
 
     per_queue: dict[str, OrderedQueue] = {}
     for job in ssn.jobs.values():

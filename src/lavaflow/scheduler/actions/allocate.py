@@ -9,19 +9,27 @@ ever partly bound.
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ._queues import OrderedQueue, job_queue
+from ._queues import JobQueue, OrderedQueue, job_queue
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..framework.session_plugins import Domains
+    from ..model import JobInfo, QueueInfo
 
 
 @register_action
 class AllocateAction(Action):
     name = "allocate"
 
-    def execute(self, ssn) -> None:
+    def execute(self, ssn: Session) -> None:
         has_enqueue = "enqueue" in ssn.conf.action_names
-        per_queue: dict[str, OrderedQueue] = {}
+        per_queue: dict[str, JobQueue] = {}
         eligible: set[str] = set()
         for job in ssn.jobs.values():
             if job.is_pending():
@@ -67,7 +75,9 @@ class AllocateAction(Action):
             queues.push(queue)
         ssn.held_statements.extend(held)
 
-    def _serve_nominated(self, ssn, per_queue, eligible: set[str], held: list[Statement]) -> set[str]:
+    def _serve_nominated(
+        self, ssn: Session, per_queue: dict[str, JobQueue], eligible: set[str], held: list[Statement]
+    ) -> set[str]:
         """Preemptors whose evictions were committed go first: the room freed for them is theirs
         (kube-scheduler's nominated node), not the victims' replacements'."""
         served: set[str] = set()
@@ -84,7 +94,7 @@ class AllocateAction(Action):
             self._serve(ssn, queue, job, per_queue[job.queue], held)
         return served
 
-    def _serve(self, ssn, queue, job, jobs, held: list[Statement]) -> None:
+    def _serve(self, ssn: Session, queue: QueueInfo, job: JobInfo, jobs: JobQueue, held: list[Statement]) -> None:
         domains = ssn.job_domains(job)
         if domains is None:
             stmt, more = self._allocate_job(ssn, queue, job)
@@ -104,7 +114,9 @@ class AllocateAction(Action):
         else:
             stmt.discard()
 
-    def _allocate_in_domains(self, ssn, queue, job, domains) -> tuple[Statement, bool]:
+    def _allocate_in_domains(
+        self, ssn: Session, queue: QueueInfo, job: JobInfo, domains: Domains
+    ) -> tuple[Statement, bool]:
         """Place the gang inside the first node set (HyperNode) where it becomes ready or pipelined."""
         candidates, reason = domains
         for label, mask in candidates:
@@ -125,7 +137,7 @@ class AllocateAction(Action):
             ssn.record(job, "allocate", reason)
         return Statement(ssn), False
 
-    def _allocate_job(self, ssn, queue, job) -> tuple[Statement, bool]:
+    def _allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> tuple[Statement, bool]:
         stmt = Statement(ssn)
         pending = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
         pending.sort(key=ssn.task_key)
@@ -152,7 +164,7 @@ class AllocateAction(Action):
         return stmt, False
 
 
-def _need_continue(job) -> bool:
+def _need_continue(job: JobInfo) -> bool:
     """After a task found no node: can the job's pending tasks of the roles that have not failed
     yet, with what is placed or pipelined, still reach minAvailable? (Volcano's rule: a job
     whose every task is needed stops at the first failure.) Preempt and reclaim place the tasks
@@ -164,6 +176,6 @@ def _need_continue(job) -> bool:
     return job.waiting_num + job.ready_num + left >= job.min_available
 
 
-def _drain(q: OrderedQueue):
+def _drain(q: JobQueue) -> Iterator[Any]:
     while q:
         yield q.pop()

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from typing import TYPE_CHECKING
+
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
 
 
 @register_action
 class BackfillAction(Action):
     name = "backfill"
 
-    def execute(self, ssn) -> None:
+    def execute(self, ssn: Session) -> None:
         for job in sorted(ssn.jobs.values(), key=ssn.job_key):
             if job.is_pending() or not job.counts[TaskStatus.PENDING]:
                 continue

@@ -25,15 +25,23 @@ PodEvicted policy).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
+
 import math
 
 import numpy as np
 
 from ...elastic import spec as es
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ..plugins.elastic import ALIVE, ElasticJob
+from ..plugins.elastic import ALIVE, ElasticJob, ElasticPlugin, GpuNodes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ...elastic.policies import Policy
+    from ..model import TaskInfo
 
 EPS = 1e-9
 
@@ -42,8 +50,8 @@ EPS = 1e-9
 class ElasticAction(Action):
     name = "elastic"
 
-    def execute(self, ssn) -> None:
-        plugin = ssn.plugins.get("elastic")
+    def execute(self, ssn: Session) -> None:
+        plugin = cast("ElasticPlugin | None", ssn.plugins.get("elastic"))
         if plugin is None or plugin.state is None:
             return
         st = plugin.state
@@ -78,7 +86,7 @@ class ElasticAction(Action):
         dirty = force or active != st.known
         if st.node_version == -1:
             dirty = dirty or bool(active)
-        st.node_version = fingerprint  # type: ignore[assignment]
+        st.node_version = fingerprint
         if plugin.policy.uses_priority_queues:
             nxt, moved_queue = self._priority_change(plugin, jobs, now)
             if moved_queue or nxt <= now + EPS:
@@ -102,7 +110,9 @@ class ElasticAction(Action):
         self._reconcile(ssn, plugin, jobs, capacity)
 
     # ------------------------------------------------------------------ capacity
-    def _capacity(self, ssn, plugin, jobs) -> tuple[dict[str, int], list[tuple[str, int, str]]]:
+    def _capacity(
+        self, ssn: Session, plugin: ElasticPlugin, jobs: dict[str, ElasticJob]
+    ) -> tuple[dict[str, int], list[tuple[str, int, str]]]:
         """GPUs per type the policy may hand out, and (node, slots, type) per GPU node."""
         col = plugin.gpu_col
         nodes_out: list[tuple[str, int, str]] = []
@@ -135,8 +145,9 @@ class ElasticAction(Action):
             nodes_out.append((ns.names[i], slots, ty))
         return cap, nodes_out
 
-    def _gpu_nodes(self, ssn, plugin) -> tuple:
+    def _gpu_nodes(self, ssn: Session, plugin: ElasticPlugin) -> GpuNodes:
         """(name, GPUs, type) of every schedulable GPU node, recomputed only when a node changed."""
+        assert plugin.state is not None
         col = plugin.gpu_col
         ns = ssn.nodes
         n = len(ns)
@@ -152,7 +163,7 @@ class ElasticAction(Action):
         return fp
 
     # ------------------------------------------------------------------ Tiresias
-    def _priority_change(self, plugin, jobs, now: float) -> tuple[float, bool]:
+    def _priority_change(self, plugin: ElasticPlugin, jobs: dict[str, ElasticJob], now: float) -> tuple[float, bool]:
         """(when the next Tiresias queue change is due, whether a job changed queue now)."""
         thresholds, knob = _tiresias_params(plugin.policy)
         best = math.inf
@@ -184,11 +195,19 @@ class ElasticAction(Action):
         return best, moved
 
     # ------------------------------------------------------------------ reschedule
-    def _reschedule(self, ssn, plugin, jobs: dict[str, ElasticJob], capacity, nodes) -> None:
+    def _reschedule(
+        self,
+        ssn: Session,
+        plugin: ElasticPlugin,
+        jobs: dict[str, ElasticJob],
+        capacity: dict[str, int],
+        nodes: list[tuple[str, int, str]],
+    ) -> None:
         from ...elastic.placement import Node, place
         from ...elastic.policies import JobView, check_allocation
 
         st = plugin.state
+        assert st is not None
         now = ssn.now
         st.last_resched = now
         st.reschedules += 1
@@ -292,7 +311,7 @@ class ElasticAction(Action):
                     ssn.cache.decisions.resizes.append((ej.info.uid, "Migrated", msg, moved[nm]))
 
     # ------------------------------------------------------------------ reconcile
-    def _reconcile(self, ssn, plugin, jobs: dict[str, ElasticJob], capacity) -> None:
+    def _reconcile(self, ssn: Session, plugin: ElasticPlugin, jobs: dict[str, ElasticJob], capacity: dict[str, int]) -> None:
         names = ssn.nodes.names
         pos = ssn.nodes.pos
         free = sum(capacity.values()) - sum(ej.current for ej in jobs.values())
@@ -313,7 +332,7 @@ class ElasticAction(Action):
                     continue
             # 1. evictions: above target on a node (or the whole job when halted)
             evict = Statement(ssn)
-            per_node: dict[str, list] = {}
+            per_node: dict[str, list[TaskInfo]] = {}
             for t in ej.workers:
                 if t.status in ALIVE and t.node >= 0:
                     per_node.setdefault(names[t.node], []).append(t)
@@ -354,11 +373,11 @@ class ElasticAction(Action):
                     short = True
             for t in ej.others:
                 if t.status == TaskStatus.PENDING:
-                    node, fits = ssn.select_node(t, future=False)
-                    if node < 0 or not fits:
+                    at, fits = ssn.select_node(t, future=False)
+                    if at < 0 or not fits:
                         short = True
                         continue
-                    stmt.allocate(t, node)
+                    stmt.allocate(t, at)
             if len(stmt) and ssn.job_ready(ej.info):
                 stmt.commit()
             else:
@@ -371,7 +390,7 @@ class ElasticAction(Action):
             js.reason = ""
 
 
-def _keep_lowest(ssn, ej: ElasticJob, n: int) -> dict[str, int]:
+def _keep_lowest(ssn: Session, ej: ElasticJob, n: int) -> dict[str, int]:
     """Per-node counts of the job's ``n`` lowest-index alive workers (a scale-in keeps them)."""
     out: dict[str, int] = {}
     kept = 0
@@ -385,9 +404,11 @@ def _keep_lowest(ssn, ej: ElasticJob, n: int) -> dict[str, int]:
     return out
 
 
-def _why(policy: str, name: str, n0: int, n1: int, grew, shrank, capacity) -> str:
-    def few(xs):
-        xs = [x.split("/", 1)[-1] for x in xs if x != name]
+def _why(
+    policy: str, name: str, n0: int, n1: int, grew: Iterable[str], shrank: Iterable[str], capacity: dict[str, int]
+) -> str:
+    def few(names: Iterable[str]) -> str:
+        xs = [x.split("/", 1)[-1] for x in names if x != name]
         return ", ".join(xs[:3]) + (f" and {len(xs) - 3} more" if len(xs) > 3 else "")
 
     if n1 < n0:
@@ -399,7 +420,7 @@ def _why(policy: str, name: str, n0: int, n1: int, grew, shrank, capacity) -> st
     return policy
 
 
-def _note(ssn, ej: ElasticJob, reason: str, message: str, count: int = 0) -> None:
+def _note(ssn: Session, ej: ElasticJob, reason: str, message: str, count: int = 0) -> None:
     ej.state.reason = message
     ssn.record(ej.info, "elastic", message)
     ej.info.extra_conditions.append(("Resized", reason, message))
@@ -407,7 +428,7 @@ def _note(ssn, ej: ElasticJob, reason: str, message: str, count: int = 0) -> Non
     ssn.cache.decisions.resizes.append((ej.info.uid, reason, message, count))
 
 
-def _tiresias_params(policy) -> tuple[tuple[float, ...], float]:
+def _tiresias_params(policy: Policy) -> tuple[tuple[float, ...], float]:
     """The policy's attained-service queue thresholds and starvation promotion factor (inf: none)."""
     from ...elastic.policies.tiresias import DEFAULT_THRESHOLDS
 

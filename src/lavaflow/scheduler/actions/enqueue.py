@@ -6,16 +6,21 @@ together: a Volcano Job's pods are created only once its PodGroup is Inqueue.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..framework.registry import Action, register_action
-from ._queues import OrderedQueue, job_queue
+from ._queues import JobQueue, OrderedQueue, job_queue
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
 
 
 @register_action
 class EnqueueAction(Action):
     name = "enqueue"
 
-    def execute(self, ssn) -> None:
-        per_queue: dict[str, OrderedQueue] = {}
+    def execute(self, ssn: Session) -> None:
+        per_queue: dict[str, JobQueue] = {}
         for job in ssn.jobs.values():
             if not job.is_pending():
                 continue

@@ -7,16 +7,22 @@ Spark example: drivers take all the room their executors need.
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from typing import TYPE_CHECKING
+
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import TaskInfo
 
 
 @register_action
 class KubeDefaultAction(Action):
     name = "kube-default"
 
-    def execute(self, ssn) -> None:
-        pending = []
+    def execute(self, ssn: Session) -> None:
+        pending: list[TaskInfo] = []
         for job in ssn.jobs.values():
             if job.is_pending():
                 job.sphase = "Inqueue"
@@ -28,5 +34,6 @@ class KubeDefaultAction(Action):
             if node < 0:
                 job.fit_errors[task.uid] = ssn.fit_error(task, use_future=False)
                 continue
-            ssn._place(job, task, node, TaskStatus.ALLOCATED)
-            ssn.dispatch(job, task)
+            ssn.place(task, node, TaskStatus.ALLOCATED)
+            ssn.notify_allocated(task)
+            ssn.bind(task)

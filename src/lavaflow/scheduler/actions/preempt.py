@@ -8,14 +8,28 @@ displace its own lower-priority tasks.
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+import functools
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains
 from ._queues import starving_jobs_by_queue
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, TaskInfo
 
-def _pending(ssn, job) -> list:
+
+def _lower_in_job(task: TaskInfo, victim: TaskInfo) -> bool:
+    """Victims of a task inside its own job: its lower-priority tasks."""
+    return victim.job == task.job and victim.priority < task.priority
+
+
+def _pending(ssn: Session, job: JobInfo) -> list[TaskInfo]:
     tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
     tasks.sort(key=ssn.task_key)
     return tasks
@@ -25,7 +39,7 @@ def _pending(ssn, job) -> list:
 class PreemptAction(Action):
     name = "preempt"
 
-    def execute(self, ssn) -> None:
+    def execute(self, ssn: Session) -> None:
         per_queue = starving_jobs_by_queue(ssn)
         for qname in sorted(per_queue, key=lambda q: ssn.queue_key(ssn.queues[q])):
             jobs = per_queue[qname]
@@ -34,12 +48,12 @@ class PreemptAction(Action):
                 if not may_evict_for(ssn, job):
                     continue
 
-                def attempt(job=job) -> Statement:
+                def attempt(job: JobInfo = job) -> Statement:
                     stmt = Statement(ssn)
                     for task in _pending(ssn, job):
                         if not ssn.job_starving(job):
                             break
-                        self._preempt(ssn, stmt, task, lambda v, job=job: self._same_queue(ssn, job, v))
+                        self._preempt(ssn, stmt, task, functools.partial(self._same_queue, ssn, job))
                     return stmt
 
                 stmt = try_in_domains(ssn, job, attempt)
@@ -54,17 +68,17 @@ class PreemptAction(Action):
                 continue
             for task in _pending(ssn, job):
                 stmt = Statement(ssn)
-                if self._preempt(ssn, stmt, task, lambda v, task=task: v.job == task.job and v.priority < task.priority):
+                if self._preempt(ssn, stmt, task, functools.partial(_lower_in_job, task)):
                     commit(ssn, stmt)
                 else:
                     stmt.discard()
 
     @staticmethod
-    def _same_queue(ssn, job, victim) -> bool:
+    def _same_queue(ssn: Session, job: JobInfo, victim: TaskInfo) -> bool:
         vjob = ssn.jobs.get(victim.job)
         return vjob is not None and vjob.queue == job.queue and victim.job != job.uid
 
-    def _preempt(self, ssn, stmt, task, accept) -> bool:
+    def _preempt(self, ssn: Session, stmt: Statement, task: TaskInfo, accept: Callable[[TaskInfo], bool]) -> bool:
         for node in candidate_nodes(ssn, task):
             cands = [
                 t

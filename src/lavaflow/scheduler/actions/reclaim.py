@@ -8,18 +8,26 @@ committed only if the job is then pipelined.
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+import functools
+
+from typing import TYPE_CHECKING
+
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains
 from ._queues import OrderedQueue, starving_jobs_by_queue
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, QueueInfo
 
 
 @register_action
 class ReclaimAction(Action):
     name = "reclaim"
 
-    def execute(self, ssn) -> None:
+    def execute(self, ssn: Session) -> None:
         if not ssn.fns.get("Preemptive"):
             # No queue-share plugin (proportion, capacity) says what a queue deserves: reclaiming
             # would only move resources back and forth between queues, forever.
@@ -37,13 +45,13 @@ class ReclaimAction(Action):
             if not may_evict_for(ssn, job, "reclaim"):
                 queues.push(queue)
                 continue
-            stmt = try_in_domains(ssn, job, lambda job=job, queue=queue: self._attempt(ssn, job, queue))
+            stmt = try_in_domains(ssn, job, functools.partial(self._attempt, ssn, job, queue))
             if stmt is not None:
                 commit(ssn, stmt)
                 ssn.record(job, "reclaim", f"reclaimed resources for queue {queue.name}; waiting for victims to terminate")
             queues.push(queue)
 
-    def _attempt(self, ssn, job, queue) -> Statement:
+    def _attempt(self, ssn: Session, job: JobInfo, queue: QueueInfo) -> Statement:
         stmt = Statement(ssn)
         tasks = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
         tasks.sort(key=ssn.task_key)

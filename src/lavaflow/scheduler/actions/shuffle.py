@@ -3,16 +3,21 @@ lowNodeUtilization), so that they are placed again, elsewhere."""
 
 from __future__ import annotations
 
-from ..api import TaskStatus
+from typing import TYPE_CHECKING
+
+from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
 
 
 @register_action
 class ShuffleAction(Action):
     name = "shuffle"
 
-    def execute(self, ssn) -> None:
+    def execute(self, ssn: Session) -> None:
         if not ssn.fns.get("VictimTasks"):
             return
         running = [t for job in ssn.jobs.values() for t in job.tasks.values() if t.status == TaskStatus.RUNNING]

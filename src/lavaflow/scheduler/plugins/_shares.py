@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
+
 import numpy as np
 
-from ..api import ALLOCATED
+from ..model import ALLOCATED
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, QueueInfo
 
 
-def reserved_by_admission(job, width: int) -> np.ndarray:
+def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
     """The part of an admitted PodGroup's minResources not yet allocated.
 
     Counted for Inqueue PodGroups and for Running ones with at least minMember
@@ -17,21 +24,21 @@ def reserved_by_admission(job, width: int) -> np.ndarray:
     if job.min_resources is None:
         return np.zeros(width)
     phase = job.sphase or job.phase
-    if phase == "Inqueue":
-        return np.maximum(job.min_resources - job.allocated_vector(width), 0.0)
-    if phase == "Running" and job.count(ALLOCATED) >= job.min_available:
-        return np.maximum(job.min_resources - job.allocated_vector(width), 0.0)
+    if phase == "Inqueue" or (phase == "Running" and job.count(ALLOCATED) >= job.min_available):
+        left: np.ndarray = np.maximum(job.min_resources - job.allocated_vector(width), 0.0)
+        return left
     return np.zeros(width)
 
 
-def elastic_of(job, width: int) -> np.ndarray:
+def elastic_of(job: JobInfo, width: int) -> np.ndarray:
     """Resources a job holds beyond its minResources (preemptible headroom)."""
     if job.min_resources is None:
         return np.zeros(width)
-    return np.maximum(job.allocated_vector(width) - job.min_resources, 0.0)
+    extra: np.ndarray = np.maximum(job.allocated_vector(width) - job.min_resources, 0.0)
+    return extra
 
 
-def preemptable_below(ssn, job, width: int) -> np.ndarray:
+def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:
     """Resources held in ``job``'s queue by running jobs of strictly lower priority.
 
     Only counted when the ``preempt`` action is configured: those resources can
@@ -51,10 +58,14 @@ def preemptable_below(ssn, job, width: int) -> np.ndarray:
     return out
 
 
-def share_queue_order(attrs):
+class _HasShare(Protocol):
+    share: float
+
+
+def share_queue_order(attrs: Mapping[str, _HasShare]) -> Callable[[QueueInfo, QueueInfo], int]:
     """Queue order of proportion and capacity: higher spec.priority first, then the smaller share."""
 
-    def order(l, r) -> int:
+    def order(l: QueueInfo, r: QueueInfo) -> int:
         if l.priority != r.priority:
             return -1 if l.priority > r.priority else 1
         ls = attrs[l.name].share if l.name in attrs else 0.0

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..framework.registry import Plugin, register_plugin
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import TaskInfo
 
 MAX_SCORE = 100.0
 
@@ -13,7 +19,7 @@ MAX_SCORE = 100.0
 class BinpackPlugin(Plugin):
     name = "binpack"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("binpack.weight", 1.0)
         per_resource: dict[str, float] = {
             "cpu": self.arg_float("binpack.cpu", 1.0),
@@ -45,7 +51,7 @@ class BinpackPlugin(Plugin):
                 return total
             return total / wsum * MAX_SCORE * weight
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             if weight <= 0 or not cols:
                 return np.zeros(len(cand))
             if len(cand) == 1:  # the session rescoring the one node a placement changed

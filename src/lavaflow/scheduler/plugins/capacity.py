@@ -10,15 +10,21 @@ theirs, but never below a victim queue's guarantee.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import ALLOCATED
+from ..model import ALLOCATED
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
 from ..resources import EPS, PODS, describe, short_in
 from ._shares import elastic_of, reserved_by_admission, share_queue_order
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, QueueInfo, TaskInfo
 
 
 @dataclass
@@ -46,7 +52,7 @@ def _dims(req: np.ndarray) -> np.ndarray:
 class CapacityPlugin(Plugin):
     name = "capacity"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         width = len(ssn.index)
         total = ssn.total.copy()
         hierarchy = any(opt.name == self.name and opt.enabled("Hierarchy") for t in ssn.tiers for opt in t.plugins)
@@ -85,7 +91,7 @@ class CapacityPlugin(Plugin):
         for a in self.attrs.values():
             self._update_share(a)
 
-        def allocatable(queue, task) -> bool:
+        def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
             dims = _dims(task.resreq.copy())
             for a in self._chain(queue.name):
                 if not np.all(a.allocated[dims] + task.resreq[dims] <= a.real_capability[dims] + EPS):
@@ -98,7 +104,7 @@ class CapacityPlugin(Plugin):
                     return False
             return True
 
-        def enqueueable(job) -> int:
+        def enqueueable(job: JobInfo) -> int:
             q = ssn.queues.get(job.queue)
             if q is None:
                 return REJECT
@@ -124,12 +130,12 @@ class CapacityPlugin(Plugin):
                     return REJECT
             return PERMIT
 
-        def enqueued(job) -> None:
+        def enqueued(job: JobInfo) -> None:
             if job.min_resources is not None:
                 for a in self._chain(job.queue):
                     a.inqueue += job.min_resources
 
-        def preemptive(queue, task) -> bool:
+        def preemptive(queue: QueueInfo, task: TaskInfo) -> bool:
             a = self.attrs.get(queue.name)
             if a is None:
                 return False
@@ -139,7 +145,7 @@ class CapacityPlugin(Plugin):
                 return False
             return bool(np.any(future[dims] <= a.deserved[dims] + EPS))
 
-        def reclaimable(reclaimer, reclaimees):
+        def reclaimable(reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             victims = []
             left: dict[str, np.ndarray] = {}
             for t in reclaimees:
@@ -156,14 +162,14 @@ class CapacityPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             if job is not None:
                 for a in self._chain(job.queue):
                     a.allocated += task.resreq
                     self._update_share(a)
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             if job is not None:
                 for a in self._chain(job.queue):
@@ -181,7 +187,7 @@ class CapacityPlugin(Plugin):
 
     def _chain(self, name: str) -> list[CapAttr]:
         """The queue and its ancestors (root excluded unless asked for directly)."""
-        out = []
+        out: list[CapAttr] = []
         seen = set()
         while name and name in self.attrs and name not in seen:
             seen.add(name)

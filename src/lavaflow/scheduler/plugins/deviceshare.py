@@ -15,11 +15,19 @@ has one), so two pods never over-fill the same GPU.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..api import OCCUPYING
+from ..model import OCCUPYING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...api.core import Pod
+    from ..framework.session import Session
+    from ..model import TaskInfo
+    from ..framework.session_plugins import Explain
 
 GPU_MEMORY = "volcano.sh/gpu-memory"
 GPU_NUMBER = "volcano.sh/gpu-number"
@@ -27,7 +35,7 @@ GPU_INDEX = "volcano.sh/gpu-index"
 MAX_SCORE = 100.0
 
 
-def _container_amount(pod, name: str) -> float:
+def _container_amount(pod: Pod | None, name: str) -> float:
     if pod is None:
         return 0.0
     total = 0.0
@@ -42,7 +50,7 @@ def _container_amount(pod, name: str) -> float:
 class DeviceSharePlugin(Plugin):
     name = "deviceshare"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         sharing = self.arg_bool("deviceshare.GPUSharingEnable", False)
         numbers = self.arg_bool("deviceshare.GPUNumberEnable", False)
         if not (sharing or numbers):
@@ -62,7 +70,7 @@ class DeviceSharePlugin(Plugin):
             if count > 0:
                 total = float(nodes.allocatable[i, mem_col]) if mem_col is not None else 0.0
                 cards[i] = (total / count, np.zeros(count))
-        def wants(task) -> tuple[float, int]:
+        def wants(task: TaskInfo) -> tuple[float, int]:
             return (_container_amount(task.pod, GPU_MEMORY) if sharing else 0.0,
                     int(_container_amount(task.pod, GPU_NUMBER)) if numbers else 0)
 
@@ -88,11 +96,11 @@ class DeviceSharePlugin(Plugin):
                     cards[i][1][:] += got
                     memo[t.uid] = (i, got)
 
-        def choose(task, i: int) -> np.ndarray | None:
+        def choose(task: TaskInfo, i: int) -> np.ndarray | None:
             node = cards.get(i)
             return None if node is None else self._take(task, node, None)
 
-        def predicate(task):
+        def predicate(task: TaskInfo) -> tuple[np.ndarray, Explain]:
             mem, num = wants(task)
             if mem <= 0 and num <= 0:
                 return np.ones(n, dtype=bool), explain
@@ -101,12 +109,12 @@ class DeviceSharePlugin(Plugin):
                 mask[i] = choose(task, i) is not None
             return mask, explain
 
-        def explain(task, failing: np.ndarray) -> dict[str, int]:
+        def explain(task: TaskInfo, failing: np.ndarray) -> dict[str, int]:
             mem, _ = wants(task)
             r = f"node(s) had no GPU with {mem:g} {GPU_MEMORY} free" if mem > 0 else "node(s) had not enough idle GPUs"
             return {r: int(failing.sum())}
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             out = np.zeros(len(cand))
             for j, i in enumerate(cand):
                 node = cards.get(int(i))
@@ -118,7 +126,7 @@ class DeviceSharePlugin(Plugin):
                 out[j] = fill if policy == "binpack" else 1.0 - fill
             return out * MAX_SCORE * weight
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             node = cards.get(task.node)
             if node is None:
                 return
@@ -127,7 +135,7 @@ class DeviceSharePlugin(Plugin):
                 node[1][:] += got
                 memo[task.uid] = (task.node, got)
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             entry = memo.pop(task.uid, None)
             if entry is not None and entry[0] in cards:
                 cards[entry[0]][1][:] -= entry[1]
@@ -138,7 +146,7 @@ class DeviceSharePlugin(Plugin):
         ssn.add_event_handler(on_allocate, on_deallocate)
         self.cards = cards
 
-    def _take(self, task, node: tuple[float, np.ndarray], ids: list[int] | None) -> np.ndarray | None:
+    def _take(self, task: TaskInfo, node: tuple[float, np.ndarray], ids: list[int] | None) -> np.ndarray | None:
         """Memory taken per GPU on ``node`` by ``task``; None when it does not fit."""
         per_card, used = node
         mem, num = self.wants(task)

@@ -18,10 +18,17 @@ a saturated one, otherwise the smaller share/weight goes first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, QueueInfo, TaskInfo
 
 SHARE_DELTA = 1e-6
 
@@ -35,7 +42,7 @@ class HNode:
 
     __slots__ = ("name", "weight", "allocated", "share", "saturated", "request", "children")
 
-    def __init__(self, name: str, weight: float, width: int, children: dict | None = None,
+    def __init__(self, name: str, weight: float, width: int, children: dict[str, HNode] | None = None,
                  allocated: np.ndarray | None = None, share: float = 0.0,
                  request: np.ndarray | None = None) -> None:
         self.name = name
@@ -47,17 +54,17 @@ class HNode:
         self.children = children
 
     def clone(self) -> "HNode":
-        node = HNode(self.name, self.weight, len(self.allocated),
-                     None if self.children is None else {},
+        children: dict[str, HNode] | None = None if self.children is None else {}
+        node = HNode(self.name, self.weight, len(self.allocated), children,
                      self.allocated.copy(), self.share, self.request)
         node.saturated = self.saturated
-        if self.children is not None:
+        if self.children is not None and children is not None:
             for key, child in self.children.items():
-                node.children[key] = child.clone()
+                children[key] = child.clone()
         return node
 
 
-def parse_weight(text: str) -> float:
+def parse_weight(text: str | float) -> float:
     try:
         w = float(text)
     except (TypeError, ValueError):
@@ -65,7 +72,7 @@ def parse_weight(text: str) -> float:
     return w if w >= 1 else 1.0  # Volcano: weights below 1 count as 1
 
 
-def queue_paths(queues: dict) -> dict[str, tuple[list[str], list[float]]]:
+def queue_paths(queues: dict[str, QueueInfo]) -> dict[str, tuple[list[str], list[float]]]:
     """Per queue name: (path segments from "root", weight per segment).
 
     Annotations win when both are set; otherwise the path follows spec.parent up
@@ -104,7 +111,7 @@ def queue_paths(queues: dict) -> dict[str, tuple[list[str], list[float]]]:
 class DRFPlugin(Plugin):
     name = "drf"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         width = len(ssn.index)
         total = ssn.total.copy()
         total[total <= 0] = np.inf
@@ -116,13 +123,13 @@ class DRFPlugin(Plugin):
             self.allocated[uid] = alloc
             self.share[uid] = self._share(alloc)
 
-        def job_order(l, r) -> int:
+        def job_order(l: JobInfo, r: JobInfo) -> int:
             ls, rs = self.share.get(l.uid, 0.0), self.share.get(r.uid, 0.0)
             if abs(ls - rs) <= SHARE_DELTA:
                 return 0
             return -1 if ls < rs else 1
 
-        def preemptable(preemptor, preemptees):
+        def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             palloc = self.allocated.get(preemptor.job, np.zeros(width)) + preemptor.resreq
             pshare = self._share(palloc)
             victims = []
@@ -132,30 +139,31 @@ class DRFPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             a = self.allocated.get(task.job)
             if a is not None:
                 a += task.resreq
                 self.share[task.job] = self._share(a)
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             a = self.allocated.get(task.job)
             if a is not None:
                 a -= task.resreq
                 self.share[task.job] = self._share(a)
 
+        handlers: tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]] = (on_allocate, on_deallocate)
         if _switch(ssn, self.name, "NamespaceOrder"):
-            on_allocate, on_deallocate = namespace_order(ssn, self, on_allocate, on_deallocate)
+            handlers = namespace_order(ssn, self, on_allocate, on_deallocate)
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_preemptable_fn(self.name, preemptable)
-        ssn.add_event_handler(on_allocate, on_deallocate)
+        ssn.add_event_handler(*handlers)
 
         self.hierarchy = _hierarchy_enabled(ssn, self.name)
         if self.hierarchy:
             self._open_hierarchy(ssn)
 
     # ------------------------------------------------------------------ HDRF
-    def _open_hierarchy(self, ssn) -> None:
+    def _open_hierarchy(self, ssn: Session) -> None:
         width = len(ssn.index)
         self.width = width
         self.paths = queue_paths(ssn.queues)
@@ -171,11 +179,11 @@ class DRFPlugin(Plugin):
             self._place_leaf(self.root, job, self.allocated[uid], self.share[uid])
         self._update_tree(self.root, self.total_allocated)
 
-        def queue_order(l, r) -> int:
+        def queue_order(l: QueueInfo, r: QueueInfo) -> int:
             ret = self.compare_queues(self.root, l, r)
             return -1 if ret < 0 else (1 if ret > 0 else 0)
 
-        def reclaimable(reclaimer, reclaimees):
+        def reclaimable(reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             ljob = ssn.jobs.get(reclaimer.job)
             if ljob is None or ljob.queue not in ssn.queues or reclaimer.job not in self.allocated:
                 return [], PERMIT
@@ -203,19 +211,19 @@ class DRFPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        def on_change(task) -> None:
+        def on_change(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             if job is None or job.queue not in ssn.queues or task.job not in self.allocated:
                 return
             self._place_leaf(self.root, job, self.allocated[task.job], self.share[task.job])
             self._update_tree(self.root, self.total_allocated)
 
-        def on_allocate_h(task) -> None:
+        def on_allocate_h(task: TaskInfo) -> None:
             if task.job in self.allocated:
                 self.total_allocated += task.resreq
             on_change(task)
 
-        def on_deallocate_h(task) -> None:
+        def on_deallocate_h(task: TaskInfo) -> None:
             if task.job in self.allocated:
                 self.total_allocated -= task.resreq
             on_change(task)
@@ -225,15 +233,17 @@ class DRFPlugin(Plugin):
         # Registered after the job-share handler, so the job's allocation is already updated.
         ssn.add_event_handler(on_allocate_h, on_deallocate_h)
 
-    def _place_leaf(self, root: HNode, job, allocated: np.ndarray, share: float) -> None:
+    def _place_leaf(self, root: HNode, job: JobInfo, allocated: np.ndarray, share: float) -> None:
         """Create the job's path if needed and (re)attach its leaf with this allocation."""
         paths, weights = self.paths.get(job.queue, (["root"], [1.0]))
         node = root
         for i in range(1, len(paths)):
+            assert node.children is not None  # inner nodes have children
             child = node.children.get(paths[i])
             if child is None or child.children is None:
                 child = node.children[paths[i]] = HNode(paths[i], weights[i], self.width, children={})
             node = child
+        assert node.children is not None
         leaf = node.children.get(job.uid)
         if leaf is None or leaf.children is not None:
             leaf = node.children[job.uid] = HNode(job.uid, 1.0, self.width)
@@ -270,7 +280,7 @@ class DRFPlugin(Plugin):
         node.share = self._share(alloc)
         node.saturated = saturated
 
-    def compare_queues(self, root: HNode, lqueue, rqueue) -> float:
+    def compare_queues(self, root: HNode, lqueue: QueueInfo, rqueue: QueueInfo) -> float:
         """< 0 when ``lqueue`` goes first: level by level, unsaturated before saturated, then share/weight."""
         lpaths, lweights = self.paths.get(lqueue.name, (["root"], [1.0]))
         rpaths, rweights = self.paths.get(rqueue.name, (["root"], [1.0]))
@@ -302,7 +312,7 @@ class DRFPlugin(Plugin):
         for i in range(min(len(a), len(t))):
             if i == 2:
                 continue
-            v = a[i] / t[i]
+            v: float = a[i] / t[i]
             if v != v:  # NaN propagates, as np.max does
                 return v
             if v > best:
@@ -310,7 +320,7 @@ class DRFPlugin(Plugin):
         return best
 
 
-def _hierarchy_enabled(ssn, name: str) -> bool:
+def _hierarchy_enabled(ssn: Session, name: str) -> bool:
     """Volcano reads the switch of the first drf entry in the tiers."""
     for tier in ssn.tiers:
         for opt in tier.plugins:
@@ -340,14 +350,16 @@ def _saturated(allocated: np.ndarray, request: np.ndarray, demanding: set[int]) 
     return False
 
 
-def _switch(ssn, name: str, point: str) -> bool:
+def _switch(ssn: Session, name: str, point: str) -> bool:
     return any(opt.name == name and opt.enabled(point) for tier in ssn.tiers for opt in tier.plugins)
 
 
 NAMESPACE_WEIGHT_KEY = "volcano.sh/namespace.weight"
 
 
-def namespace_order(ssn, drf: DRFPlugin, on_allocate, on_deallocate):
+def namespace_order(
+    ssn: Session, drf: DRFPlugin, on_allocate: Callable[[TaskInfo], None], on_deallocate: Callable[[TaskInfo], None]
+) -> tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]]:
     """enableNamespaceOrder: inside a queue, the namespace with the smaller weighted dominant share goes first.
 
     A namespace's weight is the largest ``volcano.sh/namespace.weight`` in ``spec.hard`` of its
@@ -365,14 +377,15 @@ def namespace_order(ssn, drf: DRFPlugin, on_allocate, on_deallocate):
     ns_alloc: dict[str, np.ndarray] = {}
     ns_share: dict[str, float] = {}
 
-    def contribution(job, admitted: bool = False) -> np.ndarray:
+    def contribution(job: JobInfo, admitted: bool = False) -> np.ndarray:
         alloc = drf.allocated.get(job.uid)
         alloc = np.zeros(width) if alloc is None else alloc
         if job.min_resources is not None and (admitted or not job.is_pending()):
-            return np.maximum(alloc, job.min_resources[:width])
+            counted: np.ndarray = np.maximum(alloc, job.min_resources[:width])
+            return counted
         return alloc.copy()
 
-    def refresh(job, admitted: bool = False) -> None:
+    def refresh(job: JobInfo, admitted: bool = False) -> None:
         new = contribution(job, admitted)
         old = part.get(job.uid)
         a = ns_alloc.setdefault(job.namespace, np.zeros(width))
@@ -389,12 +402,12 @@ def namespace_order(ssn, drf: DRFPlugin, on_allocate, on_deallocate):
             return 0
         return -1 if ls < rs else 1
 
-    def allocated(task) -> None:
+    def allocated(task: TaskInfo) -> None:
         on_allocate(task)
         if task.job in ssn.jobs:
             refresh(ssn.jobs[task.job])
 
-    def deallocated(task) -> None:
+    def deallocated(task: TaskInfo) -> None:
         on_deallocate(task)
         if task.job in ssn.jobs:
             refresh(ssn.jobs[task.job])

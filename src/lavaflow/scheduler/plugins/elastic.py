@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from ...elastic import spec as es
-from ..api import OCCUPYING, JobInfo, TaskInfo, TaskStatus
+from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
 from ..framework.registry import Plugin, register_plugin
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
 
 ALIVE = frozenset(OCCUPYING - {TaskStatus.RELEASING})
 
@@ -50,9 +53,7 @@ def parse_seconds(value: Any, default: float) -> float:
         return default
     if isinstance(value, (int, float)):
         return float(value)
-    from ...api.sim_annotations import parse_duration
-
-    return parse_duration(str(value))
+    return es.parse_duration(str(value))
 
 
 @dataclass
@@ -79,21 +80,25 @@ class JobState:
     migrations: int = 0
 
 
+# (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
+GpuNodes = tuple[tuple[str, float, str], ...]
+
+
 @dataclass
 class ElasticState:
     """Kept in ``cache.plugin_memo['elastic']``."""
 
     last_resched: float = -math.inf
     due: float | None = None  # a reschedule is wanted at this time
-    known: frozenset = frozenset()
-    node_version: int = -1
+    known: frozenset[str] = frozenset()
+    node_version: GpuNodes | int = -1  # -1 before the first session
     jobs: dict[str, JobState] = field(default_factory=dict)
-    curves: dict[tuple, tuple[float, ...]] = field(default_factory=dict)
+    curves: dict[tuple[int, str, int, int], tuple[float, ...]] = field(default_factory=dict)
     reschedules: int = 0
     adopted: bool = False
-    static: dict[str, tuple] = field(default_factory=dict)  # job uid -> (signature, parsed parts)
-    node_types: dict = field(default_factory=dict)  # node index -> GPU type, for one NodeSet version
-    gpu_nodes: tuple | None = None  # ((NodeSet version, column, label), GPU node fingerprint)
+    static: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # job uid -> (signature, parsed parts)
+    node_types: dict[Any, Any] = field(default_factory=dict)  # node index -> GPU type, and "version"
+    gpu_nodes: tuple[tuple[int, int, str], GpuNodes] | None = None  # ((NodeSet version, column, label), GPU nodes)
 
 
 @dataclass
@@ -144,7 +149,8 @@ class ElasticPlugin(Plugin):
         self.jobs: dict[str, ElasticJob] = {}
         self.invalid: dict[str, str] = {}  # job uid -> why its annotations cannot be used
         self.state: ElasticState | None = None
-        self.ssn = None
+        self.ssn: Session | None = None
+        self.gpu_col: int | None = None
 
     @classmethod
     def check_arguments(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
@@ -176,7 +182,7 @@ class ElasticPlugin(Plugin):
         return out
 
     # ------------------------------------------------------------------ session
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.state = ssn.cache.plugin_memo.setdefault("elastic", ElasticState())
         col = ssn.index.pos.get(self.gpu_resource)
@@ -206,10 +212,11 @@ class ElasticPlugin(Plugin):
         ssn.add_job_enqueueable_fn(self.name, enqueueable)
 
     # ------------------------------------------------------------------ jobs
-    def _elastic_job(self, ssn, job: JobInfo, col: int | None) -> ElasticJob | None:
+    def _elastic_job(self, ssn: Session, job: JobInfo, col: int | None) -> ElasticJob | None:
         pg = job.pg
         if pg is None or col is None or not job.tasks:
             return None
+        assert self.state is not None and self.ssn is not None  # set when the session opened
         ann = pg.metadata.annotations
         if not es.has_speed_model(ann):
             return None
@@ -299,6 +306,7 @@ class ElasticPlugin(Plugin):
 
     def node_type(self, i: int) -> str:
         """The GPU type of node ``i`` (its label), cached until a node's labels change."""
+        assert self.state is not None and self.ssn is not None  # set when the session opened
         nodes = self.ssn.nodes
         memo = self.state.node_types
         if memo.get("version") != (nodes.version, self.type_label):
@@ -314,6 +322,7 @@ class ElasticPlugin(Plugin):
     def curves(self, ej: ElasticJob, types: list[str], gpus_per_node: int) -> dict[str, tuple[float, ...]]:
         from ...elastic.speed import rate_curve
 
+        assert self.state is not None  # set when the session opened
         out = {}
         for ty in types:
             if ej.pinned is not None and ty != ej.pinned:

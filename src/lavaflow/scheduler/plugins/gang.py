@@ -3,22 +3,28 @@ minimum) can run together; writes the PodGroup's Scheduled/Unschedulable conditi
 
 from __future__ import annotations
 
-from ..api import READY, TaskStatus
+from typing import TYPE_CHECKING
+
+from ..model import READY, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, TaskInfo
 
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
 SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 
 
-def task_minimums_apply(job) -> bool:
+def task_minimums_apply(job: JobInfo) -> bool:
     """Volcano's CheckTaskValid/Ready/Pipelined skip the per-task minimums when the job's
     minAvailable is less than the sum of its tasks' minAvailable (e.g. with dependsOn)."""
     return bool(job.min_task_member) and job.min_available >= sum(job.min_task_member.values())
 
 
-def task_minimums_met(job, statuses=READY) -> bool:
+def task_minimums_met(job: JobInfo, statuses: frozenset[TaskStatus] = READY) -> bool:
     """Every task (role) has its minimum placed; as in Volcano's CheckTaskReady/Pipelined, a
     pending best-effort pod counts as placed: it needs no room, and backfill places it."""
     if not task_minimums_apply(job):
@@ -30,7 +36,7 @@ def task_minimums_met(job, statuses=READY) -> bool:
     return all(counts.get(role, 0) >= m for role, m in job.min_task_member.items() if m > 0)
 
 
-def job_fit_error(job) -> str:
+def job_fit_error(job: JobInfo) -> str:
     """The most useful single explanation of why a job is not running."""
     if job.fit_errors:
         # Tasks of one role usually fail alike; report the distinct messages.
@@ -54,8 +60,8 @@ def job_fit_error(job) -> str:
 class GangPlugin(Plugin):
     name = "gang"
 
-    def on_session_open(self, ssn) -> None:
-        def job_valid(job):
+    def on_session_open(self, ssn: Session) -> None:
+        def job_valid(job: JobInfo) -> tuple[bool, str]:
             valid = job.valid_task_num()
             if valid < job.min_available:
                 return False, (
@@ -71,23 +77,23 @@ class GangPlugin(Plugin):
                         return False, f"not enough valid pods of task {role}: {counts.get(role, 0)} valid, {m} required"
             return True, ""
 
-        def job_order(l, r) -> int:
+        def job_order(l: JobInfo, r: JobInfo) -> int:
             lr, rr = l.is_ready(), r.is_ready()
             if lr == rr:
                 return 0
             return 1 if lr else -1
 
-        def job_ready(job) -> bool:
+        def job_ready(job: JobInfo) -> bool:
             return job.is_ready() and task_minimums_met(job)
 
-        def job_pipelined(job) -> int:
+        def job_pipelined(job: JobInfo) -> int:
             ok = job.is_pipelined() and task_minimums_met(job, READY | {TaskStatus.PIPELINED})
             return PERMIT if ok else REJECT
 
-        def job_starving(job) -> bool:
+        def job_starving(job: JobInfo) -> bool:
             return job.is_starving()
 
-        def victims(actor, candidates):
+        def victims(actor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             occupied: dict[str, int] = {}
             out = []
             for t in candidates:
@@ -113,13 +119,13 @@ class GangPlugin(Plugin):
         # statement was discarded still counts them as schedulable in its condition message.
         self.tentative: set[str] = set()
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             if task.status == TaskStatus.ALLOCATED:
                 self.tentative.add(task.uid)
 
         ssn.add_event_handler(on_allocate, None)
 
-    def on_session_close(self, ssn) -> None:
+    def on_session_close(self, ssn: Session) -> None:
         for job in ssn.jobs.values():
             if job.is_ready() and task_minimums_met(job):
                 job.condition = ("Scheduled", SCHEDULED_REASON, "")

@@ -17,15 +17,22 @@ HyperNode has the gang's minResources idle in total.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
 from ...api.selectors import label_selector_matches
-from ..api import OCCUPYING, TaskStatus
+from ..model import OCCUPYING, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT, UNCACHED
 from ..resources import EPS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, NodeSet, TaskInfo
+    from ...api.volcano import NetworkTopologySpec
+    from ..framework.session_plugins import Domains
+    from ..resources import ResourceIndex
 
 MAX_SCORE = 100.0
 SOFT_TRIES_PER_TIER = 4  # soft mode tries at most this many HyperNodes per tier before widening
@@ -34,13 +41,13 @@ SOFT_TRIES_PER_TIER = 4  # soft mode tries at most this many HyperNodes per tier
 class Topology:
     """HyperNodes resolved against the current nodes."""
 
-    def __init__(self, hypernodes: dict[str, Any], nodes) -> None:
+    def __init__(self, hypernodes: dict[str, Any], nodes: NodeSet) -> None:
         n = len(nodes)
         objs = sorted(hypernodes.values(), key=lambda h: (h.spec.tier, h.name))
         self.names = [h.name for h in objs]
         self.pos = {name: i for i, name in enumerate(self.names)}
         self.tiers = np.array([h.spec.tier for h in objs], dtype=np.int64)
-        self.tier_names = {h.spec.tier_name: h.spec.tier for h in objs if h.spec.tier_name}
+        self.tier_names: dict[str, int] = {h.spec.tier_name: h.spec.tier for h in objs if h.spec.tier_name}
         direct = np.zeros((len(objs), n), dtype=bool)
         children: list[list[int]] = [[] for _ in objs]
         for hi, h in enumerate(objs):
@@ -70,10 +77,10 @@ class Topology:
         self.members = np.zeros_like(direct)
         done: dict[int, np.ndarray] = {}
 
-        def resolve(hi: int, path: frozenset) -> np.ndarray:
+        def resolve(hi: int, path: frozenset[int]) -> np.ndarray:
             if hi in done:
                 return done[hi]
-            mask = direct[hi].copy()
+            mask: np.ndarray = direct[hi].copy()
             for c in children[hi]:
                 if c not in path:
                     mask |= resolve(c, path | {c})
@@ -94,7 +101,7 @@ class Topology:
         self.members_f = self.members.astype(np.float64)
 
 
-def topology_of(job) -> Any:
+def topology_of(job: JobInfo) -> NetworkTopologySpec | None:
     pg = job.pg
     return pg.spec.network_topology if pg is not None else None
 
@@ -103,7 +110,7 @@ def topology_of(job) -> Any:
 class NetworkTopologyAwarePlugin(Plugin):
     name = "network-topology-aware"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("weight", 1.0)
         nodes = ssn.nodes
         index = ssn.index
@@ -122,7 +129,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         topo: Topology = memo[1]
         n = len(nodes)
 
-        def min_request(job) -> np.ndarray:
+        def min_request(job: JobInfo) -> np.ndarray:
             if job.min_resources is not None and np.any(job.min_resources > 0):
                 return job.min_resources
             pending = sorted((t for t in job.tasks.values() if t.status == TaskStatus.PENDING), key=ssn.task_key)
@@ -132,7 +139,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 total[: len(t.resreq)] += t.resreq
             return total
 
-        def placed_nodes(job) -> list[int]:
+        def placed_nodes(job: JobInfo) -> list[int]:
             return sorted({t.node for t in job.tasks.values() if t.node >= 0 and (t.status in OCCUPYING or t.status == TaskStatus.PIPELINED)})
 
         def binpack(rows: np.ndarray, req: np.ndarray, used_h: np.ndarray, alloc_h: np.ndarray) -> np.ndarray:
@@ -154,7 +161,7 @@ class NetworkTopologyAwarePlugin(Plugin):
 
         max_evict = int(self.arg_float("hypernode.gradient.evict.max-hypernodes", 8)) or 8
 
-        def domains(job, purpose: str = "allocate"):
+        def domains(job: JobInfo, purpose: str = "allocate") -> Domains | None:
             spec = topology_of(job)
             if spec is None:
                 return None
@@ -227,7 +234,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         hn_alloc = topo.members_f @ nodes.allocatable[:n] if normal_on else None
         hn_used = topo.members_f @ nodes.used[:n] if normal_on else None
 
-        def normal_score(task, cand: np.ndarray) -> np.ndarray:
+        def normal_score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+            assert hn_alloc is not None and hn_used is not None  # registered only with normal_on
             req = task.resreq
             total = np.zeros(len(topo.names))
             wsum = 0.0
@@ -250,7 +258,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 tw += w
             return out / tw * MAX_SCORE * weight if tw > 0 else out
 
-        def evict_domains(job, spec):
+        def evict_domains(job: JobInfo, spec: NetworkTopologySpec) -> Domains:
             """Where preempt / reclaim may make room for a hard-mode gang: allowed HyperNodes large
             enough for it, the widest tiers first (most victims to choose from), at most max_evict."""
             highest = _highest(spec, topo)
@@ -266,7 +274,7 @@ class NetworkTopologyAwarePlugin(Plugin):
             order = sorted(allowed.tolist(), key=lambda h: (-int(topo.tiers[h]), topo.names[h]))[:max_evict]
             return [(f"HyperNode {topo.names[h]} (tier {topo.tiers[h]})", topo.members[h]) for h in order], ""
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             job = ssn.jobs.get(task.job)
             if job is not None and topology_of(job) is None and normal_on:
                 return normal_score(task, cand)
@@ -289,7 +297,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 s = np.where(t <= topo.max_tier, (topo.max_tier - t) / (topo.max_tier - topo.min_tier), 0.0)
             return s * MAX_SCORE * weight
 
-        def score_key(task):
+        def score_key(task: TaskInfo) -> object:
             # Depends on other nodes' usage (HyperNode totals) or on where the job's other tasks
             # are: computed over the candidates only. Zero (cacheable) without HyperNodes.
             job = ssn.jobs.get(task.job)
@@ -297,7 +305,7 @@ class NetworkTopologyAwarePlugin(Plugin):
                 return None
             return UNCACHED
 
-        def enqueueable(job) -> int:
+        def enqueueable(job: JobInfo) -> int:
             # A hard-mode gang larger than every allowed HyperNode can never run: keep it Pending.
             spec = topology_of(job)
             if spec is None or (spec.mode or "hard") != "hard" or job.min_resources is None:
@@ -319,8 +327,8 @@ class NetworkTopologyAwarePlugin(Plugin):
         # Per topology job: which HyperNodes hold all its placed nodes (False: none placed yet).
         job_holders: dict[str, Any] = {}
 
-        def on_allocate(task) -> None:
-            if normal_on:
+        def on_allocate(task: TaskInfo) -> None:
+            if hn_used is not None:  # normal_on
                 hn_used[topo.members[:, task.node]] += task.resreq
                 hn_node[task.uid] = task.node
             holders = job_holders.get(task.job)
@@ -331,8 +339,8 @@ class NetworkTopologyAwarePlugin(Plugin):
             else:
                 holders &= topo.members[:, task.node]
 
-        def on_deallocate(task) -> None:
-            if normal_on:
+        def on_deallocate(task: TaskInfo) -> None:
+            if hn_used is not None:  # normal_on
                 node = hn_node.pop(task.uid, task.node)
                 if node >= 0:
                     hn_used[topo.members[:, node]] -= task.resreq
@@ -347,7 +355,7 @@ class NetworkTopologyAwarePlugin(Plugin):
         ssn.add_node_order_fn(self.name, score, cache_key=score_key)
 
 
-def _highest(spec, topo: Topology) -> int:
+def _highest(spec: NetworkTopologySpec, topo: Topology) -> int:
     """The highest tier a hard-mode job may span (highestTierAllowed, else highestTierName)."""
     if spec.highest_tier_allowed is not None:
         return spec.highest_tier_allowed
@@ -356,7 +364,7 @@ def _highest(spec, topo: Topology) -> int:
     return topo.max_tier
 
 
-def _describe(req: np.ndarray, index) -> str:
+def _describe(req: np.ndarray, index: ResourceIndex) -> str:
     parts = []
     for c in np.flatnonzero(req > 0):
         name = index.names[c]

@@ -23,14 +23,19 @@ nodes; an invalid annotation lets the queue use no node.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
 from ...api.quantity import parse_quantity
-from ..api import ALLOCATED
+from ..model import ALLOCATED
 from ..framework.registry import Plugin, register_plugin
 from ..resources import EPS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import TaskInfo
+    from ..framework.session_plugins import Explain
 
 NODEGROUP_LABEL = "volcano.sh/nodegroup-name"
 LIMITS_ANNOTATION = "volcano.sh/nodegroup-resource-limits"
@@ -39,7 +44,7 @@ BASE_SCORE = 100.0
 
 
 class QueueAffinity:
-    def __init__(self, spec: dict | None) -> None:
+    def __init__(self, spec: dict[str, Any] | None) -> None:
         spec = spec or {}
         aff = spec.get("nodeGroupAffinity") or {}
         anti = spec.get("nodeGroupAntiAffinity") or {}
@@ -75,14 +80,14 @@ class QueueAffinity:
 class NodeGroupPlugin(Plugin):
     name = "nodegroup"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         strict = self.arg_bool("strict", True)
         by_order = self.arg_bool("enablePreferredOrder", False)
         nodes = ssn.nodes
         hierarchy = any(opt.name == self.name and opt.enabled("Hierarchy") for tier in ssn.tiers for opt in tier.plugins)
         own = {name: (q.queue.spec.affinity if q.queue is not None else None) for name, q in ssn.queues.items()}
 
-        def inherited(name: str):
+        def inherited(name: str) -> dict[str, Any] | None:
             seen = set()
             while name in own and name not in seen:
                 if QueueAffinity(own[name]).unset is False:
@@ -118,7 +123,7 @@ class NodeGroupPlugin(Plugin):
             except (ValueError, TypeError, AttributeError):
                 limits[name] = INVALID
         groups = [nodes.labels[i].get(NODEGROUP_LABEL) for i in range(len(nodes))]
-        held: dict[tuple[str, str], np.ndarray] = {}  # (queue, group) -> what the queue's tasks hold there
+        held: dict[tuple[str, str | None], np.ndarray] = {}  # (queue, group) -> what the queue's tasks hold there
         if limits:
             for job in ssn.jobs.values():
                 if job.queue in limits:
@@ -127,7 +132,7 @@ class NodeGroupPlugin(Plugin):
                             k = (job.queue, groups[t.node])
                             held[k] = held.get(k, 0) + t.resreq
 
-        def queue_of(task) -> str:
+        def queue_of(task: TaskInfo) -> str:
             job = ssn.jobs.get(task.job)
             return job.queue if job is not None else ""
 
@@ -138,7 +143,7 @@ class NodeGroupPlugin(Plugin):
                 return "node group affinity not specified"
             return "" if aff.allows(group) else "node does not satisfy the node group affinity"
 
-        def predicate(task):
+        def predicate(task: TaskInfo) -> tuple[np.ndarray, Explain]:
             queue = queue_of(task)
             key, aff = affinities.get(queue, ("null", QueueAffinity(None)))
 
@@ -158,7 +163,7 @@ class NodeGroupPlugin(Plugin):
                         mask = mask & np.fromiter((g != group for g in groups), dtype=bool, count=len(nodes))
             return mask, explain
 
-        def explain(task, failing: np.ndarray) -> dict[str, int]:
+        def explain(task: TaskInfo, failing: np.ndarray) -> dict[str, int]:
             queue = queue_of(task)
             _, aff = affinities.get(queue, ("null", QueueAffinity(None)))
             out: dict[str, int] = {}
@@ -171,21 +176,21 @@ class NodeGroupPlugin(Plugin):
                 out[r] = out.get(r, 0) + 1
             return out
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             _, aff = affinities.get(queue_of(task), ("null", QueueAffinity(None)))
             if aff.unset:
                 return np.zeros(len(cand))
             return np.array([aff.score(g, by_order) if (g := nodes.labels[int(i)].get(NODEGROUP_LABEL)) is not None else 0.0
                              for i in cand])
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             if job is not None and job.queue in limits and task.node >= 0 and groups[task.node] is not None:
                 k = (job.queue, groups[task.node])
                 held[k] = held.get(k, 0) + task.resreq
                 placed_on[task.uid] = task.node
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             node = placed_on.pop(task.uid, task.node)
             job = ssn.jobs.get(task.job)
             if job is not None and job.queue in limits and node >= 0 and groups[node] is not None:

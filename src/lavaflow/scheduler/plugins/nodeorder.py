@@ -7,11 +7,17 @@ gives 0..100 and is computed over all candidate nodes at once.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ...api.selectors import count_intolerable_prefer_no_schedule, preferred_node_affinity_score
 from ..framework.registry import Plugin, register_plugin
 from ..resources import CPU, MEMORY
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import TaskInfo
 
 MAX_SCORE = 100.0
 
@@ -34,30 +40,31 @@ def balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) ->
         fm = np.where(alloc[:, MEMORY] > 0, (used[:, MEMORY] + req[MEMORY]) / alloc[:, MEMORY], 0.0)
     fc = np.minimum(fc, 1.0)
     fm = np.minimum(fm, 1.0)
-    return (1.0 - np.abs(fc - fm) / 2.0) * MAX_SCORE
+    score: np.ndarray = (1.0 - np.abs(fc - fm) / 2.0) * MAX_SCORE
+    return score
 
 
 @register_plugin
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         w_least = self.arg_float("leastrequested.weight", 1.0)
         w_most = self.arg_float("mostrequested.weight", 0.0)
         w_balanced = self.arg_float("balancedresource.weight", 1.0)
         w_affinity = self.arg_float("nodeaffinity.weight", 2.0)
         w_taint = self.arg_float("tainttoleration.weight", 3.0)
         nodes = ssn.nodes
-        taint_memo: list = [None, False]  # (nodes.version, len), any PreferNoSchedule taint
+        taint_memo: list[Any] = [None, False]  # (nodes.version, len), any PreferNoSchedule taint
 
         def prefer_no_schedule_taints() -> bool:
             stamp = (nodes.version, len(nodes))
             if taint_memo[0] != stamp:
                 taint_memo[0] = stamp
                 taint_memo[1] = any(any(t.effect == "PreferNoSchedule" for t in ts) for ts in nodes.taints)
-            return taint_memo[1]
+            return bool(taint_memo[1])
 
-        def static_scores(task) -> np.ndarray | None:
+        def static_scores(task: TaskInfo) -> np.ndarray | None:
             spec = task.pod.spec if task.pod is not None else None
             if spec is None:
                 return None
@@ -87,7 +94,7 @@ class NodeOrderPlugin(Plugin):
 
             return ssn.static_mask(task, ("nodeorder", task.signature), build)
 
-        def score_one(task, i: int) -> float:
+        def score_one(task: TaskInfo, i: int) -> float:
             # score() for a single node in scalar floats: the same IEEE operations in the same order.
             a_cpu, a_mem = float(nodes.allocatable[i, CPU]), float(nodes.allocatable[i, MEMORY])
             u_cpu, u_mem = float(nodes.used[i, CPU]), float(nodes.used[i, MEMORY])
@@ -114,7 +121,7 @@ class NodeOrderPlugin(Plugin):
                 out += float(static[i])
             return out
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             if len(cand) == 1:  # the session rescoring the one node a placement changed
                 return np.array([score_one(task, int(cand[0]))])
             alloc = nodes.allocatable[cand]

@@ -24,20 +24,27 @@ never get the same cores.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
 from ...api.topology import CPU_MANAGER_POLICY, TOPOLOGY_MANAGER_POLICY, parse_cpuset
 from ...api.volcano import NUMA_POLICY_KEY
-from ..api import OCCUPYING
+from ..model import OCCUPYING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...api.core import Pod
+    from ...api.topology import Numatopology
+    from ..framework.session import Session
+    from ..model import TaskInfo
+    from ..framework.session_plugins import Explain
 
 MAX_SCORE = 100.0
 
 
-def exclusive_cpus(pod) -> list[int]:
+def exclusive_cpus(pod: Pod | None) -> list[int]:
     """Per container, the CPUs the static CPU manager pins (Guaranteed pods, whole CPUs); [] otherwise."""
     if pod is None:
         return []
@@ -52,7 +59,7 @@ def exclusive_cpus(pod) -> list[int]:
     return out if any(out) else []
 
 
-def task_policy(task) -> str:
+def task_policy(task: TaskInfo) -> str:
     pod = task.pod
     if pod is None:
         return ""
@@ -64,7 +71,7 @@ class NodeNuma:
 
     __slots__ = ("cpu_policy", "topo_policy", "capacity", "free")
 
-    def __init__(self, nt) -> None:
+    def __init__(self, nt: Numatopology) -> None:
         self.cpu_policy = nt.spec.policies.get(CPU_MANAGER_POLICY, "")
         self.topo_policy = nt.spec.policies.get(TOPOLOGY_MANAGER_POLICY, "")
         cpus = parse_cpuset(nt.spec.numares["cpu"].allocatable) if "cpu" in nt.spec.numares else set()
@@ -126,7 +133,7 @@ def assign(node: NodeNuma, containers: list[int], policy: str) -> np.ndarray | N
 class NumaAwarePlugin(Plugin):
     name = "numa-aware"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("weight", 1.0)
         nodes = ssn.nodes
         cache = ssn.cache
@@ -146,13 +153,13 @@ class NumaAwarePlugin(Plugin):
         numa_rows = np.array(sorted(numa), dtype=np.int64)
         n = len(nodes)
 
-        def node_policy(task, node: NodeNuma) -> str:
+        def node_policy(task: TaskInfo, node: NodeNuma) -> str:
             return task_policy(task) if task_policy(task) not in ("", "none") else node.topo_policy
 
         def applies(node: NodeNuma) -> bool:
             return node.cpu_policy == "static" and node.topo_policy not in ("", "none")
 
-        def check(task, i: int) -> str:
+        def check(task: TaskInfo, i: int) -> str:
             """'' when the task may go on node i, else the reason."""
             policy = task_policy(task)
             node = numa.get(i)
@@ -175,7 +182,7 @@ class NumaAwarePlugin(Plugin):
                 return f"node(s) could not fit the pod's exclusive CPUs in their NUMA nodes ({node_policy(task, node)})"
             return ""
 
-        def predicate(task):
+        def predicate(task: TaskInfo) -> tuple[np.ndarray, Explain]:
             policy = task_policy(task)
             strict = policy not in ("", "none")
             if not strict and not exclusive_cpus(task.pod):
@@ -185,14 +192,14 @@ class NumaAwarePlugin(Plugin):
                 mask[i] = check(task, int(i)) == ""
             return mask, explain
 
-        def explain(task, failing: np.ndarray) -> dict[str, int]:
+        def explain(task: TaskInfo, failing: np.ndarray) -> dict[str, int]:
             reasons: dict[str, int] = {}
             for i in np.flatnonzero(failing):
                 r = check(task, int(i)) or "node(s) didn't satisfy the NUMA topology policy"
                 reasons[r] = reasons.get(r, 0) + 1
             return reasons
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             policy = task_policy(task)
             containers = exclusive_cpus(task.pod)
             if policy in ("", "none") or not containers or weight <= 0:
@@ -209,7 +216,7 @@ class NumaAwarePlugin(Plugin):
                 return np.full(len(cand), MAX_SCORE * weight)
             return (MAX_SCORE - counts * MAX_SCORE / top) * weight
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             node = numa.get(task.node)
             if node is None or (task_policy(task) in ("", "none") and not applies(node)):
                 return
@@ -224,13 +231,13 @@ class NumaAwarePlugin(Plugin):
             node.free -= got
             memo[task.uid] = (task.node, got)
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             entry = memo.pop(task.uid, None)
             if entry is not None and entry[0] in numa:
                 numa[entry[0]].free += entry[1]
 
         ssn.add_predicate_fn(self.name, predicate)
-        def score_key(task):
+        def score_key(task: TaskInfo) -> object:
             if task_policy(task) in ("", "none") or not exclusive_cpus(task.pod):
                 return None  # always 0
             return UNCACHED

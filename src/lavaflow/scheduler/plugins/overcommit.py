@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..framework.registry import Plugin, register_plugin
@@ -9,8 +11,12 @@ from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, amounts, describe, short_in
 from ._shares import preemptable_below, reserved_by_admission
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo
 
-def within_deserved(ssn, job) -> bool:
+
+def within_deserved(ssn: Session, job: JobInfo) -> bool:
     """Would the queue stay within its deserved share (proportion or capacity) after admitting ``job``?"""
     for name in ("proportion", "capacity"):
         plugin = getattr(ssn, name, None)
@@ -19,6 +25,7 @@ def within_deserved(ssn, job) -> bool:
         if a is None:
             continue
         req = job.min_resources
+        assert req is not None  # asked only for jobs with minResources
         dims = req > 0
         if len(dims) > 2:
             dims[2] = False
@@ -31,7 +38,7 @@ def within_deserved(ssn, job) -> bool:
 class OvercommitPlugin(Plugin):
     name = "overcommit"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         factor = self.arg_float("overcommit-factor", 1.2)
         if factor < 1.0:
             factor = 1.2
@@ -43,7 +50,7 @@ class OvercommitPlugin(Plugin):
         limit = ssn.total * factor - used
         messages: dict[tuple[bytes, bytes], str] = {}  # many waiting jobs ask for the same amounts
 
-        def enqueueable(job) -> int:
+        def enqueueable(job: JobInfo) -> int:
             if job.min_resources is None:
                 return ABSTAIN
             req = job.min_resources
@@ -69,7 +76,7 @@ class OvercommitPlugin(Plugin):
             job.job_fit_errors = msg
             return REJECT
 
-        def enqueued(job) -> None:
+        def enqueued(job: JobInfo) -> None:
             if job.min_resources is not None:
                 self.inqueue += job.min_resources
 

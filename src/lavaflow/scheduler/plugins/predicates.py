@@ -10,13 +10,22 @@ topology domain.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...api.selectors import first_untolerated_taint, label_selector_matches, node_selector_matches, pod_fits_node_labels
 from ..framework.registry import Plugin, register_plugin
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...api.core import PodAffinityTerm, PodSpec
+    from ..framework.session import Session
+    from ..model import NodeSet, TaskInfo
+    from ..framework.session_plugins import Explain
 
-def _term_namespaces(term, pod_namespace: str) -> set[str] | None:
+
+def _term_namespaces(term: PodAffinityTerm, pod_namespace: str) -> set[str] | None:
     if term.namespaces:
         return set(term.namespaces)
     if term.namespace_selector is not None and not (
@@ -26,14 +35,14 @@ def _term_namespaces(term, pod_namespace: str) -> set[str] | None:
     return {pod_namespace}
 
 
-def _matches(term, pod_namespace: str, other) -> bool:
+def _matches(term: PodAffinityTerm, pod_namespace: str, other: TaskInfo) -> bool:
     namespaces = _term_namespaces(term, pod_namespace)
     if namespaces is not None and other.namespace not in namespaces:
         return False
     return label_selector_matches(term.label_selector, other.labels)
 
 
-def _domains(nodes, topology_key: str, node_indices) -> set[str]:
+def _domains(nodes: NodeSet, topology_key: str, node_indices: Iterable[int]) -> set[str]:
     out = set()
     for i in node_indices:
         v = nodes.labels[i].get(topology_key)
@@ -42,23 +51,23 @@ def _domains(nodes, topology_key: str, node_indices) -> set[str]:
     return out
 
 
-def _in_domains(nodes, topology_key: str, domains: set[str]) -> np.ndarray:
+def _in_domains(nodes: NodeSet, topology_key: str, domains: set[str]) -> np.ndarray:
     n = len(nodes)
     return np.fromiter((nodes.labels[i].get(topology_key) in domains for i in range(n)), dtype=bool, count=n)
 
 
-def _has_key(nodes, topology_key: str) -> np.ndarray:
+def _has_key(nodes: NodeSet, topology_key: str) -> np.ndarray:
     n = len(nodes)
     return np.fromiter((topology_key in nodes.labels[i] for i in range(n)), dtype=bool, count=n)
 
 
-def _host_ports(spec) -> list[tuple[str, str, int]]:
+def _host_ports(spec: PodSpec) -> list[tuple[str, str, int]]:
     """(protocol, hostIP, hostPort) of every container port bound on the host."""
     return [(p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
             for c in spec.containers for p in c.ports if p.host_port]
 
 
-def _ports_conflict(wanted, used) -> bool:
+def _ports_conflict(wanted: list[tuple[str, str, int]], used: list[tuple[str, str, int]]) -> bool:
     for proto, ip, port in wanted:
         for uproto, uip, uport in used:
             if port == uport and proto == uproto and (ip == uip or "0.0.0.0" in (ip, uip)):
@@ -70,12 +79,12 @@ def _ports_conflict(wanted, used) -> bool:
 class PredicatesPlugin(Plugin):
     name = "predicates"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         nodes = ssn.nodes
         # Placed tasks carrying required anti-affinity terms (checked for symmetry).
-        self.anti_holders = None
+        self.anti_holders: list[tuple[int, TaskInfo, list[PodAffinityTerm]]] | None = None
 
-        def node_labels_mask(task) -> np.ndarray:
+        def node_labels_mask(task: TaskInfo) -> np.ndarray:
             spec = task.pod.spec if task.pod is not None else None
 
             def build() -> np.ndarray:
@@ -91,14 +100,14 @@ class PredicatesPlugin(Plugin):
 
             return ssn.static_mask(task, ("predicates", task.signature), build)
 
-        def placed_tasks():
+        def placed_tasks() -> Iterator[tuple[int, TaskInfo]]:
             for i, tasks in enumerate(nodes.tasks):
                 for t in tasks.values():
                     yield i, t
 
-        def anti_holders():
+        def anti_holders() -> list[tuple[int, TaskInfo, list[PodAffinityTerm]]]:
             if self.anti_holders is None:
-                holders = []
+                holders: list[tuple[int, TaskInfo, list[PodAffinityTerm]]] = []
                 for i, t in placed_tasks():
                     aff = t.pod.spec.affinity if t.pod is not None else None
                     if aff is not None and aff.pod_anti_affinity is not None:
@@ -108,7 +117,7 @@ class PredicatesPlugin(Plugin):
                 self.anti_holders = holders
             return self.anti_holders
 
-        def pod_affinity_mask(task) -> tuple[np.ndarray, np.ndarray]:
+        def pod_affinity_mask(task: TaskInfo) -> tuple[np.ndarray, np.ndarray]:
             """(affinity ok, anti-affinity ok) over nodes."""
             n = len(nodes)
             aff_ok = np.ones(n, dtype=bool)
@@ -141,7 +150,7 @@ class PredicatesPlugin(Plugin):
                             anti_ok &= ~_in_domains(nodes, key, {dom})
             return aff_ok, anti_ok
 
-        def predicate(task):
+        def predicate(task: TaskInfo) -> tuple[np.ndarray, Explain]:
             mask = node_labels_mask(task)
             if task.has_pod_affinity or anti_holders():
                 aff_ok, anti_ok = pod_affinity_mask(task)
@@ -160,11 +169,12 @@ class PredicatesPlugin(Plugin):
         # Per pod spec (pods of a task share theirs): (spread or host ports, volumes) to check.
         extras: dict[int, tuple[bool, bool]] = {}
 
-        def volume_claims(task) -> tuple[str, ...]:
+        def volume_claims(task: TaskInfo) -> tuple[str, ...]:
+            assert task.pod is not None  # only asked for tasks with a pod spec
             return tuple(sorted(v.persistent_volume_claim.claim_name for v in task.pod.spec.volumes
                                 if v.persistent_volume_claim is not None))
 
-        def volume_reason(task) -> str:
+        def volume_reason(task: TaskInfo) -> str:
             objects = ssn.cache.objects
             for name in volume_claims(task):
                 pvc = objects.get("PersistentVolumeClaim", {}).get(f"{task.namespace}/{name}")
@@ -174,7 +184,7 @@ class PredicatesPlugin(Plugin):
                     return f'persistentvolume "{pvc.spec.volume_name}" not found'
             return "node(s) had volume node affinity conflict"
 
-        def volumes_mask(task) -> np.ndarray:
+        def volumes_mask(task: TaskInfo) -> np.ndarray:
             """VolumeBinding / VolumeZone: a bound PersistentVolume's nodeAffinity; a missing claim fits nowhere."""
             claims = volume_claims(task)
             n = len(nodes)
@@ -201,9 +211,10 @@ class PredicatesPlugin(Plugin):
 
             return ssn.static_mask(task, ("volumes", task.namespace, claims, ssn.cache.objects_version), build)
 
-        def ports_mask(task) -> np.ndarray:
+        def ports_mask(task: TaskInfo) -> np.ndarray:
             """NodePorts: no placed pod on the node uses one of the task's host ports."""
             n = len(nodes)
+            assert task.pod is not None  # only asked for tasks with a pod spec
             wanted = _host_ports(task.pod.spec)
             out = np.ones(n, dtype=bool)
             if not wanted:
@@ -213,17 +224,18 @@ class PredicatesPlugin(Plugin):
                     out[i] = False
             return out
 
-        def spread_mask(task, eligible: np.ndarray) -> np.ndarray:
+        def spread_mask(task: TaskInfo, eligible: np.ndarray) -> np.ndarray:
             """PodTopologySpread (DoNotSchedule): placing the task keeps each constraint's skew ≤ maxSkew."""
             n = len(nodes)
             out = np.ones(n, dtype=bool)
+            assert task.pod is not None  # only asked for tasks with a pod spec
             for c in task.pod.spec.topology_spread_constraints:
                 if c.when_unsatisfiable != "DoNotSchedule" or not c.topology_key:
                     continue
                 key = c.topology_key
                 # Domains: the key's values on nodes the pod's node selector/affinity allows.
                 counts: dict[str, int] = {}
-                for i in np.flatnonzero(eligible):
+                for i in np.flatnonzero(eligible).tolist():
                     v = nodes.labels[i].get(key)
                     if v is not None:
                         counts.setdefault(v, 0)
@@ -244,7 +256,7 @@ class PredicatesPlugin(Plugin):
                         out[i] = False
             return out
 
-        def explain(task, failing: np.ndarray) -> dict[str, int]:
+        def explain(task: TaskInfo, failing: np.ndarray) -> dict[str, int]:
             reasons: dict[str, int] = {}
             spec = task.pod.spec if task.pod is not None else None
             aff_ok = anti_ok = None
@@ -270,7 +282,7 @@ class PredicatesPlugin(Plugin):
                 reasons[r] = reasons.get(r, 0) + 1
             return reasons
 
-        def on_change(task) -> None:
+        def on_change(task: TaskInfo) -> None:
             aff = task.pod.spec.affinity if task.pod is not None else None
             if aff is not None and aff.pod_anti_affinity is not None:
                 self.anti_holders = None  # rebuilt lazily

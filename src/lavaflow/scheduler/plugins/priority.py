@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, TaskInfo
 
 
 @register_plugin
 class PriorityPlugin(Plugin):
     name = "priority"
 
-    def on_session_open(self, ssn) -> None:
-        def task_order(l, r) -> int:
+    def on_session_open(self, ssn: Session) -> None:
+        def task_order(l: TaskInfo, r: TaskInfo) -> int:
             if l.priority == r.priority:
                 return 0
             return -1 if l.priority > r.priority else 1
 
-        def job_order(l, r) -> int:
+        def job_order(l: JobInfo, r: JobInfo) -> int:
             if l.priority == r.priority:
                 return 0
             return -1 if l.priority > r.priority else 1
 
-        def preemptable(preemptor, preemptees):
+        def preemptable(preemptor: TaskInfo, preemptees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             pjob = ssn.jobs.get(preemptor.job)
             victims = []
             for t in preemptees:
@@ -33,7 +39,7 @@ class PriorityPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
-        def job_starving(job) -> bool:
+        def job_starving(job: JobInfo) -> bool:
             return job.ready_num + job.waiting_num < len(job.tasks)
 
         ssn.add_task_order_fn(self.name, task_order)

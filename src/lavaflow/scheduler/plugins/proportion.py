@@ -11,15 +11,21 @@ allocated and admitted.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..api import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
+from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, amounts, describe, short_in
 from ._shares import elastic_of, preemptable_below, reserved_by_admission, share_queue_order
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, QueueInfo, TaskInfo
 
 
 @dataclass
@@ -32,8 +38,9 @@ class QueueAttr:
     elastic: np.ndarray
     guarantee: np.ndarray
     capability: np.ndarray
-    real_capability: np.ndarray = field(default=None)  # type: ignore[assignment]
-    deserved: np.ndarray = field(default=None)  # type: ignore[assignment]
+    # Both set as the session opens, before any use (None only while the attributes are built).
+    real_capability: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    deserved: np.ndarray = field(default=None)  # type: ignore[arg-type]
     share: float = 0.0
 
 
@@ -79,13 +86,13 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
 class ProportionPlugin(Plugin):
     name = "proportion"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         width = len(ssn.index)
         total = ssn.total.copy()
         self.attrs: dict[str, QueueAttr] = {}
         guarantee_sum = np.zeros(width)
-        for q in ssn.queues.values():
-            guarantee_sum += q.guarantee if q.guarantee is not None else 0.0
+        for qi in ssn.queues.values():
+            guarantee_sum += qi.guarantee if qi.guarantee is not None else 0.0
         for job in ssn.jobs.values():
             q = ssn.queues.get(job.queue)
             if q is None:
@@ -129,7 +136,7 @@ class ProportionPlugin(Plugin):
         for a in attrs:
             self._update_share(a)
 
-        def overused(queue) -> bool:
+        def overused(queue: QueueInfo) -> bool:
             a = self.attrs.get(queue.name)
             if a is None:
                 return False
@@ -140,7 +147,7 @@ class ProportionPlugin(Plugin):
                 dims[2] = False
             return bool(np.all(a.deserved[dims] <= a.allocated[dims] + EPS))
 
-        def allocatable(queue, task) -> bool:
+        def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
             a = self.attrs.get(queue.name)
             if a is None:
                 return True
@@ -176,7 +183,7 @@ class ProportionPlugin(Plugin):
                         )
             return ok
 
-        def enqueueable(job) -> int:
+        def enqueueable(job: JobInfo) -> int:
             q = ssn.queues.get(job.queue)
             a = self.attrs.get(job.queue)
             if q is not None and not q.is_open:
@@ -200,26 +207,26 @@ class ProportionPlugin(Plugin):
             )
             return REJECT
 
-        def enqueued(job) -> None:
+        def enqueued(job: JobInfo) -> None:
             a = self.attrs.get(job.queue)
             if a is not None and job.min_resources is not None:
                 a.inqueue += job.min_resources
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             a = self.attrs.get(job.queue) if job is not None else None
             if a is not None:
                 a.allocated += task.resreq
                 self._update_share(a)
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             a = self.attrs.get(job.queue) if job is not None else None
             if a is not None:
                 a.allocated -= task.resreq
                 self._update_share(a)
 
-        def preemptive(queue, task) -> bool:
+        def preemptive(queue: QueueInfo, task: TaskInfo) -> bool:
             """May this queue take resources back for ``task``? Only while it stays within its deserved share."""
             a = self.attrs.get(queue.name)
             if a is None:
@@ -228,9 +235,9 @@ class ProportionPlugin(Plugin):
             dims[2] = False
             return bool(np.all(a.allocated[dims] + task.resreq[dims] <= a.deserved[dims] + EPS))
 
-        def reclaimable(reclaimer, reclaimees):
+        def reclaimable(reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
             """Victims only from queues above their deserved share, and only while they stay above it."""
-            victims = []
+            victims: list[TaskInfo] = []
             left: dict[str, np.ndarray] = {}
             for t in reclaimees:
                 job = ssn.jobs.get(t.job)

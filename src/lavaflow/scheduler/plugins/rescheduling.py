@@ -14,15 +14,21 @@ their targets. Utilisation is what pods request (the simulator has no usage metr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..framework.registry import Plugin, register_plugin
 from ...api.admission import parse_duration
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import TaskInfo
+
 RESOURCES = ("cpu", "memory", "pods")
 
 
-def _thresholds(raw, default: float = 100.0) -> dict[str, float]:
+def _thresholds(raw: object, default: float = 100.0) -> dict[str, float]:
     out = {r: default for r in RESOURCES}
     if isinstance(raw, dict):
         for k, v in raw.items():
@@ -39,7 +45,7 @@ def _thresholds(raw, default: float = 100.0) -> dict[str, float]:
 class ReschedulingPlugin(Plugin):
     name = "rescheduling"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         try:
             interval = parse_duration(str(self.arguments.get("interval", "5m")))
         except ValueError:
@@ -57,7 +63,7 @@ class ReschedulingPlugin(Plugin):
         nodes, index = ssn.nodes, ssn.index
         cols = [(r, index.pos[r]) for r in RESOURCES if r in index.pos]
 
-        def victims(tasks):
+        def victims(tasks: list[TaskInfo]) -> list[TaskInfo]:
             memo["last"] = ssn.now
             n = len(nodes)
             alloc = nodes.allocatable[:n]
@@ -71,7 +77,7 @@ class ReschedulingPlugin(Plugin):
                 return []
             # Room on the underused nodes up to their targets, for cpu and memory.
             room = {r: float(np.sum(alloc[under, c] * high[r] / 100 - used[under, c])) for r, c in cols if r != "pods"}
-            by_node: dict[int, list] = {}
+            by_node: dict[int, list[TaskInfo]] = {}
             for t in tasks:
                 if t.node >= 0 and over[t.node] and t.preemptable and not t.critical:
                     by_node.setdefault(t.node, []).append(t)

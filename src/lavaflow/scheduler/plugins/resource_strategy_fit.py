@@ -23,6 +23,8 @@ filters: a task asking for none of those resources may not leave a node with les
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import json
 
 import numpy as np
@@ -30,13 +32,18 @@ import numpy as np
 from ..framework.registry import Plugin, register_plugin
 from ..resources import EPS
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import TaskInfo
+    from ..framework.session_plugins import Explain
+
 TYPE_KEY = "volcano.sh/resource-strategy-scoring-type"
 WEIGHT_KEY = "volcano.sh/resource-strategy-weight"
 MOST, LEAST = "MostAllocated", "LeastAllocated"
 MAX_SCORE = 100.0
 
 
-def _truthy(v) -> bool:
+def _truthy(v: object) -> bool:
     return v is True or (isinstance(v, str) and v.strip().lower() == "true")
 
 
@@ -54,7 +61,7 @@ def _strategy(name: str, resources: dict[str, tuple[str, float]]) -> tuple[str, 
 class ResourceStrategyFitPlugin(Plugin):
     name = "resource-strategy-fit"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("resourceStrategyFitWeight", 10.0)
         if weight < 0:
             weight = 10.0
@@ -74,19 +81,23 @@ class ResourceStrategyFitPlugin(Plugin):
         nodes = ssn.nodes
         names = ssn.index.names
         index = ssn.index
-        sra_cfg = self.arguments.get("sra") if isinstance(self.arguments.get("sra"), dict) else {}
+        sra_arg = self.arguments.get("sra")
+        sra_cfg: dict[str, Any] = sra_arg if isinstance(sra_arg, dict) else {}
         sra_weight = float(sra_cfg.get("weight", 0) or 0) if _truthy(sra_cfg.get("enable")) else 0.0
         sra_res: dict[str, float] = {}
         if sra_weight > 0:
-            per = sra_cfg.get("resourceWeight") if isinstance(sra_cfg.get("resourceWeight"), dict) else {}
+            per_arg = sra_cfg.get("resourceWeight")
+            per: dict[str, Any] = per_arg if isinstance(per_arg, dict) else {}
             for r in (x.strip() for x in str(sra_cfg.get("resources", "") or "").split(",")):
                 if r:
                     w = float(per.get(r, 1) or 1)
                     sra_res[r] = w if w >= 0 else 1.0
-        prop_cfg = self.arguments.get("proportional") if isinstance(self.arguments.get("proportional"), dict) else {}
+        prop_arg = self.arguments.get("proportional")
+        prop_cfg: dict[str, Any] = prop_arg if isinstance(prop_arg, dict) else {}
         proportional: list[tuple[int, float, float]] = []  # (column, cpu per unit, GB memory per unit)
         if _truthy(prop_cfg.get("enable")):
-            rates = prop_cfg.get("resourceProportion") if isinstance(prop_cfg.get("resourceProportion"), dict) else {}
+            rates_arg = prop_cfg.get("resourceProportion")
+            rates: dict[str, Any] = rates_arg if isinstance(rates_arg, dict) else {}
             for r in (x.strip() for x in str(prop_cfg.get("resources", "") or "").split(",")):
                 if r and r in index.pos:
                     c = float(rates.get(f"{r}.cpu", 1.0))
@@ -95,7 +106,7 @@ class ResourceStrategyFitPlugin(Plugin):
         if proportional:
             cpu_col, mem_col = index.pos.get("cpu"), index.pos.get("memory")
 
-            def proportional_mask(task):
+            def proportional_mask(task: TaskInfo) -> tuple[np.ndarray, Explain]:
                 n = len(nodes)
                 ok = np.ones(n, dtype=bool)
                 if any(task.resreq[c] > 0 for c, _, _ in proportional):
@@ -111,7 +122,7 @@ class ResourceStrategyFitPlugin(Plugin):
                     ok &= ~(has & short)
                 return ok, proportional_explain
 
-            def proportional_explain(task, failing):
+            def proportional_explain(task: TaskInfo, failing: np.ndarray) -> dict[str, int]:
                 return {"node(s) must keep CPU and memory in proportion to their idle scarce resources": int(failing.sum())}
 
             ssn.add_predicate_fn(self.name, proportional_mask)
@@ -120,11 +131,11 @@ class ResourceStrategyFitPlugin(Plugin):
         sra_cols = [(index.pos[r], w) for r, w in sra_res.items() if r in index.pos]
         sra_sum = sum(sra_res.values())
 
-        def plan(task) -> list[tuple[int, str, float]]:
+        def plan(task: TaskInfo) -> list[tuple[int, str, float]]:
             pod = task.pod
             ann = pod.metadata.annotations if pod is not None else {}
             pod_type = ann.get(TYPE_KEY, "")
-            pod_weights: dict = {}
+            pod_weights: dict[str, Any] = {}
             if pod_type:
                 try:
                     pod_weights = json.loads(ann.get(WEIGHT_KEY, "") or "null") or {}
@@ -147,7 +158,7 @@ class ResourceStrategyFitPlugin(Plugin):
                         out.append((int(c), s[0], s[1]))
             return out
 
-        def sra(task, cand: np.ndarray) -> np.ndarray:
+        def sra(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             alloc = nodes.allocatable[cand]
             req = np.flatnonzero(task.resreq > 0)
             lacking = np.any(alloc[:, req] <= 0, axis=1) if len(req) else np.zeros(len(cand), dtype=bool)
@@ -157,13 +168,13 @@ class ResourceStrategyFitPlugin(Plugin):
             s = 1.0 - have / sra_sum if sra_sum > 0 else np.zeros(len(cand))
             return np.where(lacking, 0.0, s) * MAX_SCORE * sra_weight
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             out = fit_score(task, cand) if weight > 0 else np.zeros(len(cand))
             if sra_weight > 0:
                 out = out + sra(task, cand)
             return out
 
-        def fit_score(task, cand: np.ndarray) -> np.ndarray:
+        def fit_score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             steps = plan(task)
             total = np.zeros(len(cand))
             wsum = 0.0
@@ -180,7 +191,7 @@ class ResourceStrategyFitPlugin(Plugin):
                 total /= wsum
             return np.where(broken, 0.0, total) * MAX_SCORE * weight
 
-        def key(task):
+        def key(task: TaskInfo) -> object:
             ann = task.pod.metadata.annotations if task.pod is not None else {}
             return (task.resreq.tobytes(), ann.get(TYPE_KEY, ""), ann.get(WEIGHT_KEY, ""))
 

@@ -14,12 +14,19 @@ namespace the larger of its ``minResources`` and its live pods' requests.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..api import TaskStatus
+from ..model import TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT
 from ..resources import EPS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...api.core import ResourceQuota
+    from ..framework.session import Session
+    from ..model import JobInfo
 
 LIVE = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
 
@@ -37,8 +44,8 @@ def quota_resource(name: str) -> str | None:
 class ResourceQuotaPlugin(Plugin):
     name = "resourcequota"
 
-    def on_session_open(self, ssn) -> None:
-        quotas_by_ns: dict[str, list] = {}
+    def on_session_open(self, ssn: Session) -> None:
+        quotas_by_ns: dict[str, list[ResourceQuota]] = {}
         for rq in ssn.cache.objects.get("ResourceQuota", {}).values():
             quotas_by_ns.setdefault(rq.namespace, []).append(rq)
         if not quotas_by_ns:
@@ -57,7 +64,7 @@ class ResourceQuotaPlugin(Plugin):
             mins = job.min_resources[:width] if job.min_resources is not None else np.zeros(width)
             used[job.namespace] += np.maximum(live, mins)
 
-        def enqueueable(job) -> int:
+        def enqueueable(job: JobInfo) -> int:
             quotas = quotas_by_ns.get(job.namespace)
             if not quotas or job.min_resources is None:
                 return ABSTAIN
@@ -82,7 +89,7 @@ class ResourceQuotaPlugin(Plugin):
                     return REJECT
             return ABSTAIN  # within quota: the other admission plugins decide
 
-        def enqueued(job) -> None:
+        def enqueued(job: JobInfo) -> None:
             if job.namespace in quotas_by_ns and job.min_resources is not None:
                 used[job.namespace] = used[job.namespace] + job.min_resources[:width]
 

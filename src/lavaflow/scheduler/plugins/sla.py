@@ -9,20 +9,26 @@ a Permit in its tier) overrides the capacity votes of later tiers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...api.volcano import SLA_WAITING_TIME_KEY
 from ...api.admission import parse_duration
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo
 
 
 @register_plugin
 class SLAPlugin(Plugin):
     name = "sla"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         default = self._parse(self.arguments.get("sla-waiting-time"))
 
-        def waiting_time(job) -> float | None:
+        def waiting_time(job: JobInfo) -> float | None:
             if job.pg is not None:
                 raw = job.pg.metadata.annotations.get(SLA_WAITING_TIME_KEY)
                 if raw is not None:
@@ -31,7 +37,7 @@ class SLAPlugin(Plugin):
                         return parsed
             return default
 
-        def job_order(l, r) -> int:
+        def job_order(l: JobInfo, r: JobInfo) -> int:
             lw, rw = waiting_time(l), waiting_time(r)
             if lw is None:
                 return 0 if rw is None else 1
@@ -42,7 +48,7 @@ class SLAPlugin(Plugin):
                 return 0
             return -1 if ld < rd else 1
 
-        def permit(job) -> int:
+        def permit(job: JobInfo) -> int:
             w = waiting_time(job)
             if w is None:
                 return ABSTAIN
@@ -57,7 +63,7 @@ class SLAPlugin(Plugin):
         ssn.add_job_pipelined_fn(self.name, permit)
 
     @staticmethod
-    def _parse(raw) -> float | None:
+    def _parse(raw: object) -> float | None:
         if raw is None or raw == "":
             return None
         try:

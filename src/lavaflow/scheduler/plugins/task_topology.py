@@ -18,11 +18,17 @@ ignored, as Volcano does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..api import OCCUPYING, TaskStatus
+from ..model import OCCUPYING, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..framework.session import Session
+    from ..model import JobInfo, TaskInfo
 
 AFFINITY = "volcano.sh/task-topology-affinity"
 ANTI_AFFINITY = "volcano.sh/task-topology-anti-affinity"
@@ -51,7 +57,7 @@ class JobTopology:
         self.size = 1
 
 
-def parse(job) -> JobTopology | None:
+def parse(job: JobInfo) -> JobTopology | None:
     ann = job.pg.metadata.annotations if job.pg is not None else {}
     if not any(k in ann for k in (AFFINITY, ANTI_AFFINITY, TASK_ORDER)):
         return None
@@ -68,7 +74,7 @@ def parse(job) -> JobTopology | None:
 class TaskTopologyPlugin(Plugin):
     name = "task-topology"
 
-    def on_session_open(self, ssn) -> None:
+    def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("task-topology.weight", 1.0)
         topos: dict[str, JobTopology] = {}
         for job in ssn.jobs.values():
@@ -87,7 +93,7 @@ class TaskTopologyPlugin(Plugin):
         if not topos:
             return
 
-        def task_order(l, r) -> int:
+        def task_order(l: TaskInfo, r: TaskInfo) -> int:
             if l.job != r.job:
                 return 0
             topo = topos.get(l.job)
@@ -97,7 +103,7 @@ class TaskTopologyPlugin(Plugin):
             ro = topo.order.get(r.role, len(topo.order) + (r.role not in topo.roles))
             return (lo > ro) - (lo < ro)
 
-        def score(task, cand: np.ndarray) -> np.ndarray:
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             topo = topos.get(task.job)
             out = np.zeros(len(cand))
             if topo is None or weight <= 0:
@@ -108,20 +114,20 @@ class TaskTopologyPlugin(Plugin):
                     out[j] = sum(topo.relation.get((task.role, role), 0) * c for role, c in counts.items())
             return out * (MAX_SCORE * weight / topo.size)
 
-        def score_key(task):
+        def score_key(task: TaskInfo) -> object:
             topo = topos.get(task.job)
             return UNCACHED if topo is not None and topo.per_node and task.role in topo.roles else None
 
         where: dict[str, int] = {}  # task uid -> node it was counted on this session
 
-        def on_allocate(task) -> None:
+        def on_allocate(task: TaskInfo) -> None:
             topo = topos.get(task.job)
             if topo is not None and task.node >= 0:
                 counts = topo.per_node.setdefault(task.node, {})
                 counts[task.role] = counts.get(task.role, 0) + 1
                 where[task.uid] = task.node
 
-        def on_deallocate(task) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             topo = topos.get(task.job)
             node = where.pop(task.uid, task.node)  # an unplaced task no longer knows its node
             if topo is not None and node >= 0:

@@ -1,4 +1,4 @@
-"""The scheduler's view of the cluster: tasks, jobs, queues and nodes.
+"""The scheduler's model of the cluster: tasks, jobs, queues and nodes (Volcano's scheduler/api).
 
 These objects are owned by the :class:`~lavaflow.scheduler.cache.SchedulerCache`
 and updated incrementally from cluster events. A session works on them in place;
@@ -10,6 +10,7 @@ so no per-cycle deep copy is needed.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -147,7 +148,7 @@ class JobInfo:
         task.status = status
         self.counts[status] += 1
 
-    def count(self, statuses) -> int:
+    def count(self, statuses: Iterable[TaskStatus]) -> int:
         return sum(self.counts[s] for s in statuses)
 
     @property
@@ -289,7 +290,9 @@ class NodeSet:
         sched[: len(self.schedulable)] = self.schedulable
         self.schedulable = sched
 
-    def upsert(self, name: str, allocatable: np.ndarray, labels, taints, schedulable: bool) -> int:
+    def upsert(
+        self, name: str, allocatable: np.ndarray, labels: dict[str, str], taints: list[Taint], schedulable: bool
+    ) -> int:
         i = self.pos.get(name)
         if i is None:
             i = len(self.names)
@@ -317,7 +320,8 @@ class NodeSet:
 
     # Views over the live rows -------------------------------------------------
     def view(self, attr: str) -> np.ndarray:
-        return getattr(self, attr)[: len(self.names)]
+        rows: np.ndarray = getattr(self, attr)[: len(self.names)]
+        return rows
 
     def idle(self) -> np.ndarray:
         n = len(self.names)

@@ -1,0 +1,255 @@
+"""Node selection for one session: predicates, scores and fit explanations over all nodes at once.
+
+A predicate returns a boolean mask over all nodes and the masks are ANDed; node-order fns return
+scores over candidate nodes and are summed; the best node is an ``argmax`` (ties to the lowest
+index). Three caches keep the work per task small:
+
+- node-label predicates per pod signature (``static_mask``), kept in the scheduler cache across
+  sessions and reset whenever a node's labels, taints or membership change;
+- per task class (the node-order fns' ``cache_key``s), the scores over all nodes, and per request
+  vector the resource fit over all nodes: only the rows of nodes whose usage changed since they
+  were computed are recomputed (``_class_array``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import numpy as np
+
+from ..model import NodeSet, TaskInfo
+from ..resources import EPS, ResourceIndex
+from .session_plugins import UNCACHED, SessionPlugins
+
+
+class NodeSelection:
+    """Filters and scores nodes for tasks with the session's predicate and node-order callbacks."""
+
+    def __init__(
+        self,
+        nodes: NodeSet,
+        index: ResourceIndex,
+        plugins: SessionPlugins,
+        static_cache: dict[Any, np.ndarray],
+    ) -> None:
+        self.nodes = nodes
+        self.index = index
+        self.plugins = plugins
+        self._static_cache = static_cache
+        # Per task class: [epoch, values over all nodes]; see _class_array.
+        self._score_cache: dict[Hashable, list[Any]] = {}
+        self._score_epoch = 0
+        self._score_log: list[np.ndarray] = []  # rows whose usage changed, one entry per epoch
+        self._score_snap: np.ndarray | None = None  # nodes.used when last compared
+        self._score_nodes: Any = None
+        # Nodes the task being placed may use (a job's HyperNode while allocate tries it), or None.
+        self.node_limit: np.ndarray | None = None
+
+    def forget_scores(self) -> None:
+        """Drop every cached score (the node-order callbacks changed)."""
+        self._score_cache.clear()
+
+    # ------------------------------------------------------------------ predicates and scores
+    def static_mask(self, task: TaskInfo, key: Any, build: Callable[[], np.ndarray]) -> np.ndarray:
+        """Cache of node-label predicates per pod signature; reset when nodes change."""
+        k = (key, self.nodes.version)
+        mask = self._static_cache.get(k)
+        if mask is None:
+            if len(self._static_cache) > 4096:
+                self._static_cache.clear()
+            mask = build()
+            self._static_cache[k] = mask
+        return mask
+
+    def predicate_mask(self, task: TaskInfo) -> np.ndarray:
+        mask = self.nodes.schedulable[: len(self.nodes)].copy()
+        if self.node_limit is not None:
+            mask &= self.node_limit
+        for tier in self.plugins.tiered("Predicate"):
+            for _, fn in tier:
+                m, _explain = fn(task)
+                mask &= m
+        return mask
+
+    def node_scores(self, task: TaskInfo, candidates: np.ndarray, skip: tuple[str, ...] = ()) -> np.ndarray:
+        scores = np.zeros(len(candidates))
+        for tier in self.plugins.tiered("NodeOrder"):
+            for name, fn in tier:
+                if name not in skip:
+                    scores += fn(task, candidates)
+        return scores
+
+    def _class_key(self, task: TaskInfo) -> tuple[tuple[Any, ...] | None, tuple[str, ...]]:
+        """The task's score class (None when some node-order fn cannot be cached), and the
+        fns whose cache_key answered UNCACHED for this task (scored over the candidates only)."""
+        parts = []
+        apart: tuple[str, ...] = ()
+        keys = self.plugins.score_keys
+        for tier in self.plugins.tiered("NodeOrder"):
+            for name, _ in tier:
+                ck = keys.get(name)
+                if ck is None:
+                    return None, ()
+                part = ck(task)
+                if part is UNCACHED:
+                    apart += (name,)
+                else:
+                    parts.append(part)
+        return tuple(parts), apart
+
+    def _changed_rows(self) -> int:
+        """Advance the usage epoch with the nodes whose ``used`` row changed; returns the epoch."""
+        nodes = self.nodes
+        n = len(nodes)
+        used = nodes.used[:n]
+        ident = (nodes.version, n, nodes.width, id(nodes.allocatable), id(nodes.used))
+        snap = self._score_snap
+        if self._score_nodes != ident or snap is None or snap.shape != used.shape:
+            # Node set changed: every cached score is stale.
+            self._score_nodes = ident
+            self._score_cache.clear()
+            self._score_log.clear()
+            self._score_epoch = 0
+            self._score_snap = used.copy()
+            return 0
+        # Usually one or two rows changed: find them in the flat comparison (cheaper than any(axis=1)).
+        flat = np.flatnonzero(used != snap)
+        if len(flat) == 0:
+            return self._score_epoch
+        rows = flat // used.shape[1]
+        if len(rows) > 1:
+            rows = rows[:1] if rows[0] == rows[-1] else np.unique(rows)
+        if len(rows):
+            snap[rows] = used[rows]
+            self._score_log.append(rows)
+            self._score_epoch += 1
+        return self._score_epoch
+
+    def _class_array(self, key: Hashable, epoch: int, compute: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """A per-node array for a task class, recomputing only the rows changed since it was cached.
+
+        ``compute(rows)`` must be elementwise per node (row i depends on node i only),
+        so recomputing a subset of rows gives exactly what a full computation would.
+        """
+        n = len(self.nodes)
+        entry = self._score_cache.get(key)
+        if entry is not None and entry[0] == epoch:
+            cached: np.ndarray = entry[1]
+            return cached
+        rows: np.ndarray | None
+        if entry is None or epoch - entry[0] > max(64, n // 8):
+            rows = None
+        else:
+            log = self._score_log
+            rows = log[entry[0]] if epoch - entry[0] == 1 else np.unique(np.concatenate(log[entry[0] : epoch]))
+            if len(rows) * 4 > n:
+                rows = None
+        if rows is None or entry is None:
+            if len(self._score_cache) > 512:
+                self._score_cache.clear()
+            values = compute(np.arange(n))
+            self._score_cache[key] = [epoch, values]
+            return values
+        values = entry[1]
+        assert isinstance(values, np.ndarray)
+        values[rows] = compute(rows)
+        entry[0] = epoch
+        return values
+
+    def _best(self, task: TaskInfo, cand: np.ndarray, epoch: int | None = None) -> int:
+        key, apart = self._class_key(task)
+        if key is None:
+            scores = self.node_scores(task, cand)
+        else:
+            if epoch is None:
+                epoch = self._changed_rows()
+            full = self._class_array(("score", key), epoch, lambda rows: self.node_scores(task, rows, apart))
+            scores = full[cand]
+            if apart:
+                others = tuple(n for n in self.plugins.score_keys if n not in apart)
+                scores = scores + self.node_scores(task, cand, others)
+        return int(cand[int(np.argmax(scores))])
+
+    def _resource_fit(self, req: np.ndarray, nz: np.ndarray, epoch: int) -> np.ndarray:
+        """Per node: idle (allocatable - used) covers ``req`` in every requested column."""
+        alloc = self.nodes.allocatable
+        used = self.nodes.used
+        want = req[nz]
+
+        def compute(rows: np.ndarray) -> np.ndarray:
+            idle = alloc[rows][:, nz] - used[rows][:, nz]
+            fit: np.ndarray = np.all(idle + EPS >= want, axis=1)
+            return fit
+
+        return self._class_array(("fit", req.tobytes()), epoch, compute)
+
+    def fit_error(self, task: TaskInfo, use_future: bool = True) -> str:
+        """A kube-scheduler-style explanation of why no node fits ``task``."""
+        n = len(self.nodes)
+        if n == 0:
+            return "0/0 nodes are available: the cluster has no nodes"
+        reasons: dict[str, int] = {}
+        alive = self.nodes.schedulable[:n]
+        not_ready = int(n - alive.sum())
+        if not_ready:
+            reasons["node(s) were unschedulable or not ready"] = not_ready
+        remaining = alive.copy()
+        if self.node_limit is not None:
+            outside = int((remaining & ~self.node_limit).sum())
+            if outside:
+                reasons["node(s) outside the job's HyperNode"] = outside
+            remaining &= self.node_limit
+        for tier in self.plugins.tiered("Predicate"):
+            for _, fn in tier:
+                m, explain = fn(task)
+                failing = remaining & ~m
+                if failing.any():
+                    for reason, count in explain(task, failing).items():
+                        reasons[reason] = reasons.get(reason, 0) + count
+                remaining &= m
+        if remaining.any():
+            idle = self.nodes.future_idle() if use_future else self.nodes.idle()
+            req = task.resreq
+            short = idle[remaining] + EPS < req
+            for r in np.nonzero(req > 0)[0]:
+                c = int(short[:, r].sum())
+                if c:
+                    reasons[f"Insufficient {self.index.names[r]}"] = c
+        body = ", ".join(f"{c} {r}" for r, c in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+        return f"0/{n} nodes are available: {body}." if body else f"0/{n} nodes are available."
+
+    def select_node(self, task: TaskInfo, future: bool = False) -> tuple[int, bool]:
+        """Best node for ``task``: (index, fits idle). -1 when none fits.
+
+        Nodes that fit the idle resources come before nodes that fit only once
+        releasing resources are gone (Volcano's two gradients).
+        """
+        n = len(self.nodes)
+        if n == 0:
+            return -1, False
+        mask = self.predicate_mask(task)
+        if not mask.any():
+            return -1, False
+        req = task.resreq
+        nz = np.nonzero(req > 0)[0]
+        alloc = self.nodes.allocatable[:n]
+        used = self.nodes.used[:n]
+        # Nodes whose usage changed since the last call: per-class fit and scores are
+        # kept over all nodes and only those rows are recomputed.
+        epoch = self._changed_rows()
+        fit = mask & self._resource_fit(req, nz, epoch) if len(nz) else mask
+        cand = np.flatnonzero(fit)
+        if len(cand):
+            return self._best(task, cand, epoch), True
+        if not future:
+            return -1, False
+        if len(nz):
+            fidle = (alloc - used + self.nodes.releasing[:n] - self.nodes.pipelined[:n])[:, nz]
+            fit = mask & np.all(fidle + EPS >= req[nz], axis=1)
+        else:
+            fit = mask
+        cand = np.flatnonzero(fit)
+        if len(cand):
+            return self._best(task, cand), False
+        return -1, False

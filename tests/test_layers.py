@@ -1,0 +1,147 @@
+"""The layers of src/lavaflow, as docs/architecture.md draws them: no module imports a higher layer.
+
+Every ``import``/``from ... import`` in every module (at top level or inside a function: a lazy
+import is still a dependency) is read with ``ast``; the package a module belongs to is the first
+name under ``lavaflow`` (``lavaflow.scheduler.cache`` -> ``scheduler``, ``lavaflow.cli`` -> ``cli``).
+
+    3  cli, report                      the command line (may use everything), HTML reports
+    2  sim, kube, testing               the two backends (neither imports the other) and the
+                                        test doubles of kube (testing may import kube)
+    1  scheduler, controllers           the scheduling core and the Volcano controllers
+                                        (neither imports the other)
+    0  api, elastic, store, jsonout     objects and their rules, the elastic-training library
+                                        (api's admission reads elastic.spec's annotations, and
+                                        elastic.spec reads pod requests from api), the Store
+                                        interface, JSON output
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "lavaflow"
+
+LAYERS: list[set[str]] = [
+    {"", "api", "elastic", "store", "jsonout"},  # "" is the lavaflow package itself (__version__)
+    {"scheduler", "controllers"},
+    {"sim", "kube", "testing"},
+    {"cli", "report"},
+]
+# Packages of one layer that may import each other.
+SAME_LAYER = {("api", "elastic"), ("elastic", "api"), ("testing", "kube"), ("cli", "report")}
+# Inside the scheduler: the model of the cluster imports nothing else of the scheduler.
+SCHEDULER_BOTTOM = {"lavaflow.scheduler.model", "lavaflow.scheduler.resources"}
+
+
+
+def _module_name(path: Path) -> tuple[str, str]:
+    """(module, package it is in) for a file under src/lavaflow."""
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+        return ".".join(parts), ".".join(parts)
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def imports() -> list[tuple[str, str]]:
+    """(importing module, imported lavaflow module) for every import in src/lavaflow."""
+    out = []
+    for path in sorted(SRC.rglob("*.py")):
+        module, package = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out += [(module, a.name) for a in node.names if a.name.split(".")[0] == "lavaflow"]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    if node.module:
+                        out.append((module, ".".join(base + [node.module])))
+                    else:  # from . import x: x may be a module
+                        out += [(module, ".".join(base + [a.name])) for a in node.names]
+                elif node.module and node.module.split(".")[0] == "lavaflow":
+                    out.append((module, node.module))
+    return out
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) < 2:
+        return ""
+    top = parts[1]
+    return top if (SRC / top).is_dir() or (SRC / f"{top}.py").is_file() else ""
+
+
+def _layer(package: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if package in layer:
+            return i
+    raise AssertionError(f"package lavaflow.{package} is in no layer: add it to LAYERS (and to docs/architecture.md)")
+
+
+def breaks_layers(src: str, dst: str) -> bool:
+    """Whether module ``src`` importing module ``dst`` goes up (or sideways) a layer."""
+    a, b = _package(src), _package(dst)
+    if a == b:
+        return src in SCHEDULER_BOTTOM and dst.startswith("lavaflow.scheduler.") and dst not in SCHEDULER_BOTTOM
+    la, lb = _layer(a), _layer(b)
+    return lb > la or (lb == la and (a, b) not in SAME_LAYER)
+
+
+def violations() -> list[tuple[str, str]]:
+    return sorted({(src, dst) for src, dst in imports() if breaks_layers(src, dst)})
+
+
+def test_the_scanner_sees_imports():
+    found = set(imports())
+    assert ("lavaflow.scheduler.cache", "lavaflow.scheduler.model") in found  # from .model import ...
+    assert ("lavaflow.scheduler.cache", "lavaflow.api.core") in found  # from ..api.core import ...
+    assert ("lavaflow.sim.engine", "lavaflow.scheduler.scheduler") in found
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [
+        ("lavaflow.scheduler.cache", "lavaflow.sim.engine"),  # the core imports no backend
+        ("lavaflow.scheduler.plugins.gang", "lavaflow.kube.store"),
+        ("lavaflow.scheduler.cache", "lavaflow.controllers.job"),  # nor the controllers
+        ("lavaflow.controllers.job", "lavaflow.scheduler.model"),  # which import no scheduler
+        ("lavaflow.controllers.job", "lavaflow.sim.engine"),
+        ("lavaflow.api.volcano", "lavaflow.controllers.job"),  # objects import no logic above them
+        ("lavaflow.api.admission", "lavaflow.scheduler.model"),
+        ("lavaflow.elastic.spec", "lavaflow.sim.training"),
+        ("lavaflow.sim.engine", "lavaflow.kube.client"),  # one backend does not use the other
+        ("lavaflow.testing.fake_kubelet", "lavaflow.sim.engine"),  # the test doubles run no simulator
+        ("lavaflow.kube.scheduler_process", "lavaflow.cli"),
+        ("lavaflow.kube.store", "lavaflow.testing.fake_apiserver"),  # the backend uses no test double
+        ("lavaflow.scheduler.model", "lavaflow.scheduler.cache"),
+    ],
+)
+def test_a_higher_layer_import_is_caught(src, dst):
+    assert breaks_layers(src, dst)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [
+        ("lavaflow.scheduler.cache", "lavaflow.api.core"),
+        ("lavaflow.scheduler.plugins.elastic", "lavaflow.elastic.spec"),
+        ("lavaflow.api.admission", "lavaflow.elastic.spec"),
+        ("lavaflow.sim.engine", "lavaflow.scheduler.scheduler"),
+        ("lavaflow.kube.controller_process", "lavaflow.controllers.queue"),
+        ("lavaflow.cli.processes", "lavaflow.kube.scheduler_process"),
+        ("lavaflow.cli.main", "lavaflow.report.simulation"),
+        ("lavaflow.testing.fake_apiserver", "lavaflow.kube.client"),
+        ("lavaflow.scheduler.cache", "lavaflow.scheduler.model"),
+    ],
+)
+def test_a_lower_layer_import_is_allowed(src, dst):
+    assert not breaks_layers(src, dst)
+
+
+def test_no_lower_layer_imports_a_higher_one():
+    found = violations()
+    assert not found, "imports of a higher layer:\n" + "\n".join(f"  {a} -> {b}" for a, b in found)
