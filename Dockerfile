@@ -13,6 +13,6 @@ RUN pip install --no-cache-dir --no-index --find-links /wheels 'lavaflow[kube]' 
 # A non-root user (the chart runs as 65532 with a read-only root filesystem).
 RUN useradd --uid 65532 --user-group --no-create-home --shell /usr/sbin/nologin lavaflow
 USER 65532:65532
-ENV PYTHONUNBUFFERED=1 MPLCONFIGDIR=/tmp/matplotlib
+ENV PYTHONUNBUFFERED=1
 ENTRYPOINT ["lavaflow"]
 CMD ["scheduler", "--help"]

@@ -4,13 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint format bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "lavaflow needs Python 3.11 or newer (set PYTHON=python3.x)")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,dev]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
@@ -18,6 +18,16 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# Quality gates (also run by .ci/run): lint, formatting, strict types of the core and controllers.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(PY) -m mypy
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix src tests benchmarks
+	$(VENV)/bin/ruff format src tests benchmarks
 
 bench: $(STAMP)
 	$(PY) benchmarks/placement.py --nodes 1000 --pods 10000

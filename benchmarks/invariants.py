@@ -3,7 +3,7 @@
 Generates scenarios from seeds (tests/invariants.py: node faults, preempt/reclaim configurations,
 hierarchical queues, mixed Volcano Jobs / PodGroups / bare pods / Deployments / batch Jobs, finite
 durations), simulates each and checks every invariant; `make test` runs a few hundred of the same
-scenarios (tests/test_invariants.py). Prints one line per violation (seed, configuration, problem)
+scenarios (tests/sim/test_invariants.py). Prints one line per violation (seed, configuration, problem)
 and a summary; exit code 1 if any scenario failed.
 
     .venv/bin/python benchmarks/invariants.py [--scenarios 10000] [--start 0] [--jobs 2] [--determinism-every 10]

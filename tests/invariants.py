@@ -1,6 +1,6 @@
 """Random scenarios and the invariants every simulation must keep (issue 15).
 
-Shared by tests/test_invariants.py (a few hundred scenarios in ``make test``) and
+Shared by tests/sim/test_invariants.py (a few hundred scenarios in ``make test``) and
 benchmarks/invariants.py (10,000 and more). A scenario is drawn from a seed with
 ``random.Random`` so a failure is reproduced by its seed alone:
 

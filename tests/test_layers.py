@@ -145,3 +145,31 @@ def test_a_lower_layer_import_is_allowed(src, dst):
 def test_no_lower_layer_imports_a_higher_one():
     found = violations()
     assert not found, "imports of a higher layer:\n" + "\n".join(f"  {a} -> {b}" for a, b in found)
+
+
+def _third_party_imports() -> list[tuple[str, str]]:
+    """(module, imported top-level third-party name) for every import in src/lavaflow."""
+    out = []
+    for path in sorted(SRC.rglob("*.py")):
+        module, _ = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out += [(module, a.name.split(".")[0]) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                out.append((module, node.module.split(".")[0]))
+    return out
+
+
+def test_plotting_lives_in_the_report_extra_only():
+    """matplotlib is the ``report`` extra: only report/ imports it, and neither the base
+    dependencies nor the ``kube`` extra (what the scheduler image installs) pull it in."""
+    import tomllib
+
+    users = sorted({m for m, name in _third_party_imports() if name == "matplotlib"})
+    assert users and all(m == "lavaflow.report" or m.startswith("lavaflow.report.") for m in users), users
+    project = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text())["project"]
+    image = project["dependencies"] + project["optional-dependencies"]["kube"]
+    assert not [d for d in image if d.lower().startswith("matplotlib")]
+    assert any(d.startswith("matplotlib") for d in project["optional-dependencies"]["report"])
+    dockerfile = (SRC.parents[1] / "Dockerfile").read_text()
+    assert "lavaflow[kube]" in dockerfile and "report" not in dockerfile

@@ -176,6 +176,8 @@ def simulate(
         problems.append(f"--scheduler: unknown scheduler {scheduler!r} (choose lavaflow or kube-default)")
     if output not in ("table", "json"):
         problems.append(f"--output: unknown format {output!r} (choose table or json)")
+    if report is not None and not _report_available():
+        problems.append("--report: HTML reports need matplotlib, which is not installed (pip install 'lavaflow[report]')")
     until_s = dd = None
     try:
         until_s = parse_duration(until) if until is not None else None
@@ -252,6 +254,12 @@ def simulate(
             write_report(results, report)
         if output == "table":
             err.print(f"report written to {report}")
+
+
+def _report_available() -> bool:
+    from ..report import available
+
+    return available()
 
 
 def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:

@@ -5,3 +5,12 @@
 - :mod:`.elastic` — elastic policy runs (--compare-policies): JCT CDFs, GPU allocation, workers
   per job.
 """
+
+
+def available() -> bool:
+    """Whether the report extra (matplotlib) is installed: ``pip install 'lavaflow[report]'``."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True

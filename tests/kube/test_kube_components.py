@@ -277,7 +277,7 @@ def test_helm_chart_lists_the_webhooks_the_code_serves():
 
     from lavaflow.kube.webhook import HOOKS
 
-    text = (Path(__file__).resolve().parent.parent / "charts/lavaflow/templates/webhook.yaml").read_text()
+    text = (Path(__file__).resolve().parents[2] / "charts/lavaflow/templates/webhook.yaml").read_text()
     chart = re.findall(r'\(dict "name" "([^"]+)" "path" "([^"]+)" .*"resource" "([^"]+)" "ops" \(list ([^)]*)\) "mutate" (\w+)\)', text)
     code = [(h.name, h.path, h.kind.plural, " ".join(f'"{o}"' for o in h.operations), str(h.mutate).lower()) for h in HOOKS]
     assert chart == code

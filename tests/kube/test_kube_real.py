@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     reason="no real API server configured: set LAVAFLOW_TEST_KUBECONFIG to a kubeconfig of a disposable cluster (kube-apiserver v1.30+)",
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(coro):

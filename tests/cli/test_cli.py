@@ -132,6 +132,17 @@ def test_report_writes_html(tmp_path):
     assert "spark-wordcount-1" in html
 
 
+def test_report_without_matplotlib_is_a_clear_error(tmp_path):
+    # matplotlib is the report extra: without it --report is refused before anything runs
+    out = tmp_path / "report.html"
+    code = "import sys; sys.modules['matplotlib'] = None; from lavaflow.cli import main; main()"
+    r = subprocess.run([sys.executable, "-c", code, "simulate", str(EXAMPLES / "mpi-hello.yaml"), "--report", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "--report" in r.stderr and "lavaflow[report]" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
 def test_config_option(tmp_path):
     conf = write(tmp_path, "conf.yaml", 'actions: "allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n')
     r = run("simulate", EXAMPLES / "mpi-hello.yaml", "--config", conf, "--output", "json")

@@ -1,6 +1,6 @@
 """scheduler-plugins PodGroups (scheduling.x-k8s.io/v1alpha1) in the simulator: gangs by the
 `scheduling.x-k8s.io/pod-group` label, status in that API's form, scheduleTimeoutSeconds, input
-checks. (On a cluster: tests/test_kube_x_k8s_podgroup.py and tests/test_kube_real.py.)"""
+checks. (On a cluster: tests/kube/test_kube_x_k8s_podgroup.py and tests/kube/test_kube_real.py.)"""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from lavaflow.api.loader import load_files
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
 
-DATA = Path(__file__).resolve().parent / "data" / "volcano"
+DATA = Path(__file__).resolve().parents[1] / "data" / "volcano"
 
 
 def run_file(name: str, **kw) -> dict:

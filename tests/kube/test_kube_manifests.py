@@ -29,7 +29,7 @@ from lavaflow.kube.manifests import (  # noqa: E402
     install_manifests,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = ("1.30.0", "1.37.0")
 
 

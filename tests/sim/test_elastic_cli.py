@@ -17,8 +17,8 @@ from lavaflow.scheduler.scheduler import Scheduler
 from lavaflow.sim.engine import SIM_SCHEDULER_NAMES, Simulation
 from lavaflow.sim.inputs import prepare
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
