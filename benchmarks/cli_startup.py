@@ -29,8 +29,13 @@ def measure(args: list[str], runs: int) -> tuple[float, float]:
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "lavaflow.cli", *args], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, check=True, env=os.environ)
+        subprocess.run(
+            [sys.executable, "-m", "lavaflow.cli", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+            env=os.environ,
+        )
         walls.append(time.perf_counter() - t0)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)

@@ -54,8 +54,10 @@ spec: {{count: {nodes}, capacity: {{cpu: "32", memory: 128Gi, pods: "110"}}}}
         annotations = ""
         tmpl_annotations = ""
         if arrival_span:
-            annotations = f"\n  annotations: {{sim.lavaflow.io/submit-at: \"{at:.0f}\"}}"
-            tmpl_annotations = f"\n      metadata: {{annotations: {{sim.lavaflow.io/duration: \"{rng.randint(60, 600)}\"}}}}"
+            annotations = f'\n  annotations: {{sim.lavaflow.io/submit-at: "{at:.0f}"}}'
+            tmpl_annotations = (
+                f'\n      metadata: {{annotations: {{sim.lavaflow.io/duration: "{rng.randint(60, 600)}"}}}}'
+            )
         out.append(
             f"""apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
@@ -123,7 +125,9 @@ def main() -> None:
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'case':8} {'nodes':>6} {'pods':>6} {'placed':>6} {'wall s':>8} {'cpu s':>8} {'placed/s':>9} {'peak MiB':>9} {'sim end':>8} {'cycles':>6}")
+    print(
+        f"{'case':8} {'nodes':>6} {'pods':>6} {'placed':>6} {'wall s':>8} {'cpu s':>8} {'placed/s':>9} {'peak MiB':>9} {'sim end':>8} {'cycles':>6}"
+    )
     base = None
     for n in [int(x) for x in args.pods.split(",")]:
         text = workload(args.nodes, n, args.pods_per_job, args.span if args.case == "arrival" else None, args.seed)
@@ -141,7 +145,9 @@ def main() -> None:
         if base is None:
             base = (n, r["wall"], r["cpu"])
         else:
-            print(f"  pods ×{n / base[0]:.2f}: wall time ×{r['wall'] / base[1]:.2f}, CPU time ×{r['cpu'] / base[2]:.2f}")
+            print(
+                f"  pods ×{n / base[0]:.2f}: wall time ×{r['wall'] / base[1]:.2f}, CPU time ×{r['cpu'] / base[2]:.2f}"
+            )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -38,8 +38,10 @@ def main() -> None:
     cluster = gpu_cluster(types, gpus_per_node=args.gpus_per_node)
     total = sum(types.values()) * args.gpus_per_node
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"# cluster {types} x {args.gpus_per_node} GPUs = {total}; {args.jobs} jobs over "
-          f"{args.hours:g} h; seeds {seeds}; resize cost {args.resize_cost:g}s; nproc {os.cpu_count()}")
+    print(
+        f"# cluster {types} x {args.gpus_per_node} GPUs = {total}; {args.jobs} jobs over "
+        f"{args.hours:g} h; seeds {seeds}; resize cost {args.resize_cost:g}s; nproc {os.cpu_count()}"
+    )
     res: dict[str, list[float]] = {v[0]: [] for v in VARIANTS}
     for seed in seeds:
         rows = gavel_workload(args.jobs, args.hours, seed)
@@ -50,9 +52,12 @@ def main() -> None:
             r = replay(loaded, name, params=kw, cost=args.resize_cost)
             s = r.summary()
             res[label].append(s["avg_jct"] / 3600)
-            print(f"seed {seed}  {label:34s} avg JCT {s['avg_jct']/3600:6.3f} h  p99 {s['p99_jct']/3600:6.2f} h  "
-                  f"makespan {s['makespan']/3600:6.2f} h  util {s['gpu_utilization']:.3f}  done {s['completed']}/{s['jobs']}  "
-                  f"wall {time.perf_counter() - t0:.2f}s", flush=True)
+            print(
+                f"seed {seed}  {label:34s} avg JCT {s['avg_jct'] / 3600:6.3f} h  p99 {s['p99_jct'] / 3600:6.2f} h  "
+                f"makespan {s['makespan'] / 3600:6.2f} h  util {s['gpu_utilization']:.3f}  done {s['completed']}/{s['jobs']}  "
+                f"wall {time.perf_counter() - t0:.2f}s",
+                flush=True,
+            )
     base = statistics.mean(res[VARIANTS[0][0]])
     print("\nmean avg JCT over seeds (hours) and speed-up vs type-agnostic ElasticFIFO")
     for label, _, _ in VARIANTS:

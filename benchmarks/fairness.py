@@ -99,7 +99,9 @@ def main() -> None:
     last_busy = [max((j["finishTime"] or 0) for j in result["jobs"] if j["queue"] == q) for q in WEIGHTS]
     end = min(last_busy) * 0.8
     shares = steady_state(result, start + 60, end)
-    print(f"cluster: {args.nodes} nodes x {args.cpu} cpu; {4 * args.jobs_per_queue} jobs; simulated {result['endTime']:.0f}s in {wall:.1f}s wall")
+    print(
+        f"cluster: {args.nodes} nodes x {args.cpu} cpu; {4 * args.jobs_per_queue} jobs; simulated {result['endTime']:.0f}s in {wall:.1f}s wall"
+    )
     print(f"steady state: t={start + 60:.0f}s .. {end:.0f}s")
     print(f"{'queue':8} {'weight':>6} {'allocated':>10} {'deserved':>9} {'deviation':>9}")
     ratios = []

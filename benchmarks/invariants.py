@@ -39,8 +39,9 @@ def main() -> int:
     ap.add_argument("--scenarios", type=int, default=10_000)
     ap.add_argument("--start", type=int, default=0, help="first seed")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
-    ap.add_argument("--determinism-every", type=int, default=10,
-                    help="re-run every n-th scenario and compare the JSON (1 = all)")
+    ap.add_argument(
+        "--determinism-every", type=int, default=10, help="re-run every n-th scenario and compare the JSON (1 = all)"
+    )
     a = ap.parse_args()
     seeds = [(s, (s - a.start) % max(a.determinism_every, 1) == 0) for s in range(a.start, a.start + a.scenarios)]
     t0 = time.perf_counter()
@@ -56,13 +57,17 @@ def main() -> int:
                 for p in problems:
                     print(f"seed {seed} ({conf}): {p}", flush=True)
             if i % 1000 == 0:
-                print(f"... {i} scenarios, {failed} failed, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+                print(
+                    f"... {i} scenarios, {failed} failed, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True
+                )
     wall = time.perf_counter() - t0
     checked = sum(1 for _, d in seeds if d)
     print(f"scenarios: {a.scenarios} (seeds {a.start}..{a.start + a.scenarios - 1}), failed: {failed}")
     print("configurations: " + ", ".join(f"{k} {v}" for k, v in sorted(per_conf.items())))
-    print(f"determinism re-runs: {checked}; wall time: {wall:.0f} s with {a.jobs} process(es); "
-          f"slowest scenario: seed {slowest[1]} {slowest[0]:.1f} s")
+    print(
+        f"determinism re-runs: {checked}; wall time: {wall:.0f} s with {a.jobs} process(es); "
+        f"slowest scenario: seed {slowest[1]} {slowest[0]:.1f} s"
+    )
     return 1 if failed else 0
 
 

@@ -95,36 +95,68 @@ async def populate(client: KubeClient, args) -> None:
         }
         for i in range(have_pg, args.grouped)
     )
-    await bounded(48, (post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups", pg) for pg in pgs))
-    print(f"  podgroups: {args.grouped} ({max(0, args.grouped - have_pg)} created in {time.monotonic() - t0:.0f}s)", flush=True)
+    await bounded(
+        48, (post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups", pg) for pg in pgs)
+    )
+    print(
+        f"  podgroups: {args.grouped} ({max(0, args.grouped - have_pg)} created in {time.monotonic() - t0:.0f}s)",
+        flush=True,
+    )
 
     def bound_pod(i: int) -> dict[str, Any]:
         grouped = i < args.grouped
-        d = pod_doc(f"p-{i:06d}", "lavaflow" if grouped else "default-scheduler", args.cpu, args.memory, f"pg-{i:06d}" if grouped else None)
+        d = pod_doc(
+            f"p-{i:06d}",
+            "lavaflow" if grouped else "default-scheduler",
+            args.cpu,
+            args.memory,
+            f"pg-{i:06d}" if grouped else None,
+        )
         d["spec"]["nodeName"] = f"bench-node-{i % args.nodes:05d}"
         return d
 
     t0 = time.monotonic()
-    await bounded(48, (post(client, f"/api/v1/namespaces/{NS}/pods", bound_pod(i)) for i in range(have_pods, args.bound)))
-    print(f"  bound pods: {args.bound} ({max(0, args.bound - have_pods)} created in {time.monotonic() - t0:.0f}s)", flush=True)
+    await bounded(
+        48, (post(client, f"/api/v1/namespaces/{NS}/pods", bound_pod(i)) for i in range(have_pods, args.bound))
+    )
+    print(
+        f"  bound pods: {args.bound} ({max(0, args.bound - have_pods)} created in {time.monotonic() - t0:.0f}s)",
+        flush=True,
+    )
 
 
 async def new_pending(client: KubeClient, args) -> None:
     """(Re)create the pending pods and their PodGroups in their own namespace."""
     try:
-        await client.request("DELETE", f"/api/v1/namespaces/{PENDING_NS}/pods", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+        await client.request(
+            "DELETE",
+            f"/api/v1/namespaces/{PENDING_NS}/pods",
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        )
         await client.request("DELETE", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{PENDING_NS}/podgroups")
     except ApiError:
         pass
     while await count(client, f"/api/v1/namespaces/{PENDING_NS}/pods"):
         await asyncio.sleep(0.5)
-    await post(client, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PENDING_NS}})
+    await post(
+        client, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PENDING_NS}}
+    )
     for i in range(args.pending):
         await post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{PENDING_NS}/podgroups", {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": f"new-{i}", "namespace": PENDING_NS},
             "spec": {"minMember": 1, "queue": "default", "minResources": {"cpu": args.cpu, "memory": args.memory}},
         })  # fmt: skip
-    await bounded(32, (post(client, f"/api/v1/namespaces/{PENDING_NS}/pods", pod_doc(f"new-{i}", "lavaflow", args.cpu, args.memory, f"new-{i}")) for i in range(args.pending)))
+    await bounded(
+        32,
+        (
+            post(
+                client,
+                f"/api/v1/namespaces/{PENDING_NS}/pods",
+                pod_doc(f"new-{i}", "lavaflow", args.cpu, args.memory, f"new-{i}"),
+            )
+            for i in range(args.pending)
+        ),
+    )
 
 
 async def one_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: int) -> dict[str, Any]:
@@ -199,8 +231,13 @@ async def cleanup(client: KubeClient, args) -> None:
                 try:
                     if not await count(client, path):
                         break
-                    await client.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}, timeout=900)
-                except (ApiError, asyncio.TimeoutError):
+                    await client.request(
+                        "DELETE",
+                        path,
+                        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                        timeout=900,
+                    )
+                except (TimeoutError, ApiError):
                     pass
         try:
             await client.request("DELETE", f"/api/v1/namespaces/{ns}")
@@ -239,7 +276,10 @@ async def main() -> int:
         if args.cleanup:
             await cleanup(client, args)
             return 0
-        print(f"restart: {args.nodes} nodes, {args.bound} bound pods ({args.grouped} in PodGroups), {args.pending} new; load {os.getloadavg()}", flush=True)
+        print(
+            f"restart: {args.nodes} nodes, {args.bound} bound pods ({args.grouped} in PodGroups), {args.pending} new; load {os.getloadavg()}",
+            flush=True,
+        )
         await populate(client, args)
         results = []
         with tempfile.TemporaryDirectory() as tmp:

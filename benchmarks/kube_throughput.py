@@ -78,7 +78,9 @@ async def ensure_nodes(client: KubeClient, count: int, cpu: str, memory: str, po
 
     await bounded(32, (post(client, "/api/v1/nodes", node(n)) for n in missing))
     await bounded(32, (client.request("DELETE", f"/api/v1/nodes/{n}") for n in extra))
-    print(f"  nodes: {count} ({len(missing)} created, {len(extra)} deleted in {time.monotonic() - t0:.1f}s)", flush=True)
+    print(
+        f"  nodes: {count} ({len(missing)} created, {len(extra)} deleted in {time.monotonic() - t0:.1f}s)", flush=True
+    )
 
 
 def pod_doc(name: str, scheduler: str, cpu: str, memory: str, group: str | None) -> dict[str, Any]:
@@ -92,7 +94,13 @@ def pod_doc(name: str, scheduler: str, cpu: str, memory: str, group: str | None)
         "spec": {
             "schedulerName": scheduler,
             "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.9", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                }
+            ],
         },
     }
 
@@ -197,7 +205,9 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
             }
             for x in names
         )
-        await bounded(32, (post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups", pg) for pg in pgs))
+        await bounded(
+            32, (post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups", pg) for pg in pgs)
+        )
         docs = [pod_doc(x, "lavaflow", args.cpu, args.memory, f"pg-{x}") for x in names]
     else:
         docs = [pod_doc(x, "default-scheduler", args.cpu, args.memory, None) for x in names]
@@ -232,7 +242,14 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
         await watch.stop()
     times = sorted(watch.bound.values())
     bound = len(times)
-    res: dict[str, Any] = {"scheduler": which, "nodes": nodes, "pods": n, "bound": bound, "timed_out": timed_out, "rebinds": watch.rebinds}
+    res: dict[str, Any] = {
+        "scheduler": which,
+        "nodes": nodes,
+        "pods": n,
+        "bound": bound,
+        "timed_out": timed_out,
+        "rebinds": watch.rebinds,
+    }
     if bound:
         first, last = times[0], times[-1]
         res["first_bind_s"] = round(first - started, 2)
@@ -255,10 +272,12 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
     for _ in range(20):  # the API server ends a deletecollection after its request timeout (60 s): repeat
         try:
             await client.request(
-                "DELETE", f"/api/v1/namespaces/{ns}/pods", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                "DELETE",
+                f"/api/v1/namespaces/{ns}/pods",
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
                 timeout=900,
             )
-        except (ApiError, asyncio.TimeoutError):
+        except (TimeoutError, ApiError):
             pass
         if not (await client.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": 1})).get("items"):
             break
@@ -320,7 +339,9 @@ async def main() -> int:
             f"| {r.get('first_bind_s', '-')} s | {r.get('peak_1s', 0)} |"
         )
     if args.json:
-        Path(args.json).write_text(json.dumps({"server": version, "cores": os.cpu_count(), "results": results}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"server": version, "cores": os.cpu_count(), "results": results}, indent=2)
+        )
     return 0 if all(r["bound"] == r["pods"] for r in results) else 1
 
 

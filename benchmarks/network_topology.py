@@ -57,7 +57,10 @@ LEAF, FAN = 8, 5  # nodes per tier-1 HyperNode; children per tier-2/3 HyperNode
 def make_nodes(k: int) -> list[Node]:
     return [
         Node.model_validate(
-            {"metadata": {"name": f"node-{i:04d}"}, "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}}}
+            {
+                "metadata": {"name": f"node-{i:04d}"},
+                "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}},
+            }
         )
         for i in range(k)
     ]
@@ -69,7 +72,10 @@ def make_hypernodes(k: int) -> list[HyperNode]:
     for s in range(k // LEAF):
         name = f"leaf-{s:03d}"
         leaves.append(name)
-        members = [{"type": "Node", "selector": {"exactMatch": {"name": f"node-{i:04d}"}}} for i in range(s * LEAF, (s + 1) * LEAF)]
+        members = [
+            {"type": "Node", "selector": {"exactMatch": {"name": f"node-{i:04d}"}}}
+            for i in range(s * LEAF, (s + 1) * LEAF)
+        ]
         out.append(HyperNode.model_validate({"metadata": {"name": name}, "spec": {"tier": 1, "members": members}}))
     level, tier = leaves, 2
     while tier <= 3:
@@ -78,7 +84,9 @@ def make_hypernodes(k: int) -> list[HyperNode]:
             name = f"t{tier}-{p // FAN:03d}"
             parents.append(name)
             members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": c}}} for c in level[p : p + FAN]]
-            out.append(HyperNode.model_validate({"metadata": {"name": name}, "spec": {"tier": tier, "members": members}}))
+            out.append(
+                HyperNode.model_validate({"metadata": {"name": name}, "spec": {"tier": tier, "members": members}})
+            )
         level, tier = parents, tier + 1
     return out
 
@@ -90,19 +98,37 @@ def make_workload(n_jobs: int, rng: random.Random, topology: bool) -> tuple[list
         cpu = rng.choice((4, 8))
         name = f"gang-{j:03d}"
         per_leaf = LEAF * (32 // cpu)
-        spec = {"minMember": size, "queue": "default",
-                "minResources": {"cpu": str(cpu * size), "memory": f"{cpu * 2 * size}Gi", "pods": str(size)}}
+        spec = {
+            "minMember": size,
+            "queue": "default",
+            "minResources": {"cpu": str(cpu * size), "memory": f"{cpu * 2 * size}Gi", "pods": str(size)},
+        }
         if topology:
             spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1 if size <= per_leaf else 2}
-        pgs.append(PodGroup.model_validate({"metadata": {"name": name, "namespace": "default", "creationTimestamp": float(j)},
-                                            "spec": spec}))
+        pgs.append(
+            PodGroup.model_validate(
+                {"metadata": {"name": name, "namespace": "default", "creationTimestamp": float(j)}, "spec": spec}
+            )
+        )
         for i in range(size):
-            pods.append(Pod.model_validate({
-                "metadata": {"name": f"{name}-w-{i}", "namespace": "default", "creationTimestamp": float(j),
-                             "annotations": {GROUP_NAME_ANNOTATION: name, TASK_SPEC_KEY: "w", TASK_INDEX_KEY: str(i)}},
-                "spec": {"schedulerName": "volcano",
-                         "containers": [{"name": "c", "resources": {"requests": {"cpu": str(cpu), "memory": f"{cpu * 2}Gi"}}}]},
-            }))
+            pods.append(
+                Pod.model_validate(
+                    {
+                        "metadata": {
+                            "name": f"{name}-w-{i}",
+                            "namespace": "default",
+                            "creationTimestamp": float(j),
+                            "annotations": {GROUP_NAME_ANNOTATION: name, TASK_SPEC_KEY: "w", TASK_INDEX_KEY: str(i)},
+                        },
+                        "spec": {
+                            "schedulerName": "volcano",
+                            "containers": [
+                                {"name": "c", "resources": {"requests": {"cpu": str(cpu), "memory": f"{cpu * 2}Gi"}}}
+                            ],
+                        },
+                    }
+                )
+            )
     return pgs, pods
 
 
@@ -146,9 +172,13 @@ def run(args, topology: bool, plugin: bool | None = None) -> None:
     assert not np.any(cache.nodes.used[:n] > cache.nodes.allocatable[:n] + 1e-6), "overcommitted node"
     if topology:
         check_gangs_inside_hypernodes(cache, pods, pgs)
-    label = ("with networkTopology (hard)" if topology else
-             "without networkTopology, plugin configured (HyperNode binpacking of normal pods)" if plugin else
-             "without (plugin not configured)")
+    label = (
+        "with networkTopology (hard)"
+        if topology
+        else "without networkTopology, plugin configured (HyperNode binpacking of normal pods)"
+        if plugin
+        else "without (plugin not configured)"
+    )
     print(f"{label}:")
     print(f"  pods placed        {placed} of {len(pod_list)} in {len(pg_list)} gangs")
     print(f"  cycles             {len(times)}")

@@ -120,7 +120,9 @@ def scale_to_fit(jobs, k: int, fill: float = TARGET_FILL) -> list[tuple[int, flo
     if f >= 1.0:
         return jobs
     # round down to whole millicores / MiB so that quantities stay exact
-    return [(s, max(0.001, int(c * f * 1000) / 1000), max(1 / 1024, int(m * f * 1024) / 1024), g) for s, c, m, g in jobs]
+    return [
+        (s, max(0.001, int(c * f * 1000) / 1000), max(1 / 1024, int(m * f * 1024) / 1024), g) for s, c, m, g in jobs
+    ]
 
 
 def make_workload(jobs, rng: random.Random) -> tuple[list[PodGroup], list[Pod]]:
@@ -314,9 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     n_nodes = len(cache.nodes)
     used = cache.nodes.used[:n_nodes].sum(axis=0)
     cap = cache.nodes.allocatable[:n_nodes].sum(axis=0)
-    util = ", ".join(
-        f"{name} {used[i] / cap[i]:.0%}" for i, name in enumerate(cache.index.names) if cap[i] > 0
-    )
+    util = ", ".join(f"{name} {used[i] / cap[i]:.0%}" for i, name in enumerate(cache.index.names) if cap[i] > 0)
     print(f"nodes              {args.nodes}")
     print(f"pods               {len(pod_list)} in {len(pg_list)} gang jobs (sizes {'/'.join(map(str, GANG_SIZES))})")
     print(f"placed             {placed}")

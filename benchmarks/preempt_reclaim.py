@@ -52,35 +52,56 @@ HIGH_JOBS, HIGH_JOB_PODS = 20, 8  # starving gangs (minAvailable = size)
 
 def _node(name: str, cpu: int) -> Node:
     return Node.model_validate(
-        {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-         "status": {"allocatable": {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "110"},
-                    "conditions": [{"type": "Ready", "status": "True"}]}}
+        {
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {
+                "allocatable": {"cpu": str(cpu), "memory": f"{cpu * 4}Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
     )
 
 
 def _queue(name: str, weight: int = 1) -> Queue:
-    return Queue.model_validate({"metadata": {"name": name}, "spec": {"weight": weight, "reclaimable": True},
-                                 "status": {"state": "Open"}})
+    return Queue.model_validate(
+        {"metadata": {"name": name}, "spec": {"weight": weight, "reclaimable": True}, "status": {"state": "Open"}}
+    )
 
 
 def _pg(name: str, queue: str, members: int, prio: str, phase: str) -> PodGroup:
     return PodGroup.model_validate(
-        {"metadata": {"name": name, "namespace": "default", "creationTimestamp": 0},
-         "spec": {"minMember": members, "queue": queue, "priorityClassName": prio,
-                  "minResources": {"cpu": str(members * POD_CPU), "memory": f"{members * POD_CPU * 2}Gi"}},
-         "status": {"phase": phase}}
+        {
+            "metadata": {"name": name, "namespace": "default", "creationTimestamp": 0},
+            "spec": {
+                "minMember": members,
+                "queue": queue,
+                "priorityClassName": prio,
+                "minResources": {"cpu": str(members * POD_CPU), "memory": f"{members * POD_CPU * 2}Gi"},
+            },
+            "status": {"phase": phase},
+        }
     )
 
 
 def _pod(name: str, group: str, prio: str, node: str | None) -> Pod:
-    spec = {"schedulerName": "volcano", "priorityClassName": prio,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": str(POD_CPU), "memory": f"{POD_CPU * 2}Gi"}}}]}
+    spec = {
+        "schedulerName": "volcano",
+        "priorityClassName": prio,
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": str(POD_CPU), "memory": f"{POD_CPU * 2}Gi"}}}],
+    }
     if node:
         spec["nodeName"] = node
     return Pod.model_validate(
-        {"metadata": {"name": name, "namespace": "default", "annotations": {GROUP_NAME_ANNOTATION: group},
-                      "creationTimestamp": 0},
-         "spec": spec, "status": {"phase": "Running" if node else "Pending"}}
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "annotations": {GROUP_NAME_ANNOTATION: group},
+                "creationTimestamp": 0,
+            },
+            "spec": spec,
+            "status": {"phase": "Running" if node else "Pending"},
+        }
     )
 
 
@@ -143,9 +164,13 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="cProfile the last cycle of each scenario")
     args = ap.parse_args()
-    print(f"machine: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}")
-    print(f"{args.nodes} nodes, {args.pods} running low-priority pods in queue batch, "
-          f"{HIGH_JOBS} starving gangs of {HIGH_JOB_PODS} high-priority pods")
+    print(
+        f"machine: {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
+    )
+    print(
+        f"{args.nodes} nodes, {args.pods} running low-priority pods in queue batch, "
+        f"{HIGH_JOBS} starving gangs of {HIGH_JOB_PODS} high-priority pods"
+    )
     for scenario in ("preempt", "reclaim"):
         runs = []
         prof = None
@@ -156,8 +181,10 @@ def main() -> None:
         a50 = statistics.median(r[1] for r in runs)
         evs = sorted({r[2] for r in runs})
         verdict = "OK" if p50 <= 1.0 else "over target"
-        print(f"{scenario:8s} cycle p50 {p50:.3f} s ({scenario} action {a50:.3f} s), evictions per cycle {evs}, "
-              f"target <= 1 s: {verdict}")
+        print(
+            f"{scenario:8s} cycle p50 {p50:.3f} s ({scenario} action {a50:.3f} s), evictions per cycle {evs}, "
+            f"target <= 1 s: {verdict}"
+        )
         if prof is not None:
             s = io.StringIO()
             pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)

@@ -25,8 +25,15 @@ def as_json(result: dict) -> str:
     return json.dumps(result, sort_keys=True, default=str)
 
 
-def node_group(name: str = "n", count: int = 1, cpu: str = "2", memory: str = "4Gi", labels: dict | None = None,
-               taints: list[dict] | None = None, **extra: str) -> str:
+def node_group(
+    name: str = "n",
+    count: int = 1,
+    cpu: str = "2",
+    memory: str = "4Gi",
+    labels: dict | None = None,
+    taints: list[dict] | None = None,
+    **extra: str,
+) -> str:
     """A sim.lavaflow.io NodeGroup document."""
     cap = {"cpu": cpu, "memory": memory, "pods": "110", **extra}
     doc = {

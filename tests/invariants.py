@@ -61,8 +61,17 @@ def _conf(name: str) -> str:
     if spec is None:
         return ""
     actions, queue_plugin, args, hierarchical = spec
-    lines = [f'actions: "{actions}"', "tiers:", "- plugins:", "  - name: priority", "  - name: gang",
-             "  - name: conformance", "- plugins:", "  - name: overcommit", "    arguments: {overcommit-factor: 10}"]
+    lines = [
+        f'actions: "{actions}"',
+        "tiers:",
+        "- plugins:",
+        "  - name: priority",
+        "  - name: gang",
+        "  - name: conformance",
+        "- plugins:",
+        "  - name: overcommit",
+        "    arguments: {overcommit-factor: 10}",
+    ]
     if queue_plugin is None:  # hierarchical drf
         lines += ["  - name: drf", "    enableHierarchy: true", "  - name: predicates", "  - name: nodeorder"]
     else:
@@ -70,9 +79,14 @@ def _conf(name: str) -> str:
         for k, v in args.items():
             lines.append(f"    {k}: {json.dumps(v)}")
         lines.append("  - name: nodeorder")
-    return _doc({"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-                 "data": {"volcano-scheduler.conf": "\n".join(lines) + "\n"}})
+    return _doc(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+            "data": {"volcano-scheduler.conf": "\n".join(lines) + "\n"},
+        }
+    )
 
 
 @dataclass
@@ -94,16 +108,19 @@ def _req(rng: random.Random, gpu_nodes: bool) -> dict[str, str]:
     return req
 
 
-def _template(rng: random.Random, req: dict, prio: str | None, tolerate: bool, deletable: bool,
-              extra_ann: dict | None = None) -> dict:
+def _template(
+    rng: random.Random, req: dict, prio: str | None, tolerate: bool, deletable: bool, extra_ann: dict | None = None
+) -> dict:
     ann = {"sim.lavaflow.io/duration": f"{rng.randint(1, 90)}s", **(extra_ann or {})}
     if rng.random() < 0.1:
         ann["sim.lavaflow.io/exit-code"] = "1"
     if deletable and rng.random() < 0.08:
         at = int(ann.get("sim.lavaflow.io/submit-at", "0"))
         ann["sim.lavaflow.io/delete-at"] = f"{at + rng.randint(5, 120)}s"
-    spec: dict[str, Any] = {"restartPolicy": "Never",
-                            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": req}}]}
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": req}}],
+    }
     if prio:
         spec["priorityClassName"] = prio
     if tolerate:
@@ -130,15 +147,24 @@ def generate(seed: int) -> Scenario:
             faults += 1
             if rng.random() < 0.7:
                 ann["sim.lavaflow.io/recover-at"] = f"{at + rng.randint(5, 60)}s"
-        node = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": f"n{i}", "labels": {"kubernetes.io/hostname": f"n{i}", "zone": rng.choice("ab")},
-                             "annotations": ann},
-                "spec": {}, "status": {"allocatable": cap, "capacity": cap}}
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": f"n{i}",
+                "labels": {"kubernetes.io/hostname": f"n{i}", "zone": rng.choice("ab")},
+                "annotations": ann,
+            },
+            "spec": {},
+            "status": {"allocatable": cap, "capacity": cap},
+        }
         if i > 0 and rng.random() < 0.2:
             node["spec"]["taints"] = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
         text += _doc(node)
     for name, value in PRIORITIES.items():
-        text += _doc({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+        text += _doc(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+        )
     queues: dict[str, dict] = {}
     names = [f"q{i}" for i in range(rng.randint(1, 3))]
     for qname in names:
@@ -158,7 +184,9 @@ def generate(seed: int) -> Scenario:
         if rng.random() < 0.15:
             spec["reclaimable"] = False
         queues[qname] = {"parent": parent, "capability": cap}
-        text += _doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": qname}, "spec": spec})
+        text += _doc(
+            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": qname}, "spec": spec}
+        )
     # Leaf queues take the work (Volcano refuses jobs in a queue that has children).
     parents = {q["parent"] for q in queues.values() if q["parent"]}
     leaves = [q for q in names if q not in parents] or ["default"]
@@ -176,8 +204,11 @@ def generate(seed: int) -> Scenario:
             tasks = []
             for t in range(rng.randint(1, 3)):
                 replicas = rng.randint(1, 4)
-                task: dict[str, Any] = {"name": f"t{t}", "replicas": replicas,
-                                        "template": _template(rng, _req(rng, gpu_nodes), prio, tolerate, True)}
+                task: dict[str, Any] = {
+                    "name": f"t{t}",
+                    "replicas": replicas,
+                    "template": _template(rng, _req(rng, gpu_nodes), prio, tolerate, True),
+                }
                 if rng.random() < 0.3:
                     task["minAvailable"] = rng.randint(0, replicas)
                 tasks.append(task)
@@ -194,37 +225,82 @@ def generate(seed: int) -> Scenario:
             pg_spec: dict[str, Any] = {"minMember": rng.randint(1, n), "queue": queue}
             if prio:
                 pg_spec["priorityClassName"] = prio
-            text += _doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                          "metadata": {"name": name, "annotations": {"sim.lavaflow.io/submit-at": at}}, "spec": pg_spec})
+            text += _doc(
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "PodGroup",
+                    "metadata": {"name": name, "annotations": {"sim.lavaflow.io/submit-at": at}},
+                    "spec": pg_spec,
+                }
+            )
             req = _req(rng, gpu_nodes)
             for i in range(n):
-                tmpl = _template(rng, req, prio, tolerate, True,
-                                 {"scheduling.k8s.io/group-name": name, "sim.lavaflow.io/submit-at": at})
-                text += _doc({"apiVersion": "v1", "kind": "Pod",
-                              "metadata": {"name": f"{name}-{i}", **tmpl["metadata"]},
-                              "spec": {**tmpl["spec"], "schedulerName": "volcano"}})
+                tmpl = _template(
+                    rng,
+                    req,
+                    prio,
+                    tolerate,
+                    True,
+                    {"scheduling.k8s.io/group-name": name, "sim.lavaflow.io/submit-at": at},
+                )
+                text += _doc(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": f"{name}-{i}", **tmpl["metadata"]},
+                        "spec": {**tmpl["spec"], "schedulerName": "volcano"},
+                    }
+                )
         elif kind == "pods":
-            tmpl = _template(rng, _req(rng, gpu_nodes), prio, tolerate, True, {"sim.lavaflow.io/submit-at": at,
-                                                                               "scheduling.volcano.sh/queue-name": queue})
-            text += _doc({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **tmpl["metadata"]},
-                          "spec": {**tmpl["spec"], "schedulerName": "volcano"}})
+            tmpl = _template(
+                rng,
+                _req(rng, gpu_nodes),
+                prio,
+                tolerate,
+                True,
+                {"sim.lavaflow.io/submit-at": at, "scheduling.volcano.sh/queue-name": queue},
+            )
+            text += _doc(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, **tmpl["metadata"]},
+                    "spec": {**tmpl["spec"], "schedulerName": "volcano"},
+                }
+            )
         else:
             n = rng.randint(1, 4)
             tmpl = _template(rng, _req(rng, gpu_nodes), prio, tolerate, False)
             tmpl["spec"]["schedulerName"] = "volcano"
-            meta = {"name": name, "annotations": {"sim.lavaflow.io/submit-at": at,
-                                                  "scheduling.volcano.sh/group-min-member": str(rng.randint(1, n)),
-                                                  "scheduling.volcano.sh/queue-name": queue}}
+            meta = {
+                "name": name,
+                "annotations": {
+                    "sim.lavaflow.io/submit-at": at,
+                    "scheduling.volcano.sh/group-min-member": str(rng.randint(1, n)),
+                    "scheduling.volcano.sh/queue-name": queue,
+                },
+            }
             if rng.random() < 0.15:
                 meta["annotations"]["sim.lavaflow.io/delete-at"] = str(int(at) + rng.randint(1, 100))
             if kind == "deployment":
-                doc = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-                       "spec": {"replicas": n, "selector": {"matchLabels": {"app": name}},
-                                "template": {**tmpl, "metadata": {**tmpl["metadata"], "labels": {"app": name}}}}}
+                doc = {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": meta,
+                    "spec": {
+                        "replicas": n,
+                        "selector": {"matchLabels": {"app": name}},
+                        "template": {**tmpl, "metadata": {**tmpl["metadata"], "labels": {"app": name}}},
+                    },
+                }
             else:
                 tmpl["spec"]["restartPolicy"] = "Never"
-                doc = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-                       "spec": {"parallelism": n, "completions": n, "template": tmpl}}
+                doc = {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": meta,
+                    "spec": {"parallelism": n, "completions": n, "template": tmpl},
+                }
             text += _doc(doc)
     q_caps = {q: {"parent": v["parent"], "capability": v["capability"]} for q, v in queues.items()}
     return Scenario(seed=seed, text=text, conf=conf, queues=q_caps, faults=faults, workloads=per_queue)
@@ -250,8 +326,15 @@ class _Recorder:
         rec = self.pods.get(uid)
         now = self.sim.now
         if rec is None:
-            rec = self.pods[uid] = {"name": pod.key, "req": pod_requests(pod.spec), "start": None, "end": None,
-                                    "node": None, "group": None, "succeeded": False}
+            rec = self.pods[uid] = {
+                "name": pod.key,
+                "req": pod_requests(pod.spec),
+                "start": None,
+                "end": None,
+                "node": None,
+                "group": None,
+                "succeeded": False,
+            }
         group = pod.metadata.annotations.get("scheduling.k8s.io/group-name")
         if group:
             rec["group"] = f"{pod.namespace}/{group}"
@@ -287,8 +370,12 @@ def _overlaps(intervals: list[tuple[float, float, dict[str, float]]], cap: dict[
 
 
 def run(sc: Scenario, until: float | None = None) -> tuple[dict, _Recorder]:
-    sim = Simulation(prepare(load_text(sc.text)), scheduler="lavaflow", seed=sc.seed % 4,
-                     until=until if until is not None else _bound(sc))
+    sim = Simulation(
+        prepare(load_text(sc.text)),
+        scheduler="lavaflow",
+        seed=sc.seed % 4,
+        until=until if until is not None else _bound(sc),
+    )
     rec = _Recorder(sim)
     return sim.run(), rec
 
@@ -309,7 +396,11 @@ def check(sc: Scenario, determinism: bool = True) -> list[str]:
         if n > limit * max(jobs, 1):
             problems.append(f"liveness: {pod} evicted {n} times ({why})")
     end = r["endTime"]
-    ivals = [(p["start"], p["end"] if p["end"] is not None else end + 1, p) for p in rec.pods.values() if p["start"] is not None]
+    ivals = [
+        (p["start"], p["end"] if p["end"] is not None else end + 1, p)
+        for p in rec.pods.values()
+        if p["start"] is not None
+    ]
     # Nodes never above allocatable.
     for node in rec.sim.store.list("Node"):
         cap = {k: float(v) for k, v in node.allocatable.items() if k != "pods"}
@@ -334,7 +425,11 @@ def check(sc: Scenario, determinism: bool = True) -> list[str]:
         if hierarchy:
             members |= {c for c, v in sc.queues.items() if v["parent"] == qname}
         cap = {k: float(parse_quantity(v)) for k, v in q["capability"].items()}
-        mine = [(s, e, p["req"]) for s, e, p in ivals if p["group"] and rec.groups.get(p["group"], {}).get("queue") in members]
+        mine = [
+            (s, e, p["req"])
+            for s, e, p in ivals
+            if p["group"] and rec.groups.get(p["group"], {}).get("queue") in members
+        ]
         problems += _overlaps(mine, cap, f"queue {qname} over capability")
     # Every job ends or is stuck with a reason.
     stuck = {(s["namespace"], s["name"]): s["reason"] for s in r["stuck"]}

@@ -11,15 +11,15 @@ from typing import Any
 
 import yaml
 
+from lavaflow.api.kinds import API_KINDS
 from lavaflow.kube import codec
 from lavaflow.kube.client import ClientConfig, KubeClient, load_config
 from lavaflow.kube.controller_process import KubeControllers
 from lavaflow.kube.leader import LeaderElector
 from lavaflow.kube.ops import create_manifest, list_objects
-from lavaflow.api.kinds import API_KINDS, kind_info
 from lavaflow.kube.scheduler_process import KubeScheduler
-from lavaflow.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
 from lavaflow.kube.webhook import WebhookServer
+from lavaflow.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -53,7 +53,13 @@ def load_example(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
             cap = {k: str(v) for k, v in d["spec"]["capacity"].items()}
             for i in range(int(d["spec"].get("count", 1))):
                 nodes.append(
-                    fake_node(f"{d['metadata']['name']}-{i}", cap.get("cpu", "1"), cap.get("memory", "1Gi"), cap.get("pods", "110"), d["spec"].get("labels"))
+                    fake_node(
+                        f"{d['metadata']['name']}-{i}",
+                        cap.get("cpu", "1"),
+                        cap.get("memory", "1Gi"),
+                        cap.get("pods", "110"),
+                        d["spec"].get("labels"),
+                    )
                 )
         elif "sim.lavaflow.io/spawned-by" in ((d.get("metadata") or {}).get("annotations") or {}):
             held.append(d)
@@ -129,7 +135,15 @@ class Cluster:
         client = self.client()
         elector = None
         if self.lease:
-            elector = LeaderElector(client, "lavaflow-scheduler", "default", identity, lease_duration, lease_duration * 0.7, lease_duration / 5)
+            elector = LeaderElector(
+                client,
+                "lavaflow-scheduler",
+                "default",
+                identity,
+                lease_duration,
+                lease_duration * 0.7,
+                lease_duration / 5,
+            )
         s = KubeScheduler(client, period=self.period, identity=identity, elector=elector, **kw)
         stop = asyncio.Event()
         s._stop = stop  # type: ignore[attr-defined]
@@ -211,4 +225,4 @@ def node_usage(pods: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-__all__ = ["Cluster", "load_example", "node_usage", "resource"]
+__all__ = ["Cluster", "load_example", "node_usage"]

@@ -36,7 +36,6 @@ SAME_LAYER = {("api", "elastic"), ("elastic", "api"), ("testing", "kube"), ("cli
 SCHEDULER_BOTTOM = {"lavaflow.scheduler.model", "lavaflow.scheduler.resources"}
 
 
-
 def _module_name(path: Path) -> tuple[str, str]:
     """(module, package it is in) for a file under src/lavaflow."""
     parts = list(path.relative_to(SRC.parent).with_suffix("").parts)

@@ -87,7 +87,9 @@ def _dict(d: dict, nl: str, markers: set[int]) -> str:
     parts = []
     for k, v in d.items():
         f = scalar(type(v))
-        parts.append(_str(k if type(k) is str else _key(k)) + ": " + (f(v) if f is not None else _encode(v, inner, markers)))
+        parts.append(
+            _str(k if type(k) is str else _key(k)) + ": " + (f(v) if f is not None else _encode(v, inner, markers))
+        )
     markers.discard(i)
     return "{" + inner + ("," + inner).join(parts) + nl + "}"
 

@@ -263,7 +263,9 @@ def test_parse_duration_valid(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "s", "abc", "1x", "1d", "1h 30m", " 5s", "--1s", "1.5.5s", "h1", "-", "5S", "1e3s"])
+@pytest.mark.parametrize(
+    "text", ["", "s", "abc", "1x", "1d", "1h 30m", " 5s", "--1s", "1.5.5s", "h1", "-", "5S", "1e3s"]
+)
 def test_parse_duration_invalid(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
@@ -513,7 +515,9 @@ def test_policy_with_event_and_exit_code() -> None:
 
 
 def test_policy_with_events_list_and_exit_code_in_task() -> None:
-    problems = check(make_job(tasks=[task("w", 1, policies=[{"events": ["PodFailed"], "exitCode": 3, "action": "RestartJob"}])]))
+    problems = check(
+        make_job(tasks=[task("w", 1, policies=[{"events": ["PodFailed"], "exitCode": 3, "action": "RestartJob"}])])
+    )
     assert_problem(problems, "spec.tasks[0].policies[0]", "both")
 
 
@@ -543,7 +547,10 @@ def test_missing_action() -> None:
 
 
 def test_same_event_in_two_policies() -> None:
-    pols = [{"event": "PodFailed", "action": "RestartJob"}, {"events": ["PodEvicted", "PodFailed"], "action": "AbortJob"}]
+    pols = [
+        {"event": "PodFailed", "action": "RestartJob"},
+        {"events": ["PodEvicted", "PodFailed"], "action": "AbortJob"},
+    ]
     problems = check(make_job(policies=pols))
     assert_problem(problems, "spec.policies[1].events[1]", "'PodFailed'", "spec.policies[0]")
 
@@ -759,9 +766,17 @@ def test_partition_valid() -> None:
 
 def test_partition_bad_numbers() -> None:
     pp = {"totalPartitions": 0, "partitionSize": 2}
-    assert_problem(check(make_job(tasks=[task("w", 0, partitionPolicy=pp)])), "spec.tasks[0].partitionPolicy.totalPartitions", "at least 1")
+    assert_problem(
+        check(make_job(tasks=[task("w", 0, partitionPolicy=pp)])),
+        "spec.tasks[0].partitionPolicy.totalPartitions",
+        "at least 1",
+    )
     pp = {"totalPartitions": 2, "partitionSize": 0}
-    assert_problem(check(make_job(tasks=[task("w", 0, partitionPolicy=pp)])), "spec.tasks[0].partitionPolicy.partitionSize", "at least 1")
+    assert_problem(
+        check(make_job(tasks=[task("w", 0, partitionPolicy=pp)])),
+        "spec.tasks[0].partitionPolicy.partitionSize",
+        "at least 1",
+    )
     pp = {"totalPartitions": 2, "partitionSize": 1, "minPartitions": 3}
     problems = check(make_job(tasks=[task("w", 2, minAvailable=2, partitionPolicy=pp)]))
     assert_problem(problems, "spec.tasks[0].partitionPolicy.minPartitions", "(3)", "(2)")
@@ -1018,7 +1033,9 @@ def test_queue_guarantee_above_capability_without_deserved() -> None:
 
 
 def test_queue_order_only_for_shared_resources() -> None:
-    q = make_queue("q1", guarantee={"resource": {"memory": "1Gi"}}, deserved={"cpu": "8"}, capability={"nvidia.com/gpu": "1"})
+    q = make_queue(
+        "q1", guarantee={"resource": {"memory": "1Gi"}}, deserved={"cpu": "8"}, capability={"nvidia.com/gpu": "1"}
+    )
     assert validate_queue(q, queue_map()) == []
 
 
@@ -1117,7 +1134,10 @@ def test_queue_delete_ok_and_missing() -> None:
 
 def make_pod(annotations: dict[str, str], scheduler: str = "volcano") -> Pod:
     return Pod.model_validate(
-        {"metadata": {"name": "p", "annotations": annotations}, "spec": {"schedulerName": scheduler, "containers": [{"name": "c"}]}}
+        {
+            "metadata": {"name": "p", "annotations": annotations},
+            "spec": {"schedulerName": scheduler, "containers": [{"name": "c"}]},
+        }
     )
 
 

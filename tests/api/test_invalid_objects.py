@@ -29,28 +29,68 @@ def _template():
 
 
 VALID = {
-    "Node": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"},
-             "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}},
-    "NodeGroup": {"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup", "metadata": {"name": "grp"},
-                  "spec": {"count": 2, "capacity": {"cpu": "4", "memory": "8Gi"}}},
-    "Queue": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "team"},
-              "spec": {"weight": 1, "capability": {"cpu": "8"}}},
-    "PriorityClass": {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
-                      "value": 1000},
+    "Node": {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-a"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    },
+    "NodeGroup": {
+        "apiVersion": "sim.lavaflow.io/v1alpha1",
+        "kind": "NodeGroup",
+        "metadata": {"name": "grp"},
+        "spec": {"count": 2, "capacity": {"cpu": "4", "memory": "8Gi"}},
+    },
+    "Queue": {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "team"},
+        "spec": {"weight": 1, "capability": {"cpu": "8"}},
+    },
+    "PriorityClass": {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    },
     "Namespace": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns-a"}},
     "Pod": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pod-a"}, "spec": {"containers": [_container()]}},
-    "Job": {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "job-a"},
-            "spec": {"minAvailable": 1, "tasks": [{"name": "t", "replicas": 2, "template": _template()}]}},
-    "PodGroup": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "pg-a"},
-                 "spec": {"minMember": 1, "minResources": {"cpu": "1"}}},
-    "Deployment": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "dep-a"},
-                   "spec": {"replicas": 2, "template": _template()}},
-    "ReplicaSet": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "rs-a"},
-                   "spec": {"replicas": 2, "template": _template()}},
-    "StatefulSet": {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "sts-a"},
-                    "spec": {"replicas": 2, "template": _template()}},
-    "BatchJob": {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "bj-a"},
-                 "spec": {"parallelism": 2, "template": _template()}},
+    "Job": {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "job-a"},
+        "spec": {"minAvailable": 1, "tasks": [{"name": "t", "replicas": 2, "template": _template()}]},
+    },
+    "PodGroup": {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg-a"},
+        "spec": {"minMember": 1, "minResources": {"cpu": "1"}},
+    },
+    "Deployment": {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "dep-a"},
+        "spec": {"replicas": 2, "template": _template()},
+    },
+    "ReplicaSet": {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "rs-a"},
+        "spec": {"replicas": 2, "template": _template()},
+    },
+    "StatefulSet": {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "sts-a"},
+        "spec": {"replicas": 2, "template": _template()},
+    },
+    "BatchJob": {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "bj-a"},
+        "spec": {"parallelism": 2, "template": _template()},
+    },
 }
 
 
@@ -127,31 +167,62 @@ def _negative_min_resources(doc):
 
 
 POD_KINDS = ("Pod", "Job", "Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
-NAMED = ("Node", "NodeGroup", "Queue", "PriorityClass", "Namespace", "Pod", "PodGroup", "Deployment", "ReplicaSet",
-         "StatefulSet", "BatchJob", "Job")
+NAMED = (
+    "Node",
+    "NodeGroup",
+    "Queue",
+    "PriorityClass",
+    "Namespace",
+    "Pod",
+    "PodGroup",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "BatchJob",
+    "Job",
+)
 DEFECTS = {
     "name": (NAMED, _bad_name, lambda d: "metadata.name"),
     "namespace": (("Pod", "PodGroup", "Deployment", "Job"), _bad_namespace, lambda d: "metadata.namespace"),
     "no-containers": (POD_KINDS, _no_containers, lambda d: f"{_pod_base(d)}.containers"),
     "unnamed-container": (POD_KINDS, _unnamed_container, lambda d: f"{_pod_base(d)}.containers[1].name"),
     "bad-container-name": (POD_KINDS, _bad_container_name, lambda d: f"{_pod_base(d)}.containers[1].name"),
-    "negative-request": (POD_KINDS, _negative_request,
-                         lambda d: f"{_pod_base(d)}.containers[0].resources.requests[memory]"),
-    "negative-limit": (POD_KINDS, _negative_limit,
-                       lambda d: f"{_pod_base(d)}.containers[0].resources.limits[nvidia.com/gpu]"),
-    "negative-capacity": (("Node", "NodeGroup"), _negative_capacity,
-                          lambda d: "spec.capacity[memory]" if d["kind"] == "NodeGroup" else "status.allocatable[memory]"),
+    "negative-request": (
+        POD_KINDS,
+        _negative_request,
+        lambda d: f"{_pod_base(d)}.containers[0].resources.requests[memory]",
+    ),
+    "negative-limit": (
+        POD_KINDS,
+        _negative_limit,
+        lambda d: f"{_pod_base(d)}.containers[0].resources.limits[nvidia.com/gpu]",
+    ),
+    "negative-capacity": (
+        ("Node", "NodeGroup"),
+        _negative_capacity,
+        lambda d: "spec.capacity[memory]" if d["kind"] == "NodeGroup" else "status.allocatable[memory]",
+    ),
     "negative-capability": (("Queue",), _negative_capability, lambda d: "spec.capability[memory]"),
     "priority-value": (("PriorityClass",), _huge_value, lambda d: "value"),
-    "int32-replicas": (("Job", "Deployment", "ReplicaSet", "StatefulSet", "BatchJob"), _huge_replicas,
-                       lambda d: "spec.tasks[0].replicas" if d["kind"] == "Job" and "tasks" in d["spec"]
-                       else ("spec.parallelism" if "parallelism" in d["spec"] else "spec.replicas")),
+    "int32-replicas": (
+        ("Job", "Deployment", "ReplicaSet", "StatefulSet", "BatchJob"),
+        _huge_replicas,
+        lambda d: (
+            "spec.tasks[0].replicas"
+            if d["kind"] == "Job" and "tasks" in d["spec"]
+            else ("spec.parallelism" if "parallelism" in d["spec"] else "spec.replicas")
+        ),
+    ),
     "negative-min-resources": (("PodGroup",), _negative_min_resources, lambda d: "spec.minResources[cpu]"),
 }
 # Defects whose fix of one field would hide another (an empty container list has no container[1]).
-EXCLUSIVE = {("no-containers", "unnamed-container"), ("no-containers", "bad-container-name"),
-             ("no-containers", "negative-request"), ("no-containers", "negative-limit"),
-             ("unnamed-container", "bad-container-name")}
+EXCLUSIVE = {
+    ("no-containers", "unnamed-container"),
+    ("no-containers", "bad-container-name"),
+    ("no-containers", "negative-request"),
+    ("no-containers", "negative-limit"),
+    ("unnamed-container", "bad-container-name"),
+}
 
 
 @st.composite
@@ -160,8 +231,9 @@ def invalid_docs(draw):
     doc = copy.deepcopy(VALID[kind])
     applicable = sorted(n for n, (kinds, _, _) in DEFECTS.items() if kind in kinds)
     chosen = draw(st.lists(st.sampled_from(applicable), min_size=1, max_size=3, unique=True))
-    chosen = [c for i, c in enumerate(chosen)
-              if not any((p, c) in EXCLUSIVE or (c, p) in EXCLUSIVE for p in chosen[:i])]
+    chosen = [
+        c for i, c in enumerate(chosen) if not any((p, c) in EXCLUSIVE or (c, p) in EXCLUSIVE for p in chosen[:i])
+    ]
     expected = []
     for name in chosen:
         _, mutate, path = DEFECTS[name]
@@ -201,7 +273,7 @@ def test_valid_objects_of_every_kind_are_accepted():
 
 def test_cli_exit_code_2_and_one_line_per_problem(tmp_path):
     docs = []
-    for i, kind in enumerate(("Node", "Pod", "Queue", "PriorityClass")):
+    for kind in ("Node", "Pod", "Queue", "PriorityClass"):
         d = copy.deepcopy(VALID[kind])
         _bad_name(d)
         docs.append(d)

@@ -30,7 +30,9 @@ def test_the_simulators_own_kinds_are_not_in_the_kubernetes_api():
     assert "NodeGroup" not in API_KINDS
     with pytest.raises(KeyError, match="does not know where 'NodeGroup' lives"):
         kind_info("NodeGroup")
-    assert load_text("apiVersion: sim.lavaflow.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: n}\nspec: {capacity: {cpu: 1}}\n")
+    assert load_text(
+        "apiVersion: sim.lavaflow.io/v1alpha1\nkind: NodeGroup\nmetadata: {name: n}\nspec: {capacity: {cpu: 1}}\n"
+    )
 
 
 def test_older_priorityclass_versions_load_but_are_not_offered():
@@ -38,12 +40,23 @@ def test_older_priorityclass_versions_load_but_are_not_offered():
     assert load_text(doc)[0].obj.value == 10
     with pytest.raises(InputError) as err:
         load_text("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n")
-    assert "PriorityClass (scheduling.k8s.io/v1)" in str(err.value) and "scheduling.k8s.io/v1beta1" not in str(err.value)
+    assert "PriorityClass (scheduling.k8s.io/v1)" in str(err.value) and "scheduling.k8s.io/v1beta1" not in str(
+        err.value
+    )
 
 
 def test_every_kind_the_webhook_serves_has_admission_rules():
     served = [k for k in ALL if k.webhook_ops]
-    assert {k.kind for k in served} == {"Job", "PodGroup", "Queue", "Pod", "JobFlow", "JobTemplate", "Command", "HyperNode"}
+    assert {k.kind for k in served} == {
+        "Job",
+        "PodGroup",
+        "Queue",
+        "Pod",
+        "JobFlow",
+        "JobTemplate",
+        "Command",
+        "HyperNode",
+    }
     for k in served:
         assert k.admission is admission.RULES[k.kind]
         assert "CREATE" in k.webhook_ops

@@ -134,9 +134,7 @@ def test_parse_yaml_scalars() -> None:
 
 def test_model_fields_parse_quantities() -> None:
     c = Container.model_validate(
-        yaml.safe_load(
-            "name: a\nresources:\n  requests: {cpu: 250m, memory: 64Mi}\n  limits: {cpu: 1}\n"
-        )
+        yaml.safe_load("name: a\nresources:\n  requests: {cpu: 250m, memory: 64Mi}\n  limits: {cpu: 1}\n")
     )
     assert c.resources.requests["cpu"] == Decimal("0.25")
     assert c.resources.requests["memory"] == 64 * 2**20
@@ -199,9 +197,7 @@ def test_parse_invalid_strings(text: str) -> None:
         parse_quantity(text)
 
 
-@pytest.mark.parametrize(
-    "value", [True, False, None, [1], {"a": 1}, b"1", float("nan"), float("inf"), float("-inf")]
-)
+@pytest.mark.parametrize("value", [True, False, None, [1], {"a": 1}, b"1", float("nan"), float("inf"), float("-inf")])
 def test_parse_invalid_types(value: object) -> None:
     with pytest.raises(QuantityError):
         parse_quantity(value)  # type: ignore[arg-type]
@@ -253,7 +249,7 @@ def test_format_memory_non_round_is_approximate() -> None:
     assert abs(quantity_to_float(text) - 1.2345 * 2**30) < 0.05 * 2**30
 
 
-@given(st.integers(min_value=-10**6, max_value=10**6))
+@given(st.integers(min_value=-(10**6), max_value=10**6))
 def test_format_cpu_round_trips(millicores: int) -> None:
     amount = millicores / 1000
     text = format_quantity("cpu", amount)
@@ -282,7 +278,7 @@ def test_format_memory_just_below_ti_multiple() -> None:
 
 
 @given(
-    st.integers(min_value=-10**9, max_value=10**9),
+    st.integers(min_value=-(10**9), max_value=10**9),
     st.sampled_from(["", "n", "u", "m", "k", "M", "G", "T", "P", "Ki", "Mi", "Gi", "Ti"]),
 )
 def test_parse_integer_with_suffix(number: int, suffix: str) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -46,15 +46,11 @@ def lsel(**kw: Any) -> LabelSelector:
 
 
 def lreq(key: str, op: str, *values: str) -> LabelSelectorRequirement:
-    return LabelSelectorRequirement.model_validate(
-        {"key": key, "operator": op, "values": list(values)}
-    )
+    return LabelSelectorRequirement.model_validate({"key": key, "operator": op, "values": list(values)})
 
 
 def nreq(key: str, op: str, *values: str) -> NodeSelectorRequirement:
-    return NodeSelectorRequirement.model_validate(
-        {"key": key, "operator": op, "values": list(values)}
-    )
+    return NodeSelectorRequirement.model_validate({"key": key, "operator": op, "values": list(values)})
 
 
 def term(
@@ -149,9 +145,7 @@ class TestLabelSelector:
         assert label_selector_matches(sel, NODE)
         assert not label_selector_matches(sel, {"zone": "a", "disk": "hdd"})
         assert not label_selector_matches(sel, {"zone": "b", "disk": "ssd"})
-        sel2 = LabelSelector(
-            match_expressions=[lreq("zone", "Exists"), lreq("gpu-type", "DoesNotExist")]
-        )
+        sel2 = LabelSelector(match_expressions=[lreq("zone", "Exists"), lreq("gpu-type", "DoesNotExist")])
         assert label_selector_matches(sel2, NODE)
         assert not label_selector_matches(sel2, {**NODE, "gpu-type": "a100"})
 
@@ -214,9 +208,7 @@ class TestNodeSelectorRequirement:
         assert node_selector_requirement_matches(nreq("n", "Lt", "0"), {"n": small})
         assert node_selector_requirement_matches(nreq("n", "Lt", big), {"n": "0"})
         assert not node_selector_requirement_matches(nreq("n", "Gt", str(2**63)), {"n": "0"})
-        assert not node_selector_requirement_matches(
-            nreq("n", "Lt", "0"), {"n": str(-(2**63) - 1)}
-        )
+        assert not node_selector_requirement_matches(nreq("n", "Lt", "0"), {"n": str(-(2**63) - 1)})
 
     @pytest.mark.parametrize(
         "req",
@@ -331,9 +323,7 @@ class TestNodeSelector:
         assert not node_selector_matches(sel, {"zone": "c", "gpus": "1"}, "n1")
 
     def test_invalid_term_does_not_spoil_valid_ones(self) -> None:
-        sel = NodeSelector(
-            node_selector_terms=[term([nreq("gpus", "Gt", "x")]), term([nreq("zone", "In", "a")])]
-        )
+        sel = NodeSelector(node_selector_terms=[term([nreq("gpus", "Gt", "x")]), term([nreq("zone", "In", "a")])])
         assert node_selector_matches(sel, NODE, "n1")
         assert not node_selector_matches(sel, {"zone": "b"}, "n1")
 
@@ -341,9 +331,7 @@ class TestNodeSelector:
 # --- pod / node fit --------------------------------------------------------
 
 
-def affinity_spec(
-    required: Any = None, preferred: Any = None, node_selector: Any = None
-) -> PodSpec:
+def affinity_spec(required: Any = None, preferred: Any = None, node_selector: Any = None) -> PodSpec:
     node_affinity: dict[str, Any] = {}
     if required is not None:
         node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
@@ -382,9 +370,7 @@ class TestPodFitsNodeLabels:
     def test_required_affinity(self) -> None:
         s = affinity_spec(
             required={
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}
-                ]
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]
             }
         )
         assert pod_fits_node_labels(s, NODE, "n1")
@@ -399,9 +385,7 @@ class TestPodFitsNodeLabels:
     def test_selector_and_affinity_anded(self) -> None:
         s = affinity_spec(
             required={
-                "nodeSelectorTerms": [
-                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
-                ]
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
             },
             node_selector={"zone": "a"},
         )
@@ -651,11 +635,7 @@ class TestPodRequests:
     def test_sidecars_add_to_containers(self) -> None:
         s = spec(
             {
-                "initContainers": [
-                    container(
-                        {"cpu": "500m", "memory": "64Mi"}, name="proxy", restartPolicy="Always"
-                    )
-                ],
+                "initContainers": [container({"cpu": "500m", "memory": "64Mi"}, name="proxy", restartPolicy="Always")],
                 "containers": [container({"cpu": "1", "memory": "1Gi"})],
             }
         )

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from conftest import node_group, simulate
-
 from lavaflow.api.loader import load_files
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
@@ -42,8 +41,11 @@ def test_capacity_guide_queue2_reclaims_what_its_podgroup_needs_and_queue1_keeps
 def test_capacity_guide_with_a_one_pod_gang_reclaims_for_one_pod():
     # Volcano v1.13 re-checks JobStarving after each reclaimed task: a Deployment's PodGroup has
     # minMember 1 by default, so it stops after one pod (the guide's 6 needs group-min-member).
-    text = (DATA / "capacity-borrow-reclaim.yaml").read_text().replace(
-        'scheduling.volcano.sh/group-min-member: "6"', 'scheduling.volcano.sh/group-min-member: "1"')
+    text = (
+        (DATA / "capacity-borrow-reclaim.yaml")
+        .read_text()
+        .replace('scheduling.volcano.sh/group-min-member: "6"', 'scheduling.volcano.sh/group-min-member: "1"')
+    )
     r = simulate(text, until=120)
     lender = [p for p in r["pods"] if p["name"].startswith("lender-")]
     borrower = [p for p in r["pods"] if p["name"].startswith("borrower-")]
@@ -62,21 +64,51 @@ def test_deployment_example_runs_in_its_queue_on_kubelet_labels():
 
 
 def test_ray_job_plugin_runs_without_warnings():
-    job = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "ray"},
-               "spec": {"minAvailable": 3, "schedulerName": "volcano", "plugins": {"ray": []},
-                        "tasks": [{"name": "head", "replicas": 1, "template": {"spec": {"containers": [{"name": "h"}]}}},
-                                  {"name": "worker", "replicas": 2, "template": {"spec": {"containers": [{"name": "w"}]}}}]}})
+    job = doc(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "ray"},
+            "spec": {
+                "minAvailable": 3,
+                "schedulerName": "volcano",
+                "plugins": {"ray": []},
+                "tasks": [
+                    {"name": "head", "replicas": 1, "template": {"spec": {"containers": [{"name": "h"}]}}},
+                    {"name": "worker", "replicas": 2, "template": {"spec": {"containers": [{"name": "w"}]}}},
+                ],
+            },
+        }
+    )
     r = simulate(node_group("n", cpu="4") + job)
     assert r["jobs"][0]["phase"] == "Completed"
     assert not r.get("warnings")  # the ray job plugin is implemented (head service, ports, commands)
 
 
 def test_priority_class_of_older_api_versions_is_accepted():
-    pcs = "".join(doc({"apiVersion": f"scheduling.k8s.io/{v}", "kind": "PriorityClass", "metadata": {"name": f"pc-{v}"},
-                       "value": 10}) for v in ("v1beta1", "v1alpha1"))
-    job = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"},
-               "spec": {"minAvailable": 1, "priorityClassName": "pc-v1beta1",
-                        "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}]}})
+    pcs = "".join(
+        doc(
+            {
+                "apiVersion": f"scheduling.k8s.io/{v}",
+                "kind": "PriorityClass",
+                "metadata": {"name": f"pc-{v}"},
+                "value": 10,
+            }
+        )
+        for v in ("v1beta1", "v1alpha1")
+    )
+    job = doc(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j"},
+            "spec": {
+                "minAvailable": 1,
+                "priorityClassName": "pc-v1beta1",
+                "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}],
+            },
+        }
+    )
     r = simulate(node_group("n") + pcs + job)
     assert r["jobs"][0]["phase"] == "Completed"
 
@@ -85,17 +117,35 @@ def test_task_start_dependency_chain_on_linux_nodes():
     # After Volcano's example/task-start-dependency: minAvailable 1, three tasks chained by
     # dependsOn, every pod selecting kubernetes.io/os: linux (set by the kubelet on real nodes).
     def task(name: str, replicas: int, after: str | None) -> dict:
-        t = {"name": name, "replicas": replicas, "template": {
-            "metadata": {"annotations": {"sim.lavaflow.io/duration": "20s"}},
-            "spec": {"nodeSelector": {"kubernetes.io/os": "linux"}, "restartPolicy": "OnFailure",
-                     "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]}}}
+        t = {
+            "name": name,
+            "replicas": replicas,
+            "template": {
+                "metadata": {"annotations": {"sim.lavaflow.io/duration": "20s"}},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "restartPolicy": "OnFailure",
+                    "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}],
+                },
+            },
+        }
         if after:
             t["dependsOn"] = {"name": [after]}
         return t
 
-    job = doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "chain"},
-               "spec": {"schedulerName": "volcano", "queue": "default", "minAvailable": 1,
-                        "tasks": [task("first", 1, None), task("second", 2, "first"), task("third", 2, "second")]}})
+    job = doc(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "chain"},
+            "spec": {
+                "schedulerName": "volcano",
+                "queue": "default",
+                "minAvailable": 1,
+                "tasks": [task("first", 1, None), task("second", 2, "first"), task("third", 2, "second")],
+            },
+        }
+    )
     r = simulate(node_group("n", cpu="2") + job)
     assert r["jobs"][0]["phase"] == "Completed"
     start = {}

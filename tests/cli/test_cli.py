@@ -107,7 +107,11 @@ def test_compare_table_shows_both():
 
 
 def test_seed_until_and_default_duration(tmp_path, cluster):
-    w = write(tmp_path, "w.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, resources: {requests: {cpu: '1'}}}]\n")
+    w = write(
+        tmp_path,
+        "w.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, resources: {requests: {cpu: '1'}}}]\n",
+    )
     r = run("simulate", cluster, w, "--output", "json", "--default-duration", "5m", "--seed", "3")
     res = json.loads(r.stdout)
     p = res["pods"][0]
@@ -136,15 +140,23 @@ def test_report_without_matplotlib_is_a_clear_error(tmp_path):
     # matplotlib is the report extra: without it --report is refused before anything runs
     out = tmp_path / "report.html"
     code = "import sys; sys.modules['matplotlib'] = None; from lavaflow.cli import main; main()"
-    r = subprocess.run([sys.executable, "-c", code, "simulate", str(EXAMPLES / "mpi-hello.yaml"), "--report", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code, "simulate", str(EXAMPLES / "mpi-hello.yaml"), "--report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr
     assert "--report" in r.stderr and "lavaflow[report]" in r.stderr and "Traceback" not in r.stderr
     assert not out.exists()
 
 
 def test_config_option(tmp_path):
-    conf = write(tmp_path, "conf.yaml", 'actions: "allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n')
+    conf = write(
+        tmp_path,
+        "conf.yaml",
+        'actions: "allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n',
+    )
     r = run("simulate", EXAMPLES / "mpi-hello.yaml", "--config", conf, "--output", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["jobs"][0]["phase"] == "Completed"
@@ -172,17 +184,26 @@ spec:
 
 CASES = {
     "kind": ("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", ["document 1", "Service/s", "unsupported kind"]),
-    "quantity": ("---\n" + POD.format(ann="", res=", resources: {requests: {cpu: '1x'}}"),
-                 ["document 1", "Pod/p", "spec.containers[0].resources.requests.cpu", "quantity"]),
-    "noname": ("apiVersion: v1\nkind: Pod\nmetadata: {labels: {a: b}}\nspec:\n  containers: [{name: c}]\n",
-               ["document 1", "Pod", "metadata.name", "required"]),
+    "quantity": (
+        "---\n" + POD.format(ann="", res=", resources: {requests: {cpu: '1x'}}"),
+        ["document 1", "Pod/p", "spec.containers[0].resources.requests.cpu", "quantity"],
+    ),
+    "noname": (
+        "apiVersion: v1\nkind: Pod\nmetadata: {labels: {a: b}}\nspec:\n  containers: [{name: c}]\n",
+        ["document 1", "Pod", "metadata.name", "required"],
+    ),
     "minavailable": (JOB.format(extra="minAvailable: 5"), ["document 1", "Job/j", "spec.minAvailable", "greater than"]),
     "queue": (JOB.format(extra="queue: nope"), ["document 1", "Job/j", "spec.queue", "nope"]),
-    "duration": (POD.format(ann=", annotations: {sim.lavaflow.io/duration: soon}", res=""),
-                 ["document 1", "Pod/p", "metadata.annotations[sim.lavaflow.io/duration]", "soon"]),
-    "spawned-by": (POD.format(ann=", annotations: {sim.lavaflow.io/spawned-by: ghost}", res=""),
-                   ["document 1", "Pod/p", "metadata.annotations[sim.lavaflow.io/spawned-by]", "ghost"]),
-    "configmap": ("""apiVersion: v1
+    "duration": (
+        POD.format(ann=", annotations: {sim.lavaflow.io/duration: soon}", res=""),
+        ["document 1", "Pod/p", "metadata.annotations[sim.lavaflow.io/duration]", "soon"],
+    ),
+    "spawned-by": (
+        POD.format(ann=", annotations: {sim.lavaflow.io/spawned-by: ghost}", res=""),
+        ["document 1", "Pod/p", "metadata.annotations[sim.lavaflow.io/spawned-by]", "ghost"],
+    ),
+    "configmap": (
+        """apiVersion: v1
 kind: ConfigMap
 metadata: {name: volcano-scheduler-configmap}
 data:
@@ -191,8 +212,9 @@ data:
     tiers:
     - plugins:
       - name: gang
-""", ["document 1", "ConfigMap/volcano-scheduler-configmap", "data[volcano-scheduler.conf].actions",
-      "nosuchaction"]),
+""",
+        ["document 1", "ConfigMap/volcano-scheduler-configmap", "data[volcano-scheduler.conf].actions", "nosuchaction"],
+    ),
 }
 
 
@@ -214,8 +236,15 @@ def test_invalid_yaml(tmp_path, cluster):
 
 
 def test_document_number_counts_documents(tmp_path):
-    f = write(tmp_path, "multi.yaml", node_group(count=1) + "---\n" + POD.format(ann="", res="")
-              + "---\n" + POD.format(ann="", res=", resources: {requests: {memory: lots}}").replace("name: p", "name: q"))
+    f = write(
+        tmp_path,
+        "multi.yaml",
+        node_group(count=1)
+        + "---\n"
+        + POD.format(ann="", res="")
+        + "---\n"
+        + POD.format(ann="", res=", resources: {requests: {memory: lots}}").replace("name: p", "name: q"),
+    )
     (line,) = bad(run("simulate", f))
     assert "multi.yaml: document 3: Pod/q: spec.containers[0].resources.requests.memory" in line
 
@@ -224,8 +253,14 @@ def test_document_number_counts_documents(tmp_path):
 def test_every_problem_of_every_file_is_reported(tmp_path, cluster, cases):
     # Parsing problems are all reported together; so are admission/annotation problems
     # (which are checked once every document has parsed).
-    files = [write(tmp_path, f"{case}.yaml", CASES[case][0].replace("{name: p", f"{{name: p-{case}").replace(
-        "{name: j}", f"{{name: j-{case}}}")) for case in cases]
+    files = [
+        write(
+            tmp_path,
+            f"{case}.yaml",
+            CASES[case][0].replace("{name: p", f"{{name: p-{case}").replace("{name: j}", f"{{name: j-{case}}}"),
+        )
+        for case in cases
+    ]
     lines = bad(run("simulate", cluster, *files))
     assert len(lines) == len(cases), lines
     for case in cases:
@@ -274,14 +309,30 @@ def test_json_writer_matches_the_standard_library_byte_for_byte():
     class Level(enum.IntEnum):
         HIGH = 3
 
-    class Colour(str, enum.Enum):
+    class Colour(str, enum.Enum):  # noqa: UP042 (a str-mixin enum is what the test feeds)
         RED = "red"
 
     samples = [
-        {}, [], (), "", 0, -1, 1.5, 1e-7, 1e22, float("nan"), float("inf"), -float("inf"), None, True, False,
-        {"a": [1, 2.5, None, True, False, "é\n\"\\ \u2028", {"b": {}}, []], 1: "x", 2.5: 1, True: 2, None: 3, False: 0},
+        {},
+        [],
+        (),
+        "",
+        0,
+        -1,
+        1.5,
+        1e-7,
+        1e22,
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+        None,
+        True,
+        False,
+        {"a": [1, 2.5, None, True, False, 'é\n"\\ \u2028', {"b": {}}, []], 1: "x", 2.5: 1, True: 2, None: 3, False: 0},  # noqa: F601 (True and 1 collide on purpose)
         {"enum": Level.HIGH, "str-enum": Colour.RED, "np": [np.float64(0.1), np.int64(4), np.bool_(True)]},
-        {"tuple": (1, (2, [3])), "object": object, "path": Path("/tmp/x")}, [[[]]], [{"p": {"q": [{}]}}],
+        {"tuple": (1, (2, [3])), "object": object, "path": Path("/tmp/x")},
+        [[[]]],
+        [{"p": {"q": [{}]}}],
     ]
     result = simulate((EXAMPLES / "spark-wordcount.yaml").read_text())
     for obj in samples + [result]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, node_group, simulate
+from conftest import EXAMPLES, simulate
 from lavaflow.api.loader import InputError, load_text
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
@@ -26,31 +26,54 @@ SUBMIT_AT = "sim.lavaflow.io/submit-at"
 
 
 # ---------------------------------------------------------------- builders
-def vjob(name: str, tasks: list[dict], min_available: int | None = None, policies: list[dict] | None = None,
-         max_retry: int | None = None, min_success: int | None = None, plugins: dict | None = None,
-         ttl: int | None = None, submit_at: str | None = None, queue: str | None = None) -> str:
+def vjob(
+    name: str,
+    tasks: list[dict],
+    min_available: int | None = None,
+    policies: list[dict] | None = None,
+    max_retry: int | None = None,
+    min_success: int | None = None,
+    plugins: dict | None = None,
+    ttl: int | None = None,
+    submit_at: str | None = None,
+    queue: str | None = None,
+) -> str:
     """A batch.volcano.sh Job document; each task dict takes name, replicas, duration, exit, delete_at,
     requests, priority_class, and the TaskSpec keys minAvailable, policies, maxRetry, dependsOn."""
     spec: dict = {"schedulerName": "volcano", "tasks": []}
-    for key, value in (("minAvailable", min_available), ("policies", policies), ("maxRetry", max_retry),
-                       ("minSuccess", min_success), ("plugins", plugins), ("ttlSecondsAfterFinished", ttl),
-                       ("queue", queue)):
+    for key, value in (
+        ("minAvailable", min_available),
+        ("policies", policies),
+        ("maxRetry", max_retry),
+        ("minSuccess", min_success),
+        ("plugins", plugins),
+        ("ttlSecondsAfterFinished", ttl),
+        ("queue", queue),
+    ):
         if value is not None:
             spec[key] = value
     for t in tasks:
         ann = {}
-        for k, a in (("duration", "sim.lavaflow.io/duration"), ("exit", "sim.lavaflow.io/exit-code"),
-                     ("delete_at", "sim.lavaflow.io/delete-at")):
+        for k, a in (
+            ("duration", "sim.lavaflow.io/duration"),
+            ("exit", "sim.lavaflow.io/exit-code"),
+            ("delete_at", "sim.lavaflow.io/delete-at"),
+        ):
             if k in t:
                 ann[a] = str(t[k])
         pod_spec: dict = {
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": t.get("requests", {"cpu": "1"})}}],
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": t.get("requests", {"cpu": "1"})}}
+            ],
             "restartPolicy": "Never",
         }
         if "priority_class" in t:
             pod_spec["priorityClassName"] = t["priority_class"]
-        task = {"name": t.get("name", "t"), "replicas": t.get("replicas", 1),
-                "template": {"metadata": {"annotations": ann}, "spec": pod_spec}}
+        task = {
+            "name": t.get("name", "t"),
+            "replicas": t.get("replicas", 1),
+            "template": {"metadata": {"annotations": ann}, "spec": pod_spec},
+        }
         for k in ("minAvailable", "policies", "maxRetry", "dependsOn"):
             if k in t:
                 task[k] = t[k]
@@ -58,31 +81,63 @@ def vjob(name: str, tasks: list[dict], min_available: int | None = None, policie
     meta: dict = {"name": name}
     if submit_at is not None:
         meta["annotations"] = {SUBMIT_AT: submit_at}
-    return "---\n" + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec}) + "\n"
+    return (
+        "---\n"
+        + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec})
+        + "\n"
+    )
 
 
 def nodes(name: str = "n", count: int = 1, cpu: str = "4", **annotations: str) -> str:
     """A NodeGroup whose annotations (fail-at, recover-at) are copied to its nodes."""
-    doc = {"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup",
-           "metadata": {"name": name, "annotations": annotations},
-           "spec": {"count": count, "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+    doc = {
+        "apiVersion": "sim.lavaflow.io/v1alpha1",
+        "kind": "NodeGroup",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"count": count, "capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
+    }
     return "---\n" + json.dumps(doc) + "\n"
 
 
 def command(name: str, action: str, kind: str, target: str, at: str) -> str:
-    return "---\n" + json.dumps({"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
-                                 "metadata": {"name": name, "annotations": {SUBMIT_AT: at}},
-                                 "action": action, "target": {"kind": kind, "name": target}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "bus.volcano.sh/v1alpha1",
+                "kind": "Command",
+                "metadata": {"name": name, "annotations": {SUBMIT_AT: at}},
+                "action": action,
+                "target": {"kind": kind, "name": target},
+            }
+        )
+        + "\n"
+    )
 
 
 def queue(name: str) -> str:
-    return "---\n" + json.dumps({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                                 "metadata": {"name": name}, "spec": {"weight": 1}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": 1},
+            }
+        )
+        + "\n"
+    )
 
 
 def priority_class(name: str, value: int) -> str:
-    return "---\n" + json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                 "metadata": {"name": name}, "value": value}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+        )
+        + "\n"
+    )
 
 
 def run_sim(text: str, until: float | None = 300, watch: dict | None = None) -> tuple[Simulation, dict]:
@@ -111,8 +166,9 @@ def records(result: dict, job: str = "j") -> list[dict]:
 
 def live_pods(sim: Simulation, job: str = "j") -> dict[str, str]:
     """Pods still in the store at the end: name -> phase."""
-    return {p.name: p.status.phase for p in sim.store.list("Pod")
-            if p.metadata.labels.get("volcano.sh/job-name") == job}
+    return {
+        p.name: p.status.phase for p in sim.store.list("Pod") if p.metadata.labels.get("volcano.sh/job-name") == job
+    }
 
 
 # ------------------------------------------------------- §6 scenario 19: policies
@@ -124,8 +180,9 @@ RESTART_CYCLE = [("Restarting", 11.0), ("Pending", 11.0), ("Running", 12.0)]
 def error_job(policies: list[dict] | None, bad_extra: dict | None = None, **kw) -> str:
     bad = {"name": "bad", "replicas": 2, "duration": "10s", "exit": 3}
     bad.update(bad_extra or {})
-    return CLUSTER + vjob("j", [{"name": "ok", "replicas": 2, "duration": "inf"}, bad], min_available=4,
-                          policies=policies, **kw)
+    return CLUSTER + vjob(
+        "j", [{"name": "ok", "replicas": 2, "duration": "inf"}, bad], min_available=4, policies=policies, **kw
+    )
 
 
 # RestartJob on every failure: restarted twice, the third restart exceeds maxRetry (default 3) → Failed.
@@ -143,8 +200,11 @@ RESTARTED_TO_FAILURE = (
         pytest.param([{"event": "PodFailed", "action": "RestartJob"}], None, id="PodFailed-RestartJob"),
         pytest.param([{"exitCode": 3, "action": "RestartJob"}], None, id="exitCode3-RestartJob"),
         pytest.param([{"event": "*", "action": "RestartJob"}], None, id="star-RestartJob"),
-        pytest.param([{"event": "PodFailed", "action": "AbortJob"}],
-                     {"policies": [{"event": "PodFailed", "action": "RestartJob"}]}, id="task-level-overrides-job-level"),
+        pytest.param(
+            [{"event": "PodFailed", "action": "AbortJob"}],
+            {"policies": [{"event": "PodFailed", "action": "RestartJob"}]},
+            id="task-level-overrides-job-level",
+        ),
     ],
 )
 def test_restart_job_policies(policies, bad_extra):
@@ -179,9 +239,15 @@ def test_pod_failed_kills_job(action, via):
 def test_pod_evicted_restart_job():
     # delete-at on the template evicts the two "ev" pods at 10 s; the replacements, created at 10 s
     # replacement pods are created after it, at the 11 s tick, and are not evicted themselves).
-    text = CLUSTER + vjob("j", [{"name": "ok", "replicas": 2, "duration": "inf"},
-                                {"name": "ev", "replicas": 2, "duration": "inf", "delete_at": "10s"}],
-                          min_available=4, policies=[{"event": "PodEvicted", "action": "RestartJob"}])
+    text = CLUSTER + vjob(
+        "j",
+        [
+            {"name": "ok", "replicas": 2, "duration": "inf"},
+            {"name": "ev", "replicas": 2, "duration": "inf", "delete_at": "10s"},
+        ],
+        min_available=4,
+        policies=[{"event": "PodEvicted", "action": "RestartJob"}],
+    )
     sim, r = run_sim(text, until=100)
     assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Restarting", 10.0), ("Pending", 10.0), ("Running", 11.0)]
     j = job_of(r)
@@ -194,9 +260,12 @@ def test_pod_evicted_restart_job():
 
 
 def test_task_completed_complete_job():
-    text = CLUSTER + vjob("j", [{"name": "ok", "replicas": 2, "duration": "inf"},
-                                {"name": "short", "replicas": 2, "duration": "5s"}],
-                          min_available=4, policies=[{"event": "TaskCompleted", "action": "CompleteJob"}])
+    text = CLUSTER + vjob(
+        "j",
+        [{"name": "ok", "replicas": 2, "duration": "inf"}, {"name": "short", "replicas": 2, "duration": "5s"}],
+        min_available=4,
+        policies=[{"event": "TaskCompleted", "action": "CompleteJob"}],
+    )
     sim, r = run_sim(text, until=100)
     assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Completing", 6.0), ("Completed", 6.0)]
     assert live_pods(sim) == {"j-short-0": "Succeeded", "j-short-1": "Succeeded"}
@@ -208,15 +277,26 @@ def test_task_failed_after_task_max_retry_terminates():
     # next failure is TaskFailed → TerminateJob. Job maxRetry 10 so the job's own limit is not hit first.
     # (lavaflow counts a task's restarts by RestartTask/RestartPod actions; Volcano counts container
     # restarts — with restartPolicy Never these coincide.)
-    text = error_job([{"event": "TaskFailed", "action": "TerminateJob"}],
-                     {"maxRetry": 3, "policies": [{"event": "PodFailed", "action": "RestartTask"}]}, max_retry=10)
+    text = error_job(
+        [{"event": "TaskFailed", "action": "TerminateJob"}],
+        {"maxRetry": 3, "policies": [{"event": "PodFailed", "action": "RestartTask"}]},
+        max_retry=10,
+    )
     sim, r = run_sim(text, until=200)
     assert phases(r) == [
-        ("Pending", 0.0), ("Running", 1.0),
-        ("Restarting", 11.0), ("Pending", 11.0), ("Running", 11.0),
-        ("Restarting", 21.0), ("Pending", 21.0), ("Running", 21.0),
-        ("Restarting", 31.0), ("Pending", 31.0), ("Running", 31.0),
-        ("Terminating", 41.0), ("Terminated", 41.0),
+        ("Pending", 0.0),
+        ("Running", 1.0),
+        ("Restarting", 11.0),
+        ("Pending", 11.0),
+        ("Running", 11.0),
+        ("Restarting", 21.0),
+        ("Pending", 21.0),
+        ("Running", 21.0),
+        ("Restarting", 31.0),
+        ("Pending", 31.0),
+        ("Running", 31.0),
+        ("Terminating", 41.0),
+        ("Terminated", 41.0),
     ]
     assert job_of(r)["retryCount"] == 3
     # RestartTask keeps the other task's pods: only the bad task's 2 pods are recreated each time.
@@ -226,36 +306,55 @@ def test_task_failed_after_task_max_retry_terminates():
 
 def test_job_level_max_retry_wins_over_task_max_retry():
     # Same job with the default job maxRetry (3): the job fails before the task's retries run out.
-    text = error_job([{"event": "TaskFailed", "action": "TerminateJob"}],
-                     {"maxRetry": 3, "policies": [{"event": "PodFailed", "action": "RestartTask"}]})
+    text = error_job(
+        [{"event": "TaskFailed", "action": "TerminateJob"}],
+        {"maxRetry": 3, "policies": [{"event": "PodFailed", "action": "RestartTask"}]},
+    )
     r = simulate(text, until=200)
     assert phase_names(r)[-2:] == ["Restarting", "Failed"]
     assert job_of(r)["retryCount"] == 3
 
 
 # --------------------------------------------------- scenario 19: Unknown via node failure
-FAILING_PAIR = (nodes("a", 1, "2", **{"sim.lavaflow.io/fail-at": "10s", "sim.lavaflow.io/recover-at": "30s"})
-                + nodes("b", 1, "2"))
+FAILING_PAIR = nodes("a", 1, "2", **{"sim.lavaflow.io/fail-at": "10s", "sim.lavaflow.io/recover-at": "30s"}) + nodes(
+    "b", 1, "2"
+)
 
 
 def test_unknown_restart_job_on_broken_gang():
     # rep = min = 4 on two 2-CPU nodes; node a-0 fails at 10 s: its 2 pods are evicted, replacements
     # cannot be placed, the gang breaks (PodGroup Unknown) → RestartJob; a-0 recovers at 30 s → Running.
-    text = FAILING_PAIR + vjob("j", [{"name": "t", "replicas": 4, "duration": "inf"}], min_available=4,
-                               policies=[{"event": "Unknown", "action": "RestartJob"}])
+    text = FAILING_PAIR + vjob(
+        "j",
+        [{"name": "t", "replicas": 4, "duration": "inf"}],
+        min_available=4,
+        policies=[{"event": "Unknown", "action": "RestartJob"}],
+    )
     sim, r = run_sim(text, until=100)
-    assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Pending", 10.0), ("Restarting", 10.0),
-                         ("Pending", 10.0), ("Running", 30.0)]
+    assert phases(r) == [
+        ("Pending", 0.0),
+        ("Running", 1.0),
+        ("Pending", 10.0),
+        ("Restarting", 10.0),
+        ("Pending", 10.0),
+        ("Running", 30.0),
+    ]
     assert job_of(r)["retryCount"] == 1
-    assert r["nodeEvents"] == [{"node": "a-0", "time": 10.0, "event": "NotReady"},
-                               {"node": "a-0", "time": 30.0, "event": "Ready"}]
+    assert r["nodeEvents"] == [
+        {"node": "a-0", "time": 10.0, "event": "NotReady"},
+        {"node": "a-0", "time": 30.0, "event": "Ready"},
+    ]
     assert sorted(p["name"] for p in records(r) if p["reason"] == "NodeLost") == ["j-t-0", "j-t-1"]
     assert live_pods(sim) == {f"j-t-{i}": "Running" for i in range(4)}
 
 
 def test_unknown_abort_job_on_broken_gang():
-    text = FAILING_PAIR + vjob("j", [{"name": "t", "replicas": 4, "duration": "inf"}], min_available=4,
-                               policies=[{"event": "Unknown", "action": "AbortJob"}])
+    text = FAILING_PAIR + vjob(
+        "j",
+        [{"name": "t", "replicas": 4, "duration": "inf"}],
+        min_available=4,
+        policies=[{"event": "Unknown", "action": "AbortJob"}],
+    )
     sim, r = run_sim(text, until=100)
     assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Pending", 10.0), ("Aborting", 10.0), ("Aborted", 10.0)]
     assert live_pods(sim) == {}
@@ -264,9 +363,15 @@ def test_unknown_abort_job_on_broken_gang():
 
 # ------------------------------------------------------------ scenario 20: minSuccess
 def test_min_success_completes_and_kills_long_pods():
-    text = CLUSTER + vjob("j", [{"name": "short", "replicas": 3, "duration": "3s", "minAvailable": 1},
-                                {"name": "log", "replicas": 2, "duration": "inf", "minAvailable": 1}],
-                          min_available=2, min_success=2)
+    text = CLUSTER + vjob(
+        "j",
+        [
+            {"name": "short", "replicas": 3, "duration": "3s", "minAvailable": 1},
+            {"name": "log", "replicas": 2, "duration": "inf", "minAvailable": 1},
+        ],
+        min_available=2,
+        min_success=2,
+    )
     sim, r = run_sim(text, until=100)
     assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Completing", 4.0), ("Completed", 4.0)]
     # Processing the first success of the three (all at 4 s) finds 2 succeeded... the third short pod is
@@ -276,8 +381,12 @@ def test_min_success_completes_and_kills_long_pods():
 
 
 def test_min_success_not_reached_fails():
-    text = CLUSTER + vjob("j", [{"name": "t", "replicas": 3, "duration": "3s", "exit": 1, "minAvailable": 1}],
-                          min_available=1, min_success=2)
+    text = CLUSTER + vjob(
+        "j",
+        [{"name": "t", "replicas": 3, "duration": "3s", "exit": 1, "minAvailable": 1}],
+        min_available=1,
+        min_success=2,
+    )
     r = simulate(text, until=100)
     assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Failed", 4.0)]
 
@@ -287,12 +396,26 @@ RETRY_POLICIES = [{"event": "PodEvicted", "action": "RestartJob"}, {"event": "Po
 
 
 def test_max_retry_two_fails_retaining_failed_pod():
-    text = CLUSTER + vjob("j", [{"name": "run", "replicas": 1, "duration": "inf"},
-                                {"name": "bad", "replicas": 1, "duration": "5s", "exit": 1}],
-                          min_available=2, max_retry=2, policies=RETRY_POLICIES)
+    text = CLUSTER + vjob(
+        "j",
+        [
+            {"name": "run", "replicas": 1, "duration": "inf"},
+            {"name": "bad", "replicas": 1, "duration": "5s", "exit": 1},
+        ],
+        min_available=2,
+        max_retry=2,
+        policies=RETRY_POLICIES,
+    )
     sim, r = run_sim(text, until=200)
-    assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Restarting", 6.0), ("Pending", 6.0),
-                         ("Running", 7.0), ("Restarting", 12.0), ("Failed", 12.0)]
+    assert phases(r) == [
+        ("Pending", 0.0),
+        ("Running", 1.0),
+        ("Restarting", 6.0),
+        ("Pending", 6.0),
+        ("Running", 7.0),
+        ("Restarting", 12.0),
+        ("Failed", 12.0),
+    ]
     j = job_of(r)
     assert (j["phase"], j["retryCount"]) == ("Failed", 2)
     # The last retry (retryCount 1 ≥ maxRetry−1): the failed pod is retained, the running one deleted.
@@ -302,18 +425,29 @@ def test_max_retry_two_fails_retaining_failed_pod():
 
 def test_max_retry_two_first_retry_deletes_failed_pod():
     # With maxRetry 3 the first restart is not the last one: the failed pod is deleted with the rest.
-    text = CLUSTER + vjob("j", [{"name": "run", "replicas": 1, "duration": "inf"},
-                                {"name": "bad", "replicas": 1, "duration": "5s", "exit": 1}],
-                          min_available=2, max_retry=3, policies=RETRY_POLICIES)
+    text = CLUSTER + vjob(
+        "j",
+        [
+            {"name": "run", "replicas": 1, "duration": "inf"},
+            {"name": "bad", "replicas": 1, "duration": "5s", "exit": 1},
+        ],
+        min_available=2,
+        max_retry=3,
+        policies=RETRY_POLICIES,
+    )
     sim, r = run_sim(text, until=9)
     assert phase_names(r) == ["Pending", "Running", "Restarting", "Pending", "Running"]
     assert live_pods(sim) == {"j-bad-0": "Running", "j-run-0": "Running"}
 
 
 def test_max_retry_succeeding_job_completes_without_retries():
-    text = CLUSTER + vjob("j", [{"name": "run", "replicas": 1, "duration": "20s"},
-                                {"name": "good", "replicas": 1, "duration": "5s"}],
-                          min_available=2, max_retry=2, policies=RETRY_POLICIES)
+    text = CLUSTER + vjob(
+        "j",
+        [{"name": "run", "replicas": 1, "duration": "20s"}, {"name": "good", "replicas": 1, "duration": "5s"}],
+        min_available=2,
+        max_retry=2,
+        policies=RETRY_POLICIES,
+    )
     sim, r = run_sim(text, until=200)
     assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Completed", 21.0)]
     j = job_of(r)
@@ -325,8 +459,13 @@ def test_max_retry_succeeding_job_completes_without_retries():
 def scaled(steps: list[tuple[str | None, int]]) -> str:
     text = nodes(count=2, cpu="4")
     for at, n in steps:
-        text += vjob("j", [{"name": "t", "replicas": n, "duration": "inf", "requests": {"cpu": "500m"}}],
-                     min_available=n, plugins={"svc": []}, submit_at=at)
+        text += vjob(
+            "j",
+            [{"name": "t", "replicas": n, "duration": "inf", "requests": {"cpu": "500m"}}],
+            min_available=n,
+            plugins={"svc": []},
+            submit_at=at,
+        )
     return text
 
 
@@ -365,8 +504,11 @@ def test_scale_to_zero_and_back():
 
 
 def test_update_of_forbidden_field_refused_at_load(tmp_path: Path):
-    text = (CLUSTER + vjob("j", [{"name": "t", "replicas": 2, "duration": "50s"}])
-            + vjob("j", [{"name": "t", "replicas": 2, "duration": "50s"}], submit_at="10s", max_retry=5))
+    text = (
+        CLUSTER
+        + vjob("j", [{"name": "t", "replicas": 2, "duration": "50s"}])
+        + vjob("j", [{"name": "t", "replicas": 2, "duration": "50s"}], submit_at="10s", max_retry=5)
+    )
     with pytest.raises(InputError) as exc:
         prepare(load_text(text))
     assert any("spec.maxRetry" in p for p in exc.value.problems)
@@ -381,11 +523,31 @@ def test_update_of_forbidden_field_refused_at_load(tmp_path: Path):
 # ------------------------------------------------------------ scenario 23: task priority
 def test_task_priority_fills_nodes_with_higher_priority_task():
     n = 3
-    text = (nodes(count=n, cpu="4") + priority_class("master-pri", 100) + priority_class("worker-pri", -50)
-            + vjob("j", [{"name": "worker", "replicas": n, "duration": "inf", "requests": {"cpu": "3"},
-                          "priority_class": "worker-pri"},
-                         {"name": "master", "replicas": n, "duration": "inf", "requests": {"cpu": "3"},
-                          "priority_class": "master-pri"}], min_available=n))
+    text = (
+        nodes(count=n, cpu="4")
+        + priority_class("master-pri", 100)
+        + priority_class("worker-pri", -50)
+        + vjob(
+            "j",
+            [
+                {
+                    "name": "worker",
+                    "replicas": n,
+                    "duration": "inf",
+                    "requests": {"cpu": "3"},
+                    "priority_class": "worker-pri",
+                },
+                {
+                    "name": "master",
+                    "replicas": n,
+                    "duration": "inf",
+                    "requests": {"cpu": "3"},
+                    "priority_class": "master-pri",
+                },
+            ],
+            min_available=n,
+        )
+    )
     sim, r = run_sim(text, until=30)
     running = {p["name"] for p in records(r) if p["phase"] == "Running"}
     assert running == {f"j-master-{i}" for i in range(n)}
@@ -397,9 +559,14 @@ def test_task_priority_fills_nodes_with_higher_priority_task():
 def pending_job(first_duration: str, action: str) -> str:
     # One 4-CPU node, two 3-CPU pods: "b" waits until "a" finishes (minAvailable 1 admits the job).
     return nodes(count=1, cpu="4") + vjob(
-        "j", [{"name": "a", "replicas": 1, "duration": first_duration, "requests": {"cpu": "3"}},
-              {"name": "b", "replicas": 1, "duration": "5s", "requests": {"cpu": "3"}, "minAvailable": 0}],
-        min_available=1, policies=[{"event": "PodPending", "action": action, "timeout": "10s"}])
+        "j",
+        [
+            {"name": "a", "replicas": 1, "duration": first_duration, "requests": {"cpu": "3"}},
+            {"name": "b", "replicas": 1, "duration": "5s", "requests": {"cpu": "3"}, "minAvailable": 0},
+        ],
+        min_available=1,
+        policies=[{"event": "PodPending", "action": action, "timeout": "10s"}],
+    )
 
 
 @pytest.mark.parametrize("action", ["RestartPod", "RestartJob"])
@@ -413,12 +580,24 @@ def test_pending_timeout_cancelled_when_pod_starts_in_time(action):
 def test_pending_timeout_restart_pod():
     sim, r = run_sim(pending_job("30s", "RestartPod"), until=200)
     # Every 10 s the still-pending pod is restarted; the third restart exceeds maxRetry.
-    assert phases(r) == [("Pending", 0.0), ("Running", 1.0),
-                         ("Restarting", 10.0), ("Pending", 10.0), ("Running", 10.0),
-                         ("Restarting", 20.0), ("Pending", 20.0), ("Running", 20.0),
-                         ("Restarting", 30.0), ("Failed", 30.0)]
+    assert phases(r) == [
+        ("Pending", 0.0),
+        ("Running", 1.0),
+        ("Restarting", 10.0),
+        ("Pending", 10.0),
+        ("Running", 10.0),
+        ("Restarting", 20.0),
+        ("Pending", 20.0),
+        ("Running", 20.0),
+        ("Restarting", 30.0),
+        ("Failed", 30.0),
+    ]
     recs = records(r)
-    assert [(p["name"], p["createTime"]) for p in recs if p["task"] == "b"] == [("j-b-0", 0.0), ("j-b-0", 10.0), ("j-b-0", 20.0)]
+    assert [(p["name"], p["createTime"]) for p in recs if p["task"] == "b"] == [
+        ("j-b-0", 0.0),
+        ("j-b-0", 10.0),
+        ("j-b-0", 20.0),
+    ]
     assert sum(1 for p in recs if p["task"] == "a") == 1  # RestartPod leaves the other pod alone
     assert job_of(r)["version"] == 0  # no full kill
     assert live_pods(sim) == {}
@@ -426,10 +605,18 @@ def test_pending_timeout_restart_pod():
 
 def test_pending_timeout_restart_job():
     r = simulate(pending_job("30s", "RestartJob"), until=200)
-    assert phases(r) == [("Pending", 0.0), ("Running", 1.0),
-                         ("Restarting", 10.0), ("Pending", 10.0), ("Running", 11.0),
-                         ("Restarting", 20.0), ("Pending", 20.0), ("Running", 21.0),
-                         ("Restarting", 30.0), ("Failed", 30.0)]
+    assert phases(r) == [
+        ("Pending", 0.0),
+        ("Running", 1.0),
+        ("Restarting", 10.0),
+        ("Pending", 10.0),
+        ("Running", 11.0),
+        ("Restarting", 20.0),
+        ("Pending", 20.0),
+        ("Running", 21.0),
+        ("Restarting", 30.0),
+        ("Failed", 30.0),
+    ]
     j = job_of(r)
     assert (j["retryCount"], j["version"]) == (3, 3)
     assert len(records(r)) == 6
@@ -437,11 +624,22 @@ def test_pending_timeout_restart_job():
 
 # ------------------------------------------------------------ Commands
 def test_abort_and_resume_commands():
-    text = (CLUSTER + vjob("j", [{"name": "t", "replicas": 2, "duration": "inf"}])
-            + command("stop", "AbortJob", "Job", "j", "10s") + command("go", "ResumeJob", "Job", "j", "20s"))
+    text = (
+        CLUSTER
+        + vjob("j", [{"name": "t", "replicas": 2, "duration": "inf"}])
+        + command("stop", "AbortJob", "Job", "j", "10s")
+        + command("go", "ResumeJob", "Job", "j", "20s")
+    )
     sim, r = run_sim(text, until=50)
-    assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Aborting", 10.0), ("Aborted", 10.0),
-                         ("Restarting", 20.0), ("Pending", 20.0), ("Running", 21.0)]
+    assert phases(r) == [
+        ("Pending", 0.0),
+        ("Running", 1.0),
+        ("Aborting", 10.0),
+        ("Aborted", 10.0),
+        ("Restarting", 20.0),
+        ("Pending", 20.0),
+        ("Running", 21.0),
+    ]
     assert job_of(r)["retryCount"] == 1
     assert job_of(r)["finishTime"] is None  # resumed: no longer finished
     assert live_pods(sim) == {"j-t-0": "Running", "j-t-1": "Running"}
@@ -451,7 +649,11 @@ def test_abort_and_resume_commands():
 
 
 def test_abort_command_alone_stays_aborted():
-    text = CLUSTER + vjob("j", [{"name": "t", "replicas": 2, "duration": "inf"}]) + command("stop", "AbortJob", "Job", "j", "10s")
+    text = (
+        CLUSTER
+        + vjob("j", [{"name": "t", "replicas": 2, "duration": "inf"}])
+        + command("stop", "AbortJob", "Job", "j", "10s")
+    )
     sim, r = run_sim(text, until=50)
     assert phases(r) == [("Pending", 0.0), ("Running", 1.0), ("Aborting", 10.0), ("Aborted", 10.0)]
     assert live_pods(sim) == {}
@@ -468,8 +670,13 @@ def test_close_and_open_queue_commands():
             if not states or states[-1][1] != st:
                 states.append((sim_ref[0].now, st))
 
-    text = (CLUSTER + queue("q") + vjob("j", [{"name": "t", "replicas": 2, "duration": "20s"}], queue="q")
-            + command("close", "CloseQueue", "Queue", "q", "5s") + command("open", "OpenQueue", "Queue", "q", "40s"))
+    text = (
+        CLUSTER
+        + queue("q")
+        + vjob("j", [{"name": "t", "replicas": 2, "duration": "20s"}], queue="q")
+        + command("close", "CloseQueue", "Queue", "q", "5s")
+        + command("open", "OpenQueue", "Queue", "q", "40s")
+    )
     sim = Simulation(prepare(load_text(text)), until=100)
     sim_ref.append(sim)
     sim.store.watch("Queue", on_queue)
@@ -482,8 +689,12 @@ def test_close_and_open_queue_commands():
 
 
 def test_job_submitted_to_closed_queue_is_rejected():
-    text = (CLUSTER + queue("q") + command("close", "CloseQueue", "Queue", "q", "1s")
-            + vjob("late", [{"name": "t", "replicas": 1, "duration": "5s"}], queue="q", submit_at="5s"))
+    text = (
+        CLUSTER
+        + queue("q")
+        + command("close", "CloseQueue", "Queue", "q", "1s")
+        + vjob("late", [{"name": "t", "replicas": 1, "duration": "5s"}], queue="q", submit_at="5s")
+    )
     r = simulate(text, until=50)
     assert [(x["kind"], x["name"]) for x in r["rejected"]] == [("Job", "late")]
 
@@ -516,12 +727,16 @@ def test_env_and_svc_plugins():
 def test_svc_plugin_sets_hostname_and_subdomain():
     seen: dict[str, tuple[str | None, str | None]] = {}
     text = PLUGIN_CLUSTER + vjob("j", [{"name": "t", "replicas": 2, "duration": "5s"}], plugins={"svc": []})
-    run_sim(text, until=50, watch={"Pod": lambda ev, p, old: seen.__setitem__(p.name, (p.spec.hostname, p.spec.subdomain))})
+    run_sim(
+        text, until=50, watch={"Pod": lambda ev, p, old: seen.__setitem__(p.name, (p.spec.hostname, p.spec.subdomain))}
+    )
     assert seen == {"j-t-0": ("j-t-0", "j"), "j-t-1": ("j-t-1", "j")}
 
 
 def test_pytorch_plugin_env_and_default_svc():
-    sim, r, env = plugin_run({"pytorch": ["--master=master", "--worker=worker", "--port=23456"]}, [("master", 1), ("worker", 2)])
+    sim, r, env = plugin_run(
+        {"pytorch": ["--master=master", "--worker=worker", "--port=23456"]}, [("master", 1), ("worker", 2)]
+    )
     torch = {k: {v: e[v] for v in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")} for k, e in env.items()}
     assert torch == {
         "j-master-0": {"MASTER_ADDR": "j-master-0.j", "MASTER_PORT": "23456", "WORLD_SIZE": "3", "RANK": "0"},
@@ -535,7 +750,9 @@ def test_pytorch_plugin_env_and_default_svc():
 
 
 def test_mpi_plugin_defaults_add_ssh_and_svc():
-    sim, r, env = plugin_run({"mpi": ["--master=mpimaster", "--worker=mpiworker"]}, [("mpimaster", 1), ("mpiworker", 2)])
+    sim, r, env = plugin_run(
+        {"mpi": ["--master=mpimaster", "--worker=mpiworker"]}, [("mpimaster", 1), ("mpiworker", 2)]
+    )
     assert env["j-mpimaster-0"]["MPI_HOST"] == "j-mpiworker-0.j,j-mpiworker-1.j"
     assert "MPI_HOST" not in env["j-mpiworker-0"] and "MPI_HOST" not in env["j-mpiworker-1"]
     assert env["j-mpiworker-0"]["VC_MPIWORKER_NUM"] == "2"
@@ -553,9 +770,14 @@ def test_mpi_plugin_defaults_add_ssh_and_svc():
 
 
 def test_ssh_keys_are_fresh_per_job():
-    text = PLUGIN_CLUSTER + "".join(vjob(n, [{"name": "t", "replicas": 1, "duration": "5s"}], plugins={"ssh": []}) for n in ("x", "y"))
+    text = PLUGIN_CLUSTER + "".join(
+        vjob(n, [{"name": "t", "replicas": 1, "duration": "5s"}], plugins={"ssh": []}) for n in ("x", "y")
+    )
     sim, _ = run_sim(text, until=50)
-    assert sim.store.get("Secret", "default/x-ssh").data["id_rsa"] != sim.store.get("Secret", "default/y-ssh").data["id_rsa"]
+    assert (
+        sim.store.get("Secret", "default/x-ssh").data["id_rsa"]
+        != sim.store.get("Secret", "default/y-ssh").data["id_rsa"]
+    )
 
 
 def test_tensorflow_plugin_tf_config():
@@ -572,18 +794,39 @@ def test_tensorflow_plugin_tf_config():
 # ------------------------------------------------------------ JobFlow
 def template(name: str, duration: str) -> str:
     spec = json.loads(vjob(name, [{"name": "t", "replicas": 1, "duration": duration}])[4:])["spec"]
-    return "---\n" + json.dumps({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate",
-                                 "metadata": {"name": name}, "spec": spec}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate", "metadata": {"name": name}, "spec": spec}
+        )
+        + "\n"
+    )
 
 
 def jobflow(deps: list[tuple[str, list[str]]]) -> str:
     flows = [{"name": n, **({"dependsOn": {"targets": d}} if d else {})} for n, d in deps]
-    return "---\n" + json.dumps({"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow", "metadata": {"name": "f"},
-                                 "spec": {"jobRetainPolicy": "retain", "flows": flows}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "flow.volcano.sh/v1alpha1",
+                "kind": "JobFlow",
+                "metadata": {"name": "f"},
+                "spec": {"jobRetainPolicy": "retain", "flows": flows},
+            }
+        )
+        + "\n"
+    )
 
 
 def test_jobflow_chain_creates_each_job_after_its_dependency_completes():
-    text = CLUSTER + template("a", "5s") + template("b", "5s") + template("c", "5s") + jobflow([("a", []), ("b", ["a"]), ("c", ["b"])])
+    text = (
+        CLUSTER
+        + template("a", "5s")
+        + template("b", "5s")
+        + template("c", "5s")
+        + jobflow([("a", []), ("b", ["a"]), ("c", ["b"])])
+    )
     sim, r = run_sim(text, until=100)
     assert phases(r, "f-a") == [("Pending", 0.0), ("Running", 1.0), ("Completed", 6.0)]
     assert job_of(r, "f-b")["submitTime"] == 6.0  # created only when f-a Completed
@@ -637,10 +880,22 @@ def test_controller_keeps_nothing_of_a_collected_job():
     """Per-job state lives as long as the job: after TTL collection the job controller holds nothing
     of it (it also runs on a cluster for ever), while the simulator still reports its history."""
     text = CLUSTER + "".join(
-        vjob(f"j{i}", [{"name": "t", "replicas": 2, "duration": "5s", "maxRetry": 3,
-                        "policies": [{"event": "PodFailed", "action": "RestartTask"}],
-                        **({"exit": 1} if i == 0 else {})}],
-             ttl=10, plugins={"svc": []}, max_retry=2)
+        vjob(
+            f"j{i}",
+            [
+                {
+                    "name": "t",
+                    "replicas": 2,
+                    "duration": "5s",
+                    "maxRetry": 3,
+                    "policies": [{"event": "PodFailed", "action": "RestartTask"}],
+                    **({"exit": 1} if i == 0 else {}),
+                }
+            ],
+            ttl=10,
+            plugins={"svc": []},
+            max_retry=2,
+        )
         for i in range(3)
     )
     sim, r = run_sim(text, until=400)
@@ -648,8 +903,19 @@ def test_controller_keeps_nothing_of_a_collected_job():
     assert all(j["phaseHistory"] for j in r["jobs"]) and job_of(r, "j1")["generated"]["services"] == ["j1"]
     ctrl = sim.job_ctrl
     assert not hasattr(ctrl, "history") and not hasattr(ctrl, "generated")
-    for name in ("pods_by_job", "tallies", "requests", "pod_phase", "killing", "task_restarts", "pg_phase",
-                 "podgroups_of", "specs", "_templates", "_timer_tokens"):
+    for name in (
+        "pods_by_job",
+        "tallies",
+        "requests",
+        "pod_phase",
+        "killing",
+        "task_restarts",
+        "pg_phase",
+        "podgroups_of",
+        "specs",
+        "_templates",
+        "_timer_tokens",
+    ):
         assert not getattr(ctrl, name), (name, getattr(ctrl, name))
     assert not sim.queue_ctrl.pg_seen and not sim.queue_ctrl.pg_counts
 
@@ -664,8 +930,14 @@ def test_job_status_counts_follow_pod_events():
         pods = [p for p in sim.store.list("Pod") if p.metadata.labels.get("volcano.sh/job-name") == job.name]
         want = {ph: sum(1 for p in pods if p.status.phase == ph) for ph in PHASES}
         st = job.status
-        got = {"Pending": st.pending, "Running": st.running, "Succeeded": st.succeeded, "Failed": st.failed,
-               "Unknown": st.unknown, "Terminating": st.terminating}
+        got = {
+            "Pending": st.pending,
+            "Running": st.running,
+            "Succeeded": st.succeeded,
+            "Failed": st.failed,
+            "Unknown": st.unknown,
+            "Terminating": st.terminating,
+        }
         assert got == want
         per_task: dict = {}
         for p in pods:
@@ -674,8 +946,11 @@ def test_job_status_counts_follow_pod_events():
         assert {t: c["phase"] for t, c in st.task_status_count.items()} == per_task
         seen.append(tuple(got.values()))
 
-    text = CLUSTER + vjob("j", [{"name": "a", "replicas": 2, "duration": "5s"},
-                                {"name": "b", "replicas": 3, "duration": "9s", "exit": 1}], min_available=5)
+    text = CLUSTER + vjob(
+        "j",
+        [{"name": "a", "replicas": 2, "duration": "5s"}, {"name": "b", "replicas": 3, "duration": "9s", "exit": 1}],
+        min_available=5,
+    )
     sim = Simulation(prepare(load_text(text)), until=100)
     sim.store.watch("Job", check)
     r = sim.run()
@@ -691,19 +966,31 @@ def test_no_ttl_keeps_finished_job():
 
 # ------------------------------------------------------------ node failures: no job lost
 def test_node_failures_lose_no_job():
-    cluster = (nodes("a", 1, "4", **{"sim.lavaflow.io/fail-at": "15s", "sim.lavaflow.io/recover-at": "40s"})
-               + nodes("b", 1, "4", **{"sim.lavaflow.io/fail-at": "25s", "sim.lavaflow.io/recover-at": "60s"})
-               + nodes("c", 1, "4", **{"sim.lavaflow.io/fail-at": "70s", "sim.lavaflow.io/recover-at": "90s"})
-               + nodes("d", 2, "4", **{"sim.lavaflow.io/fail-at": "35s", "sim.lavaflow.io/recover-at": "50s"})
-               + nodes("e", 1, "4"))
+    cluster = (
+        nodes("a", 1, "4", **{"sim.lavaflow.io/fail-at": "15s", "sim.lavaflow.io/recover-at": "40s"})
+        + nodes("b", 1, "4", **{"sim.lavaflow.io/fail-at": "25s", "sim.lavaflow.io/recover-at": "60s"})
+        + nodes("c", 1, "4", **{"sim.lavaflow.io/fail-at": "70s", "sim.lavaflow.io/recover-at": "90s"})
+        + nodes("d", 2, "4", **{"sim.lavaflow.io/fail-at": "35s", "sim.lavaflow.io/recover-at": "50s"})
+        + nodes("e", 1, "4")
+    )
     restart = [{"event": "PodEvicted", "action": "RestartJob"}]
     jobs = {
         "r1": vjob("r1", [{"name": "t", "replicas": 4, "duration": "50s"}], min_available=4, policies=restart),
-        "r2": vjob("r2", [{"name": "t", "replicas": 3, "duration": "40s"}], min_available=3, policies=restart, max_retry=5),
-        "r3": vjob("r3", [{"name": "t", "replicas": 2, "duration": "40s"}], min_available=2, policies=restart, submit_at="10s"),
-        "abort": vjob("abort", [{"name": "t", "replicas": 4, "duration": "60s"}], min_available=4,
-                      policies=[{"event": "PodEvicted", "action": "AbortJob"}]),
-        "once": vjob("once", [{"name": "t", "replicas": 4, "duration": "60s"}], min_available=4, policies=restart, max_retry=1),
+        "r2": vjob(
+            "r2", [{"name": "t", "replicas": 3, "duration": "40s"}], min_available=3, policies=restart, max_retry=5
+        ),
+        "r3": vjob(
+            "r3", [{"name": "t", "replicas": 2, "duration": "40s"}], min_available=2, policies=restart, submit_at="10s"
+        ),
+        "abort": vjob(
+            "abort",
+            [{"name": "t", "replicas": 4, "duration": "60s"}],
+            min_available=4,
+            policies=[{"event": "PodEvicted", "action": "AbortJob"}],
+        ),
+        "once": vjob(
+            "once", [{"name": "t", "replicas": 4, "duration": "60s"}], min_available=4, policies=restart, max_retry=1
+        ),
         "plain1": vjob("plain1", [{"name": "t", "replicas": 4, "duration": "25s"}], min_available=4),
         "plain2": vjob("plain2", [{"name": "t", "replicas": 3, "duration": "50s"}], min_available=2, submit_at="20s"),
     }
@@ -732,11 +1019,22 @@ def test_node_failures_lose_no_job():
     # Every RestartJob job lost pods to a failure, was restarted (once per incident) and completed.
     assert {"r1", "r2", "r3", "abort", "once"} <= evicted_jobs
     assert {n: (job_of(r, n)["phase"], job_of(r, n)["retryCount"]) for n in ("r1", "r2", "r3")} == {
-        "r1": ("Completed", 2), "r2": ("Completed", 1), "r3": ("Completed", 1)}
+        "r1": ("Completed", 2),
+        "r2": ("Completed", 1),
+        "r3": ("Completed", 1),
+    }
     assert [(e["node"], e["time"], e["event"]) for e in r["nodeEvents"]] == [
-        ("a-0", 15.0, "NotReady"), ("b-0", 25.0, "NotReady"), ("d-0", 35.0, "NotReady"), ("d-1", 35.0, "NotReady"),
-        ("a-0", 40.0, "Ready"), ("d-0", 50.0, "Ready"), ("d-1", 50.0, "Ready"), ("b-0", 60.0, "Ready"),
-        ("c-0", 70.0, "NotReady"), ("c-0", 90.0, "Ready")]
+        ("a-0", 15.0, "NotReady"),
+        ("b-0", 25.0, "NotReady"),
+        ("d-0", 35.0, "NotReady"),
+        ("d-1", 35.0, "NotReady"),
+        ("a-0", 40.0, "Ready"),
+        ("d-0", 50.0, "Ready"),
+        ("d-1", 50.0, "Ready"),
+        ("b-0", 60.0, "Ready"),
+        ("c-0", 70.0, "NotReady"),
+        ("c-0", 90.0, "Ready"),
+    ]
 
 
 # ------------------------------------------------------------ examples

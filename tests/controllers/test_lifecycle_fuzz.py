@@ -20,8 +20,18 @@ from lavaflow.api.loader import InputError, load_text
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
 
-PHASES = {"Pending", "Aborting", "Aborted", "Running", "Restarting", "Completing", "Completed",
-          "Terminating", "Terminated", "Failed"}
+PHASES = {
+    "Pending",
+    "Aborting",
+    "Aborted",
+    "Running",
+    "Restarting",
+    "Completing",
+    "Completed",
+    "Terminating",
+    "Terminated",
+    "Failed",
+}
 FINAL = ("Completed", "Failed", "Terminated", "Aborted")
 EVENTS = ["PodPending", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "TaskFailed", "JobUpdated", "*"]
 ACTIONS = ["AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob"]
@@ -53,7 +63,9 @@ def policies(draw, ok: bool, max_size=3):
         elif kind == "exitCode":
             pol["exitCode"] = noisy(draw, ok, st.integers(1, 5), st.integers(-1, 0))
         if draw(st.booleans()):
-            pol["timeout"] = noisy(draw, ok, st.sampled_from(["5s", "30s", "1m"]), st.sampled_from(["0s", "bogus", "-3s"]))
+            pol["timeout"] = noisy(
+                draw, ok, st.sampled_from(["5s", "30s", "1m"]), st.sampled_from(["0s", "bogus", "-3s"])
+            )
         out.append(pol)
     return out
 
@@ -74,9 +86,16 @@ def tasks(draw, ok: bool):
             "replicas": replicas,
             "template": {
                 "metadata": {"annotations": ann},
-                "spec": {"restartPolicy": "Never",
-                         "containers": [{"name": "c", "image": "busybox",
-                                         "resources": {"requests": {"cpu": draw(st.sampled_from(["500m", "1", "2", "5"]))}}}]},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox",
+                            "resources": {"requests": {"cpu": draw(st.sampled_from(["500m", "1", "2", "5"]))}},
+                        }
+                    ],
+                },
             },
         }
         if draw(st.booleans()):
@@ -135,10 +154,17 @@ def scenarios(draw):
             ann["sim.lavaflow.io/fail-at"] = f"{draw(seconds)}s"
             if draw(st.booleans()):
                 ann["sim.lavaflow.io/recover-at"] = f"{draw(seconds)}s"
-        docs.append({"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup",
-                     "metadata": {"name": f"g{i}", "annotations": ann},
-                     "spec": {"count": draw(st.integers(1, 2)),
-                              "capacity": {"cpu": draw(st.sampled_from(["2", "4"])), "memory": "8Gi", "pods": "110"}}})
+        docs.append(
+            {
+                "apiVersion": "sim.lavaflow.io/v1alpha1",
+                "kind": "NodeGroup",
+                "metadata": {"name": f"g{i}", "annotations": ann},
+                "spec": {
+                    "count": draw(st.integers(1, 2)),
+                    "capacity": {"cpu": draw(st.sampled_from(["2", "4"])), "memory": "8Gi", "pods": "110"},
+                },
+            }
+        )
     names = [f"j{i}" for i in range(draw(st.integers(1, 3)))]
     for n in names:
         docs.extend(draw(jobs(n, ok)))
@@ -146,14 +172,24 @@ def scenarios(draw):
         kind = draw(st.sampled_from(["Job", "Job", "Queue"]))
         if kind == "Job":
             target = noisy(draw, ok, st.sampled_from(names), st.just("ghost"))
-            action = noisy(draw, ok, st.sampled_from(["AbortJob", "ResumeJob", "RestartJob", "TerminateJob", "CompleteJob"]),
-                           st.just("OpenQueue"))
+            action = noisy(
+                draw,
+                ok,
+                st.sampled_from(["AbortJob", "ResumeJob", "RestartJob", "TerminateJob", "CompleteJob"]),
+                st.just("OpenQueue"),
+            )
         else:
             target = noisy(draw, ok, st.just("default"), st.just("ghost"))
             action = noisy(draw, ok, st.sampled_from(["OpenQueue", "CloseQueue"]), st.just("AbortJob"))
-        docs.append({"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
-                     "metadata": {"name": f"c{i}", "annotations": {"sim.lavaflow.io/submit-at": f"{draw(seconds)}s"}},
-                     "action": action, "target": {"kind": kind, "name": target}})
+        docs.append(
+            {
+                "apiVersion": "bus.volcano.sh/v1alpha1",
+                "kind": "Command",
+                "metadata": {"name": f"c{i}", "annotations": {"sim.lavaflow.io/submit-at": f"{draw(seconds)}s"}},
+                "action": action,
+                "target": {"kind": kind, "name": target},
+            }
+        )
     return "".join("---\n" + json.dumps(d) + "\n" for d in docs)
 
 
@@ -186,8 +222,12 @@ def check(text: str) -> None:
         job = sim.store.get("Job", f"{j['namespace']}/{j['name']}")
         assert j["retryCount"] <= max(job.spec.max_retry, 0) + sum(1 for h in hist if h["phase"] == "Aborted"), j
         if j["phase"] in ("Completed", "Failed", "Terminated", "Aborted"):
-            alive = [p.name for p in sim.store.list("Pod")
-                     if p.metadata.labels.get("volcano.sh/job-name") == j["name"] and p.status.phase in ("Pending", "Running")]
+            alive = [
+                p.name
+                for p in sim.store.list("Pod")
+                if p.metadata.labels.get("volcano.sh/job-name") == j["name"]
+                and p.status.phase in ("Pending", "Running")
+            ]
             assert alive == [], (j["name"], j["phase"], alive)
     for s in r["stuck"]:
         assert s["reason"].strip()
@@ -201,10 +241,33 @@ def test_fuzzed_lifecycles_never_crash(text):
 
 def test_check_accepts_a_plain_job():
     # Sanity: the property's own machinery on a known-good input.
-    check("".join("---\n" + json.dumps(d) + "\n" for d in (
-        {"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup", "metadata": {"name": "n"},
-         "spec": {"count": 1, "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"}}},
-        {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"},
-         "spec": {"tasks": [{"name": "t", "replicas": 1, "template": {"metadata": {"annotations": {"sim.lavaflow.io/duration": "5s"}},
-                                                                     "spec": {"containers": [{"name": "c"}]}}}]}},
-    )))
+    check(
+        "".join(
+            "---\n" + json.dumps(d) + "\n"
+            for d in (
+                {
+                    "apiVersion": "sim.lavaflow.io/v1alpha1",
+                    "kind": "NodeGroup",
+                    "metadata": {"name": "n"},
+                    "spec": {"count": 1, "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"}},
+                },
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "metadata": {"name": "j"},
+                    "spec": {
+                        "tasks": [
+                            {
+                                "name": "t",
+                                "replicas": 1,
+                                "template": {
+                                    "metadata": {"annotations": {"sim.lavaflow.io/duration": "5s"}},
+                                    "spec": {"containers": [{"name": "c"}]},
+                                },
+                            }
+                        ]
+                    },
+                },
+            )
+        )
+    )

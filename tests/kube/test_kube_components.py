@@ -14,14 +14,13 @@ aiohttp = pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
 from kube_harness import Cluster  # noqa: E402
-
+from lavaflow.api.kinds import kind_info  # noqa: E402
 from lavaflow.kube import codec  # noqa: E402
 from lavaflow.kube.client import ClientConfig, ConfigError, KubeClient, kubeconfig_config  # noqa: E402
 from lavaflow.kube.leader import LeaderElector  # noqa: E402
-from lavaflow.api.kinds import kind_info  # noqa: E402
 from lavaflow.kube.store import KubeStore  # noqa: E402
-from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
 from lavaflow.kube.webhook import WebhookServer, admission_review, self_signed  # noqa: E402
+from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
 
 
 def run(coro):
@@ -34,7 +33,10 @@ def run(coro):
 def test_merge3_keeps_fields_lavaflow_does_not_model():
     raw = {
         "metadata": {"name": "p", "annotations": {"a": "1"}, "managedFields": [{"x": 1}]},
-        "spec": {"containers": [{"name": "c", "image": "i", "volumeMounts": [{"name": "v", "mountPath": "/v"}]}], "volumes": [{"name": "v"}]},
+        "spec": {
+            "containers": [{"name": "c", "image": "i", "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+            "volumes": [{"name": "v"}],
+        },
     }
     res = kind_info("Pod")
     model = codec.decode(res, raw)
@@ -50,7 +52,15 @@ def test_merge3_keeps_fields_lavaflow_does_not_model():
 
 def test_times_are_floats_in_models_and_rfc3339_on_the_wire():
     res = kind_info("Job")
-    job = codec.decode(res, {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "creationTimestamp": "2026-01-02T03:04:05Z"}, "status": {"state": {"phase": "Running", "lastTransitionTime": "2026-01-02T03:04:06Z"}}})
+    job = codec.decode(
+        res,
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "j", "creationTimestamp": "2026-01-02T03:04:05Z"},
+            "status": {"state": {"phase": "Running", "lastTransitionTime": "2026-01-02T03:04:06Z"}},
+        },
+    )
     assert isinstance(job.metadata.creation_timestamp, float)
     assert isinstance(job.status.state.last_transition_time, float)
     wire = codec.encode(job, res)
@@ -58,7 +68,13 @@ def test_times_are_floats_in_models_and_rfc3339_on_the_wire():
 
 
 def test_pod_exit_code_comes_from_container_statuses():
-    pod = codec.decode(kind_info("Pod"), {"metadata": {"name": "p"}, "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]}})
+    pod = codec.decode(
+        kind_info("Pod"),
+        {
+            "metadata": {"name": "p"},
+            "status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 3}}}]},
+        },
+    )
     assert pod.status.exit_code == 3
     assert "exitCode" not in codec.encode(pod, kind_info("Pod"))["status"]
 
@@ -69,7 +85,9 @@ def test_kubeconfig_parsing(tmp_path):
     p.write_text(
         json.dumps(
             {
-                "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.1:6443/", "certificate-authority-data": ca}}],
+                "clusters": [
+                    {"name": "c", "cluster": {"server": "https://10.0.0.1:6443/", "certificate-authority-data": ca}}
+                ],
                 "users": [{"name": "u", "user": {"token": "abc"}}],
                 "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "ml"}}],
                 "current-context": "x",
@@ -93,8 +111,21 @@ def test_inline_kubeconfig_credentials_stay_in_memory(tmp_path, monkeypatch):
     p.write_text(
         json.dumps(
             {
-                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443", "certificate-authority-data": b64(ca)}}],
-                "users": [{"name": "u", "user": {"client-certificate-data": b64(open(cert, "rb").read()), "client-key-data": b64(open(key, "rb").read())}}],
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {"server": "https://127.0.0.1:6443", "certificate-authority-data": b64(ca)},
+                    }
+                ],
+                "users": [
+                    {
+                        "name": "u",
+                        "user": {
+                            "client-certificate-data": b64(open(cert, "rb").read()),
+                            "client-key-data": b64(open(key, "rb").read()),
+                        },
+                    }
+                ],
                 "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
                 "current-context": "x",
             }
@@ -129,8 +160,22 @@ def test_store_relist_delivers_deletions_and_update_retries_conflicts():
             store.inform("Queue")
             events = []
             store.watch("Queue", lambda ev, obj, old: events.append((ev, obj.name)))
-            double.put_object({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "a"}, "spec": {"weight": 1}})
-            double.put_object({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "b"}, "spec": {"weight": 1}})
+            double.put_object(
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "Queue",
+                    "metadata": {"name": "a"},
+                    "spec": {"weight": 1},
+                }
+            )
+            double.put_object(
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "Queue",
+                    "metadata": {"name": "b"},
+                    "spec": {"weight": 1},
+                }
+            )
             await store.start()
             assert await store.wait_synced(5)
             assert sorted(e[1] for e in events) == ["a", "b"]
@@ -166,14 +211,20 @@ def test_store_relist_delivers_deletions_and_update_retries_conflicts():
 
 
 def _review(kind_path: str, obj: dict, op: str = "CREATE", **kw):
-    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u1", "operation": op, "object": obj, "namespace": "default"}}
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u1", "operation": op, "object": obj, "namespace": "default"},
+    }
     return admission_review(body, kind_path, **kw)["response"]
 
 
 def _queue(name: str, state: str = "Open"):
     from lavaflow.api.volcano import Queue
 
-    q = Queue.model_validate({"metadata": {"name": name}, "spec": {"weight": 1, "parent": "root" if name != "root" else ""}})
+    q = Queue.model_validate(
+        {"metadata": {"name": name}, "spec": {"weight": 1, "parent": "root" if name != "root" else ""}}
+    )
     q.status.state = state
     return q
 
@@ -182,7 +233,21 @@ JOB = {
     "apiVersion": "batch.volcano.sh/v1alpha1",
     "kind": "Job",
     "metadata": {"name": "j", "namespace": "default"},
-    "spec": {"tasks": [{"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}]}}}], "plugins": {"mpi": []}},
+    "spec": {
+        "tasks": [
+            {
+                "replicas": 2,
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "c", "image": "busybox", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}
+                        ]
+                    }
+                },
+            }
+        ],
+        "plugins": {"mpi": []},
+    },
 }
 
 
@@ -207,10 +272,29 @@ def test_webhook_validation_refusals_name_object_and_field():
     msg = resp["status"]["message"]
     assert msg.startswith("Job default/j: ")
     assert "spec.tasks[0].minAvailable" in msg and "spec.queue" in msg
-    resp = _review("/queues/validate", {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"}, "spec": {"weight": 0}}, queues={})
+    resp = _review(
+        "/queues/validate",
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "q"},
+            "spec": {"weight": 0},
+        },
+        queues={},
+    )
     assert not resp["allowed"] and "spec.weight" in resp["status"]["message"]
-    body = {"apiVersion": "admission.k8s.io/v1", "request": {"uid": "u", "operation": "DELETE", "name": "default", "oldObject": {"metadata": {"name": "default"}}}}
-    resp = admission_review(body, "/queues/validate", queues={"default": _queue("default")}, podgroups=lambda: [])["response"]
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "u",
+            "operation": "DELETE",
+            "name": "default",
+            "oldObject": {"metadata": {"name": "default"}},
+        },
+    }
+    resp = admission_review(body, "/queues/validate", queues={"default": _queue("default")}, podgroups=lambda: [])[
+        "response"
+    ]
     assert not resp["allowed"] and resp["status"]["code"] == 403
 
 
@@ -241,16 +325,29 @@ def test_webhook_validates_jobflows_commands_jobtemplates_and_hypernodes():
     resp = _review("/jobflows/validate", JOBFLOW_CYCLE)
     assert not resp["allowed"] and "JobFlow default/flow: spec.flows: flows are not a DAG" in resp["status"]["message"]
     resp = _review("/commands/validate", COMMAND_BAD_ACTION)
-    assert not resp["allowed"] and "Command default/cmd: action: 'OpenQueue' is not an action for a Job" in resp["status"]["message"]
+    assert (
+        not resp["allowed"]
+        and "Command default/cmd: action: 'OpenQueue' is not an action for a Job" in resp["status"]["message"]
+    )
     ok = dict(COMMAND_BAD_ACTION, action="AbortJob")
     assert _review("/commands/validate", ok)["allowed"]  # the target may come later: not looked up
-    tmpl = {"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobTemplate", "metadata": {"name": "t", "namespace": "default"}, "spec": dict(JOB["spec"], plugins={})}
+    tmpl = {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobTemplate",
+        "metadata": {"name": "t", "namespace": "default"},
+        "spec": dict(JOB["spec"], plugins={}),
+    }
     bad = json.loads(json.dumps(tmpl))
     bad["spec"]["tasks"][0]["minAvailable"] = 5
     assert _review("/jobtemplates/validate", tmpl)["allowed"]
     resp = _review("/jobtemplates/validate", bad)
     assert not resp["allowed"] and "spec.tasks[0].minAvailable" in resp["status"]["message"]
-    hn = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "s0"}, "spec": {"tier": 1, "members": []}}
+    hn = {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": "s0"},
+        "spec": {"tier": 1, "members": []},
+    }
     resp = _review("/hypernodes/validate", hn)
     assert not resp["allowed"] and "spec.members" in resp["status"]["message"]
 
@@ -278,8 +375,12 @@ def test_helm_chart_lists_the_webhooks_the_code_serves():
     from lavaflow.kube.webhook import HOOKS
 
     text = (Path(__file__).resolve().parents[2] / "charts/lavaflow/templates/webhook.yaml").read_text()
-    chart = re.findall(r'\(dict "name" "([^"]+)" "path" "([^"]+)" .*"resource" "([^"]+)" "ops" \(list ([^)]*)\) "mutate" (\w+)\)', text)
-    code = [(h.name, h.path, h.kind.plural, " ".join(f'"{o}"' for o in h.operations), str(h.mutate).lower()) for h in HOOKS]
+    chart = re.findall(
+        r'\(dict "name" "([^"]+)" "path" "([^"]+)" .*"resource" "([^"]+)" "ops" \(list ([^)]*)\) "mutate" (\w+)\)', text
+    )
+    code = [
+        (h.name, h.path, h.kind.plural, " ".join(f'"{o}"' for o in h.operations), str(h.mutate).lower()) for h in HOOKS
+    ]
     assert chart == code
 
 
@@ -291,7 +392,11 @@ def test_webhook_serves_admission_reviews_over_tls(tmp_path):
         try:
             ctx = ssl.create_default_context(cadata=ca.decode())
             async with aiohttp.ClientSession() as s:
-                body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "x", "operation": "CREATE", "object": JOB}}
+                body = {
+                    "apiVersion": "admission.k8s.io/v1",
+                    "kind": "AdmissionReview",
+                    "request": {"uid": "x", "operation": "CREATE", "object": JOB},
+                }
                 async with s.post(f"https://localhost:{runner.bound_port}/jobs/mutate", json=body, ssl=ctx) as r:
                     out = await r.json()
                 async with s.get(f"https://localhost:{runner.bound_port}/healthz", ssl=ctx) as r:
@@ -317,7 +422,10 @@ def test_metrics_healthz_readyz_and_leader_election():
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {"name": "p", "namespace": "default", "annotations": {"sim.lavaflow.io/duration": "inf"}},
-                "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
+                "spec": {
+                    "schedulerName": "volcano",
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+                },
             }
             c.start_controllers()
             await c.create([pod])
@@ -372,7 +480,15 @@ def test_vcctl_and_voda_commands_against_the_double(tmp_path):
     double = ApiDouble().start()
     try:
         kc = double.kubeconfig(str(tmp_path / "kubeconfig"))
-        double.put_object({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}, "status": {"state": "Open"}})
+        double.put_object(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "default"},
+                "spec": {"weight": 1},
+                "status": {"state": "Open"},
+            }
+        )
         cli = CliRunner()
 
         def ok(*args):
@@ -383,7 +499,20 @@ def test_vcctl_and_voda_commands_against_the_double(tmp_path):
         assert "run job demo successfully" in ok("job", "run", "-N", "demo", "-r", "2", "-m", "2")
         out = ok("job", "list")
         header = out.splitlines()[0]
-        assert header.split() == ["Name", "Creation", "Phase", "JobType", "Replicas", "Min", "Pending", "Running", "Succeeded", "Failed", "Unknown", "RetryCount"]
+        assert header.split() == [
+            "Name",
+            "Creation",
+            "Phase",
+            "JobType",
+            "Replicas",
+            "Min",
+            "Pending",
+            "Running",
+            "Succeeded",
+            "Failed",
+            "Unknown",
+            "RetryCount",
+        ]
         assert header.index("Creation") == len("demo") + 3 and out.splitlines()[1].split()[0] == "demo"
         assert "Batch" in out.splitlines()[1]
         assert "Min Available:" in ok("job", "view", "-N", "demo")
@@ -395,7 +524,17 @@ def test_vcctl_and_voda_commands_against_the_double(tmp_path):
 
         assert "create queue ml successfully" in ok("queue", "create", "-n", "ml", "-w", "3")
         out = ok("queue", "list")
-        assert out.splitlines()[0].split() == ["Name", "Weight", "State", "Parent", "Inqueue", "Pending", "Running", "Unknown", "Completed"]
+        assert out.splitlines()[0].split() == [
+            "Name",
+            "Weight",
+            "State",
+            "Parent",
+            "Inqueue",
+            "Pending",
+            "Running",
+            "Unknown",
+            "Completed",
+        ]
         assert any(line.split()[:2] == ["ml", "3"] for line in out.splitlines())
         ok("queue", "operate", "-n", "ml", "-a", "update", "-w", "5")
         assert double.get("Queue", "ml")["spec"]["weight"] == 5
@@ -431,8 +570,18 @@ def test_pods_listed_before_their_node_still_count_in_its_use():
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1", "annotations": annotations or {}},
-            "spec": {"schedulerName": scheduler, "nodeName": "n0", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "uid": f"uid-{name}",
+                "resourceVersion": "1",
+                "annotations": annotations or {},
+            },
+            "spec": {
+                "schedulerName": scheduler,
+                "nodeName": "n0",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            },
             "status": {"phase": "Running"},
         }
 
@@ -461,7 +610,14 @@ def test_the_schedulers_pods_keep_only_what_scheduling_reads():
             "finalizers": ["x/y"],
         },
         "spec": {
-            "containers": [{"name": "c", "image": "busybox", "env": [{"name": "A", "value": "1"}], "resources": {"requests": {"cpu": "1"}}}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "busybox",
+                    "env": [{"name": "A", "value": "1"}],
+                    "resources": {"requests": {"cpu": "1"}},
+                }
+            ],
             "volumes": [{"name": "v", "emptyDir": {}}],
         },
         "status": {

@@ -121,7 +121,12 @@ GROUPS = 12
 
 def _objects() -> list[dict]:
     docs: list[dict] = [
-        {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}},
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "default"},
+            "spec": {"weight": 1},
+        },
     ]
     for i in range(GROUPS):
         docs.append(
@@ -136,8 +141,15 @@ def _objects() -> list[dict]:
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"p-{i}", "namespace": "ns", "annotations": {"scheduling.k8s.io/group-name": f"pg-{i}"}},
-                "spec": {"schedulerName": "lavaflow", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                "metadata": {
+                    "name": f"p-{i}",
+                    "namespace": "ns",
+                    "annotations": {"scheduling.k8s.io/group-name": f"pg-{i}"},
+                },
+                "spec": {
+                    "schedulerName": "lavaflow",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                },
             }
         )
     return docs
@@ -148,7 +160,9 @@ async def _scheduler(double: ApiDouble) -> KubeScheduler:
         double.put_object(fake_node(f"n{n}", cpu="16", memory="64Gi"))
     for d in _objects():
         double.put_object(d)
-    s = KubeScheduler(KubeClient(ClientConfig(server=double.url, qps=0)), scheduler_names=("lavaflow",), emit_events=False)
+    s = KubeScheduler(
+        KubeClient(ClientConfig(server=double.url, qps=0)), scheduler_names=("lavaflow",), emit_events=False
+    )
     await s.start()
     assert await s.store.wait_synced(5)
     return s
@@ -246,8 +260,9 @@ def test_eviction_rate_limiter_lets_a_burst_through_then_spaces_evictions():
 
 
 def test_scheduler_counts_rate_limited_evictions_in_metrics():
-    from lavaflow.kube.metrics import SchedulerMetrics
     from prometheus_client import generate_latest
+
+    from lavaflow.kube.metrics import SchedulerMetrics
 
     m = SchedulerMetrics()
     m.evictions_delayed.inc()

@@ -16,7 +16,6 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
 from kube_harness import Cluster, load_example, node_usage  # noqa: E402
-
 from lavaflow.testing import fake_node  # noqa: E402
 
 
@@ -79,13 +78,19 @@ def test_gang_waits_all_or_nothing_and_explains_why():
 
             async def explained():
                 pgs = await c.objects("PodGroup")
-                conds = [x for pg in pgs for x in (pg.get("status") or {}).get("conditions", []) if x["type"] == "Unschedulable"]
+                conds = [
+                    x
+                    for pg in pgs
+                    for x in (pg.get("status") or {}).get("conditions", [])
+                    if x["type"] == "Unschedulable"
+                ]
                 return conds
 
             conds = await c.wait_for(explained, 15, "an Unschedulable PodGroup condition")
             assert conds[0]["status"] == "True"
             assert conds[0]["message"].startswith("4/4 tasks in gang unschedulable")
             assert c.bindings() == []
+
             async def unschedulable_event():
                 # Events go out after bindings and status writes: wait for them (a busy machine delays them).
                 events = await c.objects("Event")
@@ -125,7 +130,13 @@ def spark_style(n_pods: int = 3, cpu: str = "1") -> list[dict]:
                 },
                 "spec": {
                     "schedulerName": "volcano",
-                    "containers": [{"name": "spark", "image": "apache/spark:3.5.2", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+                    "containers": [
+                        {
+                            "name": "spark",
+                            "image": "apache/spark:3.5.2",
+                            "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                        }
+                    ],
                 },
             }
         )
@@ -148,12 +159,16 @@ def test_spark_style_podgroup_is_all_or_nothing():
 
             async def explained():
                 pods = await c.pods("spark")
-                conds = [next((x for x in p["status"].get("conditions", []) if x["type"] == "PodScheduled"), None) for p in pods]
+                conds = [
+                    next((x for x in p["status"].get("conditions", []) if x["type"] == "PodScheduled"), None)
+                    for p in pods
+                ]
                 return all(x and x["status"] == "False" for x in conds) and conds
 
             conds = await c.wait_for(explained, 10, "PodScheduled=False on every pod (kubectl describe pod)")
             assert conds[0]["reason"] == "Unschedulable"
             assert conds[0]["message"].startswith("3/3 tasks in gang unschedulable"), conds[0]["message"]
+
             async def failed_scheduling():
                 # Events go out after bindings and status writes: wait for them (a busy machine delays them).
                 events = await c.objects("Event", "spark")
@@ -201,7 +216,9 @@ def test_spark_deadlock_resolves():
             async def statuses():
                 pgs = await c.objects("PodGroup", "spark")
                 q = next(q for q in await c.objects("Queue") if q["metadata"]["name"] == "default")
-                return all(pg["status"]["phase"] == "Completed" for pg in pgs) and q["status"].get("completed") == 6 and q
+                return (
+                    all(pg["status"]["phase"] == "Completed" for pg in pgs) and q["status"].get("completed") == 6 and q
+                )
 
             q = await c.wait_for(statuses, 10, "PodGroups Completed and counted in the queue")
             assert q["status"]["state"] == "Open"
@@ -226,7 +243,11 @@ def many_jobs(n: int, replicas: int, cpu: str = "1") -> list[dict]:
                             "replicas": replicas,
                             "template": {
                                 "metadata": {"annotations": {"sim.lavaflow.io/duration": "inf"}},
-                                "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]},
+                                "spec": {
+                                    "containers": [
+                                        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+                                    ]
+                                },
                             },
                         }
                     ],
@@ -313,8 +334,12 @@ def test_hard_network_topology_gang_lands_in_one_hypernode_on_a_cluster():
     conf = load_scheduler_conf(DEFAULT_SCHEDULER_CONF + "  - name: network-topology-aware\n")
 
     def hypernode(name: str, pattern: str) -> dict:
-        return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
-                "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]}}
+        return {
+            "apiVersion": "topology.volcano.sh/v1alpha1",
+            "kind": "HyperNode",
+            "metadata": {"name": name},
+            "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]},
+        }
 
     pods = spark_style(n_pods=3, cpu="2")
     pods[0]["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}

@@ -16,10 +16,9 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
 from kube_harness import Cluster  # noqa: E402
-
 from lavaflow.cli.tables import format_train_jobs  # noqa: E402
-from lavaflow.testing import fake_node  # noqa: E402
 from lavaflow.scheduler.framework.conf import load_scheduler_conf  # noqa: E402
+from lavaflow.testing import fake_node  # noqa: E402
 
 CONF = """\
 actions: "enqueue, elastic, allocate, backfill"
@@ -52,38 +51,57 @@ def elastic_job(name: str, epochs: int, lo: int, hi: int, duration: str, gpu_typ
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": "default",
-                     "annotations": {"lavaflow.io/speedup": LINEAR, "lavaflow.io/epoch-time": "60s",
-                                     "lavaflow.io/epochs": str(epochs)}},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {
+                "lavaflow.io/speedup": LINEAR,
+                "lavaflow.io/epoch-time": "60s",
+                "lavaflow.io/epochs": str(epochs),
+            },
+        },
         "spec": {
             "schedulerName": "volcano",
             "minAvailable": lo,
-            "tasks": [{
-                "name": "worker",
-                "replicas": hi,
-                "template": {
-                    "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
-                    "spec": {
-                        "nodeSelector": {"lavaflow.io/accelerator": gpu_type},
-                        "containers": [{"name": "train", "image": "pytorch",
-                                        "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}}}],
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": hi,
+                    "template": {
+                        "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
+                        "spec": {
+                            "nodeSelector": {"lavaflow.io/accelerator": gpu_type},
+                            "containers": [
+                                {
+                                    "name": "train",
+                                    "image": "pytorch",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
+                                }
+                            ],
+                        },
                     },
-                },
-            }],
+                }
+            ],
         },
     }
 
 
 def running_workers(pods: list[dict], job: str) -> list[str]:
     return sorted(
-        p["metadata"]["name"] for p in pods
+        p["metadata"]["name"]
+        for p in pods
         if (p["metadata"].get("labels") or {}).get("volcano.sh/job-name") == job
-        and (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        and (p.get("status") or {}).get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
     )
 
 
 def gpu_nodes(suffix: str = "") -> list[dict]:
-    return [gpu_node(f"v100-0{suffix}", 4, "v100"), gpu_node(f"v100-1{suffix}", 4, "v100"), gpu_node(f"k80-0{suffix}", 4, "k80")]
+    return [
+        gpu_node(f"v100-0{suffix}", 4, "v100"),
+        gpu_node(f"v100-1{suffix}", 4, "v100"),
+        gpu_node(f"k80-0{suffix}", 4, "k80"),
+    ]
 
 
 async def resize_scenario(c: Cluster, ns: str = "default", admit=lambda d: d, suffix: str = "") -> None:
@@ -120,6 +138,7 @@ async def resize_scenario(c: Cluster, ns: str = "default", admit=lambda d: d, su
     assert not any(p["spec"].get("nodeName") == f"k80-0{suffix}" for p in pods)
     # small completes (its pods run 3 s here): big grows back to 8
     await c.wait_for(lambda: at("big", 8), 90, "big back at 8 workers after small completed")
+
     async def small_completed():
         jobs = {j["metadata"]["name"]: j for j in await c.objects("Job", ns)}
         return (jobs["small"].get("status") or {}).get("state", {}).get("phase") == "Completed" and jobs
@@ -131,8 +150,10 @@ async def resize_scenario(c: Cluster, ns: str = "default", admit=lambda d: d, su
     async def resize_events():
         events = await c.objects("Event", ns)
         reasons = [(e["reason"], e.get("message", "")) for e in events if e["involvedObject"]["kind"] == "PodGroup"]
-        return (any(r == "Resized" and "8 → 4" in m for r, m in reasons)
-                and any(r == "Resized" and "4 → 8" in m for r, m in reasons)) and reasons
+        return (
+            any(r == "Resized" and "8 → 4" in m for r, m in reasons)
+            and any(r == "Resized" and "4 → 8" in m for r, m in reasons)
+        ) and reasons
 
     await c.wait_for(resize_events, 30, "Resized events 8 → 4 and 4 → 8")
     pgs = [g for g in await c.objects("PodGroup", ns) if g["metadata"]["name"].startswith("big-")]
@@ -162,20 +183,30 @@ def test_running_job_can_report_its_measured_speed():
             c.start_scheduler(conf=load_scheduler_conf(CONF))
             await c.until_ready()
             job = elastic_job("m", 10, 1, 4, "inf")
-            job["metadata"]["annotations"] = {"lavaflow.io/speedup": "1:1,2:1.9", "lavaflow.io/epoch-time": "60s", "lavaflow.io/epochs": "10"}
+            job["metadata"]["annotations"] = {
+                "lavaflow.io/speedup": "1:1,2:1.9",
+                "lavaflow.io/epoch-time": "60s",
+                "lavaflow.io/epochs": "10",
+            }
             await c.create([copy.deepcopy(job)])
 
             async def pg_ann(key: str, value: str):
                 pgs = await c.objects("PodGroup", "default")
                 return bool(pgs) and (pgs[0]["metadata"].get("annotations") or {}).get(key) == value
 
-            await c.wait_for(lambda: pg_ann("lavaflow.io/speedup", "1:1,2:1.9"), 30, "the PodGroup with the Job's annotations")
+            await c.wait_for(
+                lambda: pg_ann("lavaflow.io/speedup", "1:1,2:1.9"), 30, "the PodGroup with the Job's annotations"
+            )
             from lavaflow.kube.client import MERGE_PATCH
 
             await c.api.request(
-                "PATCH", "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/m",
-                body={"metadata": {"annotations": {"lavaflow.io/speedup": "1:1,2:1.9,4:3.5"}}}, content_type=MERGE_PATCH,
+                "PATCH",
+                "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/m",
+                body={"metadata": {"annotations": {"lavaflow.io/speedup": "1:1,2:1.9,4:3.5"}}},
+                content_type=MERGE_PATCH,
             )
-            await c.wait_for(lambda: pg_ann("lavaflow.io/speedup", "1:1,2:1.9,4:3.5"), 30, "the measured speed-up on the PodGroup")
+            await c.wait_for(
+                lambda: pg_ann("lavaflow.io/speedup", "1:1,2:1.9,4:3.5"), 30, "the measured speed-up on the PodGroup"
+            )
 
     asyncio.run(asyncio.wait_for(scenario(), 90))

@@ -79,12 +79,21 @@ def test_a_leader_past_its_renew_deadline_sends_no_binding_or_eviction():
     async def scenario():
         double = ApiDouble(bookmark_interval=0.05).start()
         double.put_object(fake_node("n0", cpu="4", memory="16Gi"))
-        double.put_object({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}})
+        double.put_object(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "default"},
+                "spec": {"weight": 1},
+            }
+        )
         double.put_object(_podgroup("g", 2, 2, phase="Inqueue"))
         for i in range(2):
             double.put_object(_pod(f"p-{i}", "g"))
         client = _client(double)
-        elector = LeaderElector(client, "lavaflow-scheduler", "default", "frozen", lease_duration=3, renew_deadline=2, retry_period=0.5)
+        elector = LeaderElector(
+            client, "lavaflow-scheduler", "default", "frozen", lease_duration=3, renew_deadline=2, retry_period=0.5
+        )
         s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False, elector=elector)
         try:
             await s.start()
@@ -136,7 +145,12 @@ def test_a_gang_half_bound_by_a_dead_leader_is_completed_on_a_cluster_filled_exa
         for n in range(2):
             double.put_object(fake_node(f"n{n}", cpu="2", memory="8Gi"))
         double.put_object(
-            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}}
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "default"},
+                "spec": {"weight": 1},
+            }
         )
         double.put_object(_podgroup("g", 4, 4, phase="Pending"))
         double.put_object(_pod("p-0", "g", node="n0"))

@@ -37,11 +37,18 @@ def validate(doc, version: str) -> None:
     try:
         kv.validate(doc, version, strict=True)
     except kv.ValidationError as exc:
-        raise AssertionError(f"{doc.get('kind')} {doc.get('metadata', {}).get('name')}: {exc.message} at {list(exc.path)}") from None
+        raise AssertionError(
+            f"{doc.get('kind')} {doc.get('metadata', {}).get('name')}: {exc.message} at {list(exc.path)}"
+        ) from None
 
 
 def helm_binary() -> str | None:
-    for cand in (os.environ.get("LAVAFLOW_HELM"), shutil.which("helm"), str(Path(sys.executable).parent / "helm"), str(ROOT / ".venv/bin/helm")):
+    for cand in (
+        os.environ.get("LAVAFLOW_HELM"),
+        shutil.which("helm"),
+        str(Path(sys.executable).parent / "helm"),
+        str(ROOT / ".venv/bin/helm"),
+    ):
         if cand and Path(cand).exists() and os.access(cand, os.X_OK):
             return cand
     return None
@@ -59,7 +66,11 @@ def _structural(schema, path="") -> list[str]:
     out = []
     if not isinstance(schema, dict):
         return out
-    if "type" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get("x-kubernetes-int-or-string"):
+    if (
+        "type" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+        and not schema.get("x-kubernetes-int-or-string")
+    ):
         out.append(f"{path or '/'}: no type")
     for k, v in (schema.get("properties") or {}).items():
         out += _structural(v, f"{path}.{k}")
@@ -78,8 +89,14 @@ def test_crds_are_valid_and_structural(name):
     for ver in doc["spec"]["versions"]:
         assert not _structural(ver["schema"]["openAPIV3Schema"])
     group = doc["spec"]["group"]
-    assert group in ("scheduling.volcano.sh", "batch.volcano.sh", "bus.volcano.sh", "flow.volcano.sh",
-                     "topology.volcano.sh", "nodeinfo.volcano.sh")
+    assert group in (
+        "scheduling.volcano.sh",
+        "batch.volcano.sh",
+        "bus.volcano.sh",
+        "flow.volcano.sh",
+        "topology.volcano.sh",
+        "nodeinfo.volcano.sh",
+    )
     if doc["spec"]["names"]["kind"] not in ("Command", "Numatopology"):  # Volcano's have no status
         assert doc["spec"]["versions"][0]["subresources"] == {"status": {}}
 
@@ -120,7 +137,11 @@ def _jsonschema(schema):
     if isinstance(s, dict):
         if s.get("x-kubernetes-int-or-string"):
             return {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": s.get("pattern", ".*")}]}
-        s = {k: _jsonschema(v) if isinstance(v, (dict, list)) else v for k, v in s.items() if not k.startswith("x-kubernetes")}
+        s = {
+            k: _jsonschema(v) if isinstance(v, (dict, list)) else v
+            for k, v in s.items()
+            if not k.startswith("x-kubernetes")
+        }
         if "properties" in s and "additionalProperties" not in s and schema.get("type") == "object":
             s["additionalProperties"] = False  # pruning would drop unknown fields: catch them
         s.pop("format", None)
@@ -134,7 +155,12 @@ def test_examples_match_the_crd_schemas(example):
     docs = [d for d in yaml.safe_load_all((ROOT / "examples" / example).read_text()) if d]
     checked = 0
     for d in docs:
-        if d["apiVersion"].split("/")[0] in ("batch.volcano.sh", "scheduling.volcano.sh", "bus.volcano.sh", "flow.volcano.sh"):
+        if d["apiVersion"].split("/")[0] in (
+            "batch.volcano.sh",
+            "scheduling.volcano.sh",
+            "bus.volcano.sh",
+            "flow.volcano.sh",
+        ):
             schema = _jsonschema(_crd_schema(d["kind"]))
             schema["properties"]["metadata"] = {"type": "object"}
             jsonschema.validate(d, schema)
@@ -149,14 +175,24 @@ def render_chart(*sets: str) -> list[dict]:
     helm = helm_binary()
     if helm is None:
         pytest.skip("no helm binary (PATH, .venv/bin or $LAVAFLOW_HELM): run `sh deploy/get-helm.sh` to install one")
-    args = [helm, "template", "rel", str(ROOT / "charts" / "lavaflow"), "--namespace", "lavaflow-system", "--include-crds"]
+    args = [
+        helm,
+        "template",
+        "rel",
+        str(ROOT / "charts" / "lavaflow"),
+        "--namespace",
+        "lavaflow-system",
+        "--include-crds",
+    ]
     for s in sets:
         args += ["--set", s]
     out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=60).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-@pytest.mark.parametrize("sets", [(), ("webhook.certManager.enabled=true",), ("webhook.enabled=false", "scheduler.leaderElect=false")])
+@pytest.mark.parametrize(
+    "sets", [(), ("webhook.certManager.enabled=true",), ("webhook.enabled=false", "scheduler.leaderElect=false")]
+)
 def test_helm_chart_renders_valid_manifests(sets):
     docs = render_chart(*sets)
     kinds = [d["kind"] for d in docs]
@@ -180,8 +216,12 @@ def test_helm_chart_rbac_matches_the_code():
     assert roles["rel-lavaflow-controller"] == CONTROLLER_RULES
     assert roles["rel-lavaflow-webhook"] == WEBHOOK_RULES
     py = {(d["kind"], d["metadata"]["name"]) for d in install_manifests(with_crds=False)}
-    chart = {(d["kind"], d["metadata"]["name"].replace("rel-", "")) for d in docs if d["kind"] != "CustomResourceDefinition"}
-    assert py - {("Namespace", "lavaflow-system")} <= chart | {(k, n) for k, n in py if k in ("ClusterRole", "ClusterRoleBinding")}
+    chart = {
+        (d["kind"], d["metadata"]["name"].replace("rel-", "")) for d in docs if d["kind"] != "CustomResourceDefinition"
+    }
+    assert py - {("Namespace", "lavaflow-system")} <= chart | {
+        (k, n) for k, n in py if k in ("ClusterRole", "ClusterRoleBinding")
+    }
     # No role grants everything.
     for rules in roles.values():
         for r in rules:

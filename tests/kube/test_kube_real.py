@@ -48,7 +48,11 @@ def _admitted(doc: dict) -> dict:
     res = kind_of_manifest(doc)
     if res.kind not in ("Job", "PodGroup", "Queue"):
         return doc
-    resp = review({"uid": "t", "operation": "CREATE", "object": doc, "namespace": doc["metadata"].get("namespace")}, res.kind, True)
+    resp = review(
+        {"uid": "t", "operation": "CREATE", "object": doc, "namespace": doc["metadata"].get("namespace")},
+        res.kind,
+        True,
+    )
     if resp.get("patch"):
         import base64
         import json
@@ -63,14 +67,16 @@ async def _cleanup(api, ns: str, nodes: list[dict]) -> None:
     """Delete what a test made. Jobs, PodGroups and pods go first, pods with grace period 0: a bare
     control plane (no kube-controller-manager, so no namespace controller or pod GC) would otherwise
     keep them, Running on deleted nodes and counted in the queues, and the next test would see them."""
+    from lavaflow.api.kinds import kind_info
     from lavaflow.kube.client import ApiError
     from lavaflow.kube.ops import delete_object
-    from lavaflow.api.kinds import kind_info
 
     for kind in ("Job", "PodGroup", "Pod"):
         try:
             await api.request(
-                "DELETE", kind_info(kind).path(ns), body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+                "DELETE",
+                kind_info(kind).path(ns),
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
             )
         except ApiError:
             pass
@@ -79,7 +85,9 @@ async def _cleanup(api, ns: str, nodes: list[dict]) -> None:
         await delete_object(api, "Node", n["metadata"]["name"])
 
 
-@pytest.mark.parametrize("example,pods", [("mpi-hello.yaml", 4), ("tensorflow-benchmark.yaml", 3), ("spark-wordcount.yaml", 18)])
+@pytest.mark.parametrize(
+    "example,pods", [("mpi-hello.yaml", 4), ("tensorflow-benchmark.yaml", 3), ("spark-wordcount.yaml", 18)]
+)
 def test_examples_on_a_real_api_server(example, pods):
     from kube_harness import Cluster, load_example
 
@@ -150,7 +158,10 @@ class _NodeNames:
 def _labelled_nodes(suffix: str, n: int, cpu: str, memory: str, start: int = 0) -> list[dict]:
     from lavaflow.testing import fake_node
 
-    return [fake_node(f"rt-{suffix}-{i}", cpu=cpu, memory=memory, labels={"lavaflow-test": suffix}) for i in range(start, start + n)]
+    return [
+        fake_node(f"rt-{suffix}-{i}", cpu=cpu, memory=memory, labels={"lavaflow-test": suffix})
+        for i in range(start, start + n)
+    ]
 
 
 def test_spark_style_podgroup_is_all_or_nothing_on_a_real_api_server():
@@ -181,14 +192,19 @@ def test_spark_style_podgroup_is_all_or_nothing_on_a_real_api_server():
 
                 async def explained():
                     pods = await c.pods(ns)
-                    conds = [next((x for x in p["status"].get("conditions", []) if x["type"] == "PodScheduled"), None) for p in pods]
+                    conds = [
+                        next((x for x in p["status"].get("conditions", []) if x["type"] == "PodScheduled"), None)
+                        for p in pods
+                    ]
                     return len(pods) == 3 and all(x and x["status"] == "False" for x in conds) and conds
 
                 conds = await c.wait_for(explained, 30, "PodScheduled=False on every pod")
                 assert conds[0]["reason"] == "Unschedulable"
                 assert conds[0]["message"].startswith("3/3 tasks in gang unschedulable"), conds[0]["message"]
                 pg = (await c.objects("PodGroup", ns))[0]
-                assert any(x["type"] == "Unschedulable" and x["status"] == "True" for x in pg["status"].get("conditions", [])), pg["status"]
+                assert any(
+                    x["type"] == "Unschedulable" and x["status"] == "True" for x in pg["status"].get("conditions", [])
+                ), pg["status"]
                 events = await c.objects("Event", ns)
                 assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod" for e in events)
                 await asyncio.sleep(1.0)
@@ -198,7 +214,11 @@ def test_spark_style_podgroup_is_all_or_nothing_on_a_real_api_server():
                 async def running():
                     pods = await c.pods(ns)
                     pg = (await c.objects("PodGroup", ns))[0]
-                    return all(p["spec"].get("nodeName") for p in pods) and pg["status"].get("phase") == "Running" and pg["status"].get("running") == 3
+                    return (
+                        all(p["spec"].get("nodeName") for p in pods)
+                        and pg["status"].get("phase") == "Running"
+                        and pg["status"].get("running") == 3
+                    )
 
                 await c.wait_for(running, 30, "all three pods bound and the PodGroup Running with 3 running")
             finally:
@@ -209,8 +229,9 @@ def test_spark_style_podgroup_is_all_or_nothing_on_a_real_api_server():
 
 def test_killed_scheduler_restarts_on_a_real_api_server():
     """Kill the scheduler mid-run (no lease release): the next one rebuilds from the API, binds the rest, none twice, no overcommit."""
-    from kube_harness import Cluster, node_usage
     from test_kube_e2e import many_jobs
+
+    from kube_harness import Cluster, node_usage
 
     async def scenario():
         suffix = uuid.uuid4().hex[:6]
@@ -281,10 +302,15 @@ def test_admission_webhook_on_a_real_api_server(tmp_path):
         for kind in ("Queue", "PodGroup", "Namespace"):
             store.inform(kind)
         served = None
-        plurals = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations", "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
+        plurals = {
+            "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+        }
         try:
             await _install_crds(api)
-            await api.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            await api.request(
+                "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+            )
             await store.start()
             assert await store.wait_synced(20)
             cert, key, ca = self_signed("lavaflow-webhook", ns, tmp_path)
@@ -292,7 +318,9 @@ def test_admission_webhook_on_a_real_api_server(tmp_path):
             for doc in webhook_objects(ns)[1:]:
                 doc["metadata"]["name"] = name
                 for wh in doc["webhooks"]:
-                    wh["clientConfig"] = {"url": f"https://127.0.0.1:{served.bound_port}{wh['clientConfig']['service']['path']}"}
+                    wh["clientConfig"] = {
+                        "url": f"https://127.0.0.1:{served.bound_port}{wh['clientConfig']['service']['path']}"
+                    }
                     if wh["rules"][0]["resources"] == ["queues"]:  # cluster-scoped: only this test's queues
                         wh["objectSelector"] = {"matchLabels": {"lavaflow-test": suffix}}
                     else:
@@ -302,15 +330,35 @@ def test_admission_webhook_on_a_real_api_server(tmp_path):
             await asyncio.sleep(2)  # the API server picks up new webhook configurations
 
             jobs = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
-            task = {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}]}}}
-            job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "mpi", "namespace": ns}, "spec": {"tasks": [task]}}
+            task = {
+                "replicas": 2,
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {"name": "c", "image": "busybox", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}
+                        ]
+                    }
+                },
+            }
+            job = {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": "mpi", "namespace": ns},
+                "spec": {"tasks": [task]},
+            }
             made = await api.request("POST", jobs, body=job)
             spec = made["spec"]
             assert spec["queue"] == "default" and spec["schedulerName"] == "volcano" and spec["minAvailable"] == 2
             assert spec["maxRetry"] == 3 and spec["tasks"][0]["name"] == "default0"
-            assert spec["tasks"][0]["template"]["spec"]["containers"][0]["volumeMounts"] == [{"name": "x", "mountPath": "/x"}]
+            assert spec["tasks"][0]["template"]["spec"]["containers"][0]["volumeMounts"] == [
+                {"name": "x", "mountPath": "/x"}
+            ]
 
-            bad = {**job, "metadata": {"name": "too-many", "namespace": ns}, "spec": {"minAvailable": 5, "tasks": [task]}}
+            bad = {
+                **job,
+                "metadata": {"name": "too-many", "namespace": ns},
+                "spec": {"minAvailable": 5, "tasks": [task]},
+            }
             with pytest.raises(ApiError) as err:
                 await api.request("POST", jobs, body=bad)
             assert err.value.status == 422
@@ -326,7 +374,7 @@ def test_admission_webhook_on_a_real_api_server(tmp_path):
                 await api.request("POST", "/apis/scheduling.volcano.sh/v1beta1/queues", body=queue)
             assert f"Queue orphan-{suffix}" in err.value.message and "spec.parent" in err.value.message
         finally:
-            for kind, plural in plurals.items():
+            for plural in plurals.values():
                 try:
                     await api.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}")
                 except ApiError:
@@ -356,7 +404,11 @@ def test_helm_chart_is_accepted_by_a_real_api_server():
     from lavaflow.kube.ops import delete_object
 
     helm = next(
-        (c for c in (os.environ.get("LAVAFLOW_HELM"), shutil.which("helm"), str(Path(sys.executable).parent / "helm")) if c and Path(c).exists()),
+        (
+            c
+            for c in (os.environ.get("LAVAFLOW_HELM"), shutil.which("helm"), str(Path(sys.executable).parent / "helm"))
+            if c and Path(c).exists()
+        ),
         None,
     )
     kubectl = shutil.which("kubectl")
@@ -368,7 +420,9 @@ def test_helm_chart_is_accepted_by_a_real_api_server():
         capture_output=True, text=True, check=True, timeout=60,
     ).stdout  # fmt: skip
     kinds = sorted({d["kind"] for d in yaml.safe_load_all(rendered) if d})
-    assert {"CustomResourceDefinition", "Deployment", "ClusterRole", "MutatingWebhookConfiguration", "Queue"} <= set(kinds)
+    assert {"CustomResourceDefinition", "Deployment", "ClusterRole", "MutatingWebhookConfiguration", "Queue"} <= set(
+        kinds
+    )
 
     async def make_namespace(delete: bool = False):
         cfg = load_config(KUBECONFIG)
@@ -378,7 +432,11 @@ def test_helm_chart_is_accepted_by_a_real_api_server():
                 await delete_object(api, "Namespace", ns)
             else:
                 await _install_crds(api)
-                await api.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+                await api.request(
+                    "POST",
+                    "/api/v1/namespaces",
+                    body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                )
         finally:
             await api.close()
 
@@ -398,8 +456,9 @@ def test_helm_chart_is_accepted_by_a_real_api_server():
 def test_elastic_job_is_resized_on_a_real_api_server():
     """Issue 10 on a cluster: an elastic Volcano Job on GPU nodes (nvidia.com/gpu, accelerator
     label) runs at its maximum, shrinks for a second job, grows back when that one completes."""
-    from kube_harness import Cluster
     from test_kube_elastic import gpu_nodes, resize_scenario
+
+    from kube_harness import Cluster
 
     async def scenario():
         suffix = "-" + uuid.uuid4().hex[:6]
@@ -419,7 +478,14 @@ def test_elastic_job_is_resized_on_a_real_api_server():
 
 # ---------------------------------------------------------------------- failover of real processes
 
-LEASE = ["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"]
+LEASE = [
+    "--leader-elect-lease-duration",
+    "4s",
+    "--leader-elect-renew-deadline",
+    "3s",
+    "--leader-elect-retry-period",
+    "500ms",
+]
 
 
 def _gang(ns: str, suffix: str, name: str, members: int, cpu: int, priority_class: str | None = None) -> list[dict]:
@@ -446,7 +512,11 @@ def _gang(ns: str, suffix: str, name: str, members: int, cpu: int, priority_clas
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"{name}-{i}", "namespace": ns, "annotations": {"scheduling.k8s.io/group-name": name}},
+                "metadata": {
+                    "name": f"{name}-{i}",
+                    "namespace": ns,
+                    "annotations": {"scheduling.k8s.io/group-name": name},
+                },
                 "spec": spec,
             }
         )
@@ -535,7 +605,15 @@ def test_frozen_leader_does_not_bind_from_a_stale_view_on_a_real_api_server(tmp_
         procs = []
         try:
             await _setup_failover(api, ns, nodes)
-            await create_manifest(api, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": pc}, "value": 1000})
+            await create_manifest(
+                api,
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": pc},
+                    "value": 1000,
+                },
+            )
             a = _scheduler_proc(suffix, ns, "a", "2", tmp_path)
             procs.append(a)
             await _wait(lambda: _holder(api, ns, suffix), 60, "a leader")
@@ -568,7 +646,9 @@ def test_frozen_leader_does_not_bind_from_a_stale_view_on_a_real_api_server(tmp_
             # reached the server (where those the standby had bound would have failed).
             assert " failed: " not in log_a, log_a[-2000:]
             assert "lost leadership" in log_a or "lost lease" in log_a or "not renewed" in log_a, log_a[-2000:]
-            print(f"bound before the freeze: {before}; standby took over after {took_over:.1f}s (lease 4s); per gang {per_gang}")
+            print(
+                f"bound before the freeze: {before}; standby took over after {took_over:.1f}s (lease 4s); per gang {per_gang}"
+            )
             print("old leader:", [line for line in log_a.splitlines() if "lease" in line or "not sending" in line][:5])
         finally:
             for p in procs:
@@ -629,7 +709,9 @@ def test_killed_leader_leaves_no_gang_half_bound_on_a_real_api_server(tmp_path):
             per_gang = _check_whole(await list_objects(api, "Pod", ns), 2.0)
             assert sorted(per_gang.values()) == [0, 4, 4, 4], per_gang
             assert took_over < 4 + 2, took_over
-            print(f"bound when killed: {before}; standby took over after {took_over:.1f}s (lease 4s); per gang {per_gang}")
+            print(
+                f"bound when killed: {before}; standby took over after {took_over:.1f}s (lease 4s); per gang {per_gang}"
+            )
             t0 = time.monotonic()
             b.send_signal(signal.SIGTERM)
             b.wait(10)
@@ -705,7 +787,9 @@ def test_gang_half_bound_by_a_dead_leader_is_completed_on_a_real_api_server(tmp_
 
             async def g1_whole() -> bool:
                 pods = await list_objects(api, "Pod", ns)
-                return sum(1 for p in pods if p["metadata"]["name"].startswith("g1-") and p["spec"].get("nodeName")) == 4
+                return (
+                    sum(1 for p in pods if p["metadata"]["name"].startswith("g1-") and p["spec"].get("nodeName")) == 4
+                )
 
             await _wait(g1_whole, 60, "the half-bound gang completed")
             per_gang = _check_whole(await list_objects(api, "Pod", ns), 2.0)
@@ -728,17 +812,20 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
     labelled with a group of minMember 4 get nothing on 3 CPUs — PreScheduling, PodScheduled=False, a
     ScheduleTimeout Event after 1 s — and all five on 5 CPUs, the group Running with running 5,
     written through its status subresource (so the field names match the CRD's schema)."""
-    from kube_harness import Cluster
     from test_kube_x_k8s_podgroup import group, pods, scheduled_condition
 
+    from kube_harness import Cluster
+    from lavaflow.api.kinds import kind_info as resource
     from lavaflow.kube.client import ApiError
     from lavaflow.kube.ops import apply_manifest
-    from lavaflow.api.kinds import kind_info as resource
 
     async def scenario():
         suffix = uuid.uuid4().hex[:6]
         ns = f"lavaflow-xk8s-{suffix}"
-        docs = [group("trainer", 4, ns=ns, scheduleTimeoutSeconds=1, minResources={"cpu": "4"}), *pods("trainer", 5, ns=ns)]
+        docs = [
+            group("trainer", 4, ns=ns, scheduleTimeoutSeconds=1, minResources={"cpu": "4"}),
+            *pods("trainer", 5, ns=ns),
+        ]
         for d in docs[1:]:
             d["spec"]["nodeSelector"] = {"lavaflow-test": suffix}
         nodes = _labelled_nodes(suffix, 1, "3", "8Gi")
@@ -777,7 +864,9 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
                     ok = ok and all(x and "scheduleTimeoutSeconds (1s)" in (x.get("message") or "") for x in conds)
                     return ok and (pg, conds, events)
 
-                pg, conds, events = await c.wait_for(waiting, 30, "PreScheduling, a ScheduleTimeout Event, the pods' messages")
+                pg, conds, events = await c.wait_for(
+                    waiting, 30, "PreScheduling, a ScheduleTimeout Event, the pods' messages"
+                )
                 assert pg["status"]["scheduleStartTime"]
                 assert conds[0]["reason"] == "Unschedulable"
                 assert events[0]["involvedObject"]["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
@@ -787,8 +876,12 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
 
                 async def running():
                     ps = await c.pods(ns)
-                    st = ((await c.objects("CoschedulingPodGroup", ns))[0].get("status") or {})
-                    ok = all(p["spec"].get("nodeName") for p in ps) and st.get("phase") == "Running" and st.get("running") == 5
+                    st = (await c.objects("CoschedulingPodGroup", ns))[0].get("status") or {}
+                    ok = (
+                        all(p["spec"].get("nodeName") for p in ps)
+                        and st.get("phase") == "Running"
+                        and st.get("running") == 5
+                    )
                     return ok and st
 
                 st = await c.wait_for(running, 30, "all five bound and the group Running with 5 running")
@@ -801,7 +894,8 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
             finally:
                 try:
                     await c.api.request(
-                        "DELETE", resource("CoschedulingPodGroup").path(ns),
+                        "DELETE",
+                        resource("CoschedulingPodGroup").path(ns),
                         body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
                     )
                 except ApiError:

@@ -12,7 +12,6 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
 from kube_harness import Cluster  # noqa: E402
-
 from lavaflow.testing import fake_node  # noqa: E402
 
 LABEL = "scheduling.x-k8s.io/pod-group"
@@ -36,8 +35,16 @@ def pods(name: str, n: int, ns: str = "ml", cpu: str = "1", scheduler: str = "vo
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": f"{name}-{i}", "namespace": ns, "labels": {LABEL: name}, "annotations": {"sim.lavaflow.io/duration": "inf"}},
-            "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
+            "metadata": {
+                "name": f"{name}-{i}",
+                "namespace": ns,
+                "labels": {LABEL: name},
+                "annotations": {"sim.lavaflow.io/duration": "inf"},
+            },
+            "spec": {
+                "schedulerName": scheduler,
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+            },
         }
         for i in range(n)
     ]
@@ -55,7 +62,13 @@ def test_labelled_pods_are_bound_as_a_gang_and_the_status_is_written_in_its_own_
             await c.until_ready()
             g = group("g", 4)
             g["metadata"]["ownerReferences"] = [
-                {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llm", "uid": "u-1", "controller": True}
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "name": "llm",
+                    "uid": "u-1",
+                    "controller": True,
+                }
             ]
             await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}, g, *pods("g", 5)])
 
@@ -63,13 +76,18 @@ def test_labelled_pods_are_bound_as_a_gang_and_the_status_is_written_in_its_own_
                 pg = (await c.objects("CoschedulingPodGroup", "ml"))[0]
                 ps = await c.pods("ml")
                 conds = [scheduled_condition(p) for p in ps]
-                ok = (pg.get("status") or {}).get("phase") == "PreScheduling" and all(x and x["status"] == "False" for x in conds)
+                ok = (pg.get("status") or {}).get("phase") == "PreScheduling" and all(
+                    x and x["status"] == "False" for x in conds
+                )
                 return ok and (pg, conds)
 
             pg, conds = await c.wait_for(waiting, 10, "the group PreScheduling and every pod PodScheduled=False")
             assert pg["status"]["scheduleStartTime"] and pg["status"]["running"] == 0
             assert pg["status"]["occupiedBy"] == "ml/llm"  # the PodGroup's owner (the TrainJob)
-            assert conds[0]["message"].startswith("5/5 tasks in gang unschedulable") or "tasks in gang unschedulable" in conds[0]["message"]
+            assert (
+                conds[0]["message"].startswith("5/5 tasks in gang unschedulable")
+                or "tasks in gang unschedulable" in conds[0]["message"]
+            )
             await asyncio.sleep(0.5)
             assert not c.bindings(), "part of the gang was bound"
             # lavaflow's PodGroup controller made no Volcano PodGroup for the labelled pods
@@ -104,12 +122,18 @@ def test_schedule_timeout_is_reported_on_the_group_and_its_pods():
                 events = [e for e in await c.objects("Event", "default") if e["reason"] == "ScheduleTimeout"]
                 ps = await c.pods("default")
                 conds = [scheduled_condition(p) for p in ps]
-                return events and all(x and "scheduleTimeoutSeconds (1s)" in x["message"] for x in conds) and (events, conds)
+                return (
+                    events
+                    and all(x and "scheduleTimeoutSeconds (1s)" in x["message"] for x in conds)
+                    and (events, conds)
+                )
 
             events, conds = await c.wait_for(timed_out, 15, "a ScheduleTimeout Event and the pods' messages")
             assert events[0]["involvedObject"]["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
             assert events[0]["involvedObject"]["name"] == "t" and events[0]["type"] == "Warning"
-            assert conds[0]["message"].startswith("PodGroup default/t not scheduled within scheduleTimeoutSeconds (1s): ")
+            assert conds[0]["message"].startswith(
+                "PodGroup default/t not scheduled within scheduleTimeoutSeconds (1s): "
+            )
             assert "tasks in gang unschedulable" in conds[0]["message"]
             pg = (await c.objects("CoschedulingPodGroup", "default"))[0]
             assert pg["status"]["phase"] == "PreScheduling"  # still tried, as coscheduling does
@@ -215,22 +239,24 @@ def test_a_group_half_bound_by_a_dead_leader_is_completed():
 
     async def scenario():
         async with Cluster([fake_node("n0", cpu="4")]) as c:
-            from lavaflow.kube.client import MERGE_PATCH
             from lavaflow.api.kinds import kind_info as resource
+            from lavaflow.kube.client import MERGE_PATCH
 
             members = pods("h", 4, ns="default")
             for p in members[:2]:
                 p["spec"]["nodeName"] = "n0"
             await c.create([group("h", 4, ns="default", minResources={"cpu": "4"}), *members])
             await c.api.request(
-                "PATCH", resource("CoschedulingPodGroup").path("default", "h", "status"),
-                body={"status": {"phase": "PreScheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"}}, content_type=MERGE_PATCH,
+                "PATCH",
+                resource("CoschedulingPodGroup").path("default", "h", "status"),
+                body={"status": {"phase": "PreScheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"}},
+                content_type=MERGE_PATCH,
             )
             c.start_scheduler()
 
             async def whole():
                 ps = await c.pods("default")
-                st = ((await c.objects("CoschedulingPodGroup", "default"))[0].get("status") or {})
+                st = (await c.objects("CoschedulingPodGroup", "default"))[0].get("status") or {}
                 return all(p["spec"].get("nodeName") for p in ps) and st.get("phase") == "Running" and st
 
             st = await c.wait_for(whole, 15, "the gang completed and Running")

@@ -14,29 +14,94 @@ STUCK_REASON = "gang unschedulable: 4/8 pods fit, minMember=8"
 def _kube_default_result() -> dict:
     """Run with a stuck gang job and pods that never finished."""
     jobs = [
-        {"namespace": "default", "name": "<b>x</b>", "queue": "default", "phase": "Completed",
-         "submitTime": 0.0, "startTime": 1.0, "finishTime": 31.0},
-        {"namespace": "default", "name": "train-a", "queue": "q1", "phase": "Failed",
-         "submitTime": 0.0, "startTime": 2.0, "finishTime": 12.5},
-        {"namespace": "ml", "name": "gang-b", "queue": "q1", "phase": "Pending",
-         "submitTime": 5.0, "startTime": 10.0, "finishTime": None},
+        {
+            "namespace": "default",
+            "name": "<b>x</b>",
+            "queue": "default",
+            "phase": "Completed",
+            "submitTime": 0.0,
+            "startTime": 1.0,
+            "finishTime": 31.0,
+        },
+        {
+            "namespace": "default",
+            "name": "train-a",
+            "queue": "q1",
+            "phase": "Failed",
+            "submitTime": 0.0,
+            "startTime": 2.0,
+            "finishTime": 12.5,
+        },
+        {
+            "namespace": "ml",
+            "name": "gang-b",
+            "queue": "q1",
+            "phase": "Pending",
+            "submitTime": 5.0,
+            "startTime": 10.0,
+            "finishTime": None,
+        },
     ]
     pods = [
-        {"namespace": "default", "name": "<b>x</b>-0", "job": "<b>x</b>", "task": "w", "node": "node-10",
-         "phase": "Succeeded", "createTime": 0.0, "startTime": 1.0, "finishTime": 31.0, "exitCode": 0},
-        {"namespace": "default", "name": "train-a-0", "job": "train-a", "task": "w", "node": "node-2",
-         "phase": "Failed", "createTime": 0.0, "startTime": 2.0, "finishTime": 12.5, "exitCode": 1},
+        {
+            "namespace": "default",
+            "name": "<b>x</b>-0",
+            "job": "<b>x</b>",
+            "task": "w",
+            "node": "node-10",
+            "phase": "Succeeded",
+            "createTime": 0.0,
+            "startTime": 1.0,
+            "finishTime": 31.0,
+            "exitCode": 0,
+        },
+        {
+            "namespace": "default",
+            "name": "train-a-0",
+            "job": "train-a",
+            "task": "w",
+            "node": "node-2",
+            "phase": "Failed",
+            "createTime": 0.0,
+            "startTime": 2.0,
+            "finishTime": 12.5,
+            "exitCode": 1,
+        },
         # started but never finished -> bar until endTime
-        {"namespace": "ml", "name": "gang-b-0", "job": "gang-b", "task": "w", "node": "node-1",
-         "phase": "Running", "createTime": 5.0, "startTime": 10.0, "finishTime": None, "exitCode": None},
+        {
+            "namespace": "ml",
+            "name": "gang-b-0",
+            "job": "gang-b",
+            "task": "w",
+            "node": "node-1",
+            "phase": "Running",
+            "createTime": 5.0,
+            "startTime": 10.0,
+            "finishTime": None,
+            "exitCode": None,
+        },
         # never placed -> not drawn
-        {"namespace": "ml", "name": "gang-b-1", "job": "gang-b", "task": "w", "node": None,
-         "phase": "Pending", "createTime": 5.0, "startTime": None, "finishTime": None, "exitCode": None},
+        {
+            "namespace": "ml",
+            "name": "gang-b-1",
+            "job": "gang-b",
+            "task": "w",
+            "node": None,
+            "phase": "Pending",
+            "createTime": 5.0,
+            "startTime": None,
+            "finishTime": None,
+            "exitCode": None,
+        },
     ]
     timeline = [
-        {"time": t, "allocated": {"cpu": a, "memory": 2.0 * a},
-         "capacity": {"cpu": 8.0, "memory": 32.0, "nvidia.com/gpu": 0.0},
-         "runningPods": r, "pendingPods": p}
+        {
+            "time": t,
+            "allocated": {"cpu": a, "memory": 2.0 * a},
+            "capacity": {"cpu": 8.0, "memory": 32.0, "nvidia.com/gpu": 0.0},
+            "runningPods": r,
+            "pendingPods": p,
+        }
         for t, a, r, p in [(0.0, 0.0, 0, 3), (1.0, 2.0, 1, 2), (10.0, 6.0, 3, 1), (31.0, 2.0, 1, 1)]
     ]
     return {
@@ -44,15 +109,34 @@ def _kube_default_result() -> dict:
         "stalled": True,
         "endTime": 60.0,
         "jobs": jobs,
-        "podGroups": [{"namespace": "ml", "name": "gang-b", "queue": "q1", "phase": "Inqueue", "minMember": 8,
-                       "conditions": [{"type": "Unschedulable", "status": "True",
-                                       "reason": "NotEnoughResources", "message": STUCK_REASON}]}],
+        "podGroups": [
+            {
+                "namespace": "ml",
+                "name": "gang-b",
+                "queue": "q1",
+                "phase": "Inqueue",
+                "minMember": 8,
+                "conditions": [
+                    {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": STUCK_REASON}
+                ],
+            }
+        ],
         "pods": pods,
         "stuck": [{"namespace": "ml", "name": "gang-b", "reason": STUCK_REASON}],
-        "summary": {"completed": 1, "failed": 1, "stuck": 1, "makespan": None,
-                    "jctMean": 21.25, "jctP50": 21.25, "jctP95": 30.0,
-                    "waitMean": 1.5, "waitP50": 1.5, "waitP95": 1.95,
-                    "cpuAllocationMean": 0.31, "gpuAllocationMean": None},
+        "summary": {
+            "completed": 1,
+            "failed": 1,
+            "stuck": 1,
+            "makespan": None,
+            "jctMean": 21.25,
+            "jctP50": 21.25,
+            "jctP95": 30.0,
+            "waitMean": 1.5,
+            "waitP50": 1.5,
+            "waitP95": 1.95,
+            "cpuAllocationMean": 0.31,
+            "gpuAllocationMean": None,
+        },
         "timeline": timeline,
         "someExtraKey": {"ignored": True},
     }
@@ -64,18 +148,49 @@ def _lavaflow_result() -> dict:
     for j in range(3):
         sub, start = float(j), float(j) + 0.5
         fin = start + 10.0 * (j + 1)
-        jobs.append({"namespace": "ml", "name": f"job-{j}", "queue": "gpu", "phase": "Completed",
-                     "submitTime": sub, "startTime": start, "finishTime": fin})
+        jobs.append(
+            {
+                "namespace": "ml",
+                "name": f"job-{j}",
+                "queue": "gpu",
+                "phase": "Completed",
+                "submitTime": sub,
+                "startTime": start,
+                "finishTime": fin,
+            }
+        )
         for k in range(2):
-            pods.append({"namespace": "ml", "name": f"job-{j}-{k}", "job": f"job-{j}", "task": "worker",
-                         "node": f"gpu-node-{(j + k) % 3}", "phase": "Succeeded", "createTime": sub,
-                         "startTime": start, "finishTime": fin, "exitCode": 0})
+            pods.append(
+                {
+                    "namespace": "ml",
+                    "name": f"job-{j}-{k}",
+                    "job": f"job-{j}",
+                    "task": "worker",
+                    "node": f"gpu-node-{(j + k) % 3}",
+                    "phase": "Succeeded",
+                    "createTime": sub,
+                    "startTime": start,
+                    "finishTime": fin,
+                    "exitCode": 0,
+                }
+            )
     cap = {"cpu": 96.0, "memory": 768.0, "nvidia.com/gpu": 24.0}
     timeline = [
-        {"time": t, "allocated": {"cpu": c, "memory": 8.0 * c, "nvidia.com/gpu": g},
-         "capacity": dict(cap), "runningPods": r, "pendingPods": 0}
-        for t, c, g, r in [(0.0, 0.0, 0.0, 0), (0.5, 16.0, 4.0, 2), (1.5, 32.0, 8.0, 4),
-                           (2.5, 48.0, 12.0, 6), (10.5, 32.0, 8.0, 4), (32.5, 0.0, 0.0, 0)]
+        {
+            "time": t,
+            "allocated": {"cpu": c, "memory": 8.0 * c, "nvidia.com/gpu": g},
+            "capacity": dict(cap),
+            "runningPods": r,
+            "pendingPods": 0,
+        }
+        for t, c, g, r in [
+            (0.0, 0.0, 0.0, 0),
+            (0.5, 16.0, 4.0, 2),
+            (1.5, 32.0, 8.0, 4),
+            (2.5, 48.0, 12.0, 6),
+            (10.5, 32.0, 8.0, 4),
+            (32.5, 0.0, 0.0, 0),
+        ]
     ]
     return {
         "scheduler": "lavaflow",
@@ -85,10 +200,20 @@ def _lavaflow_result() -> dict:
         "podGroups": [],
         "pods": pods,
         "stuck": [],
-        "summary": {"completed": 3, "failed": 0, "stuck": 0, "makespan": 32.5,
-                    "jctMean": 20.5, "jctP50": 20.5, "jctP95": 30.5,
-                    "waitMean": 0.5, "waitP50": 0.5, "waitP95": 0.5,
-                    "cpuAllocationMean": 0.25, "gpuAllocationMean": 0.25},
+        "summary": {
+            "completed": 3,
+            "failed": 0,
+            "stuck": 0,
+            "makespan": 32.5,
+            "jctMean": 20.5,
+            "jctP50": 20.5,
+            "jctP95": 30.5,
+            "waitMean": 0.5,
+            "waitP50": 0.5,
+            "waitP95": 0.5,
+            "cpuAllocationMean": 0.25,
+            "gpuAllocationMean": 0.25,
+        },
         "timeline": timeline,
     }
 
@@ -144,8 +269,17 @@ def test_svg_ids_unique_across_figures(tmp_path):
 
 
 def test_empty_result_does_not_crash(tmp_path):
-    empty = {"scheduler": "empty", "stalled": False, "endTime": 0.0, "jobs": [], "podGroups": [],
-             "pods": [], "stuck": [], "summary": {}, "timeline": []}
+    empty = {
+        "scheduler": "empty",
+        "stalled": False,
+        "endTime": 0.0,
+        "jobs": [],
+        "podGroups": [],
+        "pods": [],
+        "stuck": [],
+        "summary": {},
+        "timeline": [],
+    }
     out = tmp_path / "empty.html"
     write_report([empty], out)
     text = out.read_text(encoding="utf-8")
@@ -166,13 +300,30 @@ def test_jobs_table_collapses_and_weird_names(tmp_path):
     res = _lavaflow_result()
     res["scheduler"] = "price $5 & _hidden"
     res["jobs"] = [
-        {"namespace": "ns", "name": f"j{i}", "queue": "q", "phase": "Completed",
-         "submitTime": 0.0, "startTime": 1.0, "finishTime": 2.0 + i}
+        {
+            "namespace": "ns",
+            "name": f"j{i}",
+            "queue": "q",
+            "phase": "Completed",
+            "submitTime": 0.0,
+            "startTime": 1.0,
+            "finishTime": 2.0 + i,
+        }
         for i in range(60)
     ]
     res["pods"] = [
-        {"namespace": "ns", "name": f"j{i}-0", "job": f"j{i}", "task": "t", "node": f"n{i % 7}",
-         "phase": "Succeeded", "createTime": 0.0, "startTime": 1.0, "finishTime": 2.0 + i, "exitCode": 0}
+        {
+            "namespace": "ns",
+            "name": f"j{i}-0",
+            "job": f"j{i}",
+            "task": "t",
+            "node": f"n{i % 7}",
+            "phase": "Succeeded",
+            "createTime": 0.0,
+            "startTime": 1.0,
+            "finishTime": 2.0 + i,
+            "exitCode": 0,
+        }
         for i in range(60)
     ]
     out = tmp_path / "many.html"
@@ -185,9 +336,16 @@ def test_jobs_table_collapses_and_weird_names(tmp_path):
 
 @pytest.mark.parametrize("n_pods", [20_001])
 def test_gantt_skipped_for_huge_runs(tmp_path, n_pods):
-    res = {"scheduler": "huge", "endTime": 10.0, "jobs": [], "timeline": [],
-           "pods": [{"namespace": "ns", "name": f"p{i}", "job": "j", "node": f"n{i % 250}",
-                     "startTime": 0.0, "finishTime": 1.0} for i in range(n_pods)]}
+    res = {
+        "scheduler": "huge",
+        "endTime": 10.0,
+        "jobs": [],
+        "timeline": [],
+        "pods": [
+            {"namespace": "ns", "name": f"p{i}", "job": "j", "node": f"n{i % 250}", "startTime": 0.0, "finishTime": 1.0}
+            for i in range(n_pods)
+        ],
+    }
     out = tmp_path / "huge.html"
     write_report([res], out)
     assert "Gantt chart skipped" in out.read_text(encoding="utf-8")
@@ -202,10 +360,28 @@ def test_both_reports_embed_charts_the_same_way_with_ids_unique_per_page():
     from lavaflow.report.elastic import render_report
 
     def run(policy: str, jct: float) -> SimResult:
-        job = JobResult("j0", "bert", 0.0, 10.0, 10.0 + jct, 10.0 + jct, 1, 0, 0, 4 * jct,
-                        [(10.0, 2, "v100"), (20.0, 4, "v100"), (10.0 + jct, 0, None)])
-        return SimResult(policy, [job], {"v100": 8}, [(10.0, {"v100": 2}), (20.0, {"v100": 4}), (10.0 + jct, {"v100": 0})],
-                         2, 0.1, 10.0 + jct)
+        job = JobResult(
+            "j0",
+            "bert",
+            0.0,
+            10.0,
+            10.0 + jct,
+            10.0 + jct,
+            1,
+            0,
+            0,
+            4 * jct,
+            [(10.0, 2, "v100"), (20.0, 4, "v100"), (10.0 + jct, 0, None)],
+        )
+        return SimResult(
+            policy,
+            [job],
+            {"v100": 8},
+            [(10.0, {"v100": 2}), (20.0, {"v100": 4}), (10.0 + jct, {"v100": 0})],
+            2,
+            0.1,
+            10.0 + jct,
+        )
 
     page = render_report([run("FIFO", 300.0), run("Lavaflow", 200.0)])
     ids = re.findall(r'\bid="([^"]+)"', page)

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from lavaflow.scheduler.actions.allocate import AllocateAction
 from lavaflow.scheduler.model import JobInfo, TaskInfo, TaskStatus
 from lavaflow.scheduler.scheduler import KUBE_DEFAULT_CONF, pg_status
-
 from scheduler_helpers import (
     bound,
     make_cache,
@@ -198,7 +197,9 @@ def test_allocate_skips_pending_podgroups_when_enqueue_is_configured():
 
 
 def test_allocate_skips_invalid_jobs():
-    cache = make_cache([make_node("n1", 8, "8Gi")], pgs=[make_pg("j", 3)], pods=[make_pod("a", "j"), make_pod("b", "j")])
+    cache = make_cache(
+        [make_node("n1", 8, "8Gi")], pgs=[make_pg("j", 3)], pods=[make_pod("a", "j"), make_pod("b", "j")]
+    )
     ssn, d = run_cycle(cache)
     assert d.binds == []
     assert "not enough valid tasks" in ssn.jobs["default/j"].condition[2]
@@ -256,7 +257,10 @@ def test_backfill_needs_a_pod_slot():
     cache = make_cache(
         [make_node("n1", 2, "8Gi", pods=1)],
         pgs=[make_pg("full", 1), make_pg("be", 1)],
-        pods=[make_pod("full-0", "full", cpu=1, node="n1", phase="Running"), make_pod("be-0", "be", cpu=None, mem=None)],
+        pods=[
+            make_pod("full-0", "full", cpu=1, node="n1", phase="Running"),
+            make_pod("be-0", "be", cpu=None, mem=None),
+        ],
     )
     ssn, d = run_cycle(cache)
     assert d.binds == []
@@ -310,7 +314,11 @@ def _job(min_available: int, statuses: list[TaskStatus]) -> JobInfo:
 
     job = JobInfo(uid="ns/j", name="j", namespace="ns", min_available=min_available)
     for i, s in enumerate(statuses):
-        job.add(TaskInfo(uid=f"ns/t{i}", name=f"t{i}", namespace="ns", job="ns/j", role="", index=i, resreq=np.zeros(3), status=s))
+        job.add(
+            TaskInfo(
+                uid=f"ns/t{i}", name=f"t{i}", namespace="ns", job="ns/j", role="", index=i, resreq=np.zeros(3), status=s
+            )
+        )
     return job
 
 

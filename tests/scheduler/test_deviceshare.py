@@ -4,26 +4,45 @@ from __future__ import annotations
 
 import json
 
-from conftest import node_group, simulate
-from test_network_topology import CONF, conf, reason_of
+from test_network_topology import CONF, conf
 
-DS_CONF = CONF.replace("  - name: network-topology-aware\n", "  - name: deviceshare\n    arguments: {deviceshare.GPUSharingEnable: true}\n")
-NUM_CONF = CONF.replace("  - name: network-topology-aware\n", "  - name: deviceshare\n    arguments: {deviceshare.GPUNumberEnable: true}\n")
+from conftest import node_group, simulate
+
+DS_CONF = CONF.replace(
+    "  - name: network-topology-aware\n", "  - name: deviceshare\n    arguments: {deviceshare.GPUSharingEnable: true}\n"
+)
+NUM_CONF = CONF.replace(
+    "  - name: network-topology-aware\n", "  - name: deviceshare\n    arguments: {deviceshare.GPUNumberEnable: true}\n"
+)
 PLAIN = CONF.replace("  - name: network-topology-aware\n", "")
 
 
 def gpu_nodes(count: int = 1) -> str:
     # 2 GPUs of 16000 (MiB) each
-    return node_group("g", count, cpu="32", memory="64Gi", **{"volcano.sh/gpu-number": "2", "volcano.sh/gpu-memory": "32000"})
+    return node_group(
+        "g", count, cpu="32", memory="64Gi", **{"volcano.sh/gpu-number": "2", "volcano.sh/gpu-memory": "32000"}
+    )
 
 
 def pod(name: str, res: dict, submit: int = 0) -> str:
     ann = {"sim.lavaflow.io/duration": "100"}
     if submit:
         ann["sim.lavaflow.io/submit-at"] = str(submit)
-    return "---\n" + json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": ann},
-                                 "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {
-                                     "limits": {k: str(v) for k, v in res.items()}}}]}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "annotations": ann},
+                "spec": {
+                    "schedulerName": "volcano",
+                    "containers": [{"name": "c", "resources": {"limits": {k: str(v) for k, v in res.items()}}}],
+                },
+            }
+        )
+        + "\n"
+    )
 
 
 def starts(result: dict) -> dict[str, float]:
@@ -33,8 +52,12 @@ def starts(result: dict) -> dict[str, float]:
 def test_shared_gpu_memory_fits_per_physical_gpu():
     # 10000 + 10000 fit in 32000 in total but not on one 16000 GPU: the second waits for its own GPU,
     # and a third (10000) waits until one of the first two finishes.
-    text = gpu_nodes() + pod("a", {"volcano.sh/gpu-memory": 10000}) + pod("b", {"volcano.sh/gpu-memory": 10000}) \
+    text = (
+        gpu_nodes()
+        + pod("a", {"volcano.sh/gpu-memory": 10000})
+        + pod("b", {"volcano.sh/gpu-memory": 10000})
         + pod("c", {"volcano.sh/gpu-memory": 10000})
+    )
     s = starts(simulate(conf(DS_CONF) + text, until=1000))
     assert sorted(v >= 100 for v in s.values()) == [False, False, True]  # two at once, one GPU each
     plain = starts(simulate(conf(PLAIN) + text, until=1000))
@@ -48,8 +71,15 @@ def test_small_requests_share_one_gpu():
 
 
 def test_gpu_number_needs_idle_gpus():
-    both = CONF.replace("  - name: network-topology-aware\n", "  - name: deviceshare\n    arguments: {deviceshare.GPUSharingEnable: true, deviceshare.GPUNumberEnable: true}\n")
-    text = gpu_nodes() + pod("share", {"volcano.sh/gpu-memory": 1000}) + pod("whole", {"volcano.sh/gpu-number": 2}, submit=1)
+    both = CONF.replace(
+        "  - name: network-topology-aware\n",
+        "  - name: deviceshare\n    arguments: {deviceshare.GPUSharingEnable: true, deviceshare.GPUNumberEnable: true}\n",
+    )
+    text = (
+        gpu_nodes()
+        + pod("share", {"volcano.sh/gpu-memory": 1000})
+        + pod("whole", {"volcano.sh/gpu-number": 2}, submit=1)
+    )
     r = simulate(conf(both) + text, until=1000)
     s = starts(r)
     assert s["whole"] >= 100  # GPU 0 is partly used: only one idle GPU until "share" ends

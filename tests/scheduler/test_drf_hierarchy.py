@@ -6,11 +6,10 @@ import json
 
 import pytest
 
+from conftest import node_group, simulate
 from lavaflow.api.volcano import Queue
 from lavaflow.scheduler.framework.session import PERMIT
 from lavaflow.scheduler.framework.statement import Statement
-
-from conftest import node_group, simulate
 from scheduler_helpers import make_cache, make_node, make_pg, make_pod, open_session
 
 HDRF = """\
@@ -22,8 +21,9 @@ tiers:
 """
 
 
-def hqueue(name: str, hierarchy: str | None = None, weights: str | None = None, weight: int = 1,
-           parent: str | None = None) -> Queue:
+def hqueue(
+    name: str, hierarchy: str | None = None, weights: str | None = None, weight: int = 1, parent: str | None = None
+) -> Queue:
     ann = {}
     if hierarchy is not None:
         ann["volcano.sh/hierarchy"] = hierarchy
@@ -32,8 +32,9 @@ def hqueue(name: str, hierarchy: str | None = None, weights: str | None = None, 
     spec: dict = {"weight": weight}
     if parent:
         spec["parent"] = parent
-    return Queue.model_validate({"metadata": {"name": name, "annotations": ann}, "spec": spec,
-                                 "status": {"state": "Open"}})
+    return Queue.model_validate(
+        {"metadata": {"name": name, "annotations": ann}, "spec": spec, "status": {"state": "Open"}}
+    )
 
 
 def running_pods(job: str, n: int, cpu=1, pending: int = 1) -> list:
@@ -55,7 +56,9 @@ def tree_session(dev=2, prod=1, web=3, web_pending=1, prod_pending=1, cpus=10):
         [make_node("n1", cpus, "100Gi")],
         queues=TREE,
         pgs=[make_pg("d", 1, queue="dev"), make_pg("p", 1, queue="prod"), make_pg("w", 1, queue="web")],
-        pods=running_pods("d", dev) + running_pods("p", prod, pending=prod_pending) + running_pods("w", web, pending=web_pending),
+        pods=running_pods("d", dev)
+        + running_pods("p", prod, pending=prod_pending)
+        + running_pods("w", web, pending=web_pending),
     )
     return open_session(cache, HDRF)
 
@@ -153,8 +156,9 @@ def test_reclaimable_only_where_the_victim_queue_stays_above():
 
 def test_hierarchy_from_parent_chain_when_annotations_are_absent():
     queues = [hqueue("p", weight=3), hqueue("c1", parent="p", weight=2), hqueue("o")]
-    cache = make_cache([make_node("n1", 10, "100Gi")], queues=queues,
-                       pgs=[make_pg("j", 1, queue="c1")], pods=running_pods("j", 2))
+    cache = make_cache(
+        [make_node("n1", 10, "100Gi")], queues=queues, pgs=[make_pg("j", 1, queue="c1")], pods=running_pods("j", 2)
+    )
     drf = open_session(cache, HDRF).plugins["drf"]
     assert drf.paths["c1"] == (["root", "p", "c1"], [1.0, 3.0, 2.0])
     assert drf.paths["o"] == (["root", "o"], [1.0, 1.0])
@@ -162,8 +166,9 @@ def test_hierarchy_from_parent_chain_when_annotations_are_absent():
 
 
 def test_without_hierarchy_no_queue_order_or_reclaim():
-    cache = make_cache([make_node("n1", 10, "100Gi")], queues=TREE,
-                       pgs=[make_pg("d", 1, queue="dev")], pods=running_pods("d", 2))
+    cache = make_cache(
+        [make_node("n1", 10, "100Gi")], queues=TREE, pgs=[make_pg("d", 1, queue="dev")], pods=running_pods("d", 2)
+    )
     ssn = open_session(cache, HDRF.replace("enableHierarchy: true", "enableHierarchy: false"))
     assert not ssn.plugins["drf"].hierarchy
     assert "drf" not in ssn.fns.get("QueueOrder", {}) and "drf" not in ssn.fns.get("Reclaimable", {})
@@ -171,35 +176,68 @@ def test_without_hierarchy_no_queue_order_or_reclaim():
 
 # ---------------------------------------------------------------- simulator
 def sim_text(hierarchy: bool) -> str:
-    conf = "\n".join([
-        'actions: "enqueue, allocate, backfill, reclaim"',
-        "tiers:",
-        "- plugins:",
-        "  - name: priority",
-        "  - name: gang",
-        "  - name: conformance",
-        "- plugins:",
-        "  - name: drf",
-        f"    enableHierarchy: {'true' if hierarchy else 'false'}",
-        "  - name: predicates",
-        "  - name: nodeorder",
-    ]) + "\n"
-    docs = [{"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-             "data": {"volcano-scheduler.conf": conf}}]
+    conf = (
+        "\n".join(
+            [
+                'actions: "enqueue, allocate, backfill, reclaim"',
+                "tiers:",
+                "- plugins:",
+                "  - name: priority",
+                "  - name: gang",
+                "  - name: conformance",
+                "- plugins:",
+                "  - name: drf",
+                f"    enableHierarchy: {'true' if hierarchy else 'false'}",
+                "  - name: predicates",
+                "  - name: nodeorder",
+            ]
+        )
+        + "\n"
+    )
+    docs = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+            "data": {"volcano-scheduler.conf": conf},
+        }
+    ]
     for name, path, weights in (("qa", "root/a/qa", "1/1/1"), ("qb", "root/b/qb", "1/3/1")):
-        docs.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                     "metadata": {"name": name, "annotations": {"volcano.sh/hierarchy": path,
-                                                                "volcano.sh/hierarchy-weights": weights}},
-                     "spec": {"weight": 1}})
+        docs.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {
+                    "name": name,
+                    "annotations": {"volcano.sh/hierarchy": path, "volcano.sh/hierarchy-weights": weights},
+                },
+                "spec": {"weight": 1},
+            }
+        )
     for name, q in (("ja", "qa"), ("jb", "qb")):
-        pod = {"restartPolicy": "Never",
-               "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]}
-        docs.append({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name},
-                     "spec": {"schedulerName": "volcano", "minAvailable": 1, "queue": q,
-                              "tasks": [{"name": "t", "replicas": 20,
-                                         "template": {"metadata": {"annotations": {"sim.lavaflow.io/duration": "inf"}},
-                                                      "spec": pod}}]}})
+        pod = {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+        }
+        docs.append(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": name},
+                "spec": {
+                    "schedulerName": "volcano",
+                    "minAvailable": 1,
+                    "queue": q,
+                    "tasks": [
+                        {
+                            "name": "t",
+                            "replicas": 20,
+                            "template": {"metadata": {"annotations": {"sim.lavaflow.io/duration": "inf"}}, "spec": pod},
+                        }
+                    ],
+                },
+            }
+        )
     return "".join("---\n" + json.dumps(d) + "\n" for d in docs) + node_group(count=4, cpu="4")
 
 

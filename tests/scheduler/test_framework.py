@@ -9,7 +9,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lavaflow.scheduler.model import TaskStatus
 from lavaflow.scheduler.framework.conf import (
     DEFAULT_SCHEDULER_CONF,
     PluginOption,
@@ -19,7 +18,7 @@ from lavaflow.scheduler.framework.conf import (
 from lavaflow.scheduler.framework.registry import PLUGINS, Plugin
 from lavaflow.scheduler.framework.session import ABSTAIN, PERMIT, REJECT, Session
 from lavaflow.scheduler.framework.statement import Statement
-
+from lavaflow.scheduler.model import TaskStatus
 from scheduler_helpers import (
     make_cache,
     make_node,
@@ -71,8 +70,10 @@ def test_kube_default_is_not_an_action_of_a_volcano_configuration():
         load_scheduler_conf(tiers_conf(["priority", "gang"], actions="enqueue, kube-default"))
     assert err.value.problems[0][0] == "actions"
     assert "'kube-default' is not a Volcano action" in err.value.problems[0][1]
-    assert "kube-default" in load_scheduler_conf(tiers_conf(["priority"], actions="kube-default"),
-                                                 allow_kube_default=True).action_names
+    assert (
+        "kube-default"
+        in load_scheduler_conf(tiers_conf(["priority"], actions="kube-default"), allow_kube_default=True).action_names
+    )
 
 
 @pytest.mark.parametrize("text", ["actions: [", "- just\n- a list\n", "42"])
@@ -336,10 +337,7 @@ def test_victim_selection(fakes, tiers, expected):
 
 def test_victim_switch_turns_a_voter_off(fakes):
     _victim_fns(fakes)
-    raw = (
-        'actions: "allocate"\ntiers:\n- plugins:\n  - name: empty\n    enablePreemptable: false\n'
-        "  - name: b0b1\n"
-    )
+    raw = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: empty\n    enablePreemptable: false\n  - name: b0b1\n'
     ssn = _session(raw=raw)
     actor = ssn.jobs["default/a"].tasks["default/a-0"]
     cands = list(ssn.jobs["default/b"].tasks.values())
@@ -356,7 +354,11 @@ ARRAYS = ("used", "releasing", "pipelined")
 
 def _stmt_cache():
     return make_cache(
-        [make_node("n1", 8, "16Gi"), make_node("n2", 8, "16Gi"), make_node("n3", 2, "4Gi", extra={"nvidia.com/gpu": 1})],
+        [
+            make_node("n1", 8, "16Gi"),
+            make_node("n2", 8, "16Gi"),
+            make_node("n3", 2, "4Gi", extra={"nvidia.com/gpu": 1}),
+        ],
         pgs=[make_pg("run", 2), make_pg("new", 3)],
         pods=[
             make_pod("run-0", "run", cpu=2, node="n1", phase="Running"),
@@ -583,7 +585,9 @@ def test_foreign_pod_blocks_scheduling():
 
 
 def test_pods_without_group_or_of_other_schedulers_are_not_tasks():
-    cache = make_cache([make_node("n1")], pgs=[make_pg("j", 1)], pods=[make_pod("a", None), make_pod("b", "j", scheduler="other")])
+    cache = make_cache(
+        [make_node("n1")], pgs=[make_pg("j", 1)], pods=[make_pod("a", None), make_pod("b", "j", scheduler="other")]
+    )
     assert cache.tasks == {}
     cache.on_pod(make_pod("c", "j", scheduler="volcano"))
     assert set(cache.tasks) == {"default/c"}

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
+from conftest import node_group, simulate
 from lavaflow.api.loader import InputError, load_text
 from lavaflow.sim.inputs import prepare
-
-from conftest import node_group, simulate
 
 CONF = """\
 actions: "enqueue, allocate, backfill"
@@ -30,13 +29,33 @@ tiers:
 
 
 def conf(text: str = CONF) -> str:
-    return "---\n" + json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "vc"},
-                                 "data": {"volcano-scheduler.conf": text}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "vc"},
+                "data": {"volcano-scheduler.conf": text},
+            }
+        )
+        + "\n"
+    )
 
 
 def hypernode(name: str, tier: int, members: list[dict]) -> str:
-    return "---\n" + json.dumps({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
-                                 "metadata": {"name": name}, "spec": {"tier": tier, "members": members}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "topology.volcano.sh/v1alpha1",
+                "kind": "HyperNode",
+                "metadata": {"name": name},
+                "spec": {"tier": tier, "members": members},
+            }
+        )
+        + "\n"
+    )
 
 
 def two_racks() -> str:
@@ -46,32 +65,69 @@ def two_racks() -> str:
         + node_group("b", 4, cpu="4", memory="16Gi", labels={"rack": "b"})
         + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^a-"}}}])
         + hypernode("s1", 1, [{"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": "b"}}}}])
-        + hypernode("spine", 2, [{"type": "HyperNode", "selector": {"exactMatch": {"name": "s0"}}},
-                                 {"type": "HyperNode", "selector": {"exactMatch": {"name": "s1"}}}])
+        + hypernode(
+            "spine",
+            2,
+            [
+                {"type": "HyperNode", "selector": {"exactMatch": {"name": "s0"}}},
+                {"type": "HyperNode", "selector": {"exactMatch": {"name": "s1"}}},
+            ],
+        )
     )
 
 
-def job(name: str, replicas: int, cpu: str = "4", topology: dict | None = None, submit_at: int = 0,
-        duration: int = 100) -> str:
+def job(
+    name: str, replicas: int, cpu: str = "4", topology: dict | None = None, submit_at: int = 0, duration: int = 100
+) -> str:
     spec: dict = {
         "minAvailable": replicas,
         "schedulerName": "volcano",
-        "tasks": [{"name": "w", "replicas": replicas, "template": {
-            "metadata": {"annotations": {"sim.lavaflow.io/duration": str(duration)}},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}],
+        "tasks": [
+            {
+                "name": "w",
+                "replicas": replicas,
+                "template": {
+                    "metadata": {"annotations": {"sim.lavaflow.io/duration": str(duration)}},
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+                },
+            }
+        ],
     }
     if topology is not None:
         spec["networkTopology"] = topology
     ann = {"sim.lavaflow.io/submit-at": str(submit_at)} if submit_at else {}
-    return "---\n" + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                                 "metadata": {"name": name, "annotations": ann}, "spec": spec}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": name, "annotations": ann},
+                "spec": spec,
+            }
+        )
+        + "\n"
+    )
 
 
 def filler(name: str, node: str, cpu: str = "4") -> str:
     """A bare pod pinned to a node, to occupy it."""
-    return "---\n" + json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": {
-        "sim.lavaflow.io/duration": "1000"}}, "spec": {"schedulerName": "volcano", "nodeSelector": {
-            "kubernetes.io/hostname": node}, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "annotations": {"sim.lavaflow.io/duration": "1000"}},
+                "spec": {
+                    "schedulerName": "volcano",
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+                },
+            }
+        )
+        + "\n"
+    )
 
 
 def nodes_of(result: dict, job_name: str) -> list[str]:
@@ -88,9 +144,13 @@ def reason_of(result: dict, name: str) -> str:
 
 
 def test_hard_gang_lands_inside_one_tier1_hypernode_and_a_too_big_one_waits_with_reason():
-    r = simulate(conf() + two_racks()
-                 + job("small", 3, topology={"mode": "hard", "highestTierAllowed": 1})
-                 + job("big", 6, topology={"mode": "hard", "highestTierAllowed": 1}), until=500)
+    r = simulate(
+        conf()
+        + two_racks()
+        + job("small", 3, topology={"mode": "hard", "highestTierAllowed": 1})
+        + job("big", 6, topology={"mode": "hard", "highestTierAllowed": 1}),
+        until=500,
+    )
     placed = nodes_of(r, "small")
     assert len(placed) == 3 and len({n[0] for n in placed}) == 1  # all in rack a or all in rack b
     assert job_of(r, "small")["phase"] == "Completed"
@@ -110,8 +170,9 @@ def test_hard_gang_may_span_the_spine_when_tier2_is_allowed():
 def test_hard_gang_waits_for_a_rack_to_free_up_instead_of_splitting():
     # Two nodes of each rack are busy until t=1000: 8 free CPUs in total, but only 8 across two racks.
     busy = filler("f0", "a-0") + filler("f1", "a-1") + filler("f2", "b-0") + filler("f3", "b-1")
-    r = simulate(conf() + two_racks() + busy + job("g", 3, topology={"mode": "hard", "highestTierAllowed": 1}),
-                 until=5000)
+    r = simulate(
+        conf() + two_racks() + busy + job("g", 3, topology={"mode": "hard", "highestTierAllowed": 1}), until=5000
+    )
     placed = nodes_of(r, "g")
     assert len(placed) == 3 and len({n[0] for n in placed}) == 1
     g = job_of(r, "g")
@@ -120,9 +181,14 @@ def test_hard_gang_waits_for_a_rack_to_free_up_instead_of_splitting():
 
 def test_soft_gang_prefers_the_lowest_tier_and_runs_anyway_when_no_hypernode_fits():
     busy = filler("f0", "a-0") + filler("f1", "a-1")
-    r = simulate(conf() + two_racks() + busy
-                 + job("soft", 3, topology={"mode": "soft"})
-                 + job("wide", 7, cpu="2", topology={"mode": "soft", "highestTierAllowed": 1}, submit_at=10), until=5000)
+    r = simulate(
+        conf()
+        + two_racks()
+        + busy
+        + job("soft", 3, topology={"mode": "soft"})
+        + job("wide", 7, cpu="2", topology={"mode": "soft", "highestTierAllowed": 1}, submit_at=10),
+        until=5000,
+    )
     assert [n[0] for n in nodes_of(r, "soft")] == ["b", "b", "b"]  # rack b has room for all three
     assert job_of(r, "wide")["phase"] == "Completed"
 
@@ -130,21 +196,30 @@ def test_soft_gang_prefers_the_lowest_tier_and_runs_anyway_when_no_hypernode_fit
 def test_without_network_topology_and_normal_pod_binpacking_off_the_plugin_changes_nothing():
     base = node_group("a", 4, cpu="4", memory="16Gi") + job("j", 3) + job("k", 2, submit_at=5)
     plain = simulate(conf(CONF.replace("  - name: network-topology-aware\n", "")) + base, until=500)
-    off = CONF.replace("  - name: network-topology-aware\n",
-                       "  - name: network-topology-aware\n    arguments: {hypernode.binpack.normal-pod.enable: false}\n")
-    with_plugin = simulate(conf(off) + base + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[01]"}}}]),
-                           until=500)
+    off = CONF.replace(
+        "  - name: network-topology-aware\n",
+        "  - name: network-topology-aware\n    arguments: {hypernode.binpack.normal-pod.enable: false}\n",
+    )
+    with_plugin = simulate(
+        conf(off) + base + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[01]"}}}]),
+        until=500,
+    )
     assert plain["pods"] == with_plugin["pods"]
 
 
 def test_pods_without_network_topology_prefer_the_fuller_hypernode():
     # s1 = {a-2, a-3} is half used (a-3 full); node scorers alone tie a-0, a-1, a-2 and take a-0.
-    text = (node_group("a", 4, cpu="4", memory="16Gi")
-            + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[01]"}}}])
-            + hypernode("s1", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[23]"}}}])
-            + filler("f", "a-3") + job("j", 1, cpu="1", submit_at=5))
+    text = (
+        node_group("a", 4, cpu="4", memory="16Gi")
+        + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[01]"}}}])
+        + hypernode("s1", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "a-[23]"}}}])
+        + filler("f", "a-3")
+        + job("j", 1, cpu="1", submit_at=5)
+    )
     assert nodes_of(simulate(conf() + text, until=50), "j") == ["a-2"]
-    assert nodes_of(simulate(conf(CONF.replace("  - name: network-topology-aware\n", "")) + text, until=50), "j") == ["a-0"]
+    assert nodes_of(simulate(conf(CONF.replace("  - name: network-topology-aware\n", "")) + text, until=50), "j") == [
+        "a-0"
+    ]
 
 
 def test_a_running_gang_grows_only_inside_its_hypernode():
@@ -157,12 +232,18 @@ def test_a_running_gang_grows_only_inside_its_hypernode():
 
 
 def test_invalid_hypernode_is_refused_with_field_path():
-    text = node_group("a", 1) + hypernode("bad", 1, [{"type": "HyperNode", "selector": {"regexMatch": {"pattern": "x"}}},
-                                                    {"type": "Node", "selector": {}}])
+    text = node_group("a", 1) + hypernode(
+        "bad",
+        1,
+        [{"type": "HyperNode", "selector": {"regexMatch": {"pattern": "x"}}}, {"type": "Node", "selector": {}}],
+    )
     with pytest.raises(InputError) as exc:
         prepare(load_text(text))
     lines = exc.value.problems
-    assert any("HyperNode/bad: spec.members[0].selector: a HyperNode member can only be selected by exactMatch" in l for l in lines)
+    assert any(
+        "HyperNode/bad: spec.members[0].selector: a HyperNode member can only be selected by exactMatch" in l
+        for l in lines
+    )
     assert any("HyperNode/bad: spec.members[1].selector: needs exactly one of" in l for l in lines)
 
 
@@ -180,10 +261,14 @@ def test_soft_gang_that_fits_nowhere_explains_with_the_usual_fit_error():
 
 
 def test_hard_gang_preempts_only_inside_one_hypernode():
-    from test_queues import PRIORITIES, conf as queues_conf, job as qjob
+    from test_queues import PRIORITIES
+    from test_queues import conf as queues_conf
+    from test_queues import job as qjob
 
     cm = queues_conf(overcommit_factor=10)
-    text_conf = json.loads(cm.split("\n", 1)[1])["data"]["volcano-scheduler.conf"] + "  - name: network-topology-aware\n"
+    text_conf = (
+        json.loads(cm.split("\n", 1)[1])["data"]["volcano-scheduler.conf"] + "  - name: network-topology-aware\n"
+    )
     # Racks a and b of two 4-CPU nodes. "guard" (a gang of one, so never a victim) holds a-1; the
     # three pods of "elastic" (minAvailable 1) hold a-0, b-0 and b-1. Rack a can free 4 CPUs only:
     # the gang (2 × 4 CPU, tier 1) must take both of rack b's pods, not a-0's and b-0's.
@@ -192,9 +277,12 @@ def test_hard_gang_preempts_only_inside_one_hypernode():
     high = json.loads(job("hi", 2, topology={"mode": "hard", "highestTierAllowed": 1}, submit_at=5).split("\n", 1)[1])
     high["spec"]["priorityClassName"] = "high"
     high["spec"]["tasks"][0]["template"]["metadata"]["annotations"]["sim.lavaflow.io/duration"] = "inf"
-    racks = (node_group("a", 2, cpu="4", memory="16Gi") + node_group("b", 2, cpu="4", memory="16Gi")
-             + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^a-"}}}])
-             + hypernode("s1", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^b-"}}}]))
+    racks = (
+        node_group("a", 2, cpu="4", memory="16Gi")
+        + node_group("b", 2, cpu="4", memory="16Gi")
+        + hypernode("s0", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^a-"}}}])
+        + hypernode("s1", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": "^b-"}}}])
+    )
     text = PRIORITIES + racks + guard + elastic + "---\n" + json.dumps(high) + "\n"
 
     def evicted_nodes(r):

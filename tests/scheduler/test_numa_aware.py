@@ -6,14 +6,13 @@ import json
 
 import numpy as np
 import pytest
-
-from lavaflow.api.loader import InputError, load_text
-from lavaflow.scheduler.plugins.numa_aware import NodeNuma, assign
-from lavaflow.api.topology import Numatopology
-from lavaflow.sim.inputs import prepare
+from test_network_topology import CONF, conf, job_of, nodes_of, reason_of
 
 from conftest import simulate
-from test_network_topology import CONF, conf, job_of, nodes_of, reason_of
+from lavaflow.api.loader import InputError, load_text
+from lavaflow.api.topology import Numatopology
+from lavaflow.scheduler.plugins.numa_aware import NodeNuma, assign
+from lavaflow.sim.inputs import prepare
 
 NUMA_CONF = CONF.replace("network-topology-aware", "numa-aware")
 
@@ -22,28 +21,55 @@ def numa_group(name: str, count: int, cpu: int, numa_nodes: int | None, policy: 
     spec: dict = {"count": count, "capacity": {"cpu": str(cpu), "memory": "64Gi"}}
     if numa_nodes:
         spec["numa"] = {"nodes": numa_nodes, "topologyManagerPolicy": policy}
-    return "---\n" + json.dumps({"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup",
-                                 "metadata": {"name": name}, "spec": spec}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup", "metadata": {"name": name}, "spec": spec}
+        )
+        + "\n"
+    )
 
 
-def numa_job(name: str, replicas: int, cpu: str, policy: str | None = "single-numa-node", guaranteed: bool = True,
-             submit_at: int = 0) -> str:
+def numa_job(
+    name: str,
+    replicas: int,
+    cpu: str,
+    policy: str | None = "single-numa-node",
+    guaranteed: bool = True,
+    submit_at: int = 0,
+) -> str:
     res = {"limits": {"cpu": cpu, "memory": "1Gi"}} if guaranteed else {"requests": {"cpu": cpu, "memory": "1Gi"}}
-    task: dict = {"name": "w", "replicas": replicas, "template": {
-        "metadata": {"annotations": {"sim.lavaflow.io/duration": "100"}},
-        "spec": {"containers": [{"name": "c", "resources": res}]}}}
+    task: dict = {
+        "name": "w",
+        "replicas": replicas,
+        "template": {
+            "metadata": {"annotations": {"sim.lavaflow.io/duration": "100"}},
+            "spec": {"containers": [{"name": "c", "resources": res}]},
+        },
+    }
     if policy:
         task["topologyPolicy"] = policy
     ann = {"sim.lavaflow.io/submit-at": str(submit_at)} if submit_at else {}
-    return "---\n" + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                                 "metadata": {"name": name, "annotations": ann},
-                                 "spec": {"minAvailable": replicas, "schedulerName": "volcano", "tasks": [task]}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": name, "annotations": ann},
+                "spec": {"minAvailable": replicas, "schedulerName": "volcano", "tasks": [task]},
+            }
+        )
+        + "\n"
+    )
 
 
 def test_single_numa_node_jobs_land_only_where_they_fit_in_one_numa_node():
     # numa-*: 16 CPUs as 2 NUMA nodes of 8; plain-*: no NUMA topology at all.
-    r = simulate(conf(NUMA_CONF) + numa_group("numa", 2, 16, 2) + numa_group("plain", 2, 16, None)
-                 + numa_job("hpc", 4, "6"), until=1000)
+    r = simulate(
+        conf(NUMA_CONF) + numa_group("numa", 2, 16, 2) + numa_group("plain", 2, 16, None) + numa_job("hpc", 4, "6"),
+        until=1000,
+    )
     assert sorted(nodes_of(r, "hpc")) == ["numa-0", "numa-0", "numa-1", "numa-1"]  # one per NUMA node
     assert job_of(r, "hpc")["phase"] == "Completed"
 
@@ -59,15 +85,23 @@ def test_single_numa_node_gang_that_cannot_fit_waits_with_reason():
 def test_two_pods_never_take_the_same_cores_across_sessions():
     # The first job takes 6 of each NUMA node's 8 CPUs; the later one (4 CPUs) must wait for it
     # although each node still has 4 CPUs free in total.
-    r = simulate(conf(NUMA_CONF) + numa_group("numa", 1, 16, 2) + numa_job("a", 2, "6")
-                 + numa_job("b", 1, "4", submit_at=10), until=1000)
+    r = simulate(
+        conf(NUMA_CONF) + numa_group("numa", 1, 16, 2) + numa_job("a", 2, "6") + numa_job("b", 1, "4", submit_at=10),
+        until=1000,
+    )
     a, b = job_of(r, "a"), job_of(r, "b")
     assert a["startTime"] == pytest.approx(0, abs=2) and b["startTime"] >= a["finishTime"]
 
 
 def test_policy_must_match_the_nodes_topology_manager_policy():
-    r = simulate(conf(NUMA_CONF) + numa_group("be", 1, 16, 2, policy="best-effort") + numa_group("snn", 1, 16, 2)
-                 + numa_job("x", 1, "4", policy="best-effort") + numa_job("y", 1, "4", policy="restricted"), until=1000)
+    r = simulate(
+        conf(NUMA_CONF)
+        + numa_group("be", 1, 16, 2, policy="best-effort")
+        + numa_group("snn", 1, 16, 2)
+        + numa_job("x", 1, "4", policy="best-effort")
+        + numa_job("y", 1, "4", policy="restricted"),
+        until=1000,
+    )
     assert nodes_of(r, "x") == ["be-0"]
     assert job_of(r, "y")["phase"] == "Pending"
     assert "topology manager policy isn't restricted" in reason_of(r, "y")
@@ -77,12 +111,22 @@ def test_without_the_plugin_numa_is_ignored():
     # 10 CPUs cannot come from one 8-CPU NUMA node, but without numa-aware nobody checks.
     text = numa_group("numa", 2, 16, 2) + numa_job("hpc", 2, "10")
     assert job_of(simulate(conf(NUMA_CONF) + text, until=1000), "hpc")["phase"] == "Pending"
-    assert job_of(simulate(conf(CONF.replace("  - name: network-topology-aware\n", "")) + text, until=1000), "hpc")["phase"] == "Completed"
+    assert (
+        job_of(simulate(conf(CONF.replace("  - name: network-topology-aware\n", "")) + text, until=1000), "hpc")[
+            "phase"
+        ]
+        == "Completed"
+    )
 
 
 def test_burstable_pods_get_no_exclusive_cpus():
-    r = simulate(conf(NUMA_CONF) + numa_group("numa", 1, 16, 2) + numa_job("s", 2, "7", policy=None, guaranteed=False)
-                 + numa_job("g", 2, "6", policy=None), until=1000)
+    r = simulate(
+        conf(NUMA_CONF)
+        + numa_group("numa", 1, 16, 2)
+        + numa_job("s", 2, "7", policy=None, guaranteed=False)
+        + numa_job("g", 2, "6", policy=None),
+        until=1000,
+    )
     assert job_of(r, "s")["phase"] == "Completed" and job_of(r, "g")["phase"] == "Completed"
 
 
@@ -92,9 +136,16 @@ def numatopo(policy: str, numa_sizes: list[int]) -> NodeNuma:
         for _ in range(size):
             detail[str(cpu)] = {"numa": n}
             cpu += 1
-    nt = Numatopology.model_validate({"metadata": {"name": "n"}, "spec": {
-        "policies": {"CPUManagerPolicy": "static", "TopologyManagerPolicy": policy},
-        "numares": {"cpu": {"allocatable": f"0-{cpu - 1}", "capacity": cpu}}, "cpuDetail": detail}})
+    nt = Numatopology.model_validate(
+        {
+            "metadata": {"name": "n"},
+            "spec": {
+                "policies": {"CPUManagerPolicy": "static", "TopologyManagerPolicy": policy},
+                "numares": {"cpu": {"allocatable": f"0-{cpu - 1}", "capacity": cpu}},
+                "cpuDetail": detail,
+            },
+        }
+    )
     return NodeNuma(nt)
 
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lavaflow.scheduler.model import TaskStatus
 from lavaflow.scheduler.framework.session import ABSTAIN, PERMIT, REJECT
 from lavaflow.scheduler.framework.statement import Statement
-
+from lavaflow.scheduler.model import TaskStatus
 from scheduler_helpers import (
-    GI,
     make_cache,
     make_node,
     make_pg,
@@ -294,7 +292,9 @@ def test_overcommit_default_factor():
 
 
 def test_overcommit_factor_argument():
-    text = 'actions: "enqueue"\ntiers:\n- plugins:\n  - name: overcommit\n    arguments:\n      overcommit-factor: 1.5\n'
+    text = (
+        'actions: "enqueue"\ntiers:\n- plugins:\n  - name: overcommit\n    arguments:\n      overcommit-factor: 1.5\n'
+    )
     ssn = open_session(_oc_cache(), text)
     enq = fn(ssn, "JobEnqueueable", "overcommit")
     assert enq(ssn.jobs["default/c15"]) == PERMIT
@@ -371,9 +371,7 @@ def test_drf_preemptable_when_preemptor_share_stays_lower():
     cache = make_cache(
         [make_node("n1", 10, "100Gi")],
         pgs=[make_pg("big", 1), make_pg("small", 1)],
-        pods=[
-            make_pod(f"big-{i}", "big", cpu=2, mem="1Gi", node="n1", phase="Running") for i in range(4)
-        ]
+        pods=[make_pod(f"big-{i}", "big", cpu=2, mem="1Gi", node="n1", phase="Running") for i in range(4)]
         + [make_pod("small-0", "small", cpu=1, mem="1Gi")],
     )
     ssn = open_session(cache, only("drf"))
@@ -433,7 +431,11 @@ def test_predicates_taints():
     cache = make_cache(
         nodes,
         pgs=[make_pg("j", 1)],
-        pods=[make_pod("plain", "j"), make_pod("tol", "j", tolerations=tol), make_pod("all", "j", tolerations=[{"operator": "Exists"}])],
+        pods=[
+            make_pod("plain", "j"),
+            make_pod("tol", "j", tolerations=tol),
+            make_pod("all", "j", tolerations=[{"operator": "Exists"}]),
+        ],
     )
     names, ssn, task, mask, explain = _mask(cache, "plain")
     assert names == ["np", "clean"]  # PreferNoSchedule does not filter
@@ -478,11 +480,18 @@ def test_predicates_pod_affinity_without_matching_pods():
 
 def test_predicates_pod_affinity_by_zone():
     aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_term({"app": "db"}, "zone")]}}
-    nodes = [make_node("a1", labels={"zone": "a"}), make_node("a2", labels={"zone": "a"}), make_node("b1", labels={"zone": "b"})]
+    nodes = [
+        make_node("a1", labels={"zone": "a"}),
+        make_node("a2", labels={"zone": "a"}),
+        make_node("b1", labels={"zone": "b"}),
+    ]
     cache = make_cache(
         nodes,
         pgs=[make_pg("j", 1)],
-        pods=[make_pod("db-0", "j", labels={"app": "db"}, node="a1", phase="Running"), make_pod("p", "j", affinity=aff)],
+        pods=[
+            make_pod("db-0", "j", labels={"app": "db"}, node="a1", phase="Running"),
+            make_pod("p", "j", affinity=aff),
+        ],
     )
     assert _mask(cache, "p")[0] == ["a1", "a2"]
 

@@ -16,13 +16,29 @@ def pods(n: int, spread: list | None = None, host_port: int | None = None, cpu: 
         spec: dict = {"schedulerName": "volcano", "containers": [c]}
         if spread:
             spec["topologySpreadConstraints"] = spread
-        out += "---\n" + json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": f"p{i}", "labels": {"app": "web"}, "annotations": {"sim.lavaflow.io/duration": "100"}}, "spec": spec}) + "\n"
+        out += (
+            "---\n"
+            + json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"p{i}",
+                        "labels": {"app": "web"},
+                        "annotations": {"sim.lavaflow.io/duration": "100"},
+                    },
+                    "spec": spec,
+                }
+            )
+            + "\n"
+        )
     return out
 
 
 def zones() -> str:
-    return node_group("za", 2, cpu="8", memory="32Gi", labels={"zone": "a"}) + node_group("zb", 2, cpu="8", memory="32Gi", labels={"zone": "b"})
+    return node_group("za", 2, cpu="8", memory="32Gi", labels={"zone": "a"}) + node_group(
+        "zb", 2, cpu="8", memory="32Gi", labels={"zone": "b"}
+    )
 
 
 def node_of(result: dict) -> dict[str, str]:
@@ -30,8 +46,14 @@ def node_of(result: dict) -> dict[str, str]:
 
 
 def test_topology_spread_keeps_zone_skew_within_max_skew():
-    spread = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
-               "labelSelector": {"matchLabels": {"app": "web"}}}]
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
     got = node_of(simulate(zones() + pods(6, spread), until=50))
     per_zone = {"a": 0, "b": 0}
     for node in got.values():
@@ -60,25 +82,54 @@ def test_host_ports_conflict_on_a_node():
 
 
 def volume_objects(zone: str = "b") -> str:
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1"},
-          "spec": {"capacity": {"storage": "10Gi"}, "claimRef": {"namespace": "default", "name": "data"},
-                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                       {"key": "zone", "operator": "In", "values": [zone]}]}]}}}}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}, "spec": {"volumeName": "pv-1"}}
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv-1"},
+        "spec": {
+            "capacity": {"storage": "10Gi"},
+            "claimRef": {"namespace": "default", "name": "data"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}]
+                }
+            },
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"},
+        "spec": {"volumeName": "pv-1"},
+    }
     return "---\n" + json.dumps(pv) + "\n---\n" + json.dumps(pvc) + "\n"
 
 
 def pod_with_claim(name: str, claim: str) -> str:
-    return "---\n" + json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": name, "annotations": {"sim.lavaflow.io/duration": "100"}}, "spec": {
-        "schedulerName": "volcano", "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "annotations": {"sim.lavaflow.io/duration": "100"}},
+                "spec": {
+                    "schedulerName": "volcano",
+                    "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                },
+            }
+        )
+        + "\n"
+    )
 
 
 def test_bound_volume_node_affinity_restricts_placement():
     r = simulate(zones() + volume_objects("b") + pod_with_claim("p", "data"), until=50)
     assert node_of(r)["p"].startswith("zb-")
-    assert node_of(simulate(zones() + volume_objects("a") + pod_with_claim("p", "data"), until=50))["p"].startswith("za-")
+    assert node_of(simulate(zones() + volume_objects("a") + pod_with_claim("p", "data"), until=50))["p"].startswith(
+        "za-"
+    )
 
 
 def test_missing_claim_keeps_the_pod_pending_with_reason():

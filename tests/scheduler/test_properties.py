@@ -19,13 +19,15 @@ UNTIL = 300.0
 def clusters(draw):
     groups = []
     for i in range(draw(st.integers(1, 3))):
-        groups.append({
-            "name": f"g{i}",
-            "count": draw(st.integers(1, 2)),
-            "cpu": draw(st.integers(1, 8)) * 1000,
-            "memory": draw(st.sampled_from([1024, 2048, 4096, 8192])),
-            "gpu": draw(st.sampled_from([0, 0, 1, 2, 4])),
-        })
+        groups.append(
+            {
+                "name": f"g{i}",
+                "count": draw(st.integers(1, 2)),
+                "cpu": draw(st.integers(1, 8)) * 1000,
+                "memory": draw(st.sampled_from([1024, 2048, 4096, 8192])),
+                "gpu": draw(st.sampled_from([0, 0, 1, 2, 4])),
+            }
+        )
     # 1-5 nodes in all
     total = 0
     kept = []
@@ -44,22 +46,26 @@ def workloads(draw):
     for j in range(draw(st.integers(1, 6))):
         tasks = []
         for t in range(draw(st.integers(1, 2))):
-            tasks.append({
-                "name": f"t{t}",
-                "replicas": draw(st.integers(1, 4)),
-                "cpu": draw(st.sampled_from([100, 250, 500, 1000, 1500, 2000, 4000])),
-                "memory": draw(st.sampled_from([0, 128, 512, 1024, 2048])),
-                "gpu": draw(st.sampled_from([0, 0, 0, 1, 2])),
-                "duration": draw(st.integers(1, 120)),
-            })
+            tasks.append(
+                {
+                    "name": f"t{t}",
+                    "replicas": draw(st.integers(1, 4)),
+                    "cpu": draw(st.sampled_from([100, 250, 500, 1000, 1500, 2000, 4000])),
+                    "memory": draw(st.sampled_from([0, 128, 512, 1024, 2048])),
+                    "gpu": draw(st.sampled_from([0, 0, 0, 1, 2])),
+                    "duration": draw(st.integers(1, 120)),
+                }
+            )
         total = sum(t["replicas"] for t in tasks)
-        jobs.append({
-            "name": f"job{j}",
-            "tasks": tasks,
-            "minAvailable": draw(st.integers(1, total)),
-            "queue": draw(st.sampled_from(queues)),
-            "submitAt": draw(st.integers(0, 60)),
-        })
+        jobs.append(
+            {
+                "name": f"job{j}",
+                "tasks": tasks,
+                "minAvailable": draw(st.integers(1, total)),
+                "queue": draw(st.sampled_from(queues)),
+                "submitAt": draw(st.integers(0, 60)),
+            }
+        )
     return queues, jobs
 
 
@@ -70,8 +76,18 @@ def render(cluster: list[dict], workload) -> str:
         extra = {"nvidia.com/gpu": str(g["gpu"])} if g["gpu"] else {}
         text += node_group(g["name"], g["count"], cpu=f"{g['cpu']}m", memory=f"{g['memory']}Mi", **extra)
     for q in queues:
-        text += "---\n" + json.dumps({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                                      "metadata": {"name": q}, "spec": {"weight": 1}}) + "\n"
+        text += (
+            "---\n"
+            + json.dumps(
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "Queue",
+                    "metadata": {"name": q},
+                    "spec": {"weight": 1},
+                }
+            )
+            + "\n"
+        )
     for j in jobs:
         tasks = []
         for t in j["tasks"]:
@@ -80,19 +96,30 @@ def render(cluster: list[dict], workload) -> str:
                 req["memory"] = f"{t['memory']}Mi"
             if t["gpu"]:
                 req["nvidia.com/gpu"] = str(t["gpu"])
-            tasks.append({
-                "name": t["name"],
-                "replicas": t["replicas"],
-                "template": {
-                    "metadata": {"annotations": {"sim.lavaflow.io/duration": f"{t['duration']}s"}},
-                    "spec": {"restartPolicy": "Never",
-                             "containers": [{"name": "c", "resources": {"requests": req, "limits": dict(req)}}]},
-                },
-            })
-        doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-               "metadata": {"name": j["name"], "annotations": {"sim.lavaflow.io/submit-at": str(j["submitAt"])}},
-               "spec": {"schedulerName": "volcano", "minAvailable": j["minAvailable"], "queue": j["queue"],
-                        "tasks": tasks}}
+            tasks.append(
+                {
+                    "name": t["name"],
+                    "replicas": t["replicas"],
+                    "template": {
+                        "metadata": {"annotations": {"sim.lavaflow.io/duration": f"{t['duration']}s"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "c", "resources": {"requests": req, "limits": dict(req)}}],
+                        },
+                    },
+                }
+            )
+        doc = {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": j["name"], "annotations": {"sim.lavaflow.io/submit-at": str(j["submitAt"])}},
+            "spec": {
+                "schedulerName": "volcano",
+                "minAvailable": j["minAvailable"],
+                "queue": j["queue"],
+                "tasks": tasks,
+            },
+        }
         text += "---\n" + json.dumps(doc) + "\n"
     return text
 

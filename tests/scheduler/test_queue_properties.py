@@ -55,36 +55,65 @@ def scenarios(draw):
     jobs = []
     for i in range(draw(st.integers(2, 8))):
         replicas = draw(st.integers(1, 6))
-        jobs.append({
-            "name": f"j{i}",
-            "queue": draw(st.sampled_from(sorted(queues))),
-            "prio": draw(st.sampled_from(sorted(PRIORITIES))),
-            "replicas": replicas,
-            "min": draw(st.one_of(st.just(1), st.integers(1, replicas))),  # elastic jobs give victims
-            "cpu": draw(st.sampled_from([1, 2])),
-            "at": draw(st.integers(0, 40)),
-            "duration": draw(st.integers(10, 120)),
-        })
-    cm = {"apiVersion": "v1", "kind": "ConfigMap",
-          "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-          "data": {"volcano-scheduler.conf": CONF}}
+        jobs.append(
+            {
+                "name": f"j{i}",
+                "queue": draw(st.sampled_from(sorted(queues))),
+                "prio": draw(st.sampled_from(sorted(PRIORITIES))),
+                "replicas": replicas,
+                "min": draw(st.one_of(st.just(1), st.integers(1, replicas))),  # elastic jobs give victims
+                "cpu": draw(st.sampled_from([1, 2])),
+                "at": draw(st.integers(0, 40)),
+                "duration": draw(st.integers(10, 120)),
+            }
+        )
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+        "data": {"volcano-scheduler.conf": CONF},
+    }
     text = _doc(cm) + node_group(count=nodes, cpu=str(node_cpu), memory=f"{node_cpu * 4}Gi")
     for name, value in PRIORITIES.items():
-        text += _doc({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+        text += _doc(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+        )
     for name, q in queues.items():
         spec: dict = {"weight": q["weight"]}
         if q["capability"] is not None:
             spec["capability"] = {"cpu": str(q["capability"])}
-        text += _doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": spec})
+        text += _doc(
+            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+        )
     for j in jobs:
-        text += _doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                      "metadata": {"name": j["name"], "annotations": {"sim.lavaflow.io/submit-at": str(j["at"])}},
-                      "spec": {"schedulerName": "volcano", "queue": j["queue"], "minAvailable": j["min"],
-                               "priorityClassName": j["prio"],
-                               "tasks": [{"name": "t", "replicas": j["replicas"], "template": {
-                                   "metadata": {"annotations": {"sim.lavaflow.io/duration": f"{j['duration']}s"}},
-                                   "spec": {"restartPolicy": "Never", "containers": [
-                                       {"name": "c", "image": "b", "resources": {"requests": {"cpu": str(j["cpu"])}}}]}}}]}})
+        text += _doc(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": j["name"], "annotations": {"sim.lavaflow.io/submit-at": str(j["at"])}},
+                "spec": {
+                    "schedulerName": "volcano",
+                    "queue": j["queue"],
+                    "minAvailable": j["min"],
+                    "priorityClassName": j["prio"],
+                    "tasks": [
+                        {
+                            "name": "t",
+                            "replicas": j["replicas"],
+                            "template": {
+                                "metadata": {"annotations": {"sim.lavaflow.io/duration": f"{j['duration']}s"}},
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {"name": "c", "image": "b", "resources": {"requests": {"cpu": str(j["cpu"])}}}
+                                    ],
+                                },
+                            },
+                        }
+                    ],
+                },
+            }
+        )
     return {"text": text, "queues": queues, "jobs": jobs, "total": total}
 
 
@@ -100,7 +129,9 @@ def run(sc: dict) -> dict:
     return r
 
 
-EVICTED = re.compile(r"^(?P<victim>\S+) evicted: (?:preempted by (?P<ns>[^/]+)/(?P<preemptor>\S+)|reclaimed by queue (?P<queue>\S+))$")
+EVICTED = re.compile(
+    r"^(?P<victim>\S+) evicted: (?:preempted by (?P<ns>[^/]+)/(?P<preemptor>\S+)|reclaimed by queue (?P<queue>\S+))$"
+)
 
 
 def evictions(r: dict) -> list[dict]:
@@ -139,7 +170,9 @@ def test_higher_priority_pod_is_never_evicted_for_a_lower_one(sc):
             continue  # phase 2 (a job's own lower-priority tasks); all tasks here share one priority
         assert job_prio(sc, victim_job) < job_prio(sc, preemptor_job), e
     # Every eviction shows in the pod records at the time it was decided.
-    recorded = Counter((p["name"], p["finishTime"]) for p in r["pods"] if p["phase"] == "Deleted" and p.get("reason") == "Evicted")
+    recorded = Counter(
+        (p["name"], p["finishTime"]) for p in r["pods"] if p["phase"] == "Deleted" and p.get("reason") == "Evicted"
+    )
     decided = Counter((e["victim"], e["time"]) for e in evictions(r) if e["time"] == e["until"])
     assert decided <= recorded
 

@@ -19,8 +19,13 @@ ACTIONS = "enqueue, allocate, backfill, reclaim, preempt"
 
 
 # ---------------------------------------------------------------- builders
-def conf(queue_plugin: str = "proportion", tier1: tuple = (), queue_args: dict | None = None,
-         overcommit_factor: float | None = None, actions: str = ACTIONS) -> str:
+def conf(
+    queue_plugin: str = "proportion",
+    tier1: tuple = (),
+    queue_args: dict | None = None,
+    overcommit_factor: float | None = None,
+    actions: str = ACTIONS,
+) -> str:
     """A scheduler ConfigMap: tiers (priority, gang, conformance, *tier1) / (overcommit, drf, predicates, queue plugin, nodeorder)."""
     lines = [f'actions: "{actions}"', "tiers:", "- plugins:"]
     for p in ("priority", "gang", "conformance", *tier1):
@@ -36,9 +41,12 @@ def conf(queue_plugin: str = "proportion", tier1: tuple = (), queue_args: dict |
         if p == queue_plugin:
             for k, v in (queue_args or {}).items():
                 lines.append(f"    {k}: {json.dumps(v)}")
-    doc = {"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-           "data": {"volcano-scheduler.conf": "\n".join(lines) + "\n"}}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+        "data": {"volcano-scheduler.conf": "\n".join(lines) + "\n"},
+    }
     return "---\n" + json.dumps(doc) + "\n"
 
 
@@ -49,35 +57,79 @@ PREEMPT_CONF = conf(overcommit_factor=10)
 
 
 def priority_class(name: str, value: int) -> str:
-    return "---\n" + json.dumps({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                 "metadata": {"name": name}, "value": value}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+        )
+        + "\n"
+    )
 
 
 PRIORITIES = priority_class("low", 10) + priority_class("mid", 100) + priority_class("high", 1000)
 
 
 def queue(name: str, weight: int = 1, **spec) -> str:
-    return "---\n" + json.dumps({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                                 "metadata": {"name": name}, "spec": {"weight": weight, **spec}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": weight, **spec},
+            }
+        )
+        + "\n"
+    )
 
 
 def command(name: str, action: str, target: str, at: float) -> str:
-    return "---\n" + json.dumps({"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command",
-                                 "metadata": {"name": name, "annotations": {"sim.lavaflow.io/submit-at": str(at)}},
-                                 "action": action, "target": {"kind": "Queue", "name": target}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "bus.volcano.sh/v1alpha1",
+                "kind": "Command",
+                "metadata": {"name": name, "annotations": {"sim.lavaflow.io/submit-at": str(at)}},
+                "action": action,
+                "target": {"kind": "Queue", "name": target},
+            }
+        )
+        + "\n"
+    )
 
 
-def job(name: str, replicas: int, cpu: str = "1", min_available: int | None = None, queue: str | None = None,
-        prio: str | None = None, at: float | None = None, duration: str | float = "inf", namespace: str | None = None,
-        annotations: dict | None = None, node_selector: dict | None = None) -> str:
-    pod: dict = {"restartPolicy": "Never",
-                 "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}]}
+def job(
+    name: str,
+    replicas: int,
+    cpu: str = "1",
+    min_available: int | None = None,
+    queue: str | None = None,
+    prio: str | None = None,
+    at: float | None = None,
+    duration: str | float = "inf",
+    namespace: str | None = None,
+    annotations: dict | None = None,
+    node_selector: dict | None = None,
+) -> str:
+    pod: dict = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
+    }
     if node_selector:
         pod["nodeSelector"] = node_selector
-    spec: dict = {"schedulerName": "volcano", "minAvailable": replicas if min_available is None else min_available,
-                  "tasks": [{"name": "t", "replicas": replicas,
-                             "template": {"metadata": {"annotations": {"sim.lavaflow.io/duration": str(duration)}},
-                                          "spec": pod}}]}
+    spec: dict = {
+        "schedulerName": "volcano",
+        "minAvailable": replicas if min_available is None else min_available,
+        "tasks": [
+            {
+                "name": "t",
+                "replicas": replicas,
+                "template": {"metadata": {"annotations": {"sim.lavaflow.io/duration": str(duration)}}, "spec": pod},
+            }
+        ],
+    }
     if queue:
         spec["queue"] = queue
     if prio:
@@ -88,8 +140,11 @@ def job(name: str, replicas: int, cpu: str = "1", min_available: int | None = No
     meta: dict = {"name": name, "annotations": ann}
     if namespace:
         meta["namespace"] = namespace
-    return "---\n" + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta,
-                                 "spec": spec}) + "\n"
+    return (
+        "---\n"
+        + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec})
+        + "\n"
+    )
 
 
 def evicted(result: dict) -> list[str]:
@@ -143,8 +198,13 @@ def assert_min_available_kept(result: dict, job_name: str, min_available: int) -
 
 # ---------------------------------------------------------------- preempt
 def test_enough_idle_capacity_means_no_preemption():
-    text = (PREEMPT_CONF + PRIORITIES + node_group(count=2, cpu="4")
-            + job("low", 4, min_available=1, prio="low") + job("high", 3, prio="high", at=5))
+    text = (
+        PREEMPT_CONF
+        + PRIORITIES
+        + node_group(count=2, cpu="4")
+        + job("low", 4, min_available=1, prio="low")
+        + job("high", 3, prio="high", at=5)
+    )
     r = simulate(text, until=30)
     assert evicted(r) == []
     assert not any(p["phase"] == "Deleted" for p in r["pods"])
@@ -154,8 +214,13 @@ def test_enough_idle_capacity_means_no_preemption():
 
 
 def test_starving_high_priority_job_preempts_exactly_enough():
-    text = (PREEMPT_CONF + PRIORITIES + node_group(count=2, cpu="4")
-            + job("low", 8, min_available=2, prio="low") + job("high", 3, prio="high", at=5))
+    text = (
+        PREEMPT_CONF
+        + PRIORITIES
+        + node_group(count=2, cpu="4")
+        + job("low", 8, min_available=2, prio="low")
+        + job("high", 3, prio="high", at=5)
+    )
     r = simulate(text, until=30)
     # Exactly the three cpus the gang of three needs, all from the low-priority job.
     assert evicted(r) == ["low-t-0", "low-t-2", "low-t-4"]
@@ -175,9 +240,15 @@ def test_starving_high_priority_job_preempts_exactly_enough():
 def test_victims_come_only_from_pods_beyond_min_available():
     # "lowest" is the cheaper victim by priority, but its gang (4 of 4) has nothing beyond minAvailable;
     # "lower" can give up to 3 of its 4 pods.
-    text = (PREEMPT_CONF + priority_class("lowest", 1) + PRIORITIES + node_group(count=1, cpu="8")
-            + job("gang", 4, min_available=4, prio="lowest") + job("elastic", 4, min_available=1, prio="low")
-            + job("high", 3, prio="high", at=5))
+    text = (
+        PREEMPT_CONF
+        + priority_class("lowest", 1)
+        + PRIORITIES
+        + node_group(count=1, cpu="8")
+        + job("gang", 4, min_available=4, prio="lowest")
+        + job("elastic", 4, min_available=1, prio="low")
+        + job("high", 3, prio="high", at=5)
+    )
     r = simulate(text, until=30)
     assert [p for p in evicted(r) if p.startswith("gang")] == []
     assert len(evicted(r)) == 3 and all(p.startswith("elastic-") for p in evicted(r))
@@ -189,9 +260,13 @@ def test_victims_come_only_from_pods_beyond_min_available():
 def test_nothing_evicted_when_the_preemptor_still_could_not_run():
     # Both 3-cpu pods of the gang must go to n-0 (4 cpus): evicting three 1-cpu pods makes room for one
     # of them only, so the statement is discarded and nothing is evicted, cycle after cycle.
-    text = (PREEMPT_CONF + PRIORITIES + node_group(count=2, cpu="4")
-            + job("low", 8, min_available=2, prio="low")
-            + job("high", 2, cpu="3", prio="high", at=5, node_selector={"kubernetes.io/hostname": "n-0"}))
+    text = (
+        PREEMPT_CONF
+        + PRIORITIES
+        + node_group(count=2, cpu="4")
+        + job("low", 8, min_available=2, prio="low")
+        + job("high", 2, cpu="3", prio="high", at=5, node_selector={"kubernetes.io/hostname": "n-0"})
+    )
     r = simulate(text, until=60)
     assert evicted(r) == []
     assert running(r, "low") == 8 and running(r, "high") == 0
@@ -202,16 +277,26 @@ def test_nothing_evicted_when_the_preemptor_still_could_not_run():
 def test_gang_protected_victims_are_not_enough_so_nothing_is_evicted():
     # All preemptable resources (1 cpu beyond low's minAvailable of 7) are less than the 2 cpus needed.
     # Without the enqueue action the gang is not held back by admission.
-    text = (conf(overcommit_factor=10).replace(ACTIONS, "allocate, backfill, reclaim, preempt") + PRIORITIES
-            + node_group(count=1, cpu="8") + job("low", 8, min_available=7, prio="low") + job("high", 2, prio="high", at=5))
+    text = (
+        conf(overcommit_factor=10).replace(ACTIONS, "allocate, backfill, reclaim, preempt")
+        + PRIORITIES
+        + node_group(count=1, cpu="8")
+        + job("low", 8, min_available=7, prio="low")
+        + job("high", 2, prio="high", at=5)
+    )
     r = simulate(text, until=60)
     assert evicted(r) == []
     assert running(r, "low") == 8 and running(r, "high") == 0
 
 
 def test_kube_system_pods_are_never_preempted():
-    text = (PREEMPT_CONF + PRIORITIES + node_group(count=1, cpu="4")
-            + job("sys", 4, min_available=1, prio="low", namespace="kube-system") + job("high", 2, prio="high", at=5))
+    text = (
+        PREEMPT_CONF
+        + PRIORITIES
+        + node_group(count=1, cpu="4")
+        + job("sys", 4, min_available=1, prio="low", namespace="kube-system")
+        + job("high", 2, prio="high", at=5)
+    )
     r = simulate(text, until=30)
     assert evicted(r) == []
     assert running(r, "sys") == 4 and running(r, "high") == 0
@@ -221,8 +306,13 @@ def test_high_priority_job_is_admitted_into_a_full_queue_when_it_can_preempt():
     # Default overcommit factor 1.2: 8 of 8 cpus used leaves 1.6 cpus to admit, so Volcano keeps the
     # 3-cpu gang Pending and its preempt action never sees it ("preemption doesn't work"). lavaflow
     # admits it because lower-priority work in its queue can be preempted, then preempts exactly 3.
-    text = (conf() + PRIORITIES + node_group(count=2, cpu="4")
-            + job("low", 8, min_available=2, prio="low") + job("high", 3, prio="high", at=5))
+    text = (
+        conf()
+        + PRIORITIES
+        + node_group(count=2, cpu="4")
+        + job("low", 8, min_available=2, prio="low")
+        + job("high", 3, prio="high", at=5)
+    )
     r = simulate(text, until=30)
     assert len(evicted(r)) == 3 and all(p.startswith("low-") for p in evicted(r))
     assert running(r, "high") == 3
@@ -232,8 +322,13 @@ def test_high_priority_job_is_admitted_into_a_full_queue_when_it_can_preempt():
 
 def test_without_preempt_a_full_queue_still_refuses_admission():
     # Same cluster, preempt not configured: nothing can make room, so the job waits with the reason.
-    text = (conf(actions="enqueue, allocate, backfill") + PRIORITIES + node_group(count=2, cpu="4")
-            + job("low", 8, min_available=2, prio="low") + job("high", 3, prio="high", at=5))
+    text = (
+        conf(actions="enqueue, allocate, backfill")
+        + PRIORITIES
+        + node_group(count=2, cpu="4")
+        + job("low", 8, min_available=2, prio="low")
+        + job("high", 3, prio="high", at=5)
+    )
     r = simulate(text, until=30)
     assert evicted(r) == []
     reason = "minResources (cpu 3) exceed what the cluster can admit in cpu (overcommit factor 1.2: cpu 1600m left)"
@@ -243,8 +338,16 @@ def test_without_preempt_a_full_queue_still_refuses_admission():
 # ---------------------------------------------------------------- reclaim
 def test_reclaim_takes_only_from_queues_above_deserved():
     # q1 holds 14 of 16 cpus, q4 its 2; q2 arrives wanting 2: deserved becomes q1 12, q2 2, q4 2.
-    text = (conf() + node_group(count=4, cpu="4") + queue("q1") + queue("q2") + queue("q4")
-            + job("a", 14, min_available=1, queue="q1") + job("d", 2, queue="q4") + job("b", 2, queue="q2", at=5))
+    text = (
+        conf()
+        + node_group(count=4, cpu="4")
+        + queue("q1")
+        + queue("q2")
+        + queue("q4")
+        + job("a", 14, min_available=1, queue="q1")
+        + job("d", 2, queue="q4")
+        + job("b", 2, queue="q2", at=5)
+    )
     r = simulate(text, until=30)
     assert len(evicted(r)) == 2 and all(p.startswith("a-") for p in evicted(r))
     assert running(r, "d") == 2 and running(r, "b") == 2 and running(r, "a") == 12
@@ -257,8 +360,14 @@ def test_reclaim_takes_only_from_queues_above_deserved():
 
 @pytest.mark.parametrize("reclaimable", [True, False])
 def test_reclaim_never_takes_from_a_reclaimable_false_queue(reclaimable):
-    text = (conf() + node_group(count=2, cpu="4") + queue("q1", reclaimable=reclaimable) + queue("q2")
-            + job("a", 8, min_available=1, queue="q1", duration=40) + job("b", 2, queue="q2", at=5))
+    text = (
+        conf()
+        + node_group(count=2, cpu="4")
+        + queue("q1", reclaimable=reclaimable)
+        + queue("q2")
+        + job("a", 8, min_available=1, queue="q1", duration=40)
+        + job("b", 2, queue="q2", at=5)
+    )
     r = simulate(text, until=100)
     if reclaimable:
         assert len(evicted(r)) == 2 and job_of(r, "b")["startTime"] == 7.0
@@ -270,8 +379,14 @@ def test_reclaim_never_takes_from_a_reclaimable_false_queue(reclaimable):
 
 def test_guarantee_reserves_capacity_against_other_queues():
     # qb has 10x the weight and asks first, but qa's guarantee of 6 cpus is kept for it.
-    text = (conf() + node_group(count=2, cpu="4") + queue("qa", 1, guarantee={"resource": {"cpu": "6"}})
-            + queue("qb", 10) + job("b", 8, min_available=1, queue="qb") + job("a", 8, min_available=1, queue="qa", at=10))
+    text = (
+        conf()
+        + node_group(count=2, cpu="4")
+        + queue("qa", 1, guarantee={"resource": {"cpu": "6"}})
+        + queue("qb", 10)
+        + job("b", 8, min_available=1, queue="qb")
+        + job("a", 8, min_available=1, queue="qa", at=10)
+    )
     r = simulate(text, until=30)
     assert evicted(r) == []
     at = {p["time"]: p for p in r["timeline"]}
@@ -285,9 +400,14 @@ def test_guarantee_reserves_capacity_against_other_queues():
 
 # ---------------------------------------------------------------- capacity
 def test_capacity_shares_by_explicit_deserved():
-    text = (conf("capacity") + node_group(count=2, cpu="4") + queue("qa", deserved={"cpu": "6"})
-            + queue("qb", deserved={"cpu": "2"}) + job("a", 8, min_available=1, queue="qa")
-            + job("b", 8, min_available=2, queue="qb", at=5))
+    text = (
+        conf("capacity")
+        + node_group(count=2, cpu="4")
+        + queue("qa", deserved={"cpu": "6"})
+        + queue("qb", deserved={"cpu": "2"})
+        + job("a", 8, min_available=1, queue="qa")
+        + job("b", 8, min_available=2, queue="qb", at=5)
+    )
     r = simulate(text, until=30)
     # qa may use idle capacity beyond its deserved share, until qb reclaims its 2 cpus (b needs
     # both to start; reclaim stops once a job no longer starves, so minAvailable 2 is what asks for 2).
@@ -300,13 +420,17 @@ HIERARCHY = conf("capacity", queue_args={"enableHierarchy": True})
 
 
 def hierarchy_text() -> str:
-    return (HIERARCHY + node_group(count=2, cpu="4")
-            + queue("p", deserved={"cpu": "6"}, capability={"cpu": "6"})
-            + queue("c1", parent="p", deserved={"cpu": "4"})
-            + queue("c2", parent="p", deserved={"cpu": "2"}, capability={"cpu": "3"})
-            + queue("o", deserved={"cpu": "2"})
-            + job("a", 8, min_available=1, queue="c1") + job("b", 8, min_available=2, queue="c2", at=5)
-            + job("x", 8, min_available=1, queue="o", at=10))
+    return (
+        HIERARCHY
+        + node_group(count=2, cpu="4")
+        + queue("p", deserved={"cpu": "6"}, capability={"cpu": "6"})
+        + queue("c1", parent="p", deserved={"cpu": "4"})
+        + queue("c2", parent="p", deserved={"cpu": "2"}, capability={"cpu": "3"})
+        + queue("o", deserved={"cpu": "2"})
+        + job("a", 8, min_available=1, queue="c1")
+        + job("b", 8, min_available=2, queue="c2", at=5)
+        + job("x", 8, min_available=1, queue="o", at=10)
+    )
 
 
 def test_capacity_two_level_hierarchy_shares_by_deserved_within_ancestor_capability():
@@ -320,7 +444,10 @@ def test_capacity_two_level_hierarchy_shares_by_deserved_within_ancestor_capabil
     # c2 reclaims its deserved 2 cpus from its sibling (parent full), o then takes its 2 idle cpus.
     assert sorted(evicted(r)) == ["a-t-0", "a-t-2"]
     assert last_queues(r) == {"c1": 4.0, "c2": 2.0, "o": 2.0}
-    assert {q["name"]: q["allocated"].get("cpu") for q in r["queues"] if q["name"] in ("p", "root")} == {"p": "6", "root": "8"}
+    assert {q["name"]: q["allocated"].get("cpu") for q in r["queues"] if q["name"] in ("p", "root")} == {
+        "p": "6",
+        "root": "8",
+    }
     assert stuck_reason(r, "a") == "queue p is at its capability (cpu 6, memory 8Gi; allocated cpu 6)"
 
 
@@ -354,10 +481,18 @@ def test_sla_waiting_time_forces_a_large_job_in_ahead_of_smaller_ones():
 
 # ---------------------------------------------------------------- queue states
 def closing_text() -> str:
-    return (conf() + node_group(count=1, cpu="4") + queue("q") + queue("p") + queue("c", parent="p")
-            + job("run", 2, queue="q", duration=20) + command("close", "CloseQueue", "q", 5)
-            + job("late", 1, queue="q", at=8) + job("cj", 1, queue="c", duration=30)
-            + command("closep", "CloseQueue", "p", 6))
+    return (
+        conf()
+        + node_group(count=1, cpu="4")
+        + queue("q")
+        + queue("p")
+        + queue("c", parent="p")
+        + job("run", 2, queue="q", duration=20)
+        + command("close", "CloseQueue", "q", 5)
+        + job("late", 1, queue="q", at=8)
+        + job("cj", 1, queue="c", duration=30)
+        + command("closep", "CloseQueue", "p", 6)
+    )
 
 
 def test_closing_a_queue_with_running_jobs_goes_closing_then_closed():
@@ -385,19 +520,35 @@ def test_a_closed_parent_closes_its_children():
 def test_hierarchical_queue_via_spec_parent():
     r = simulate(closing_text(), until=4)
     assert {q["name"]: q["parent"] for q in r["queues"]}["c"] == "p"
-    assert {q["name"]: q["allocated"].get("cpu") for q in r["queues"] if q["name"] in ("c", "p")} == {"c": "1", "p": "1"}
+    assert {q["name"]: q["allocated"].get("cpu") for q in r["queues"] if q["name"] in ("c", "p")} == {
+        "c": "1",
+        "p": "1",
+    }
 
 
 # ---------------------------------------------------------------- why is my job pending
 def test_reason_predicates_name_the_predicate_and_node_counts():
     r = simulate(conf() + node_group(count=2, cpu="4") + job("sel", 1, node_selector={"disk": "ssd"}), until=10)
-    msg = "1/1 tasks in gang unschedulable: 0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    msg = (
+        "1/1 tasks in gang unschedulable: 0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    )
     assert stuck_reason(r, "sel") == msg
-    assert condition(r, "sel") == {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources", "message": msg}
+    assert condition(r, "sel") == {
+        "type": "Unschedulable",
+        "status": "True",
+        "reason": "NotEnoughResources",
+        "message": msg,
+    }
 
 
 def test_reason_queue_overused():
-    text = conf() + node_group(count=2, cpu="4") + queue("q") + job("fill", 8, min_available=1, queue="q") + job("more", 1, queue="q", at=3)
+    text = (
+        conf()
+        + node_group(count=2, cpu="4")
+        + queue("q")
+        + job("fill", 8, min_available=1, queue="q")
+        + job("more", 1, queue="q", at=3)
+    )
     r = simulate(text, until=10)
     msg = "1/1 tasks in gang unschedulable: queue q is overused (allocation has reached its deserved share)"
     assert stuck_reason(r, "more") == msg
@@ -405,8 +556,13 @@ def test_reason_queue_overused():
 
 
 def test_reason_queue_at_capability():
-    text = (conf("capacity") + node_group(count=2, cpu="4") + queue("q", capability={"cpu": "2"})
-            + job("capd", 4, min_available=1, queue="q") + job("capd2", 1, queue="q", at=3))
+    text = (
+        conf("capacity")
+        + node_group(count=2, cpu="4")
+        + queue("q", capability={"cpu": "2"})
+        + job("capd", 4, min_available=1, queue="q")
+        + job("capd2", 1, queue="q", at=3)
+    )
     r = simulate(text, until=10)
     msg = "queue q is at its capability (cpu 2, memory 8Gi; allocated cpu 2)"
     assert stuck_reason(r, "capd2") == f"1/1 tasks in gang unschedulable: {msg}"
@@ -416,8 +572,14 @@ def test_reason_queue_at_capability():
 
 
 def test_reason_queue_closed():
-    text = (conf() + node_group(count=1, cpu="4") + queue("q") + job("run", 2, queue="q", duration=100)
-            + job("wait", 4, queue="q", at=2) + command("close", "CloseQueue", "q", 5))
+    text = (
+        conf()
+        + node_group(count=1, cpu="4")
+        + queue("q")
+        + job("run", 2, queue="q", duration=100)
+        + job("wait", 4, queue="q", at=2)
+        + command("close", "CloseQueue", "q", 5)
+    )
     r = simulate(text, until=10)
     msg = "4/4 tasks in gang unschedulable: queue q is closing; no new jobs are admitted"
     assert stuck_reason(r, "wait") == msg
@@ -427,15 +589,24 @@ def test_reason_queue_closed():
 def run_cli(tmp_path, text: str, *args: str) -> str:
     path = tmp_path / "in.yaml"
     path.write_text(text)
-    out = subprocess.run([sys.executable, "-c", "from lavaflow.cli import main; main()", "simulate", str(path), *args],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", "from lavaflow.cli import main; main()", "simulate", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return " ".join(out.stdout.split())  # undo the table's line wrapping
 
 
 def test_explain_shows_waiting_for_victims(tmp_path):
-    text = (PREEMPT_CONF + PRIORITIES + node_group(count=2, cpu="4")
-            + job("low", 8, min_available=2, prio="low") + job("high", 3, prio="high", at=5))
+    text = (
+        PREEMPT_CONF
+        + PRIORITIES
+        + node_group(count=2, cpu="4")
+        + job("low", 8, min_available=2, prio="low")
+        + job("high", 3, prio="high", at=5)
+    )
     out = run_cli(tmp_path, text, "--until", "30", "--explain", "default/high")
     assert "why default/high did what it did" in out
     assert "preempt │ preempted lower-priority tasks; waiting for them to terminate" in out
@@ -445,17 +616,38 @@ def test_explain_shows_waiting_for_victims(tmp_path):
 
 
 def test_explain_shows_reclaim_and_pending_reasons(tmp_path):
-    text = (conf() + node_group(count=2, cpu="4") + queue("q1") + queue("q2")
-            + job("a", 8, min_available=1, queue="q1") + job("b", 2, queue="q2", at=5))
+    text = (
+        conf()
+        + node_group(count=2, cpu="4")
+        + queue("q1")
+        + queue("q2")
+        + job("a", 8, min_available=1, queue="q1")
+        + job("b", 2, queue="q2", at=5)
+    )
     out = run_cli(tmp_path, text, "--until", "30", "--explain", "default/b")
     assert "reclaim │ reclaimed resources for queue q2; waiting for victims to terminate" in out
     text = conf() + node_group(count=2, cpu="4") + job("sel", 1, node_selector={"disk": "ssd"})
     out = run_cli(tmp_path, text, "--until", "10", "--explain", "default/sel")
-    assert "still waiting: 1/1 tasks in gang unschedulable: 0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector." in out
-    text = (conf() + node_group(count=1, cpu="4") + queue("q") + job("run", 2, queue="q", duration=100)
-            + job("wait", 4, queue="q", at=2) + command("close", "CloseQueue", "q", 5))
+    assert (
+        "still waiting: 1/1 tasks in gang unschedulable: 0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+        in out
+    )
+    text = (
+        conf()
+        + node_group(count=1, cpu="4")
+        + queue("q")
+        + job("run", 2, queue="q", duration=100)
+        + job("wait", 4, queue="q", at=2)
+        + command("close", "CloseQueue", "q", 5)
+    )
     out = run_cli(tmp_path, text, "--until", "10", "--explain", "default/wait")
     assert "queue q is closing; no new jobs are admitted" in out
-    text = conf() + node_group(count=2, cpu="4") + queue("q") + job("fill", 8, min_available=1, queue="q") + job("more", 1, queue="q", at=3)
+    text = (
+        conf()
+        + node_group(count=2, cpu="4")
+        + queue("q")
+        + job("fill", 8, min_available=1, queue="q")
+        + job("more", 1, queue="q", at=3)
+    )
     out = run_cli(tmp_path, text, "--until", "10", "--explain", "default/more")
     assert "queue q is overused" in out

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import node_group, simulate
 from test_network_topology import CONF, conf
+
+from conftest import node_group, simulate
 
 RQ_CONF = CONF.replace("  - name: network-topology-aware\n", "  - name: resourcequota\n")
 PLAIN_CONF = CONF.replace("  - name: network-topology-aware\n", "")
@@ -13,18 +14,47 @@ NS_CONF = PLAIN_CONF.replace("  - name: drf\n", "  - name: drf\n    enableNamesp
 
 
 def quota(ns: str, hard: dict, name: str = "q") -> str:
-    return "---\n" + json.dumps({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name, "namespace": ns},
-                                 "spec": {"hard": hard}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"hard": hard},
+            }
+        )
+        + "\n"
+    )
 
 
 def job(name: str, ns: str, replicas: int = 1, cpu: str = "1", creation: int = 0) -> str:
     ann = {"sim.lavaflow.io/submit-at": str(creation)} if creation else {}
-    return "---\n" + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                                 "metadata": {"name": name, "namespace": ns, "annotations": ann},
-                                 "spec": {"minAvailable": replicas, "schedulerName": "volcano", "tasks": [{
-                                     "name": "t", "replicas": replicas, "template": {
-                                         "metadata": {"annotations": {"sim.lavaflow.io/duration": "100"}},
-                                         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": name, "namespace": ns, "annotations": ann},
+                "spec": {
+                    "minAvailable": replicas,
+                    "schedulerName": "volcano",
+                    "tasks": [
+                        {
+                            "name": "t",
+                            "replicas": replicas,
+                            "template": {
+                                "metadata": {"annotations": {"sim.lavaflow.io/duration": "100"}},
+                                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+        + "\n"
+    )
 
 
 def jobs_by(result: dict) -> dict[str, dict]:
@@ -32,8 +62,13 @@ def jobs_by(result: dict) -> dict[str, dict]:
 
 
 def test_job_over_quota_waits_with_a_reason_naming_the_quota_then_runs():
-    text = node_group("n", 2, cpu="8", memory="32Gi") + quota("team", {"requests.cpu": "4", "pods": "10"}) \
-        + job("a", "team", 3) + job("b", "team", 3) + job("c", "other", 3)
+    text = (
+        node_group("n", 2, cpu="8", memory="32Gi")
+        + quota("team", {"requests.cpu": "4", "pods": "10"})
+        + job("a", "team", 3)
+        + job("b", "team", 3)
+        + job("c", "other", 3)
+    )
     r = simulate(conf(RQ_CONF) + text, until=1000)
     js = jobs_by(r)
     assert js["team/a"]["startTime"] < 10 and js["other/c"]["startTime"] < 10
@@ -46,13 +81,23 @@ def test_job_over_quota_waits_with_a_reason_naming_the_quota_then_runs():
 
 
 def test_without_the_plugin_quota_is_ignored():
-    text = node_group("n", 2, cpu="8", memory="32Gi") + quota("team", {"cpu": "4"}) + job("a", "team", 3) + job("b", "team", 3)
+    text = (
+        node_group("n", 2, cpu="8", memory="32Gi")
+        + quota("team", {"cpu": "4"})
+        + job("a", "team", 3)
+        + job("b", "team", 3)
+    )
     js = jobs_by(simulate(conf(PLAIN_CONF) + text, until=1000))
     assert js["team/b"]["startTime"] < 10
 
 
 def test_quota_on_pods_count():
-    text = node_group("n", 1, cpu="8", memory="32Gi") + quota("team", {"pods": "2"}) + job("a", "team", 2) + job("b", "team", 1)
+    text = (
+        node_group("n", 1, cpu="8", memory="32Gi")
+        + quota("team", {"pods": "2"})
+        + job("a", "team", 2)
+        + job("b", "team", 1)
+    )
     js = jobs_by(simulate(conf(RQ_CONF) + text, until=1000))
     assert js["team/b"]["startTime"] >= js["team/a"]["finishTime"]
 

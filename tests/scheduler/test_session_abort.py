@@ -75,7 +75,9 @@ def raiser():
         PLUGINS["raiser"] = old
 
 
-CONF = tiers_conf(["raiser", "priority", "gang", "conformance"], ["drf", "predicates", "proportion", "nodeorder", "binpack"])
+CONF = tiers_conf(
+    ["raiser", "priority", "gang", "conformance"], ["drf", "predicates", "proportion", "nodeorder", "binpack"]
+)
 PREEMPT_CONF = tiers_conf(
     ["raiser", "priority", "gang", "conformance"],
     ["predicates", "nodeorder"],

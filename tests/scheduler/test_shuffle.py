@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import simulate
 from test_network_topology import conf
+
+from conftest import simulate
 
 SHUFFLE = """\
 actions: "enqueue, allocate, backfill, shuffle"
@@ -33,17 +34,46 @@ tiers:
 
 def nodes(name: str, count: int, submit_at: int = 0) -> str:
     ann = {"sim.lavaflow.io/submit-at": str(submit_at)} if submit_at else {}
-    return "---\n" + json.dumps({"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup",
-                                 "metadata": {"name": name, "annotations": ann},
-                                 "spec": {"count": count, "capacity": {"cpu": "4", "memory": "16Gi"}}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "sim.lavaflow.io/v1alpha1",
+                "kind": "NodeGroup",
+                "metadata": {"name": name, "annotations": ann},
+                "spec": {"count": count, "capacity": {"cpu": "4", "memory": "16Gi"}},
+            }
+        )
+        + "\n"
+    )
 
 
 def job() -> str:
-    return "---\n" + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"},
-                                 "spec": {"minAvailable": 1, "schedulerName": "volcano", "tasks": [{
-                                     "name": "t", "replicas": 4, "template": {
-                                         "metadata": {"annotations": {"sim.lavaflow.io/duration": "1000"}},
-                                         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": "j"},
+                "spec": {
+                    "minAvailable": 1,
+                    "schedulerName": "volcano",
+                    "tasks": [
+                        {
+                            "name": "t",
+                            "replicas": 4,
+                            "template": {
+                                "metadata": {"annotations": {"sim.lavaflow.io/duration": "1000"}},
+                                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+                            },
+                        }
+                    ],
+                },
+            }
+        )
+        + "\n"
+    )
 
 
 def final_nodes(result: dict) -> dict[str, int]:

@@ -4,23 +4,44 @@ from __future__ import annotations
 
 import json
 
+from test_network_topology import CONF, conf
+
 from conftest import node_group, simulate
 from scheduler_helpers import make_cache, make_node, make_pg, make_pod, open_session, tiers_conf
-from test_network_topology import CONF, conf, job_of
 
-TT_CONF = CONF.replace("  - name: network-topology-aware\n", "  - name: task-topology\n    arguments: {task-topology.weight: 10}\n")
+TT_CONF = CONF.replace(
+    "  - name: network-topology-aware\n", "  - name: task-topology\n    arguments: {task-topology.weight: 10}\n"
+)
 PLAIN_CONF = CONF.replace("  - name: network-topology-aware\n", "")
 
 
 def tf_job(annotations: dict, ps: int = 2, workers: int = 4) -> str:
     def task(name: str, n: int) -> dict:
-        return {"name": name, "replicas": n, "template": {
-            "metadata": {"annotations": {"sim.lavaflow.io/duration": "100"}},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}
-    return "---\n" + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-                                 "metadata": {"name": "tf", "annotations": annotations},
-                                 "spec": {"minAvailable": ps + workers, "schedulerName": "volcano",
-                                          "tasks": [task("ps", ps), task("worker", workers)]}}) + "\n"
+        return {
+            "name": name,
+            "replicas": n,
+            "template": {
+                "metadata": {"annotations": {"sim.lavaflow.io/duration": "100"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            },
+        }
+
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": "tf", "annotations": annotations},
+                "spec": {
+                    "minAvailable": ps + workers,
+                    "schedulerName": "volcano",
+                    "tasks": [task("ps", ps), task("worker", workers)],
+                },
+            }
+        )
+        + "\n"
+    )
 
 
 def placement(result: dict) -> dict[str, list[str]]:
@@ -51,8 +72,11 @@ def test_anti_affinity_spreads_workers_and_ps_that_binpack_would_pack():
 
 
 def test_affinity_packs_workers_with_their_ps_and_ps_apart():
-    ann = {"volcano.sh/task-topology-affinity": "ps,worker", "volcano.sh/task-topology-anti-affinity": "ps",
-           "volcano.sh/task-topology-task-order": "ps,worker"}
+    ann = {
+        "volcano.sh/task-topology-affinity": "ps,worker",
+        "volcano.sh/task-topology-anti-affinity": "ps",
+        "volcano.sh/task-topology-task-order": "ps,worker",
+    }
     got = placement(run(TT_CONF, ann))
     assert len(set(got["ps"])) == 2
     assert set(got["worker"]) <= set(got["ps"])  # every worker shares a node with a ps
@@ -61,8 +85,11 @@ def test_affinity_packs_workers_with_their_ps_and_ps_apart():
 def test_task_order_places_the_named_roles_first_in_that_order():
     pg = make_pg("tf", 3)
     pg.metadata.annotations["volcano.sh/task-topology-task-order"] = "worker,ps"
-    pods = [make_pod("tf-chief-0", "tf", role="chief", index=0), make_pod("tf-ps-0", "tf", role="ps", index=0),
-            make_pod("tf-worker-0", "tf", role="worker", index=0)]
+    pods = [
+        make_pod("tf-chief-0", "tf", role="chief", index=0),
+        make_pod("tf-ps-0", "tf", role="ps", index=0),
+        make_pod("tf-worker-0", "tf", role="worker", index=0),
+    ]
     cache = make_cache([make_node("n1", 8)], pgs=[pg], pods=pods)
     ssn = open_session(cache, tiers_conf(["task-topology"]))
     tasks = sorted(cache.jobs["default/tf"].tasks.values(), key=ssn.task_key)

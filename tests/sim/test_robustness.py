@@ -12,22 +12,45 @@ def _doc(obj: dict) -> str:
 
 
 def _task(name: str, replicas: int, requests: dict, duration: str = "10s", **extra) -> dict:
-    return {"name": name, "replicas": replicas, **extra,
-            "template": {"metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
-                         "spec": {"restartPolicy": "Never",
-                                  "containers": [{"name": "c", "resources": {"requests": requests}}]}}}
+    return {
+        "name": name,
+        "replicas": replicas,
+        **extra,
+        "template": {
+            "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "resources": {"requests": requests}}]},
+        },
+    }
 
 
-def _vcjob(name: str, tasks: list[dict], min_available: int, queue: str = "default", spec: dict | None = None,
-           **meta) -> str:
-    return _doc({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": name, **meta},
-                 "spec": {"schedulerName": "volcano", "queue": queue, "minAvailable": min_available, "tasks": tasks,
-                          **(spec or {})}})
+def _vcjob(
+    name: str, tasks: list[dict], min_available: int, queue: str = "default", spec: dict | None = None, **meta
+) -> str:
+    return _doc(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": name, **meta},
+            "spec": {
+                "schedulerName": "volcano",
+                "queue": queue,
+                "minAvailable": min_available,
+                "tasks": tasks,
+                **(spec or {}),
+            },
+        }
+    )
 
 
 def _queue(name: str, **spec) -> str:
-    return _doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name},
-                 "spec": {"weight": 1, **spec}})
+    return _doc(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": name},
+            "spec": {"weight": 1, **spec},
+        }
+    )
 
 
 def _job(r: dict, name: str) -> dict:
@@ -38,9 +61,16 @@ def _job(r: dict, name: str) -> dict:
 def test_allocate_skips_a_task_its_queue_refuses_and_places_the_others():
     # Task "a" (first in task order) needs more memory than the queue's capability; the two "b"
     # tasks are the job's minimum and fit. Volcano's allocate skips "a" and binds the gang.
-    text = (node_group(cpu="8", memory="16Gi") + _queue("q", capability={"memory": "2Gi"})
-            + _vcjob("j", [_task("b", 2, {"cpu": "1", "memory": "1Gi"}),
-                           _task("a", 1, {"cpu": "1", "memory": "4Gi"})], 2, queue="q"))
+    text = (
+        node_group(cpu="8", memory="16Gi")
+        + _queue("q", capability={"memory": "2Gi"})
+        + _vcjob(
+            "j",
+            [_task("b", 2, {"cpu": "1", "memory": "1Gi"}), _task("a", 1, {"cpu": "1", "memory": "4Gi"})],
+            2,
+            queue="q",
+        )
+    )
     r = simulate(text, until=100)
     b = [p for p in r["pods"] if p["task"] == "b"]
     assert len(b) == 2 and all(p["startTime"] is not None for p in b)
@@ -51,16 +81,25 @@ def test_allocate_skips_a_task_its_queue_refuses_and_places_the_others():
 
 
 def _conf(actions: str, queue_plugin: str = "proportion") -> str:
-    text = (f'actions: "{actions}"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n'
-            f'- plugins:\n  - name: overcommit\n    arguments: {{overcommit-factor: 10}}\n  - name: drf\n  - name: predicates\n  - name: {queue_plugin}\n'
-            '  - name: nodeorder\n')
-    return _doc({"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-                 "data": {"volcano-scheduler.conf": text}})
+    text = (
+        f'actions: "{actions}"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n'
+        f"- plugins:\n  - name: overcommit\n    arguments: {{overcommit-factor: 10}}\n  - name: drf\n  - name: predicates\n  - name: {queue_plugin}\n"
+        "  - name: nodeorder\n"
+    )
+    return _doc(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+            "data": {"volcano-scheduler.conf": text},
+        }
+    )
 
 
 def _priority_class(name: str, value: int) -> str:
-    return _doc({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+    return _doc(
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+    )
 
 
 def _with_priority(task: dict, pc: str) -> dict:
@@ -80,16 +119,32 @@ def test_preemptor_with_a_refused_task_starts_after_one_eviction_no_loop():
     # The low-priority job holds 3 of the node's 4 CPUs. The high-priority job needs its two "b"
     # tasks (its minimum); its "a" task is refused by the queue. Preempt evicts "low" once, then
     # allocate binds the two "b" tasks (skipping "a"); "low" waits and runs afterwards.
-    text = (_conf("enqueue, allocate, preempt, backfill") + node_group(cpu="4", memory="16Gi")
-            + node_group("tainted", cpu="4", memory="16Gi", taints=[{"key": "x", "effect": "NoSchedule"}])
-            + _priority_class("low", 10) + _priority_class("high", 1000)
-            + _queue("q", capability={"memory": "2Gi"})
-            + _vcjob("low", [_with_priority(_task("t", 2, {"cpu": "1500m"}, "100s"), "low")], 1, queue="q",
-                     spec={"priorityClassName": "low"})
-            + _vcjob("j", [_with_priority(_task("b", 2, {"cpu": "1", "memory": "1Gi"}), "high"),
-                           _with_priority(_task("a", 1, {"cpu": "1", "memory": "4Gi"}), "high")], 2, queue="q",
-                     spec={"priorityClassName": "high"},
-                     annotations={"sim.lavaflow.io/submit-at": "5"}))
+    text = (
+        _conf("enqueue, allocate, preempt, backfill")
+        + node_group(cpu="4", memory="16Gi")
+        + node_group("tainted", cpu="4", memory="16Gi", taints=[{"key": "x", "effect": "NoSchedule"}])
+        + _priority_class("low", 10)
+        + _priority_class("high", 1000)
+        + _queue("q", capability={"memory": "2Gi"})
+        + _vcjob(
+            "low",
+            [_with_priority(_task("t", 2, {"cpu": "1500m"}, "100s"), "low")],
+            1,
+            queue="q",
+            spec={"priorityClassName": "low"},
+        )
+        + _vcjob(
+            "j",
+            [
+                _with_priority(_task("b", 2, {"cpu": "1", "memory": "1Gi"}), "high"),
+                _with_priority(_task("a", 1, {"cpu": "1", "memory": "4Gi"}), "high"),
+            ],
+            2,
+            queue="q",
+            spec={"priorityClassName": "high"},
+            annotations={"sim.lavaflow.io/submit-at": "5"},
+        )
+    )
     r = simulate(text, until=1000)
     assert _evictions(r) == {"low-t-0": 1}
     b = [p for p in r["pods"] if p["task"] == "b"]
@@ -100,20 +155,36 @@ def test_preemptor_with_a_refused_task_starts_after_one_eviction_no_loop():
 
 # ------------------------------------------------------------ 1: no reclaim/preempt livelock
 def _pod(name: str, cpu: str, queue: str, submit_at: int, duration: str = "60s") -> str:
-    return _doc({"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": name, "annotations": {"sim.lavaflow.io/duration": duration,
-                                                            "sim.lavaflow.io/submit-at": str(submit_at),
-                                                            "scheduling.volcano.sh/queue-name": queue}},
-                 "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}})
+    return _doc(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "annotations": {
+                    "sim.lavaflow.io/duration": duration,
+                    "sim.lavaflow.io/submit-at": str(submit_at),
+                    "scheduling.volcano.sh/queue-name": queue,
+                },
+            },
+            "spec": {
+                "schedulerName": "volcano",
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+            },
+        }
+    )
 
 
 RECLAIM_LOOP = (
     # Both queues deserve the whole 2-CPU node; on a tie in share allocate serves q1 first, so the
     # room reclaim freed for q2's pod used to go straight back to q1's replacement pod, forever.
-    _conf("enqueue, allocate, backfill, reclaim", "capacity") + node_group(cpu="2", memory="8Gi")
-    + _queue("q1", weight=3) + _queue("q2")
+    _conf("enqueue, allocate, backfill, reclaim", "capacity")
+    + node_group(cpu="2", memory="8Gi")
+    + _queue("q1", weight=3)
+    + _queue("q2")
     + _vcjob("w1", [_task("t", 3, {"cpu": "1500m"}, "20s")], 1, queue="q1")
-    + _pod("w0", "1500m", "q2", 17))
+    + _pod("w0", "1500m", "q2", 17)
+)
 
 
 def test_reclaim_gives_the_freed_room_to_the_reclaimer_no_livelock():
@@ -128,26 +199,48 @@ def test_reclaim_gives_the_freed_room_to_the_reclaimer_no_livelock():
 
 # ------------------------------------------------------------ 2: lost work is never Completed
 def _bare(name: str, duration: str, **ann) -> str:
-    return _doc({"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": name, "annotations": {"sim.lavaflow.io/duration": duration, **ann}},
-                 "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}})
+    return _doc(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"sim.lavaflow.io/duration": duration, **ann}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        }
+    )
 
 
 def _node(name: str, **ann) -> str:
-    return _doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": ann},
-                 "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "110"}}})
+    return _doc(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "annotations": ann},
+            "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "110"}},
+        }
+    )
 
 
-LOST = (_node("n0", **{"sim.lavaflow.io/fail-at": "10"})
-        + _bare("lost", "100s")
-        + _bare("deleted", "100s", **{"sim.lavaflow.io/delete-at": "20"})
-        + _bare("done", "5s")
-        + _doc({"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "web", "annotations": {"sim.lavaflow.io/delete-at": "8"}},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                         "template": {"metadata": {"labels": {"app": "web"},
-                                                   "annotations": {"sim.lavaflow.io/duration": "inf"}},
-                                      "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "0"}}}]}}}}))
+LOST = (
+    _node("n0", **{"sim.lavaflow.io/fail-at": "10"})
+    + _bare("lost", "100s")
+    + _bare("deleted", "100s", **{"sim.lavaflow.io/delete-at": "20"})
+    + _bare("done", "5s")
+    + _doc(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "annotations": {"sim.lavaflow.io/delete-at": "8"}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}, "annotations": {"sim.lavaflow.io/duration": "inf"}},
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "0"}}}]},
+                },
+            },
+        }
+    )
+)
 
 
 def test_lost_and_deleted_work_of_podgroup_jobs_is_not_completed():
@@ -180,8 +273,9 @@ def test_deleted_bare_pod_is_reported_deleted_in_json_table_and_report(tmp_path)
     gone = next(j for j in r["jobs"] if j["phase"] not in ("Completed",))
     assert gone["phase"] == "Deleted" and gone["reason"] == "pod gone was deleted at t=20 after it started"
     assert r["summary"]["completed"] == 1
-    table = subprocess.run(env_py + ["--report", str(tmp_path / "r.html")], capture_output=True, text=True,
-                           check=True).stdout
+    table = subprocess.run(
+        env_py + ["--report", str(tmp_path / "r.html")], capture_output=True, text=True, check=True
+    ).stdout
     assert "1 job(s) ended without completing their work" in table
     assert "Deleted: pod gone was deleted at t=20 after it started" in table
     html = (tmp_path / "r.html").read_text()
@@ -195,8 +289,9 @@ def _run_cli(tmp_path, text: str):
 
     f = tmp_path / "bad.yaml"
     f.write_text(text)
-    return subprocess.run([sys.executable, "-m", "lavaflow.cli", "simulate", str(f), "--output", "json"],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "lavaflow.cli", "simulate", str(f), "--output", "json"], capture_output=True, text=True
+    )
 
 
 def _errors(proc) -> list[str]:
@@ -206,19 +301,35 @@ def _errors(proc) -> list[str]:
 
 
 def test_negative_requests_capacity_and_capability_are_refused(tmp_path):
-    text = (_doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n0"},
-                  "status": {"allocatable": {"cpu": "-4", "memory": "4Gi"}}})
-            + node_group("g", cpu="-1")
-            + _queue("q", capability={"cpu": "-2"}, deserved={"memory": "-1Gi"})
-            + _bare("neg", "5s").replace('"cpu": "1"', '"cpu": "-1"')
-            + _vcjob("j", [_task("t", 1, {"cpu": "-500m"})], 1))
+    text = (
+        _doc(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "n0"},
+                "status": {"allocatable": {"cpu": "-4", "memory": "4Gi"}},
+            }
+        )
+        + node_group("g", cpu="-1")
+        + _queue("q", capability={"cpu": "-2"}, deserved={"memory": "-1Gi"})
+        + _bare("neg", "5s").replace('"cpu": "1"', '"cpu": "-1"')
+        + _vcjob("j", [_task("t", 1, {"cpu": "-500m"})], 1)
+    )
     lines = _errors(_run_cli(tmp_path, text))
-    assert any("Node/n0: status.allocatable[cpu]: allocatable cpu is -4; it must not be negative." in x for x in lines), lines
-    assert any("NodeGroup/g: spec.capacity[cpu]: capacity cpu is -1; it must not be negative." in x for x in lines), lines
-    assert any("Queue/q: spec.capability[cpu]: capability cpu is -2; it must not be negative." in x for x in lines), lines
+    assert any(
+        "Node/n0: status.allocatable[cpu]: allocatable cpu is -4; it must not be negative." in x for x in lines
+    ), lines
+    assert any("NodeGroup/g: spec.capacity[cpu]: capacity cpu is -1; it must not be negative." in x for x in lines), (
+        lines
+    )
+    assert any("Queue/q: spec.capability[cpu]: capability cpu is -2; it must not be negative." in x for x in lines), (
+        lines
+    )
     assert any("Queue/q: spec.deserved[memory]" in x for x in lines), lines
-    assert any("Pod/neg: spec.containers[0].resources.requests[cpu]: request cpu is -1; it must not be negative." in x
-               for x in lines), lines
+    assert any(
+        "Pod/neg: spec.containers[0].resources.requests[cpu]: request cpu is -1; it must not be negative." in x
+        for x in lines
+    ), lines
     assert any("Job/j: spec.tasks[0].template.spec.containers[0].resources.requests[cpu]" in x for x in lines), lines
 
 
@@ -236,33 +347,69 @@ def test_negative_request_can_no_longer_overcommit_a_node():
 
 
 def test_replicas_beyond_int32_and_beyond_the_simulator_limit_are_refused_quickly(tmp_path):
-    text = (node_group()
-            + _vcjob("huge", [_task("t", 2**31, {"cpu": "1"})], 1)
-            + _vcjob("big", [_task("t", 10**6, {"cpu": "1"})], 1)
-            + _doc({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-                    "spec": {"replicas": 2**40, "template": {"spec": {"containers": [{"name": "c"}]}}}}))
+    text = (
+        node_group()
+        + _vcjob("huge", [_task("t", 2**31, {"cpu": "1"})], 1)
+        + _vcjob("big", [_task("t", 10**6, {"cpu": "1"})], 1)
+        + _doc(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "d"},
+                "spec": {"replicas": 2**40, "template": {"spec": {"containers": [{"name": "c"}]}}},
+            }
+        )
+    )
     lines = _errors(_run_cli(tmp_path, text))
-    assert any("Job/huge: spec.tasks[0].replicas: replicas is 2147483648; it does not fit Kubernetes' 32-bit integer"
-               in x for x in lines), lines
-    assert any("Job/big: spec.tasks[0].replicas: replicas is 1000000; the simulator creates at most 100000 pods" in x
-               for x in lines), lines
+    assert any(
+        "Job/huge: spec.tasks[0].replicas: replicas is 2147483648; it does not fit Kubernetes' 32-bit integer" in x
+        for x in lines
+    ), lines
+    assert any(
+        "Job/big: spec.tasks[0].replicas: replicas is 1000000; the simulator creates at most 100000 pods" in x
+        for x in lines
+    ), lines
     assert any("Deployment/d: spec.replicas: replicas is 1099511627776; it does not fit" in x for x in lines), lines
 
 
 def test_names_and_objects_the_api_server_refuses(tmp_path):
-    bad_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "Bad_Pod", "namespace": "Team.A"},
-               "spec": {"containers": []}}
-    unnamed = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unnamed"},
-               "spec": {"containers": [{"image": "x"}, {"name": "Main"}]}}
-    text = (_doc({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "Node_1"},
-                  "status": {"allocatable": {"cpu": "4"}}})
-            + _doc({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "Q1"},
-                    "spec": {"weight": 1}})
-            + _doc({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "Top"},
-                    "value": 1000})
-            + _priority_class("too-high", 2_000_000_000)
-            + _doc({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}})
-            + _doc(bad_pod) + _doc(unnamed))
+    bad_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "Bad_Pod", "namespace": "Team.A"},
+        "spec": {"containers": []},
+    }
+    unnamed = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "unnamed"},
+        "spec": {"containers": [{"image": "x"}, {"name": "Main"}]},
+    }
+    text = (
+        _doc(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "Node_1"},
+                "status": {"allocatable": {"cpu": "4"}},
+            }
+        )
+        + _doc(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "Q1"},
+                "spec": {"weight": 1},
+            }
+        )
+        + _doc(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "Top"}, "value": 1000}
+        )
+        + _priority_class("too-high", 2_000_000_000)
+        + _doc({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}})
+        + _doc(bad_pod)
+        + _doc(unnamed)
+    )
     lines = _errors(_run_cli(tmp_path, text))
     expected = [
         "Node/Node_1: metadata.name: Node name 'Node_1' is not a valid DNS-1123 subdomain",
@@ -284,13 +431,24 @@ def test_names_and_objects_the_api_server_refuses(tmp_path):
 def test_the_webhook_applies_the_same_rules():
     from lavaflow.kube.webhook import review
 
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-           "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {"requests": {"cpu": "-1"}}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": {"requests": {"cpu": "-1"}}}]},
+    }
     resp = review({"uid": "u", "operation": "CREATE", "object": pod}, "Pod", False)
     assert resp["allowed"] is False
-    assert "spec.containers[0].resources.requests[cpu]: request cpu is -1; it must not be negative." in resp["status"]["message"]
-    q = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"},
-         "spec": {"weight": 1, "capability": {"cpu": "-1"}}}
+    assert (
+        "spec.containers[0].resources.requests[cpu]: request cpu is -1; it must not be negative."
+        in resp["status"]["message"]
+    )
+    q = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "q"},
+        "spec": {"weight": 1, "capability": {"cpu": "-1"}},
+    }
     resp = review({"uid": "u", "operation": "CREATE", "object": q}, "Queue", False, queues={})
     assert resp["allowed"] is False and "capability cpu is -1" in resp["status"]["message"]
 
@@ -300,10 +458,23 @@ def _min_resources(tasks: list[tuple[str, int, int | None, str]], min_available:
     from lavaflow.api.volcano import Job
     from lavaflow.controllers.job import JobController
 
-    job = Job.model_validate({"metadata": {"name": "j"}, "spec": {"minAvailable": min_available, "tasks": [
-        {"name": n, "replicas": r, **({"minAvailable": m} if m is not None else {}),
-         "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}
-        for n, r, m, cpu in tasks]}})
+    job = Job.model_validate(
+        {
+            "metadata": {"name": "j"},
+            "spec": {
+                "minAvailable": min_available,
+                "tasks": [
+                    {
+                        "name": n,
+                        "replicas": r,
+                        **({"minAvailable": m} if m is not None else {}),
+                        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}},
+                    }
+                    for n, r, m, cpu in tasks
+                ],
+            },
+        }
+    )
 
     class Stub:
         def priority_of(self, name):
@@ -324,9 +495,14 @@ def test_min_resources_take_each_tasks_minimum_first():
 def test_job_whose_minimum_fits_is_admitted_on_a_small_gpu_cluster():
     # minAvailable 2 = one "gpu" pod (its task's minimum) + one "cpu" pod: 1 GPU, which the node has.
     # Taking the first two pods in task order asked for 2 GPUs and the job was never admitted.
-    text = (node_group(cpu="8", memory="16Gi", **{"nvidia.com/gpu": "1"})
-            + _vcjob("train", [_task("gpu", 2, {"cpu": "1", "nvidia.com/gpu": "1"}, minAvailable=1),
-                               _task("cpu", 1, {"cpu": "1"}, minAvailable=1)], 2))
+    text = node_group(cpu="8", memory="16Gi", **{"nvidia.com/gpu": "1"}) + _vcjob(
+        "train",
+        [
+            _task("gpu", 2, {"cpu": "1", "nvidia.com/gpu": "1"}, minAvailable=1),
+            _task("cpu", 1, {"cpu": "1"}, minAvailable=1),
+        ],
+        2,
+    )
     r = simulate(text)
     assert _job(r, "train")["phase"] == "Completed"
     assert _job(r, "train")["startTime"] is not None and _job(r, "train")["startTime"] <= 1
@@ -337,14 +513,22 @@ BROKEN_CONF = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: prior
 
 
 def test_broken_yaml_in_the_configmap_is_one_line_naming_file_key_and_line(tmp_path):
-    cm = _doc({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap"},
-               "data": {"volcano-scheduler.conf": BROKEN_CONF}})
+    cm = _doc(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "volcano-scheduler-configmap"},
+            "data": {"volcano-scheduler.conf": BROKEN_CONF},
+        }
+    )
     proc = _run_cli(tmp_path, node_group() + cm)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"error: {tmp_path / 'bad.yaml'}: document 2: ConfigMap/volcano-scheduler-configmap: "
-                               "data[volcano-scheduler.conf]: not valid YAML at line 5, column 4 of the configuration: ")
+    assert lines[0].startswith(
+        f"error: {tmp_path / 'bad.yaml'}: document 2: ConfigMap/volcano-scheduler-configmap: "
+        "data[volcano-scheduler.conf]: not valid YAML at line 5, column 4 of the configuration: "
+    )
     assert "<unicode string>" not in lines[0]
 
 
@@ -356,8 +540,11 @@ def test_broken_yaml_in_a_config_file_is_one_line(tmp_path):
     conf.write_text(BROKEN_CONF)
     f = tmp_path / "in.yaml"
     f.write_text(node_group())
-    proc = subprocess.run([sys.executable, "-m", "lavaflow.cli", "simulate", str(f), "--config", str(conf)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lavaflow.cli", "simulate", str(f), "--config", str(conf)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, lines
@@ -376,16 +563,20 @@ def test_a_preemptor_whose_evictions_never_let_it_start_stops_evicting(monkeypat
     assert ev == {"w1-t-1": 3}, ev
     w0 = next(p for p in r["pods"] if p["name"] == "w0")
     assert w0["phase"] == "Succeeded"  # once w1 finished
-    assert any("preemption stopped: evicting for this job 3 times did not let it start" in d["message"]
-               for hist in r["decisions"].values() for d in hist)
+    assert any(
+        "preemption stopped: evicting for this job 3 times did not let it start" in d["message"]
+        for hist in r["decisions"].values()
+        for d in hist
+    )
 
 
 def test_allocate_goes_on_past_a_task_that_fits_no_node_when_other_roles_can_make_the_gang():
     # Volcano's NeedContinueAllocating: "a" (first in task order) fits no node, but the two "b"
     # tasks make minAvailable. Stopping at "a" stalled the job, and reclaim/preempt (which place
     # every task that fits) evicted for placements allocate then refused: a livelock.
-    text = (node_group(count=2, cpu="2", memory="8Gi")
-            + _vcjob("j", [_task("b", 2, {"cpu": "1"}), _task("a", 1, {"cpu": "3"})], 2))
+    text = node_group(count=2, cpu="2", memory="8Gi") + _vcjob(
+        "j", [_task("b", 2, {"cpu": "1"}), _task("a", 1, {"cpu": "3"})], 2
+    )
     r = simulate(text, until=100)
     b = [p for p in r["pods"] if p["task"] == "b"]
     assert len(b) == 2 and all(p["phase"] == "Succeeded" for p in b)

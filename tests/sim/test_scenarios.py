@@ -13,8 +13,14 @@ FINAL = ("Completed", "Failed", "Terminated", "Aborted")
 
 
 # ---------------------------------------------------------------- builders
-def vcjob(name: str, tasks: list[dict], min_available: int | None = None, queue: str | None = None,
-          annotations: dict | None = None, policies: list[dict] | None = None) -> str:
+def vcjob(
+    name: str,
+    tasks: list[dict],
+    min_available: int | None = None,
+    queue: str | None = None,
+    annotations: dict | None = None,
+    policies: list[dict] | None = None,
+) -> str:
     spec: dict = {"schedulerName": "volcano", "tasks": []}
     if min_available is not None:
         spec["minAvailable"] = min_available
@@ -29,7 +35,9 @@ def vcjob(name: str, tasks: list[dict], min_available: int | None = None, queue:
         if "exit" in t:
             tmpl_ann["sim.lavaflow.io/exit-code"] = str(t["exit"])
         pod_spec: dict = {
-            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": t.get("requests", {"cpu": "1"})}}],
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": t.get("requests", {"cpu": "1"})}}
+            ],
             "restartPolicy": "Never",
         }
         for k in ("nodeSelector", "tolerations", "affinity"):
@@ -44,27 +52,52 @@ def vcjob(name: str, tasks: list[dict], min_available: int | None = None, queue:
             if k in t:
                 task[k] = t[k]
         spec["tasks"].append(task)
-    doc = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-           "metadata": {"name": name, "annotations": annotations or {}}, "spec": spec}
+    doc = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": spec,
+    }
     return "---\n" + json.dumps(doc) + "\n"
 
 
-def pod(name: str, cpu: str = "1", annotations: dict | None = None, node: str | None = None,
-        scheduler: str = "lavaflow", labels: dict | None = None, memory: str | None = None) -> str:
+def pod(
+    name: str,
+    cpu: str = "1",
+    annotations: dict | None = None,
+    node: str | None = None,
+    scheduler: str = "lavaflow",
+    labels: dict | None = None,
+    memory: str | None = None,
+) -> str:
     req = {"cpu": cpu}
     if memory:
         req["memory"] = memory
     spec: dict = {"schedulerName": scheduler, "containers": [{"name": "c", "resources": {"requests": req}}]}
     if node:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
-    doc = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": name, "annotations": annotations or {}, "labels": labels or {}}, "spec": spec}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations or {}, "labels": labels or {}},
+        "spec": spec,
+    }
     return "---\n" + json.dumps(doc) + "\n"
 
 
 def queue(name: str, weight: int = 1) -> str:
-    return "---\n" + json.dumps({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                                 "metadata": {"name": name}, "spec": {"weight": weight}}) + "\n"
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {"weight": weight},
+            }
+        )
+        + "\n"
+    )
 
 
 def job_of(result: dict, name: str) -> dict:
@@ -93,7 +126,9 @@ def assert_gang_whole(pods: list[dict], min_available: int) -> None:
 
 # ---------------------------------------------------------------- gang
 def test_gang_that_does_not_fit_waits_whole_then_runs_whole():
-    text = node_group(count=2, cpu="2") + """
+    text = (
+        node_group(count=2, cpu="2")
+        + """
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -104,8 +139,14 @@ spec:
     metadata: {annotations: {sim.lavaflow.io/duration: inf}}
     spec:
       containers: [{name: c, resources: {requests: {cpu: "1"}}}]
-""" + vcjob("gang", [{"replicas": 3, "duration": "20s"}], min_available=3,
-            annotations={"sim.lavaflow.io/submit-at": "5"})
+"""
+        + vcjob(
+            "gang",
+            [{"replicas": 3, "duration": "20s"}],
+            min_available=3,
+            annotations={"sim.lavaflow.io/submit-at": "5"},
+        )
+    )
     # Before the blockers go: pending, Unschedulable, nothing bound.
     early = simulate(text, until=29)
     j = job_of(early, "gang")
@@ -130,12 +171,21 @@ spec:
 def test_gang_admitted_but_fragmented_never_binds_partially():
     # 3 nodes x 2 cpu; bare pods leave 1 cpu free on n-0 and 0.4 on n-1, n-2: enqueue admits
     # the 3 x 0.6 cpu gang (overcommit), allocate can place only one pod -> nothing is bound.
-    blockers = (pod("b0", "1", {"sim.lavaflow.io/duration": "inf", "sim.lavaflow.io/delete-at": "40"}, node="n-0")
-                + pod("b1", "1600m", {"sim.lavaflow.io/duration": "inf", "sim.lavaflow.io/delete-at": "40"}, node="n-1")
-                + pod("b2", "1600m", {"sim.lavaflow.io/duration": "inf", "sim.lavaflow.io/delete-at": "40"}, node="n-2"))
-    text = node_group(count=3, cpu="2") + blockers + vcjob(
-        "gang", [{"replicas": 3, "requests": {"cpu": "600m"}, "duration": "10s"}], min_available=3,
-        annotations={"sim.lavaflow.io/submit-at": "2"})
+    blockers = (
+        pod("b0", "1", {"sim.lavaflow.io/duration": "inf", "sim.lavaflow.io/delete-at": "40"}, node="n-0")
+        + pod("b1", "1600m", {"sim.lavaflow.io/duration": "inf", "sim.lavaflow.io/delete-at": "40"}, node="n-1")
+        + pod("b2", "1600m", {"sim.lavaflow.io/duration": "inf", "sim.lavaflow.io/delete-at": "40"}, node="n-2")
+    )
+    text = (
+        node_group(count=3, cpu="2")
+        + blockers
+        + vcjob(
+            "gang",
+            [{"replicas": 3, "requests": {"cpu": "600m"}, "duration": "10s"}],
+            min_available=3,
+            annotations={"sim.lavaflow.io/submit-at": "2"},
+        )
+    )
     early = simulate(text, until=39)
     pods = pods_of(early, "gang")
     assert len(pods) == 3  # admitted: pods exist
@@ -150,10 +200,16 @@ def test_gang_admitted_but_fragmented_never_binds_partially():
 
 
 def test_second_full_cluster_job_waits_and_first_is_never_evicted():
-    text = (node_group(count=2, cpu="2")
-            + vcjob("job1", [{"replicas": 4, "duration": "100s"}], min_available=4)
-            + vcjob("job2", [{"replicas": 4, "duration": "10s"}], min_available=4,
-                    annotations={"sim.lavaflow.io/submit-at": "5"}))
+    text = (
+        node_group(count=2, cpu="2")
+        + vcjob("job1", [{"replicas": 4, "duration": "100s"}], min_available=4)
+        + vcjob(
+            "job2",
+            [{"replicas": 4, "duration": "10s"}],
+            min_available=4,
+            annotations={"sim.lavaflow.io/submit-at": "5"},
+        )
+    )
     r = simulate(text)
     p1, p2 = pods_of(r, "job1"), pods_of(r, "job2")
     assert len(p1) == 4 and all(p["phase"] == "Succeeded" for p in p1)
@@ -173,10 +229,16 @@ def test_second_full_cluster_job_waits_and_first_is_never_evicted():
 
 
 def test_elastic_job_starts_at_minimum_and_grows():
-    text = (node_group(count=2, cpu="2")
-            + vcjob("holder", [{"replicas": 2, "duration": "30s"}], min_available=2)
-            + vcjob("elastic", [{"replicas": 4, "duration": "100s"}], min_available=2,
-                    annotations={"sim.lavaflow.io/submit-at": "1"}))
+    text = (
+        node_group(count=2, cpu="2")
+        + vcjob("holder", [{"replicas": 2, "duration": "30s"}], min_available=2)
+        + vcjob(
+            "elastic",
+            [{"replicas": 4, "duration": "100s"}],
+            min_available=2,
+            annotations={"sim.lavaflow.io/submit-at": "1"},
+        )
+    )
     r = simulate(text)
     pods = pods_of(r, "elastic")
     assert len(pods) == 4
@@ -190,7 +252,8 @@ def test_elastic_job_starts_at_minimum_and_grows():
 # ---------------------------------------------------------------- predicates
 def test_node_selector_without_match_keeps_job_pending_with_reason():
     text = node_group(count=2, cpu="4") + vcjob(
-        "sel", [{"replicas": 1, "nodeSelector": {"disk": "ssd"}}], min_available=1)
+        "sel", [{"replicas": 1, "nodeSelector": {"disk": "ssd"}}], min_available=1
+    )
     r = simulate(text)
     assert job_of(r, "sel")["phase"] == "Pending"
     assert all(p["startTime"] is None for p in pods_of(r, "sel"))
@@ -201,24 +264,38 @@ def test_node_selector_without_match_keeps_job_pending_with_reason():
 
 def test_untolerated_taint_keeps_job_pending_with_reason():
     text = node_group(count=1, cpu="4", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]) + vcjob(
-        "t", [{"replicas": 1}], min_available=1)
+        "t", [{"replicas": 1}], min_available=1
+    )
     r = simulate(text)
     assert job_of(r, "t")["phase"] == "Pending"
     assert "taint" in stuck_of(r, "t")["reason"]
     # Tolerating it runs.
     tol = node_group(count=1, cpu="4", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]) + vcjob(
-        "t", [{"replicas": 1, "tolerations": [{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]}],
-        min_available=1)
+        "t",
+        [{"replicas": 1, "tolerations": [{"key": "gpu", "operator": "Equal", "value": "yes", "effect": "NoSchedule"}]}],
+        min_available=1,
+    )
     assert job_of(simulate(tol), "t")["phase"] == "Completed"
 
 
 def test_required_pod_anti_affinity_on_hostname_blocks_second_job():
-    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"job": "for-test-predicate"}}, "topologyKey": "kubernetes.io/hostname"}]}}
-    text = (node_group(count=1, cpu="4")
-            + vcjob("j1", [{"replicas": 1, "labels": {"job": "for-test-predicate"}, "duration": "inf"}], min_available=1)
-            + vcjob("j2", [{"replicas": 1, "affinity": anti}], min_available=1,
-                    annotations={"sim.lavaflow.io/submit-at": "2"}))
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"job": "for-test-predicate"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    text = (
+        node_group(count=1, cpu="4")
+        + vcjob("j1", [{"replicas": 1, "labels": {"job": "for-test-predicate"}, "duration": "inf"}], min_available=1)
+        + vcjob(
+            "j2", [{"replicas": 1, "affinity": anti}], min_available=1, annotations={"sim.lavaflow.io/submit-at": "2"}
+        )
+    )
     r = simulate(text, until=60)
     assert job_of(r, "j1")["phase"] == "Running"
     assert job_of(r, "j2")["phase"] == "Pending"
@@ -232,8 +309,14 @@ def _overused_input(with_q2_demand: bool) -> str:
         task = {"replicas": 1, "requests": {"cpu": cpu, "memory": mem}, "duration": "inf", **extra}
         return vcjob(name, [task], min_available=1, queue=q, annotations={"sim.lavaflow.io/submit-at": str(at)})
 
-    text = (node_group(count=2, cpu="2", memory="2Gi") + queue("q1") + queue("q2")
-            + j("j1", "1", "1Gi", "q1", 0) + j("j2", "1", "1Gi", "q1", 0) + j("j3", "500m", "512Mi", "q2", 0))
+    text = (
+        node_group(count=2, cpu="2", memory="2Gi")
+        + queue("q1")
+        + queue("q2")
+        + j("j1", "1", "1Gi", "q1", 0)
+        + j("j2", "1", "1Gi", "q1", 0)
+        + j("j3", "500m", "512Mi", "q2", 0)
+    )
     if with_q2_demand:
         # q2 also asks for more than it gets (a pod no node can take), so proportion's water-filling
         # gives each queue its weight's half: q1 (2 cpu, 2Gi allocated) is overused.
@@ -262,19 +345,31 @@ def test_queue_not_overused_when_other_queue_is_satisfied():
 
 
 def test_allocate_fits():
-    text = (node_group(count=2, cpu="2", memory="2Gi")
-            + vcjob("a", [{"replicas": 1, "requests": {"cpu": "500m", "memory": "512Mi"}, "duration": "inf"}], min_available=1)
-            + vcjob("b", [{"replicas": 1, "requests": {"cpu": "1", "memory": "1Gi"}, "duration": "inf"}], min_available=1))
+    text = (
+        node_group(count=2, cpu="2", memory="2Gi")
+        + vcjob(
+            "a", [{"replicas": 1, "requests": {"cpu": "500m", "memory": "512Mi"}, "duration": "inf"}], min_available=1
+        )
+        + vcjob("b", [{"replicas": 1, "requests": {"cpu": "1", "memory": "1Gi"}, "duration": "inf"}], min_available=1)
+    )
     r = simulate(text, until=20)
     assert job_of(r, "a")["phase"] == "Running" and job_of(r, "b")["phase"] == "Running"
 
 
 def test_allocate_does_not_fit():
-    text = (node_group(count=1, cpu="2", memory="2Gi")
-            + vcjob("a", [{"replicas": 1, "requests": {"cpu": "1", "memory": "512Mi"}, "duration": "inf"}], min_available=1)
-            + vcjob("b", [{"replicas": 1, "requests": {"cpu": "500m", "memory": "512Mi"}, "duration": "inf"}], min_available=1)
-            + vcjob("c", [{"replicas": 1, "requests": {"cpu": "3", "memory": "3Gi"}, "duration": "inf"}], min_available=1,
-                    annotations={"sim.lavaflow.io/submit-at": "3"}))
+    text = (
+        node_group(count=1, cpu="2", memory="2Gi")
+        + vcjob("a", [{"replicas": 1, "requests": {"cpu": "1", "memory": "512Mi"}, "duration": "inf"}], min_available=1)
+        + vcjob(
+            "b", [{"replicas": 1, "requests": {"cpu": "500m", "memory": "512Mi"}, "duration": "inf"}], min_available=1
+        )
+        + vcjob(
+            "c",
+            [{"replicas": 1, "requests": {"cpu": "3", "memory": "3Gi"}, "duration": "inf"}],
+            min_available=1,
+            annotations={"sim.lavaflow.io/submit-at": "3"},
+        )
+    )
     r = simulate(text, until=20)
     assert job_of(r, "a")["phase"] == "Running" and job_of(r, "b")["phase"] == "Running"
     assert job_of(r, "c")["phase"] == "Pending"
@@ -326,8 +421,9 @@ def test_spark_completes_under_lavaflow_two_at_a_time():
     assert _max_concurrent(intervals) == 2
 
 
-@pytest.mark.parametrize("name,job,size", [("tensorflow-benchmark.yaml", "tensorflow-benchmark", 3),
-                                           ("mpi-hello.yaml", "lm-mpi-job", 4)])
+@pytest.mark.parametrize(
+    "name,job,size", [("tensorflow-benchmark.yaml", "tensorflow-benchmark", 3), ("mpi-hello.yaml", "lm-mpi-job", 4)]
+)
 def test_seed_examples_complete_as_gangs(name, job, size):
     r = _load_example(name, "lavaflow")
     j = job_of(r, job)
@@ -350,7 +446,9 @@ def test_env_plugin_injects_task_index():
 
 # ---------------------------------------------------------------- native workloads
 def test_deployment_gang_all_or_nothing():
-    text = node_group(count=1, cpu="2") + """
+    text = (
+        node_group(count=1, cpu="2")
+        + """
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -364,6 +462,7 @@ spec:
       schedulerName: volcano
       containers: [{name: c, resources: {requests: {cpu: "1"}}}]
 """
+    )
     r = simulate(text)
     pods = [p for p in r["pods"] if p["name"].startswith("web-")]
     assert len(pods) == 3
@@ -374,7 +473,9 @@ spec:
 
 
 def test_batch_job_parallelism():
-    text = node_group(count=1, cpu="4") + """
+    text = (
+        node_group(count=1, cpu="4")
+        + """
 ---
 apiVersion: batch/v1
 kind: Job
@@ -387,6 +488,7 @@ spec:
       restartPolicy: Never
       containers: [{name: c, resources: {requests: {cpu: "1"}}}]
 """
+    )
     r = simulate(text)
     pods = [p for p in r["pods"] if p["name"].startswith("pi-")]
     assert sorted(p["name"] for p in pods) == ["pi-0", "pi-1"]
@@ -406,15 +508,26 @@ def test_bare_pod_gets_its_own_podgroup():
 
 
 def test_pod_joins_existing_podgroup():
-    text = node_group(count=1, cpu="4") + """
+    text = (
+        node_group(count=1, cpu="4")
+        + """
 ---
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: PodGroup
 metadata: {name: team}
 spec: {minMember: 2}
-""" + pod("a", "1", {"scheduling.k8s.io/group-name": "team", "sim.lavaflow.io/duration": "5s"}) \
-        + pod("b", "1", {"scheduling.k8s.io/group-name": "team", "sim.lavaflow.io/duration": "5s",
-                         "sim.lavaflow.io/submit-at": "10"})
+"""
+        + pod("a", "1", {"scheduling.k8s.io/group-name": "team", "sim.lavaflow.io/duration": "5s"})
+        + pod(
+            "b",
+            "1",
+            {
+                "scheduling.k8s.io/group-name": "team",
+                "sim.lavaflow.io/duration": "5s",
+                "sim.lavaflow.io/submit-at": "10",
+            },
+        )
+    )
     r = simulate(text)
     assert [pg["name"] for pg in r["podGroups"]] == ["team"]
     pa = next(p for p in r["pods"] if p["name"] == "a")
@@ -427,10 +540,14 @@ spec: {minMember: 2}
 
 # ---------------------------------------------------------------- Job controller
 def test_depends_on():
-    text = node_group(count=1, cpu="4") + vcjob("dep", [
-        {"name": "a", "replicas": 1, "duration": "inf"},
-        {"name": "b", "replicas": 2, "duration": "10s", "dependsOn": {"name": ["a"]}},
-    ], min_available=1)
+    text = node_group(count=1, cpu="4") + vcjob(
+        "dep",
+        [
+            {"name": "a", "replicas": 1, "duration": "inf"},
+            {"name": "b", "replicas": 2, "duration": "10s", "dependsOn": {"name": ["a"]}},
+        ],
+        min_available=1,
+    )
     r = simulate(text, until=100)
     pods = {p["name"]: p for p in pods_of(r, "dep")}
     a = pods["dep-a-0"]
@@ -442,11 +559,19 @@ def test_depends_on():
 
 
 def test_task_completed_complete_job_policy():
-    text = node_group(count=1, cpu="4") + vcjob("cj", [
-        {"name": "server", "replicas": 1, "duration": "inf"},
-        {"name": "client", "replicas": 1, "duration": "20s",
-         "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}]},
-    ], min_available=2)
+    text = node_group(count=1, cpu="4") + vcjob(
+        "cj",
+        [
+            {"name": "server", "replicas": 1, "duration": "inf"},
+            {
+                "name": "client",
+                "replicas": 1,
+                "duration": "20s",
+                "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+            },
+        ],
+        min_available=2,
+    )
     r = simulate(text)
     j = job_of(r, "cj")
     assert j["phase"] == "Completed"
@@ -459,10 +584,12 @@ def test_task_completed_complete_job_policy():
 
 # ---------------------------------------------------------------- simulator annotations
 def test_submit_at_and_duration_forms():
-    text = (node_group(count=1, cpu="8")
-            + pod("p1", "1", {"sim.lavaflow.io/submit-at": "1h30m", "sim.lavaflow.io/duration": "90"})
-            + pod("p2", "1", {"sim.lavaflow.io/submit-at": "5m", "sim.lavaflow.io/duration": "1h30m"})
-            + pod("p3", "1", {"sim.lavaflow.io/submit-at": "20"}))
+    text = (
+        node_group(count=1, cpu="8")
+        + pod("p1", "1", {"sim.lavaflow.io/submit-at": "1h30m", "sim.lavaflow.io/duration": "90"})
+        + pod("p2", "1", {"sim.lavaflow.io/submit-at": "5m", "sim.lavaflow.io/duration": "1h30m"})
+        + pod("p3", "1", {"sim.lavaflow.io/submit-at": "20"})
+    )
     r = simulate(text)
     p = {x["name"]: x for x in r["pods"]}
     assert p["p1"]["createTime"] == 5400 and p["p1"]["finishTime"] - p["p1"]["startTime"] == 90
@@ -498,20 +625,24 @@ def test_until_stops_the_run():
 
 def test_delete_at_job_removes_its_pods():
     text = node_group(count=1, cpu="4") + vcjob(
-        "gone", [{"replicas": 2, "duration": "inf"}], min_available=2,
-        annotations={"sim.lavaflow.io/delete-at": "50"})
+        "gone", [{"replicas": 2, "duration": "inf"}], min_available=2, annotations={"sim.lavaflow.io/delete-at": "50"}
+    )
     r = simulate(text)
     pods = pods_of(r, "gone")
     assert len(pods) == 2
     assert all(p["phase"] == "Deleted" and p["finishTime"] == 50 for p in pods)
     # Deleted before it finished: still reported, as Deleted at its delete-at time, and not stuck.
-    assert [(j["phase"], j["deleteTime"], j["finishTime"]) for j in r["jobs"] if j["name"] == "gone"] == [("Deleted", 50, 50)]
+    assert [(j["phase"], j["deleteTime"], j["finishTime"]) for j in r["jobs"] if j["name"] == "gone"] == [
+        ("Deleted", 50, 50)
+    ]
     assert r["stuck"] == [] and r["stalled"] is False
 
 
 def test_delete_at_pod():
-    r = simulate(node_group(count=1, cpu="2")
-                 + pod("p", "1", {"sim.lavaflow.io/duration": "inf", "sim.lavaflow.io/delete-at": "2m"}))
+    r = simulate(
+        node_group(count=1, cpu="2")
+        + pod("p", "1", {"sim.lavaflow.io/duration": "inf", "sim.lavaflow.io/delete-at": "2m"})
+    )
     p = r["pods"][0]
     assert p["phase"] == "Deleted" and p["finishTime"] == 120
 
@@ -526,10 +657,19 @@ def test_exit_code_fails_pod_and_job():
 
 
 def test_spawned_by_and_spawn_delay():
-    text = (node_group(count=1, cpu="4")
-            + pod("driver", "1", {"sim.lavaflow.io/duration": "10s"})
-            + pod("exec", "1", {"sim.lavaflow.io/spawned-by": "driver", "sim.lavaflow.io/spawn-delay": "5s",
-                                "sim.lavaflow.io/duration": "30s"}))
+    text = (
+        node_group(count=1, cpu="4")
+        + pod("driver", "1", {"sim.lavaflow.io/duration": "10s"})
+        + pod(
+            "exec",
+            "1",
+            {
+                "sim.lavaflow.io/spawned-by": "driver",
+                "sim.lavaflow.io/spawn-delay": "5s",
+                "sim.lavaflow.io/duration": "30s",
+            },
+        )
+    )
     r = simulate(text)
     p = {x["name"]: x for x in r["pods"]}
     d, e = p["driver"], p["exec"]
@@ -553,20 +693,39 @@ tiers:
   - name: proportion
   - name: nodeorder
 """
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-          "data": {"volcano-scheduler.conf": conf}}
-    text = node_group(count=1, cpu="4") + "---\n" + json.dumps(cm) + "\n" + vcjob(
-        "g", [{"replicas": 2, "duration": "10s"}], min_available=2)
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+        "data": {"volcano-scheduler.conf": conf},
+    }
+    text = (
+        node_group(count=1, cpu="4")
+        + "---\n"
+        + json.dumps(cm)
+        + "\n"
+        + vcjob("g", [{"replicas": 2, "duration": "10s"}], min_available=2)
+    )
     r = simulate(text)
     assert job_of(r, "g")["phase"] == "Completed"
     assert len({p["startTime"] for p in pods_of(r, "g")}) == 1
 
 
 def test_same_seed_same_output():
-    text = (node_group(count=3, cpu="4") + queue("q1")
-            + "".join(vcjob(f"j{i}", [{"replicas": 1 + i % 3, "duration": f"{10 + 7 * i}s"}], min_available=1 + i % 3,
-                            queue="q1" if i % 2 else None, annotations={"sim.lavaflow.io/submit-at": str(i * 3)})
-                      for i in range(8)))
+    text = (
+        node_group(count=3, cpu="4")
+        + queue("q1")
+        + "".join(
+            vcjob(
+                f"j{i}",
+                [{"replicas": 1 + i % 3, "duration": f"{10 + 7 * i}s"}],
+                min_available=1 + i % 3,
+                queue="q1" if i % 2 else None,
+                annotations={"sim.lavaflow.io/submit-at": str(i * 3)},
+            )
+            for i in range(8)
+        )
+    )
     a, b = simulate(text, seed=7), simulate(text, seed=7)
     assert as_json(a) == as_json(b)
     assert all(math.isfinite(j["finishTime"]) for j in a["jobs"])
@@ -574,9 +733,11 @@ def test_same_seed_same_output():
 
 
 def test_spawned_child_never_created_when_parent_ends_before_spawn_delay():
-    text = (node_group(count=1, cpu="4")
-            + pod("driver", "1", {"sim.lavaflow.io/duration": "10s"})
-            + pod("exec", "1", {"sim.lavaflow.io/spawned-by": "driver", "sim.lavaflow.io/spawn-delay": "20s"}))
+    text = (
+        node_group(count=1, cpu="4")
+        + pod("driver", "1", {"sim.lavaflow.io/duration": "10s"})
+        + pod("exec", "1", {"sim.lavaflow.io/spawned-by": "driver", "sim.lavaflow.io/spawn-delay": "20s"})
+    )
     r = simulate(text)
     assert [p["name"] for p in r["pods"]] == ["driver"]
     assert r["pods"][0]["phase"] == "Succeeded"
@@ -588,11 +749,25 @@ def test_timeline_allocation_matches_the_pods_running_at_each_point(cpu):
     """Per-queue allocation, running and pending pods in the timeline (kept incrementally) equal
     what the pods running at each point add up to, for exact (1, 500m) and inexact (100m) amounts."""
     queues = "".join(
-        "---\n" + json.dumps({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                              "metadata": {"name": q}, "spec": {"weight": 1}}) + "\n" for q in ("qa", "qb"))
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": q},
+                "spec": {"weight": 1},
+            }
+        )
+        + "\n"
+        for q in ("qa", "qb")
+    )
     jobs = "".join(
-        vcjob(f"j{i}", [{"replicas": 1 + i % 3, "duration": 5 + 7 * (i % 4), "requests": {"cpu": cpu}}],
-             queue="qa" if i % 2 else "qb", annotations={"sim.lavaflow.io/submit-at": str(3 * i)})
+        vcjob(
+            f"j{i}",
+            [{"replicas": 1 + i % 3, "duration": 5 + 7 * (i % 4), "requests": {"cpu": cpu}}],
+            queue="qa" if i % 2 else "qb",
+            annotations={"sim.lavaflow.io/submit-at": str(3 * i)},
+        )
         for i in range(12)
     )
     r = simulate(node_group(count=2, cpu="1") + queues + jobs)
@@ -601,8 +776,11 @@ def test_timeline_allocation_matches_the_pods_running_at_each_point(cpu):
     assert len(r["timeline"]) > 5
     for point in r["timeline"]:
         t = point["time"]
-        running = [p for p in r["pods"] if p["startTime"] is not None and p["startTime"] <= t
-                   and (p["finishTime"] is None or p["finishTime"] > t)]
+        running = [
+            p
+            for p in r["pods"]
+            if p["startTime"] is not None and p["startTime"] <= t and (p["finishTime"] is None or p["finishTime"] > t)
+        ]
         assert point["runningPods"] == len(running)
         for q in ("qa", "qb"):
             n = sum(1 for p in running if queue_of[p["job"]] == q)

@@ -31,7 +31,9 @@ def _pg(name: str, min_member: int, ns: str = "ml", **spec) -> str:
     return "---\n" + json.dumps(doc) + "\n"
 
 
-def _pods(group: str, n: int, cpu: str = "1", ns: str = "ml", duration: str = "60s", scheduler: str = "lavaflow") -> str:
+def _pods(
+    group: str, n: int, cpu: str = "1", ns: str = "ml", duration: str = "60s", scheduler: str = "lavaflow"
+) -> str:
     out = ""
     for i in range(n):
         doc = {
@@ -43,7 +45,10 @@ def _pods(group: str, n: int, cpu: str = "1", ns: str = "ml", duration: str = "6
                 "labels": {"scheduling.x-k8s.io/pod-group": group},
                 "annotations": {"sim.lavaflow.io/duration": duration},
             },
-            "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
+            "spec": {
+                "schedulerName": scheduler,
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+            },
         }
         out += "---\n" + json.dumps(doc) + "\n"
     return out
@@ -60,11 +65,21 @@ def _started(result: dict) -> dict[str, float | None]:
 
 def test_gang_with_min_member_below_replicas_binds_at_least_min_member_or_nothing():
     # 3 CPUs. "big" needs 4 of its 5 pods: nothing of it may run. "small" needs 3 of its 5: 3 run.
-    text = node_group(cpu="3") + _pg("big", 4) + _pods("big", 5, duration="inf") + _pg("small", 3) + _pods("small", 5, duration="inf")
+    text = (
+        node_group(cpu="3")
+        + _pg("big", 4)
+        + _pods("big", 5, duration="inf")
+        + _pg("small", 3)
+        + _pods("small", 5, duration="inf")
+    )
     sim, result = _run(text, until=30)
     started = _started(result)
     assert not [n for n, t in started.items() if n.startswith("big-") and t is not None], "part of a gang was bound"
-    assert sorted(n for n, t in started.items() if n.startswith("small-") and t is not None) == ["small-0", "small-1", "small-2"]
+    assert sorted(n for n, t in started.items() if n.startswith("small-") and t is not None) == [
+        "small-0",
+        "small-1",
+        "small-2",
+    ]
     big = sim.store.get("CoschedulingPodGroup", "ml/big").status
     small = sim.store.get("CoschedulingPodGroup", "ml/small").status
     assert (big.phase, big.running, big.schedule_start_time) == ("PreScheduling", 0, 0.0)
@@ -107,11 +122,20 @@ def test_queue_annotation_and_min_resources_reach_the_internal_podgroup():
     text = (
         node_group(cpu="4")
         + '---\n{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "research"}, "spec": {"weight": 1, "capability": {"cpu": "2"}}}\n'
-        + "---\n" + json.dumps({
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-            "metadata": {"name": "g", "namespace": "ml", "annotations": {"scheduling.volcano.sh/queue-name": "research"}},
-            "spec": {"minMember": 3, "minResources": {"cpu": "3"}},
-        }) + "\n"
+        + "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {
+                    "name": "g",
+                    "namespace": "ml",
+                    "annotations": {"scheduling.volcano.sh/queue-name": "research"},
+                },
+                "spec": {"minMember": 3, "minResources": {"cpu": "3"}},
+            }
+        )
+        + "\n"
         + _pods("g", 3)
     )
     sim, result = _run(text, until=20)
@@ -134,7 +158,14 @@ def test_status_phases_follow_the_pods():
     assert phase_of(3, Counts(members=4, placed=2, running=2, failed=1)) == "Failed"
     assert phase_of(3, Counts(members=4, placed=1, running=1), "Unknown") == "Unknown"
     first = status_of(pg, Counts(members=3), "t0", occupied_by="ml/trainjob")
-    assert first == {"phase": "PreScheduling", "running": 0, "succeeded": 0, "failed": 0, "scheduleStartTime": "t0", "occupiedBy": "ml/trainjob"}
+    assert first == {
+        "phase": "PreScheduling",
+        "running": 0,
+        "succeeded": 0,
+        "failed": 0,
+        "scheduleStartTime": "t0",
+        "occupiedBy": "ml/trainjob",
+    }
     pg.status.schedule_start_time, pg.status.occupied_by = "t0", "ml/trainjob"
     later = status_of(pg, Counts(members=3, placed=3, running=3), "t1", occupied_by="other")
     assert later["scheduleStartTime"] == "t0" and later["occupiedBy"] == "ml/trainjob" and later["phase"] == "Running"
@@ -142,11 +173,22 @@ def test_status_phases_follow_the_pods():
 
 def test_internal_podgroup_mapping():
     pg = CoschedulingPodGroup.model_validate(
-        {"metadata": {"name": "g", "namespace": "ml", "labels": {"scheduling.volcano.sh/queue-name": "q"}},
-         "spec": {"minMember": 5, "minResources": {"cpu": "500m", "nvidia.com/gpu": 4}, "scheduleTimeoutSeconds": 10}}
+        {
+            "metadata": {"name": "g", "namespace": "ml", "labels": {"scheduling.volcano.sh/queue-name": "q"}},
+            "spec": {
+                "minMember": 5,
+                "minResources": {"cpu": "500m", "nvidia.com/gpu": 4},
+                "scheduleTimeoutSeconds": 10,
+            },
+        }
     )
     internal = internal_podgroup(pg, {"phase": "Inqueue"})
-    assert (internal.key, internal.spec.min_member, internal.spec.queue, internal.status.phase) == ("ml/g", 5, "q", "Inqueue")
+    assert (internal.key, internal.spec.min_member, internal.spec.queue, internal.status.phase) == (
+        "ml/g",
+        5,
+        "q",
+        "Inqueue",
+    )
     assert {k: float(v) for k, v in internal.spec.min_resources.items()} == {"cpu": 0.5, "nvidia.com/gpu": 4.0}
     assert internal.metadata.annotations["lavaflow.io/gang-api"] == "scheduling.x-k8s.io/v1alpha1"
     assert internal_podgroup(CoschedulingPodGroup.model_validate({"metadata": {"name": "h"}})).spec.queue == "default"
@@ -159,12 +201,21 @@ def test_internal_podgroup_mapping():
         ({"minMember": 1, "scheduleTimeoutSeconds": -5}, {}, "spec.scheduleTimeoutSeconds", "must not be negative"),
         ({"minMember": 1, "minResources": {"cpu": "-1"}}, {}, "spec.minResources[cpu]", "must not be negative"),
         ({"minMember": "three"}, {}, "spec.minMember", "expected a whole number"),
-        ({"minMember": 1}, {"annotations": {"scheduling.volcano.sh/queue-name": "nope"}},
-         "metadata.annotations[scheduling.volcano.sh/queue-name]", "Queue 'nope' does not exist"),
+        (
+            {"minMember": 1},
+            {"annotations": {"scheduling.volcano.sh/queue-name": "nope"}},
+            "metadata.annotations[scheduling.volcano.sh/queue-name]",
+            "Queue 'nope' does not exist",
+        ),
     ],
 )
 def test_invalid_podgroups_are_refused_naming_the_field(spec, meta, where, message):
-    doc = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "g", **meta}, "spec": spec}
+    doc = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", **meta},
+        "spec": spec,
+    }
     with pytest.raises(InputError) as exc:
         prepare(load_text(node_group() + "---\n" + json.dumps(doc) + "\n", "in.yaml"))
     line = exc.value.problems[0]
@@ -173,10 +224,17 @@ def test_invalid_podgroups_are_refused_naming_the_field(spec, meta, where, messa
 
 
 def test_same_name_as_a_volcano_podgroup_is_refused():
-    volcano = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"}, "spec": {"minMember": 1}}
+    volcano = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g"},
+        "spec": {"minMember": 1},
+    }
     with pytest.raises(InputError) as exc:
         prepare(load_text(node_group() + "---\n" + json.dumps(volcano) + "\n" + _pg("g", 1, ns="default"), "in.yaml"))
-    assert any("scheduling.volcano.sh PodGroup default/g is in the input too" in p for p in exc.value.problems), exc.value.problems
+    assert any("scheduling.volcano.sh PodGroup default/g is in the input too" in p for p in exc.value.problems), (
+        exc.value.problems
+    )
 
 
 def test_a_pod_labelled_with_a_missing_group_is_refused():

@@ -48,9 +48,7 @@ class PreferredSchedulingTerm(K8sModel):
 
 class NodeAffinity(K8sModel):
     required_during_scheduling_ignored_during_execution: NodeSelector | None = None
-    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(
-        default_factory=list
-    )
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(default_factory=list)
 
 
 class PodAffinityTerm(K8sModel):
@@ -66,12 +64,8 @@ class WeightedPodAffinityTerm(K8sModel):
 
 
 class PodAffinity(K8sModel):
-    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(
-        default_factory=list
-    )
-    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = Field(
-        default_factory=list
-    )
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(default_factory=list)
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = Field(default_factory=list)
 
 
 class Affinity(K8sModel):

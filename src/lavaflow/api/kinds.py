@@ -22,9 +22,9 @@ from .core import (
     Secret,
     Service,
 )
+from .native_workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
 from .topology import HyperNode, Numatopology
 from .volcano import Command, Job, JobFlow, JobTemplate, PodGroup, PriorityClass, Queue
-from .native_workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
 from .x_k8s_podgroup import CoschedulingPodGroup
 
 
@@ -89,16 +89,69 @@ ALL: tuple[Kind, ...] = (
     Kind("Secret", "Secret", "v1", "secrets", model=Secret),
     Kind("Service", "Service", "v1", "services", True, True, Service),
     Kind("Event", "Event", "v1", "events"),
-    Kind("PodGroup", "PodGroup", _VOLCANO_SCHEDULING, "podgroups", True, True, PodGroup, loadable=True, webhook_ops=("CREATE",)),
-    Kind("Queue", "Queue", _VOLCANO_SCHEDULING, "queues", False, True, Queue, loadable=True, webhook_ops=("CREATE", "UPDATE", "DELETE")),
-    # scheduler-plugins' PodGroup (its CRD is not lavaflow's: watched only where it is served)
-    Kind("CoschedulingPodGroup", "PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups", True, True, CoschedulingPodGroup, loadable=True),
-    Kind("Job", "Job", _VOLCANO_BATCH, "jobs", True, True, Job, loadable=True, webhook_ops=("CREATE", "UPDATE")),
-    Kind("Command", "Command", "bus.volcano.sh/v1alpha1", "commands", model=Command, loadable=True, webhook_ops=("CREATE",)),
-    Kind("JobFlow", "JobFlow", _FLOW, "jobflows", True, True, JobFlow, loadable=True, webhook_ops=("CREATE", "UPDATE")),
-    Kind("JobTemplate", "JobTemplate", _FLOW, "jobtemplates", True, True, JobTemplate, loadable=True, webhook_ops=("CREATE", "UPDATE")),
     Kind(
-        "PriorityClass", "PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False, model=PriorityClass, loadable=True,
+        "PodGroup",
+        "PodGroup",
+        _VOLCANO_SCHEDULING,
+        "podgroups",
+        True,
+        True,
+        PodGroup,
+        loadable=True,
+        webhook_ops=("CREATE",),
+    ),
+    Kind(
+        "Queue",
+        "Queue",
+        _VOLCANO_SCHEDULING,
+        "queues",
+        False,
+        True,
+        Queue,
+        loadable=True,
+        webhook_ops=("CREATE", "UPDATE", "DELETE"),
+    ),
+    # scheduler-plugins' PodGroup (its CRD is not lavaflow's: watched only where it is served)
+    Kind(
+        "CoschedulingPodGroup",
+        "PodGroup",
+        "scheduling.x-k8s.io/v1alpha1",
+        "podgroups",
+        True,
+        True,
+        CoschedulingPodGroup,
+        loadable=True,
+    ),
+    Kind("Job", "Job", _VOLCANO_BATCH, "jobs", True, True, Job, loadable=True, webhook_ops=("CREATE", "UPDATE")),
+    Kind(
+        "Command",
+        "Command",
+        "bus.volcano.sh/v1alpha1",
+        "commands",
+        model=Command,
+        loadable=True,
+        webhook_ops=("CREATE",),
+    ),
+    Kind("JobFlow", "JobFlow", _FLOW, "jobflows", True, True, JobFlow, loadable=True, webhook_ops=("CREATE", "UPDATE")),
+    Kind(
+        "JobTemplate",
+        "JobTemplate",
+        _FLOW,
+        "jobtemplates",
+        True,
+        True,
+        JobTemplate,
+        loadable=True,
+        webhook_ops=("CREATE", "UPDATE"),
+    ),
+    Kind(
+        "PriorityClass",
+        "PriorityClass",
+        "scheduling.k8s.io/v1",
+        "priorityclasses",
+        False,
+        model=PriorityClass,
+        loadable=True,
         # older versions of the same object, still found in examples (Volcano's kubecon-2019 ones)
         older_versions=("scheduling.k8s.io/v1beta1", "scheduling.k8s.io/v1alpha1"),
     ),
@@ -107,17 +160,62 @@ ALL: tuple[Kind, ...] = (
     Kind("StatefulSet", "StatefulSet", "apps/v1", "statefulsets", True, True, StatefulSet, loadable=True),
     Kind("BatchJob", "Job", "batch/v1", "jobs", True, True, BatchJob, loadable=True),
     Kind("NetworkPolicy", "NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
-    Kind("PersistentVolumeClaim", "PersistentVolumeClaim", "v1", "persistentvolumeclaims", True, True, PersistentVolumeClaim, loadable=True),
-    Kind("PersistentVolume", "PersistentVolume", "v1", "persistentvolumes", False, True, PersistentVolume, loadable=True),
-    Kind("HyperNode", "HyperNode", "topology.volcano.sh/v1alpha1", "hypernodes", False, True, HyperNode, loadable=True, webhook_ops=("CREATE", "UPDATE")),
-    Kind("Numatopology", "Numatopology", "nodeinfo.volcano.sh/v1alpha1", "numatopologies", False, model=Numatopology, loadable=True),
+    Kind(
+        "PersistentVolumeClaim",
+        "PersistentVolumeClaim",
+        "v1",
+        "persistentvolumeclaims",
+        True,
+        True,
+        PersistentVolumeClaim,
+        loadable=True,
+    ),
+    Kind(
+        "PersistentVolume", "PersistentVolume", "v1", "persistentvolumes", False, True, PersistentVolume, loadable=True
+    ),
+    Kind(
+        "HyperNode",
+        "HyperNode",
+        "topology.volcano.sh/v1alpha1",
+        "hypernodes",
+        False,
+        True,
+        HyperNode,
+        loadable=True,
+        webhook_ops=("CREATE", "UPDATE"),
+    ),
+    Kind(
+        "Numatopology",
+        "Numatopology",
+        "nodeinfo.volcano.sh/v1alpha1",
+        "numatopologies",
+        False,
+        model=Numatopology,
+        loadable=True,
+    ),
     Kind("ResourceQuota", "ResourceQuota", "v1", "resourcequotas", True, True, ResourceQuota, loadable=True),
     Kind("Lease", "Lease", "coordination.k8s.io/v1", "leases"),
     Kind("PodDisruptionBudget", "PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True, True),
     # so that the CRDs of deploy/crds can be applied through the client (tests against a real server)
-    Kind("CustomResourceDefinition", "CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", False, True),
+    Kind(
+        "CustomResourceDefinition",
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io/v1",
+        "customresourcedefinitions",
+        False,
+        True,
+    ),
     # the simulator's shorthand for a group of identical nodes
-    Kind("NodeGroup", "NodeGroup", "sim.lavaflow.io/v1alpha1", "nodegroups", False, model=NodeGroup, loadable=True, served=False),
+    Kind(
+        "NodeGroup",
+        "NodeGroup",
+        "sim.lavaflow.io/v1alpha1",
+        "nodegroups",
+        False,
+        model=NodeGroup,
+        loadable=True,
+        served=False,
+    ),
 )
 
 #: Kinds of the Kubernetes API, by store kind.

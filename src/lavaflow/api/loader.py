@@ -131,7 +131,7 @@ def plain_message(err: dict[str, Any]) -> str:
     if msg.startswith("Value error, "):
         return msg[len("Value error, ") :]
     if msg.startswith("Input should be "):
-        return f"expected {msg[len('Input should be '):]}, found {_found(err.get('input'))}"
+        return f"expected {msg[len('Input should be ') :]}, found {_found(err.get('input'))}"
     return msg
 
 
@@ -183,11 +183,17 @@ def build_object(src: Source, doc: Any, problems: Problems, skip_unsupported: bo
     cls = LOADABLE.get((str(api_version), str(kind)))
     if cls is None:
         if skip_unsupported:
-            raise Unsupported(f"{src}: {describe(str(kind), doc)}: unsupported kind {kind!r} of {api_version!r}, skipped")
+            raise Unsupported(
+                f"{src}: {describe(str(kind), doc)}: unsupported kind {kind!r} of {api_version!r}, skipped"
+            )
         known = ", ".join(f"{k} ({a})" for a, k in sorted(LOADABLE_CURRENT))
-        problems.add(src, describe(str(kind), doc), "",
-                     f"unsupported kind {kind!r} of {api_version!r} (--skip-unsupported runs the rest without it); "
-                     f"supported: {known}")
+        problems.add(
+            src,
+            describe(str(kind), doc),
+            "",
+            f"unsupported kind {kind!r} of {api_version!r} (--skip-unsupported runs the rest without it); "
+            f"supported: {known}",
+        )
         return None
     try:
         obj = cls.model_validate(doc)
@@ -201,7 +207,9 @@ def build_object(src: Source, doc: Any, problems: Problems, skip_unsupported: bo
     return obj
 
 
-def load_files(paths: list[str | Path], skip_unsupported: bool = False, skipped: list[str] | None = None) -> list[Loaded]:
+def load_files(
+    paths: list[str | Path], skip_unsupported: bool = False, skipped: list[str] | None = None
+) -> list[Loaded]:
     """Parse files into objects; raise InputError listing every problem.
 
     With ``skip_unsupported`` documents of kinds lavaflow does not simulate are left out, one
@@ -223,7 +231,9 @@ def load_files(paths: list[str | Path], skip_unsupported: bool = False, skipped:
     return loaded
 
 
-def _build_all(docs, problems: Problems, loaded: list[Loaded], skip_unsupported: bool, skipped: list[str] | None) -> None:
+def _build_all(
+    docs, problems: Problems, loaded: list[Loaded], skip_unsupported: bool, skipped: list[str] | None
+) -> None:
     for src, doc in docs:
         try:
             obj = build_object(src, doc, problems, skip_unsupported)
@@ -235,7 +245,9 @@ def _build_all(docs, problems: Problems, loaded: list[Loaded], skip_unsupported:
             loaded.append(Loaded(obj, src))
 
 
-def load_text(text: str, name: str = "<input>", skip_unsupported: bool = False, skipped: list[str] | None = None) -> list[Loaded]:
+def load_text(
+    text: str, name: str = "<input>", skip_unsupported: bool = False, skipped: list[str] | None = None
+) -> list[Loaded]:
     problems = Problems()
     loaded: list[Loaded] = []
     _build_all(_expand_lists(parse_documents(text, name, problems)), problems, loaded, skip_unsupported, skipped)

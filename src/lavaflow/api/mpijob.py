@@ -99,9 +99,11 @@ def to_volcano_job(doc: dict) -> dict:
     ann["lavaflow.io/converted-from"] = f"{doc.get('apiVersion')}/{KIND}"
     meta["annotations"] = ann
     # Workers without an explicit GPU request get one (Voda: one GPU per worker).
-    for c in (wtmpl.setdefault("spec", {}).get("containers") or []):
+    for c in wtmpl.setdefault("spec", {}).get("containers") or []:
         res = c.setdefault("resources", {}) if isinstance(c, dict) else None
-        if res is not None and not any("gpu" in str(k) for part in ("limits", "requests") for k in (res.get(part) or {})):
+        if res is not None and not any(
+            "gpu" in str(k) for part in ("limits", "requests") for k in (res.get(part) or {})
+        ):
             res.setdefault("limits", {})["nvidia.com/gpu"] = 1
     run_policy = spec.get("runPolicy") or {}
     job_spec: dict[str, Any] = {
@@ -109,12 +111,18 @@ def to_volcano_job(doc: dict) -> dict:
         "minAvailable": 1 + lo,
         "plugins": {"mpi": ["--master=launcher", "--worker=worker"], "ssh": [], "svc": []},
         "tasks": [
-            {"name": "launcher", "replicas": 1, "template": ltmpl,
-             "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}]},
+            {
+                "name": "launcher",
+                "replicas": 1,
+                "template": ltmpl,
+                "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+            },
             {"name": "worker", "replicas": hi, "template": wtmpl},
         ],
     }
-    queue = (meta.get("labels") or {}).get("volcano.sh/queue-name") or (run_policy.get("schedulingPolicy") or {}).get("queue")
+    queue = (meta.get("labels") or {}).get("volcano.sh/queue-name") or (run_policy.get("schedulingPolicy") or {}).get(
+        "queue"
+    )
     if queue:
         job_spec["queue"] = queue
     return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": job_spec}

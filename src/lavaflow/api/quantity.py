@@ -72,9 +72,7 @@ def _parse_text(value: str) -> Decimal:
     text = value.strip()
     m = _RE.match(text)
     if not m:
-        raise QuantityError(
-            f"{value!r} is not a valid quantity (expected e.g. 500m, 2, 1.5Gi, 4G, 1e3)"
-        )
+        raise QuantityError(f"{value!r} is not a valid quantity (expected e.g. 500m, 2, 1.5Gi, 4G, 1e3)")
     number, suffix = m.group(1), m.group(2)
     try:
         base = Decimal(number)

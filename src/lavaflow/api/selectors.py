@@ -82,9 +82,7 @@ def _parse_int64(text: str) -> int | None:
 # --- label selectors -------------------------------------------------------
 
 
-def label_selector_requirement_matches(
-    req: LabelSelectorRequirement, labels: Mapping[str, str]
-) -> bool:
+def label_selector_requirement_matches(req: LabelSelectorRequirement, labels: Mapping[str, str]) -> bool:
     """Whether one ``matchExpressions`` entry of a LabelSelector matches ``labels``.
 
     ``In``: the key is present and its value is listed.  ``NotIn``: the key is
@@ -134,9 +132,7 @@ def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, 
 # --- node selectors --------------------------------------------------------
 
 
-def node_selector_requirement_matches(
-    req: NodeSelectorRequirement, labels: Mapping[str, str]
-) -> bool:
+def node_selector_requirement_matches(req: NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
     """Whether one ``matchExpressions`` entry of a NodeSelectorTerm matches node ``labels``.
 
     ``In``, ``NotIn``, ``Exists`` and ``DoesNotExist`` behave as in label
@@ -194,9 +190,7 @@ def node_field_requirement_matches(req: NodeSelectorRequirement, node_name: str)
     return False
 
 
-def node_selector_term_matches(
-    term: NodeSelectorTerm, node_labels: Mapping[str, str], node_name: str
-) -> bool:
+def node_selector_term_matches(term: NodeSelectorTerm, node_labels: Mapping[str, str], node_name: str) -> bool:
     """Whether a NodeSelectorTerm matches a node.
 
     All ``matchExpressions`` (on labels) AND all ``matchFields`` (on the node
@@ -216,9 +210,7 @@ def node_selector_term_matches(
     return True
 
 
-def node_selector_matches(
-    selector: NodeSelector | None, node_labels: Mapping[str, str], node_name: str
-) -> bool:
+def node_selector_matches(selector: NodeSelector | None, node_labels: Mapping[str, str], node_name: str) -> bool:
     """Whether a NodeSelector (the OR of its terms) matches a node.
 
     ``None`` means no constraint and matches every node; a selector whose term
@@ -252,9 +244,7 @@ def pod_fits_node_labels(spec: PodSpec, node_labels: Mapping[str, str], node_nam
     )
 
 
-def preferred_node_affinity_score(
-    spec: PodSpec, node_labels: Mapping[str, str], node_name: str
-) -> int:
+def preferred_node_affinity_score(spec: PodSpec, node_labels: Mapping[str, str], node_name: str) -> int:
     """Raw NodeAffinity score: the sum of weights of matching preferred terms.
 
     Terms with weight 0 or an empty preference are ignored, as Kubernetes
@@ -325,9 +315,7 @@ def first_untolerated_taint(
     return None
 
 
-def count_intolerable_prefer_no_schedule(
-    tolerations: Sequence[Toleration], taints: Iterable[Taint]
-) -> int:
+def count_intolerable_prefer_no_schedule(tolerations: Sequence[Toleration], taints: Iterable[Taint]) -> int:
     """How many ``PreferNoSchedule`` taints the pod does not tolerate.
 
     This is the raw TaintToleration score (lower is better).  Only tolerations
@@ -335,9 +323,7 @@ def count_intolerable_prefer_no_schedule(
     """
     count = 0
     for taint in taints:
-        if taint.effect == "PreferNoSchedule" and not tolerations_tolerate_taint(
-            tolerations, taint
-        ):
+        if taint.effect == "PreferNoSchedule" and not tolerations_tolerate_taint(tolerations, taint):
             count += 1
     return count
 

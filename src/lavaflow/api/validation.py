@@ -84,7 +84,9 @@ def check_namespace(obj: Any, out: list) -> None:
     if getattr(obj, "namespaced", False) and meta.namespace:
         why = label_error(meta.namespace)
         if why:
-            out.append(Problem("metadata.namespace", f"Namespace {meta.namespace!r} is not a valid DNS-1123 label: {why}."))
+            out.append(
+                Problem("metadata.namespace", f"Namespace {meta.namespace!r} is not a valid DNS-1123 label: {why}.")
+            )
 
 
 def check_resources(resources: Mapping[str, Decimal], path: str, out: list, what: str = "quantity") -> None:
@@ -96,7 +98,9 @@ def check_resources(resources: Mapping[str, Decimal], path: str, out: list, what
 
 def check_int32(value: int, path: str, out: list, what: str) -> bool:
     if value > INT32_MAX or value < -INT32_MAX - 1:
-        out.append(Problem(path, f"{what} is {value}; it does not fit Kubernetes' 32-bit integer (at most {INT32_MAX})."))
+        out.append(
+            Problem(path, f"{what} is {value}; it does not fit Kubernetes' 32-bit integer (at most {INT32_MAX}).")
+        )
         return False
     return True
 
@@ -110,11 +114,15 @@ def check_pod_spec(spec: Any, base: str, out: list) -> None:
         for i, c in enumerate(containers):
             path = f"{base}.{field_name}[{i}]"
             if not c.name:
-                out.append(Problem(f"{path}.name", "The container has no name; give it a DNS-1123 label such as 'main'."))
+                out.append(
+                    Problem(f"{path}.name", "The container has no name; give it a DNS-1123 label such as 'main'.")
+                )
             else:
                 why = label_error(c.name)
                 if why:
-                    out.append(Problem(f"{path}.name", f"Container name {c.name!r} is not a valid DNS-1123 label: {why}."))
+                    out.append(
+                        Problem(f"{path}.name", f"Container name {c.name!r} is not a valid DNS-1123 label: {why}.")
+                    )
                 elif c.name in seen:
                     out.append(Problem(f"{path}.name", f"Container name {c.name!r} is already used by {seen[c.name]}."))
                 else:
@@ -124,8 +132,12 @@ def check_pod_spec(spec: Any, base: str, out: list) -> None:
             for res, req in c.resources.requests.items():
                 lim = c.resources.limits.get(res)
                 if lim is not None and lim >= 0 and req > lim:
-                    out.append(Problem(f"{path}.resources.requests[{res}]",
-                                       f"request {res} ({req}) is more than its limit ({lim}); it must be at most the limit."))
+                    out.append(
+                        Problem(
+                            f"{path}.resources.requests[{res}]",
+                            f"request {res} ({req}) is more than its limit ({lim}); it must be at most the limit.",
+                        )
+                    )
     check_resources(spec.overhead, f"{base}.overhead", out, "overhead")
     if spec.priority is not None:
         check_int32(spec.priority, f"{base}.priority", out, "priority")
@@ -138,8 +150,13 @@ def check_node(node: Any, out: list) -> None:
 
 def check_priority_class(pc: Any, out: list) -> None:
     if pc.value > HIGHEST_USER_DEFINABLE_PRIORITY and not pc.name.startswith(SYSTEM_PRIORITY_CLASS_PREFIX):
-        out.append(Problem("value", f"value is {pc.value}; a PriorityClass may have at most {HIGHEST_USER_DEFINABLE_PRIORITY} "
-                                    f"(higher values are reserved for {SYSTEM_PRIORITY_CLASS_PREFIX}* classes)."))
+        out.append(
+            Problem(
+                "value",
+                f"value is {pc.value}; a PriorityClass may have at most {HIGHEST_USER_DEFINABLE_PRIORITY} "
+                f"(higher values are reserved for {SYSTEM_PRIORITY_CLASS_PREFIX}* classes).",
+            )
+        )
     else:
         check_int32(pc.value, "value", out, "value")
 

@@ -203,7 +203,9 @@ def member_problems(pod: Any, groups: set[str]) -> list[api.Problem]:
 
 
 def validate(
-    pg: CoschedulingPodGroup, queues: Mapping[str, Any] | None = None, volcano_podgroups: set[str] | frozenset[str] = frozenset()
+    pg: CoschedulingPodGroup,
+    queues: Mapping[str, Any] | None = None,
+    volcano_podgroups: set[str] | frozenset[str] = frozenset(),
 ) -> list[api.Problem]:
     """What the CRD's schema refuses (negative or non-int32 numbers, bad quantities), a queue
     named on the PodGroup that does not exist, and a Volcano PodGroup of the same namespace and name
@@ -225,7 +227,9 @@ def validate(
     t = pg.spec.schedule_timeout_seconds
     if t is not None:
         if t < 0:
-            out.append(api.Problem("spec.scheduleTimeoutSeconds", f"scheduleTimeoutSeconds is {t}; it must not be negative."))
+            out.append(
+                api.Problem("spec.scheduleTimeoutSeconds", f"scheduleTimeoutSeconds is {t}; it must not be negative.")
+            )
         else:
             api.check_int32(t, "spec.scheduleTimeoutSeconds", out, "scheduleTimeoutSeconds")
     if pg.spec.min_resources:

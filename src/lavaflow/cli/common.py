@@ -13,11 +13,14 @@ from typing import Annotated, Optional
 
 import typer
 
-
-KubeconfigOpt = Annotated[Optional[str], typer.Option("--kubeconfig", "-k", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")]
+KubeconfigOpt = Annotated[
+    Optional[str],
+    typer.Option("--kubeconfig", "-k", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"),
+]
 ContextOpt = Annotated[Optional[str], typer.Option("--context", help="kubeconfig context")]
 SchedulerNamesOpt = Annotated[
-    Optional[list[str]], typer.Option("--scheduler-name", help="schedulerName(s) that are ours (repeat; default: volcano, lavaflow)")
+    Optional[list[str]],
+    typer.Option("--scheduler-name", help="schedulerName(s) that are ours (repeat; default: volcano, lavaflow)"),
 ]
 
 
@@ -87,7 +90,11 @@ def exit_now() -> None:
 
 
 def lease_timing(lease_duration: str, renew_deadline: str, retry_period: str) -> tuple[float, float, float]:
-    lease, renew, retry = duration_option(lease_duration), duration_option(renew_deadline), duration_option(retry_period)
+    lease, renew, retry = (
+        duration_option(lease_duration),
+        duration_option(renew_deadline),
+        duration_option(retry_period),
+    )
     if not 0 < retry < renew < lease:
         die(
             f"--leader-elect-*: need 0 < retry period ({retry_period}) < renew deadline ({renew_deadline}) < lease duration ({lease_duration})",
@@ -98,8 +105,6 @@ def lease_timing(lease_duration: str, renew_deadline: str, retry_period: str) ->
 
 def namespace_of_lease(value: str | None) -> str:
     return value or os.environ.get("POD_NAMESPACE") or "default"
-
-
 
 
 def run_on_cluster(coro_fn, kubeconfig, context):
@@ -118,5 +123,3 @@ def run_on_cluster(coro_fn, kubeconfig, context):
         return asyncio.run(main())
     except ApiError as exc:
         die(exc.message or str(exc))
-
-

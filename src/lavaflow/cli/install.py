@@ -24,5 +24,3 @@ def install_cmd(
         die("only --print is supported: pipe it into `kubectl apply --server-side -f -` (or use charts/lavaflow)", 2)
     docs = list(crds().values()) if crds_only else install_manifests(namespace, image or IMAGE, webhook=not no_webhook)
     sys.stdout.write(dump_all(docs))
-
-

@@ -76,16 +76,31 @@ def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | No
     opt = next((p for t in conf.tiers for p in t.plugins if p.name == "elastic"), None)
     if opt is None or "elastic" not in conf.action_names:
         flag = "--policy" if policy is not None else "--resize-interval" if interval is not None else "--resize-cost"
-        raise Invalid([f"{flag}: the scheduler configuration does not enable elastic scheduling "
-                       "(add 'elastic' to actions and '- name: elastic' to a tier)"])
+        raise Invalid(
+            [
+                f"{flag}: the scheduler configuration does not enable elastic scheduling "
+                "(add 'elastic' to actions and '- name: elastic' to a tier)"
+            ]
+        )
     for key, value in (("elastic.policy", policy), ("elastic.resizeInterval", interval), ("elastic.resizeCost", cost)):
         if value is not None:
             opt.arguments[key] = value
     return conf
 
 
-def _run(files, config, scheduler, seed, until, default_duration, show_progress: bool,
-         policy: str | None = None, interval: str | None = None, cost: str | None = None, skip_unsupported: bool = False):
+def _run(
+    files,
+    config,
+    scheduler,
+    seed,
+    until,
+    default_duration,
+    show_progress: bool,
+    policy: str | None = None,
+    interval: str | None = None,
+    cost: str | None = None,
+    skip_unsupported: bool = False,
+):
     import time as _time
 
     from ..sim.engine import Simulation
@@ -99,9 +114,16 @@ def _run(files, config, scheduler, seed, until, default_duration, show_progress:
 
         pause = parse_duration(cost)
     t0 = _time.perf_counter()
-    sim = Simulation(sim_input, scheduler=scheduler, conf=conf, seed=seed, until=until,
-                     default_duration=default_duration, restart_pause=pause,
-                     conf_origin=str(config) if config is not None else None)
+    sim = Simulation(
+        sim_input,
+        scheduler=scheduler,
+        conf=conf,
+        seed=seed,
+        until=until,
+        default_duration=default_duration,
+        restart_pause=pause,
+        conf_origin=str(config) if config is not None else None,
+    )
     label = scheduler if policy is None else f"{scheduler} ({policy})"
     if not show_progress:
         result = sim.run()
@@ -137,9 +159,19 @@ def _elastic_json(res, sim) -> dict:
     return {
         "summary": s,
         "jobs": [
-            {"name": j.name, "application": j.application, "submit": j.submit, "start": j.start, "finish": j.finish,
-             "jct": j.jct, "resizes": j.resizes, "halts": j.halts, "migrations": j.migrations,
-             "gpuSeconds": j.gpu_seconds, "workers": [[t, n, ty] for t, n, ty in j.history]}
+            {
+                "name": j.name,
+                "application": j.application,
+                "submit": j.submit,
+                "start": j.start,
+                "finish": j.finish,
+                "jct": j.jct,
+                "resizes": j.resizes,
+                "halts": j.halts,
+                "migrations": j.migrations,
+                "gpuSeconds": j.gpu_seconds,
+                "workers": [[t, n, ty] for t, n, ty in j.history],
+            }
             for j in res.jobs
         ],
     }
@@ -147,7 +179,9 @@ def _elastic_json(res, sim) -> dict:
 
 @_app.command()
 def simulate(
-    files: Annotated[Optional[list[Path]], typer.Argument(help="YAML files: nodes (or NodeGroups), queues, jobs, pods…")] = None,  # noqa: UP007
+    files: Annotated[
+        Optional[list[Path]], typer.Argument(help="YAML files: nodes (or NodeGroups), queues, jobs, pods…")
+    ] = None,  # noqa: UP007
     scheduler: Annotated[str, typer.Option(help="lavaflow or kube-default")] = "lavaflow",
     compare: Annotated[bool, typer.Option("--compare", help="run kube-default and lavaflow side by side")] = False,
     config: Annotated[Optional[Path], typer.Option(help="volcano-scheduler.conf to use")] = None,  # noqa: UP007
@@ -156,12 +190,35 @@ def simulate(
     default_duration: Annotated[str, typer.Option(help="run time of pods without a duration annotation")] = "60s",
     output: Annotated[str, typer.Option(help="table or json")] = "table",
     report: Annotated[Optional[Path], typer.Option(help="write an HTML report here")] = None,  # noqa: UP007
-    explain: Annotated[Optional[str], typer.Option(help="NAMESPACE/NAME: print the decision history of one job (Volcano Job, PodGroup, Deployment, ReplicaSet, StatefulSet, batch Job or pod)")] = None,  # noqa: UP007
-    skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="leave out documents of kinds lavaflow does not simulate (listed as warnings) instead of refusing the input")] = False,
-    policy: Annotated[Optional[str], typer.Option(help="elastic policy for training jobs (elastic.policy): Lavaflow, ElasticSRJF, Tiresias, ...")] = None,  # noqa: UP007
-    compare_policies: Annotated[Optional[str], typer.Option(help="run once per elastic policy (comma-separated) and compare them")] = None,  # noqa: UP007
-    resize_interval: Annotated[Optional[str], typer.Option(help="elastic.resizeInterval: at most one reschedule per interval (default 30s)")] = None,  # noqa: UP007
-    resize_cost: Annotated[Optional[str], typer.Option(help="pause of a training job per start/resize/migration, also the policy's elastic.resizeCost (default 30s)")] = None,  # noqa: UP007
+    explain: Annotated[
+        Optional[str],
+        typer.Option(
+            help="NAMESPACE/NAME: print the decision history of one job (Volcano Job, PodGroup, Deployment, ReplicaSet, StatefulSet, batch Job or pod)"
+        ),
+    ] = None,  # noqa: UP007
+    skip_unsupported: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unsupported",
+            help="leave out documents of kinds lavaflow does not simulate (listed as warnings) instead of refusing the input",
+        ),
+    ] = False,
+    policy: Annotated[
+        Optional[str],
+        typer.Option(help="elastic policy for training jobs (elastic.policy): Lavaflow, ElasticSRJF, Tiresias, ..."),
+    ] = None,  # noqa: UP007
+    compare_policies: Annotated[
+        Optional[str], typer.Option(help="run once per elastic policy (comma-separated) and compare them")
+    ] = None,  # noqa: UP007
+    resize_interval: Annotated[
+        Optional[str], typer.Option(help="elastic.resizeInterval: at most one reschedule per interval (default 30s)")
+    ] = None,  # noqa: UP007
+    resize_cost: Annotated[
+        Optional[str],
+        typer.Option(
+            help="pause of a training job per start/resize/migration, also the policy's elastic.resizeCost (default 30s)"
+        ),
+    ] = None,  # noqa: UP007
     workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
@@ -177,7 +234,9 @@ def simulate(
     if output not in ("table", "json"):
         problems.append(f"--output: unknown format {output!r} (choose table or json)")
     if report is not None and not _report_available():
-        problems.append("--report: HTML reports need matplotlib, which is not installed (pip install 'lavaflow[report]')")
+        problems.append(
+            "--report: HTML reports need matplotlib, which is not installed (pip install 'lavaflow[report]')"
+        )
     until_s = dd = None
     try:
         until_s = parse_duration(until) if until is not None else None
@@ -197,7 +256,9 @@ def simulate(
     if compare_policies is not None or policy is not None:
         from ..elastic.policies import POLICY_NAMES, resolve_name
 
-        raw = [p for p in (compare_policies or "").split(",") if p.strip()] if compare_policies is not None else [policy]
+        raw = (
+            [p for p in (compare_policies or "").split(",") if p.strip()] if compare_policies is not None else [policy]
+        )
         flag = "--compare-policies" if compare_policies is not None else "--policy"
         policies = []
         for p in raw:
@@ -215,8 +276,10 @@ def simulate(
     tty = sys.stderr.isatty() and output == "table"
     runs = []
     for s in schedulers:
-        for pol in (policies if s == "lavaflow" else [None]):
-            runs.append(_run(files, config, s, seed, until_s, dd, tty, pol, resize_interval, resize_cost, skip_unsupported))
+        for pol in policies if s == "lavaflow" else [None]:
+            runs.append(
+                _run(files, config, s, seed, until_s, dd, tty, pol, resize_interval, resize_cost, skip_unsupported)
+            )
     results = [r for r, _ in runs]
     elastic = [e for _, e in runs if e is not None]
     for w in dict.fromkeys(w for r in results for w in r.get("warnings", [])):
@@ -238,7 +301,9 @@ def simulate(
             from ..elastic.compare import format_table
 
             out = Console(width=max(Console().width, 100))
-            out.print("[bold]elastic training jobs[/bold] (reads work: the policy reads jobs' remaining work, clairvoyant)")
+            out.print(
+                "[bold]elastic training jobs[/bold] (reads work: the policy reads jobs' remaining work, clairvoyant)"
+            )
             out.print(format_table(elastic), markup=False, highlight=False)
     if explain is not None and output == "table":
         for r in results:
@@ -269,7 +334,9 @@ def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
     job = next((j for j in result["jobs"] if j["namespace"] == ns and j["name"] == name), None)
     if job is None:
         # A Deployment, ReplicaSet, StatefulSet or batch Job: the PodGroup made for it.
-        job = next((j for j in result["jobs"] if j["namespace"] == ns and j.get("owner", "").split("/", 1)[-1] == name), None)
+        job = next(
+            (j for j in result["jobs"] if j["namespace"] == ns and j.get("owner", "").split("/", 1)[-1] == name), None
+        )
     if job is None:
         # A pod: the job it belongs to.
         pod = next((p for p in result["pods"] if p["namespace"] == ns and p["name"] == name and p["job"]), None)
@@ -286,7 +353,9 @@ def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
 def _explain_problem(result: dict, target: str) -> str | None:
     job, _ = _find_job(result, target)
     if job is None:
-        known = ", ".join(f"{j['namespace']}/{j.get('owner', j['name']).split('/', 1)[-1]}" for j in result["jobs"][:10])
+        known = ", ".join(
+            f"{j['namespace']}/{j.get('owner', j['name']).split('/', 1)[-1]}" for j in result["jobs"][:10]
+        )
         return f"--explain: no job {target!r} in the simulation (jobs: {known or 'none'})"
     return None
 

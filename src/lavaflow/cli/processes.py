@@ -30,18 +30,39 @@ from .common import (
 def scheduler_cmd(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
-    scheduler_conf: Annotated[Optional[Path], typer.Option("--scheduler-conf", help="volcano-scheduler.conf (Volcano's format)")] = None,
+    scheduler_conf: Annotated[
+        Optional[Path], typer.Option("--scheduler-conf", help="volcano-scheduler.conf (Volcano's format)")
+    ] = None,
     scheduler_name: SchedulerNamesOpt = None,
     schedule_period: Annotated[str, typer.Option("--schedule-period", help="time between scheduling cycles")] = "1s",
-    kube_api_qps: Annotated[float, typer.Option("--kube-api-qps", help="client rate limit (requests/s; 0: none)")] = 2000.0,
+    kube_api_qps: Annotated[
+        float, typer.Option("--kube-api-qps", help="client rate limit (requests/s; 0: none)")
+    ] = 2000.0,
     kube_api_burst: Annotated[int, typer.Option("--kube-api-burst")] = 2000,
     bind_workers: Annotated[int, typer.Option("--bind-workers", help="concurrent pods/binding calls")] = 64,
-    leader_elect: Annotated[bool, typer.Option("--leader-elect/--no-leader-elect", help="run only while holding the Lease")] = True,
-    lock_namespace: Annotated[Optional[str], typer.Option("--lock-namespace", help="namespace of the Lease (default: $POD_NAMESPACE)")] = None,
+    leader_elect: Annotated[
+        bool, typer.Option("--leader-elect/--no-leader-elect", help="run only while holding the Lease")
+    ] = True,
+    lock_namespace: Annotated[
+        Optional[str], typer.Option("--lock-namespace", help="namespace of the Lease (default: $POD_NAMESPACE)")
+    ] = None,
     lock_name: Annotated[str, typer.Option("--lock-name")] = "lavaflow-scheduler",
-    lease_duration: Annotated[str, typer.Option("--leader-elect-lease-duration", help="how long a standby waits for a silent leader before taking over")] = "15s",
-    renew_deadline: Annotated[str, typer.Option("--leader-elect-renew-deadline", help="a leader stops writing when it could not renew for this long (< lease duration)")] = "10s",
-    retry_period: Annotated[str, typer.Option("--leader-elect-retry-period", help="time between lease renewals and acquisition attempts")] = "2s",
+    lease_duration: Annotated[
+        str,
+        typer.Option(
+            "--leader-elect-lease-duration", help="how long a standby waits for a silent leader before taking over"
+        ),
+    ] = "15s",
+    renew_deadline: Annotated[
+        str,
+        typer.Option(
+            "--leader-elect-renew-deadline",
+            help="a leader stops writing when it could not renew for this long (< lease duration)",
+        ),
+    ] = "10s",
+    retry_period: Annotated[
+        str, typer.Option("--leader-elect-retry-period", help="time between lease renewals and acquisition attempts")
+    ] = "2s",
     listen_address: Annotated[str, typer.Option("--listen-address")] = "0.0.0.0",
     listen_port: Annotated[int, typer.Option("--listen-port", help="/metrics, /healthz, /readyz")] = 8080,
     events: Annotated[bool, typer.Option("--events/--no-events", help="record Kubernetes Events")] = True,
@@ -70,8 +91,14 @@ def scheduler_cmd(
 
         client = make_client(kubeconfig, context, kube_api_qps, kube_api_burst)
         identity = default_identity()
-        elector = LeaderElector(client, lock_name, namespace_of_lease(lock_namespace), identity, *lease) if leader_elect else None
-        sched = KubeScheduler(client, conf, names, period, bind_workers, emit_events=events, identity=identity, elector=elector)
+        elector = (
+            LeaderElector(client, lock_name, namespace_of_lease(lock_namespace), identity, *lease)
+            if leader_elect
+            else None
+        )
+        sched = KubeScheduler(
+            client, conf, names, period, bind_workers, emit_events=events, identity=identity, elector=elector
+        )
         await _run_component(sched, client, listen_address, listen_port)
 
     asyncio.run(main())
@@ -131,7 +158,11 @@ def controller_cmd(
         from ..kube.scheduler_process import default_identity
 
         client = make_client(kubeconfig, context, kube_api_qps, kube_api_burst)
-        elector = LeaderElector(client, lock_name, namespace_of_lease(lock_namespace), default_identity()) if leader_elect else None
+        elector = (
+            LeaderElector(client, lock_name, namespace_of_lease(lock_namespace), default_identity())
+            if leader_elect
+            else None
+        )
         ctrl = KubeControllers(client, names, elector=elector, max_requeue=max_requeue)
         await _run_component(ctrl, client, listen_address, listen_port)
 
@@ -145,13 +176,20 @@ def webhook_cmd(
     scheduler_name: SchedulerNamesOpt = None,
     port: Annotated[int, typer.Option("--port")] = 8443,
     listen_address: Annotated[str, typer.Option("--listen-address")] = "0.0.0.0",
-    cert_file: Annotated[Optional[str], typer.Option("--cert-file", help="TLS certificate (e.g. from cert-manager)")] = None,
+    cert_file: Annotated[
+        Optional[str], typer.Option("--cert-file", help="TLS certificate (e.g. from cert-manager)")
+    ] = None,
     key_file: Annotated[Optional[str], typer.Option("--key-file")] = None,
-    cert_dir: Annotated[str, typer.Option("--cert-dir", help="where a generated self-signed certificate goes")] = "/tmp/lavaflow-webhook-certs",
-    service: Annotated[str, typer.Option("--service", help="the webhook's Service (for the generated certificate)")] = "lavaflow-webhook",
+    cert_dir: Annotated[
+        str, typer.Option("--cert-dir", help="where a generated self-signed certificate goes")
+    ] = "/tmp/lavaflow-webhook-certs",
+    service: Annotated[
+        str, typer.Option("--service", help="the webhook's Service (for the generated certificate)")
+    ] = "lavaflow-webhook",
     namespace: Annotated[Optional[str], typer.Option("--namespace")] = None,
     patch_ca_bundle: Annotated[
-        Optional[list[str]], typer.Option("--patch-ca-bundle", help="webhook configuration(s) to write the generated CA into")
+        Optional[list[str]],
+        typer.Option("--patch-ca-bundle", help="webhook configuration(s) to write the generated CA into"),
     ] = None,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
@@ -163,7 +201,8 @@ def webhook_cmd(
 
     async def main() -> None:
         from ..kube.store import KubeStore
-        from ..kube.webhook import WebhookServer, patch_ca_bundle as patch_ca, self_signed
+        from ..kube.webhook import WebhookServer, self_signed
+        from ..kube.webhook import patch_ca_bundle as patch_ca
 
         client = make_client(kubeconfig, context)
         store = KubeStore(client)
@@ -186,5 +225,3 @@ def webhook_cmd(
             await client.close()
 
     asyncio.run(main())
-
-

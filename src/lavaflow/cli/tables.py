@@ -73,21 +73,30 @@ def print_results_table(results: list[dict]) -> None:
     for r in results:
         for x in r.get("rejected", []):
             where = f"{x['namespace']}/{x['name']}" if x.get("namespace") else x["name"]
-            out.print(f"{r['scheduler']}: {x['kind']} {where} refused at t={fmt_time(x['time'])}: {x['reason']}",
-                      markup=False, highlight=False)
+            out.print(
+                f"{r['scheduler']}: {x['kind']} {where} refused at t={fmt_time(x['time'])}: {x['reason']}",
+                markup=False,
+                highlight=False,
+            )
         if r["stuck"]:
-            out.print(f"[bold red]{r['scheduler']}: {len(r['stuck'])} job(s) did not finish"
-                      f"{' — stalled at t=' + fmt_time(r.get('stalledAt')) if r['stalled'] else ''}:[/bold red]")
+            out.print(
+                f"[bold red]{r['scheduler']}: {len(r['stuck'])} job(s) did not finish"
+                f"{' — stalled at t=' + fmt_time(r.get('stalledAt')) if r['stalled'] else ''}:[/bold red]"
+            )
             for s in r["stuck"]:
-                out.print(f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True)
+                out.print(
+                    f"  {s['namespace']}/{s['name']}: {s['reason']}", markup=False, highlight=False, soft_wrap=True
+                )
         lost = [j for j in r["jobs"] if j.get("reason")]
         if lost:
             out.print(f"[bold red]{r['scheduler']}: {len(lost)} job(s) ended without completing their work:[/bold red]")
             for j in lost:
-                out.print(f"  {j['namespace']}/{j['name']}: {j['phase']}: {j['reason']}", markup=False, highlight=False,
-                          soft_wrap=True)
-
-
+                out.print(
+                    f"  {j['namespace']}/{j['name']}: {j['phase']}: {j['reason']}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
 
 
 def _created(obj: dict[str, Any]) -> str:
@@ -122,7 +131,20 @@ def format_jobs(jobs: list[dict[str, Any]], all_namespaces: bool = False) -> str
     name_w = max(len("Name"), *(len(j["metadata"]["name"]) for j in jobs)) + 3
     ns_w = max(len("Namespace"), *(len(j["metadata"].get("namespace", "")) for j in jobs)) + 3
     fmt = f"%-{name_w}s%-15s%-12s%-12s%-12s%-6s%-10s%-10s%-12s%-10s%-12s%-10s"
-    head = ("Name", "Creation", "Phase", "JobType", "Replicas", "Min", "Pending", "Running", "Succeeded", "Failed", "Unknown", "RetryCount")
+    head = (
+        "Name",
+        "Creation",
+        "Phase",
+        "JobType",
+        "Replicas",
+        "Min",
+        "Pending",
+        "Running",
+        "Succeeded",
+        "Failed",
+        "Unknown",
+        "RetryCount",
+    )
     lines = [((f"%-{ns_w}s" % "Namespace") if all_namespaces else "") + fmt % head]
     for j in jobs:
         st = j.get("status") or {}
@@ -202,7 +224,9 @@ def describe_job(j: dict[str, Any]) -> str:
         out.append(f"    Min Available:  {t.get('minAvailable', t.get('replicas', 0))}")
         for c in ((t.get("template") or {}).get("spec") or {}).get("containers") or []:
             req = (c.get("resources") or {}).get("requests") or {}
-            out.append(f"      Container:  {c.get('name', '')}  Image: {c.get('image', '')}  Requests: {req or '<none>'}")
+            out.append(
+                f"      Container:  {c.get('name', '')}  Image: {c.get('image', '')}  Requests: {req or '<none>'}"
+            )
     state = st.get("state") or {}
     out += [
         "Status:",
@@ -266,7 +290,7 @@ def format_train_jobs(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], no
 
 
 def _gpu_pod(pod: dict[str, Any]) -> bool:
-    for c in ((pod.get("spec") or {}).get("containers") or []):
+    for c in (pod.get("spec") or {}).get("containers") or []:
         res = c.get("resources") or {}
         for part in ("requests", "limits"):
             if any(str(k).endswith("/gpu") for k in (res.get(part) or {})):
@@ -275,7 +299,7 @@ def _gpu_pod(pod: dict[str, Any]) -> bool:
 
 
 def _elastic_range(job: dict[str, Any]) -> str:
-    """"min-max" workers of an elastic Volcano Job, "" for others."""
+    """ "min-max" workers of an elastic Volcano Job, "" for others."""
     from ..api.volcano import Job
     from ..elastic.spec import job_shape
 
@@ -284,5 +308,3 @@ def _elastic_range(job: dict[str, Any]) -> str:
     except Exception:  # noqa: BLE001 - a job the models cannot read is shown without a range
         return ""
     return "" if shape is None else f"{shape[0]}-{shape[1]}"
-
-

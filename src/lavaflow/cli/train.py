@@ -10,7 +10,6 @@ import typer
 from .common import ContextOpt, KubeconfigOpt, die, run_on_cluster
 from .tables import format_train_jobs
 
-
 train_app = typer.Typer(no_args_is_help=True, help="Training jobs (Voda's kubectl-voda commands).")
 
 
@@ -96,5 +95,3 @@ def train_delete(
             die(f"not found: {', '.join(missing)}")
 
     run_on_cluster(go, kubeconfig, context)
-
-

@@ -13,11 +13,21 @@ from .tables import describe_job, format_jobs, format_queues
 
 def _command(action: str, target: dict[str, Any], namespace: str) -> dict[str, Any]:
     meta = target["metadata"]
-    ref = {"apiVersion": target["apiVersion"], "kind": target["kind"], "name": meta["name"], "uid": meta["uid"], "controller": True}
+    ref = {
+        "apiVersion": target["apiVersion"],
+        "kind": target["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
     return {
         "apiVersion": "bus.volcano.sh/v1alpha1",
         "kind": "Command",
-        "metadata": {"generateName": f"{meta['name']}-{action.lower()}-", "namespace": namespace, "ownerReferences": [ref]},
+        "metadata": {
+            "generateName": f"{meta['name']}-{action.lower()}-",
+            "namespace": namespace,
+            "ownerReferences": [ref],
+        },
         "action": action,
         "target": ref,
     }
@@ -49,7 +59,9 @@ def job_run(
     requests: Annotated[str, typer.Option("--requests", "-R")] = "cpu=1000m,memory=100Mi",
     limits: Annotated[str, typer.Option("--limits", "-L")] = "cpu=1000m,memory=100Mi",
     scheduler: Annotated[str, typer.Option("--scheduler", "-S")] = "volcano",
-    filename: Annotated[Optional[Path], typer.Option("--filename", "-f", help="create the job from this YAML instead")] = None,
+    filename: Annotated[
+        Optional[Path], typer.Option("--filename", "-f", help="create the job from this YAML instead")
+    ] = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
@@ -218,7 +230,8 @@ def queue_create(
         if parent:
             spec["parent"] = parent
         q = await create_manifest(
-            client, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+            client,
+            {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": spec},
         )
         if state.lower() == "closed":
             await create_manifest(client, _command("CloseQueue", q, "default"))
@@ -244,7 +257,9 @@ def queue_list(kubeconfig: KubeconfigOpt = None, context: ContextOpt = None) -> 
 
 
 @queue_app.command("get")
-def queue_get(name: Annotated[str, typer.Option("--name", "-n")], kubeconfig: KubeconfigOpt = None, context: ContextOpt = None) -> None:
+def queue_get(
+    name: Annotated[str, typer.Option("--name", "-n")], kubeconfig: KubeconfigOpt = None, context: ContextOpt = None
+) -> None:
     """Show one queue."""
 
     async def go(client):
@@ -282,7 +297,10 @@ def queue_operate(
             die(f"queue {name} not found")
         if act == "update":
             await client.request(
-                "PATCH", f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}", body={"spec": {"weight": weight}}, content_type=MERGE_PATCH
+                "PATCH",
+                f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}",
+                body={"spec": {"weight": weight}},
+                content_type=MERGE_PATCH,
             )
         else:
             await create_manifest(client, _command("OpenQueue" if act == "open" else "CloseQueue", q, "default"))
@@ -292,7 +310,9 @@ def queue_operate(
 
 
 @queue_app.command("delete")
-def queue_delete(name: Annotated[str, typer.Option("--name", "-n")], kubeconfig: KubeconfigOpt = None, context: ContextOpt = None) -> None:
+def queue_delete(
+    name: Annotated[str, typer.Option("--name", "-n")], kubeconfig: KubeconfigOpt = None, context: ContextOpt = None
+) -> None:
     """Delete a queue."""
 
     async def go(client):
@@ -303,5 +323,3 @@ def queue_delete(name: Annotated[str, typer.Option("--name", "-n")], kubeconfig:
         typer.echo(f"delete queue {name} successfully")
 
     run_on_cluster(go, kubeconfig, context)
-
-

@@ -12,4 +12,9 @@ from .queue import QueueController
 __all__ = [
     "Controllers",
     "build_controllers",
-    "GarbageCollector", "JobController", "JobFlowController", "PodGroupController", "QueueController"]
+    "GarbageCollector",
+    "JobController",
+    "JobFlowController",
+    "PodGroupController",
+    "QueueController",
+]

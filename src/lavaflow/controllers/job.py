@@ -40,7 +40,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..api import admission
-from ..elastic import spec as elastic_spec
 from ..api.core import Pod, PodStatus
 from ..api.selectors import pod_requests
 from ..api.volcano import (
@@ -60,6 +59,7 @@ from ..api.volcano import (
     PodGroup,
     TaskSpec,
 )
+from ..elastic import spec as elastic_spec
 from .base import Controller
 from .job_plugins import plugins_for
 
@@ -213,8 +213,12 @@ class JobController(Controller):
         self.task_restarts: dict[str, dict[str, int]] = {}  # job key -> task -> restarts
         self.pg_phase: dict[str, str] = {}
         self.podgroups_of: dict[str, dict[str, None]] = {}  # job key -> keys of the PodGroups it owns
-        self.specs: dict[str, tuple[Any, dict[str, Any]]] = {}  # last accepted spec per job (to tell updates from status writes)
-        self._templates: dict[str, dict[str, tuple[tuple[Any, ...], Pod, list[str]]]] = {}  # job key -> task -> pod template
+        self.specs: dict[
+            str, tuple[Any, dict[str, Any]]
+        ] = {}  # last accepted spec per job (to tell updates from status writes)
+        self._templates: dict[
+            str, dict[str, tuple[tuple[Any, ...], Pod, list[str]]]
+        ] = {}  # job key -> task -> pod template
         # (Job resourceVersion, lavaflow.io/* annotations) last copied to the PodGroup
         self._elastic_seen: dict[str, tuple[str, dict[str, str]]] = {}
         self._timer_tokens: dict[int, tuple[str, str]] = {}  # live delayed actions: token -> (job, scope)
@@ -436,8 +440,16 @@ class JobController(Controller):
     def _template(self, job: Job, task: TaskSpec) -> tuple[Pod, list[str]]:
         """The job's pod for ``task`` without its index (validated once), and the task's pod names."""
         st = job.status
-        sig = (task, task.replicas, job.metadata.uid, st.version, st.retry_count, job.spec.queue,
-               job.spec.scheduler_name, job.spec.priority_class_name)
+        sig = (
+            task,
+            task.replicas,
+            job.metadata.uid,
+            st.version,
+            st.retry_count,
+            job.spec.queue,
+            job.spec.scheduler_name,
+            job.spec.priority_class_name,
+        )
         per_job = self._templates.get(job.key)
         if per_job is None:
             per_job = self._templates[job.key] = {}
@@ -456,14 +468,19 @@ class JobController(Controller):
         labels = dict(bm.labels)
         annotations = dict(bm.annotations)
         labels[TASK_INDEX_KEY] = annotations[TASK_INDEX_KEY] = str(index)
-        meta = _clone(bm, {
-            "name": names[index] if index < len(names) else pod_name(job, task, index),
-            "labels": labels,
-            "annotations": annotations,
-            "owner_references": [_clone(r, {}) for r in bm.owner_references],
-        })
+        meta = _clone(
+            bm,
+            {
+                "name": names[index] if index < len(names) else pod_name(job, task, index),
+                "labels": labels,
+                "annotations": annotations,
+                "owner_references": [_clone(r, {}) for r in bm.owner_references],
+            },
+        )
         # Shallow copy of the template's spec: plugins replace (never mutate) what they change.
-        pod = _clone(base, {"metadata": meta, "spec": _clone(base.spec, {}), "status": _clone(_BLANK_STATUS, {"conditions": []})})
+        pod = _clone(
+            base, {"metadata": meta, "spec": _clone(base.spec, {}), "status": _clone(_BLANK_STATUS, {"conditions": []})}
+        )
         for plugin in plugins_for(job):
             plugin.on_pod_create(job, task, index, pod)
         return pod
@@ -618,7 +635,11 @@ class JobController(Controller):
 
     def _plain_sync(self, job: Job, req: Request) -> bool:
         """A request whose whole effect is SyncJob, at once (no policy, no delay)."""
-        return req.event in ("PodPending", "PodRunning", "OutOfSync") and req.action is None and self._resolve(job, req) == (SYNC, None)
+        return (
+            req.event in ("PodPending", "PodRunning", "OutOfSync")
+            and req.action is None
+            and self._resolve(job, req) == (SYNC, None)
+        )
 
     def _handle(self, job: Job, pods: dict[str, Pod], req: Request) -> None:
         # Derived events: a task completed, or a task failed beyond its retries.
@@ -626,7 +647,11 @@ class JobController(Controller):
             req = Request("TaskCompleted", req.task, req.pod, version=req.version)
         if req.event == "PodFailed":
             task = next((t for t in job.spec.tasks if t.name == req.task), None)
-            if task is not None and task.max_retry != -1 and self.task_restarts.get(job.key, {}).get(task.name, 0) >= task.max_retry:
+            if (
+                task is not None
+                and task.max_retry != -1
+                and self.task_restarts.get(job.key, {}).get(task.name, 0) >= task.max_retry
+            ):
                 action, delay = self._resolve(job, Request("TaskFailed", req.task, req.pod, version=req.version))
                 if action != SYNC:
                     req = Request("TaskFailed", req.task, req.pod, version=req.version)
@@ -636,7 +661,12 @@ class JobController(Controller):
             return
         action, delay = self._resolve(job, req)
         if delay:
-            self._delay(job.key, Request(req.event, req.task, req.pod, req.exit_code, action, req.version), delay, f"pod/{req.pod}" if req.pod else "job")
+            self._delay(
+                job.key,
+                Request(req.event, req.task, req.pod, req.exit_code, action, req.version),
+                delay,
+                f"pod/{req.pod}" if req.pod else "job",
+            )
             return
         if action != SYNC:
             self._cancel(job.key)
@@ -710,7 +740,12 @@ class JobController(Controller):
         if phase == "Restarting":
             if job.status.retry_count >= job.spec.max_retry:
                 self._kill(job, pods, keep_finished=True)
-                self._set_phase(job, "Failed", "MaxRetryExceeded", f"job restarted {job.status.retry_count} times (maxRetry {job.spec.max_retry})")
+                self._set_phase(
+                    job,
+                    "Failed",
+                    "MaxRetryExceeded",
+                    f"job restarted {job.status.retry_count} times (maxRetry {job.spec.max_retry})",
+                )
                 return
             total = sum(t.replicas for t in job.spec.tasks)
             if total - counts["Terminating"] >= job.spec.min_available:
@@ -738,7 +773,12 @@ class JobController(Controller):
             return
         if job.spec.min_success is not None and counts["Succeeded"] >= job.spec.min_success:
             self._kill(job, pods, keep_finished=True)
-            self._set_phase(job, "Completing", "MinSuccess", f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})")
+            self._set_phase(
+                job,
+                "Completing",
+                "MinSuccess",
+                f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})",
+            )
             if not self.tallies[job.key].phase(*ALIVE):
                 self._set_phase(job, "Completed")
             return
@@ -761,16 +801,31 @@ class JobController(Controller):
                 for task in job.spec.tasks:
                     ok = self.tallies[job.key].task_phase(task.name, "Succeeded")
                     if ok < task_min(task):
-                        self._set_phase(job, "Failed", "TaskFailed", f"task {task.name}: {ok} pods succeeded, {task_min(task)} required")
+                        self._set_phase(
+                            job,
+                            "Failed",
+                            "TaskFailed",
+                            f"task {task.name}: {ok} pods succeeded, {task_min(task)} required",
+                        )
                         return
             if job.spec.min_success is not None:
-                self._set_phase(job, "Failed", "MinSuccessNotReached", f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})")
+                self._set_phase(
+                    job,
+                    "Failed",
+                    "MinSuccessNotReached",
+                    f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})",
+                )
             elif counts["Succeeded"] >= job_min:
                 self._set_phase(job, "Completed")
             else:
-                self._set_phase(job, "Failed", "NotEnoughSucceeded", f"{counts['Succeeded']} pods succeeded, minAvailable {job_min}")
+                self._set_phase(
+                    job, "Failed", "NotEnoughSucceeded", f"{counts['Succeeded']} pods succeeded, minAvailable {job_min}"
+                )
             return
-        if counts["Pending"] > total - job.spec.min_available and counts["Running"] + counts["Succeeded"] < job.spec.min_available:
+        if (
+            counts["Pending"] > total - job.spec.min_available
+            and counts["Running"] + counts["Succeeded"] < job.spec.min_available
+        ):
             self._set_phase(job, "Pending")
 
     def _create_pods(self, job: Job, pods: dict[str, Pod]) -> None:
@@ -787,7 +842,13 @@ class JobController(Controller):
             indices = tally.indices.get(task.name)
             if not indices or max(indices) < task.replicas:
                 continue
-            extra = [p for p in pods.values() if p.metadata.labels.get(TASK_SPEC_KEY) == task.name and (pod_index := _int(p.metadata.labels.get(TASK_INDEX_KEY))) is not None and pod_index >= task.replicas]
+            extra = [
+                p
+                for p in pods.values()
+                if p.metadata.labels.get(TASK_SPEC_KEY) == task.name
+                and (pod_index := _int(p.metadata.labels.get(TASK_INDEX_KEY))) is not None
+                and pod_index >= task.replicas
+            ]
             for p in extra:
                 self.killing.add(p.metadata.uid)
                 self.store.delete("Pod", p.key)
@@ -866,7 +927,9 @@ class JobController(Controller):
             pg.spec.min_member = spec["minMember"]
             pg.spec.min_task_member = spec["minTaskMember"]
             pg.spec.priority_class_name = spec["priorityClassName"]
-            pg.spec.min_resources = PodGroup.model_validate({"spec": {"minResources": spec["minResources"]}}).spec.min_resources
+            pg.spec.min_resources = PodGroup.model_validate(
+                {"spec": {"minResources": spec["minResources"]}}
+            ).spec.min_resources
             self.store.update(pg)
         for plugin in plugins_for(old):
             plugin.on_job_update(old, self.store)
@@ -896,8 +959,14 @@ def _clone(model: M, changes: dict[str, Any]) -> M:
     return c
 
 
-_COUNT_FIELDS = (("pending", "Pending"), ("running", "Running"), ("succeeded", "Succeeded"),
-                 ("failed", "Failed"), ("unknown", "Unknown"), ("terminating", "Terminating"))
+_COUNT_FIELDS = (
+    ("pending", "Pending"),
+    ("running", "Running"),
+    ("succeeded", "Succeeded"),
+    ("failed", "Failed"),
+    ("unknown", "Unknown"),
+    ("terminating", "Terminating"),
+)
 _STATUS_FIELDS = tuple(JobStatus.model_fields)
 
 

@@ -53,6 +53,7 @@ def _owner(job: Job) -> list[dict[str, Any]]:
 
 def _set_env(pod: Pod, env: dict[str, str]) -> None:
     """Add (or replace) variables in every container and init container of the pod."""
+
     def merge(c: Container) -> Container:
         kept = [e for e in c.env if e.name not in env]
         return c.model_copy(update={"env": kept + [EnvVar(name=k, value=v) for k, v in env.items()]})
@@ -113,7 +114,11 @@ class SvcPlugin(JobPlugin):
             store.create(
                 ConfigMap.model_validate(
                     {
-                        "metadata": {"name": f"{job.name}-svc", "namespace": job.namespace, "ownerReferences": _owner(job)},
+                        "metadata": {
+                            "name": f"{job.name}-svc",
+                            "namespace": job.namespace,
+                            "ownerReferences": _owner(job),
+                        },
                         "data": self._hosts_data(job),
                     }
                 )
@@ -245,8 +250,11 @@ class RayPlugin(JobPlugin):
     name = "ray"
 
     def _ports(self) -> list[tuple[str, int]]:
-        return [("gcs", int(self.args.get("port", "6379"))), ("dashboard", int(self.args.get("dashboardPort", "8265"))),
-                ("client-server", int(self.args.get("clientPort", "10001")))]
+        return [
+            ("gcs", int(self.args.get("port", "6379"))),
+            ("dashboard", int(self.args.get("dashboardPort", "8265"))),
+            ("client-server", int(self.args.get("clientPort", "10001"))),
+        ]
 
     def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         head = self.args.get("head", "head")
@@ -262,10 +270,16 @@ class RayPlugin(JobPlugin):
                     ContainerPort(name=n, container_port=v) for n, v in self._ports() if v not in have
                 ]
                 _, dash, client = (v for _, v in self._ports())
-                cmd = ["sh", "-c", f"ray start --head --block --dashboard-host=0.0.0.0 --port={port} "
-                                   f"--dashboard-port={dash} --ray-client-server-port={client}"]
+                cmd = [
+                    "sh",
+                    "-c",
+                    f"ray start --head --block --dashboard-host=0.0.0.0 --port={port} "
+                    f"--dashboard-port={dash} --ray-client-server-port={client}",
+                ]
                 c = c.model_copy(update={"ports": ports, "command": cmd})
-            elif task.name == self.args.get("worker", "worker") and c.name == self.args.get("workerContainer", "worker"):
+            elif task.name == self.args.get("worker", "worker") and c.name == self.args.get(
+                "workerContainer", "worker"
+            ):
                 host = head_task.template.spec.hostname or f"{job.name}-{head}-0"
                 sub = head_task.template.spec.subdomain or job.name
                 c = c.model_copy(update={"command": ["sh", "-c", f"ray start --block --address={host}.{sub}:{port}"]})
@@ -278,11 +292,20 @@ class RayPlugin(JobPlugin):
             store.create(
                 Service.model_validate(
                     {
-                        "metadata": {"name": f"{job.name}-head-svc", "namespace": job.namespace, "ownerReferences": _owner(job)},
+                        "metadata": {
+                            "name": f"{job.name}-head-svc",
+                            "namespace": job.namespace,
+                            "ownerReferences": _owner(job),
+                        },
                         "spec": {
-                            "selector": {JOB_NAME_KEY: job.name, JOB_NAMESPACE_KEY: job.namespace,
-                                         TASK_SPEC_KEY: self.args.get("head", "head")},
-                            "ports": [{"name": n, "port": v, "targetPort": n, "protocol": "TCP"} for n, v in self._ports()],
+                            "selector": {
+                                JOB_NAME_KEY: job.name,
+                                JOB_NAMESPACE_KEY: job.namespace,
+                                TASK_SPEC_KEY: self.args.get("head", "head"),
+                            },
+                            "ports": [
+                                {"name": n, "port": v, "targetPort": n, "protocol": "TCP"} for n, v in self._ports()
+                            ],
                         },
                     }
                 )

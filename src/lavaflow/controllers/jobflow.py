@@ -77,7 +77,9 @@ class JobFlowController(Controller):
         st = jf.status
         names = {f.name: f"{jf.name}-{f.name}" for f in jf.spec.flows}
         st.pending_jobs = [names[n] for n, p in phases.items() if p in ("", "Pending")]
-        st.running_jobs = [names[n] for n, p in phases.items() if p not in ("", "Pending", "Completed") and p not in FAILED]
+        st.running_jobs = [
+            names[n] for n, p in phases.items() if p not in ("", "Pending", "Completed") and p not in FAILED
+        ]
         st.completed_jobs = [names[n] for n, p in phases.items() if p == "Completed"]
         st.failed_jobs = [names[n] for n, p in phases.items() if p == "Failed"]
         st.terminated_jobs = [names[n] for n, p in phases.items() if p in ("Terminated", "Aborted")]
@@ -99,7 +101,10 @@ class JobFlowController(Controller):
     def _create(self, jf: JobFlow, flow: Flow) -> Job | None:
         tmpl = self.store.get("JobTemplate", f"{jf.namespace}/{flow.name}")
         if tmpl is None:
-            self.refused[jf.key] = (self.clock(), f"flow {flow.name!r}: no JobTemplate {flow.name!r} in namespace {jf.namespace}")
+            self.refused[jf.key] = (
+                self.clock(),
+                f"flow {flow.name!r}: no JobTemplate {flow.name!r} in namespace {jf.namespace}",
+            )
             return None
         spec = tmpl.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
         if flow.patch is not None and flow.patch.spec:
@@ -110,7 +115,13 @@ class JobFlowController(Controller):
                     "name": f"{jf.name}-{flow.name}",
                     "namespace": jf.namespace,
                     "ownerReferences": [
-                        {"apiVersion": jf.api_version, "kind": "JobFlow", "name": jf.name, "uid": jf.metadata.uid, "controller": True}
+                        {
+                            "apiVersion": jf.api_version,
+                            "kind": "JobFlow",
+                            "name": jf.name,
+                            "uid": jf.metadata.uid,
+                            "controller": True,
+                        }
                     ],
                 },
                 "spec": spec,
@@ -119,10 +130,12 @@ class JobFlowController(Controller):
         admission.default_job(job)
         problems = admission.validate_job(job, {q.name: q for q in self.store.list("Queue")})
         if problems:
-            self.refused[jf.key] = (self.clock(), f"flow {flow.name!r}: Job {job.name} refused: " + "; ".join(
-                f"{p.path}: {p.message}" if p.path else p.message for p in problems))
+            self.refused[jf.key] = (
+                self.clock(),
+                f"flow {flow.name!r}: Job {job.name} refused: "
+                + "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems),
+            )
             return None
         self.refused.pop(jf.key, None)
         created: Job = self.store.create(job)
         return created
-

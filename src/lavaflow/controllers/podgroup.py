@@ -8,9 +8,8 @@ comes from the owner's ``scheduling.volcano.sh/group-min-member`` annotation
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from ..api.selectors import pod_requests
 from ..api.volcano import (

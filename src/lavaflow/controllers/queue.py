@@ -20,13 +20,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import Clock
 
 
-COUNTED = {"Pending": "pending", "Inqueue": "inqueue", "Running": "running", "Unknown": "unknown", "Completed": "completed"}
+COUNTED = {
+    "Pending": "pending",
+    "Inqueue": "inqueue",
+    "Running": "running",
+    "Unknown": "unknown",
+    "Completed": "completed",
+}
 QUEUE_ACTIONS = ("OpenQueue", "CloseQueue")
 
 
 def builtin_queues() -> list[Queue]:
     root = Queue.model_validate({"metadata": {"name": "root"}, "spec": {"weight": 1, "reclaimable": False}})
-    default = Queue.model_validate({"metadata": {"name": "default"}, "spec": {"weight": 1, "reclaimable": True, "parent": "root"}})
+    default = Queue.model_validate(
+        {"metadata": {"name": "default"}, "spec": {"weight": 1, "reclaimable": True, "parent": "root"}}
+    )
     root.status.state = "Open"
     default.status.state = "Open"
     return [root, default]
@@ -77,7 +85,11 @@ class QueueController(Controller):
                 self.store.create(q)
 
     def _children(self, name: str) -> list[Queue]:
-        return [q for q in self.store.list("Queue") if (q.spec.parent or ("" if q.name == "root" else "root")) == name and q.name != name]
+        return [
+            q
+            for q in self.store.list("Queue")
+            if (q.spec.parent or ("" if q.name == "root" else "root")) == name and q.name != name
+        ]
 
     def _parent_closed(self, queue: Queue) -> bool:
         seen = {queue.name}

@@ -120,7 +120,10 @@ class ClientConfig:
         else:
             ctx = ssl.create_default_context(cafile=self.ca_file)
         if self.cert_data is not None or self.key_data is not None:
-            with _in_memory(self.cert_data or _read(self.cert_file)) as cert, _in_memory(self.key_data or _read(self.key_file)) as key:
+            with (
+                _in_memory(self.cert_data or _read(self.cert_file)) as cert,
+                _in_memory(self.key_data or _read(self.key_file)) as key,
+            ):
                 ctx.load_cert_chain(cert, key)
         elif self.cert_file and self.key_file:
             ctx.load_cert_chain(self.cert_file, self.key_file)
@@ -399,7 +402,12 @@ def _exec_credential(spec: dict[str, Any]) -> tuple[str | None, float]:
         env[e["name"]] = e["value"]
     try:
         out = subprocess.run(
-            [spec["command"], *(spec.get("args") or [])], env=env, capture_output=True, text=True, timeout=60, check=True
+            [spec["command"], *(spec.get("args") or [])],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout
         status = json.loads(out).get("status", {})
     except (OSError, subprocess.SubprocessError, ValueError) as exc:

@@ -48,7 +48,7 @@ def parse_time(value: Any) -> Any:
 
 def format_time(value: Any) -> Any:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return _dt.datetime.fromtimestamp(float(value), _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return _dt.datetime.fromtimestamp(float(value), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return value
 
 
@@ -57,7 +57,7 @@ def rfc3339(t: float) -> str:
 
 
 def micro_time(t: float) -> str:
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _times_in(obj: Any, depth: int) -> Any:
@@ -107,7 +107,9 @@ def decode(res: Kind, raw: dict[str, Any]) -> Any | None:
         obj = cls.model_validate(d)
     except ValidationError as exc:
         meta = raw.get("metadata") or {}
-        log.warning("ignoring %s %s/%s: %s", res.kind, meta.get("namespace", ""), meta.get("name", ""), exc.errors()[:3])
+        log.warning(
+            "ignoring %s %s/%s: %s", res.kind, meta.get("namespace", ""), meta.get("name", ""), exc.errors()[:3]
+        )
         return None
     if res.kind == "Pod" and isinstance(raw.get("status"), dict):
         code = exit_code_of(raw["status"])

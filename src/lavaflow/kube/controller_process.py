@@ -36,6 +36,8 @@ INFORMED = (
     "BatchJob",
 )
 OPTIONAL_INFORMED = ("Service", "ConfigMap", "Secret", "NetworkPolicy", "JobFlow", "JobTemplate")
+
+
 class KubeControllers:
     def __init__(
         self,
@@ -98,7 +100,7 @@ class KubeControllers:
             await self.reconcile()
             try:
                 await asyncio.wait_for(_first(stop.wait(), self.wake.wait()), self._next_timeout())
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def _next_timeout(self) -> float:

@@ -152,7 +152,7 @@ class Dispatcher:
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def drop_optional(self) -> dict[str, int]:
@@ -201,4 +201,3 @@ class RateLimiter:
         self._last = now
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
-

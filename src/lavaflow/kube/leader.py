@@ -52,7 +52,9 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         if renew_deadline >= lease_duration:
-            raise ValueError(f"renew deadline ({renew_deadline}s) must be shorter than the lease duration ({lease_duration}s)")
+            raise ValueError(
+                f"renew deadline ({renew_deadline}s) must be shorter than the lease duration ({lease_duration}s)"
+            )
         self.is_leader = False
         self.renewed_at = float("-inf")  # monotonic start of the last successful acquire/renew
         self._observed: tuple[str | None, str | None, float] = (None, None, 0.0)  # holder, renewTime, local time seen
@@ -100,7 +102,9 @@ class LeaderElector:
                 "spec": self._spec(None),
             }
             try:
-                await self.client.request("POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body=body, limited=False)
+                await self.client.request(
+                    "POST", f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases", body=body, limited=False
+                )
             except ApiError as exc2:
                 if exc2.status == 409:
                     return False
@@ -155,7 +159,7 @@ class LeaderElector:
                     await asyncio.wait_for(stop.wait(), wait)
                 else:
                     await asyncio.sleep(wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         return False
 
@@ -166,7 +170,9 @@ class LeaderElector:
             await asyncio.sleep(max(0.0, min(self.retry_period, self.fence_left())))
             if not self.holding():  # e.g. the process was frozen past the deadline
                 self.is_leader = False
-                raise LostLeadership(f"{self.identity}: lease {self.namespace}/{self.name} not renewed within {self.renew_deadline}s")
+                raise LostLeadership(
+                    f"{self.identity}: lease {self.namespace}/{self.name} not renewed within {self.renew_deadline}s"
+                )
             try:
                 ok = await asyncio.wait_for(self.try_acquire_or_renew(), max(0.05, self.fence_left()))
             except Exception as exc:
@@ -194,7 +200,7 @@ class LeaderElector:
             log.warning("releasing lease: %s", exc)
 
 
-async def lead(elector: "LeaderElector", work, stop: asyncio.Event, leader_gauge=None) -> None:
+async def lead(elector: LeaderElector, work, stop: asyncio.Event, leader_gauge=None) -> None:
     """Run ``work()`` while holding the lease: acquire, renew beside it, and stop the work when
     leadership is lost (LostLeadership is raised) or the work ends (its exception is raised)."""
     if not await elector.acquire(stop):

@@ -57,7 +57,11 @@ def free() -> dict[str, Any]:
     return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
 
-QUANTITY = {"anyOf": [{"type": "integer"}, {"type": "string"}], "pattern": QUANTITY_PATTERN, "x-kubernetes-int-or-string": True}
+QUANTITY = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": QUANTITY_PATTERN,
+    "x-kubernetes-int-or-string": True,
+}
 RESOURCES = strmap(QUANTITY)
 TIME = s("string", format="date-time")
 NETWORK_TOPOLOGY = obj(
@@ -301,7 +305,9 @@ def crds() -> dict[str, dict[str, Any]]:
         ],
         status_schema=obj(
             {
-                "state": obj({"phase": s("string"), "reason": s("string"), "message": s("string"), "lastTransitionTime": TIME}),
+                "state": obj(
+                    {"phase": s("string"), "reason": s("string"), "message": s("string"), "lastTransitionTime": TIME}
+                ),
                 "minAvailable": i32(),
                 "taskStatusCount": strmap(obj({"phase": strmap(i32())})),
                 "pending": i32(),
@@ -375,7 +381,10 @@ def crds() -> dict[str, dict[str, Any]]:
         {
             "matchLabels": strmap(),
             "matchExpressions": arr(
-                obj({"key": s("string"), "operator": s("string"), "values": arr(s("string"))}, required=["key", "operator"])
+                obj(
+                    {"key": s("string"), "operator": s("string"), "values": arr(s("string"))},
+                    required=["key", "operator"],
+                )
             ),
         }
     )
@@ -472,7 +481,11 @@ SCHEDULER_RULES = [
 
 CONTROLLER_RULES = [
     _rule([""], ["pods"], [*READ, "create", "update", "patch", "delete"]),
-    _rule([""], ["services", "configmaps", "secrets", "persistentvolumeclaims"], [*READ, "create", "update", "patch", "delete"]),
+    _rule(
+        [""],
+        ["services", "configmaps", "secrets", "persistentvolumeclaims"],
+        [*READ, "create", "update", "patch", "delete"],
+    ),
     _rule([""], ["events"], ["create", "patch"]),
     _rule(["networking.k8s.io"], ["networkpolicies"], [*READ, "create", "update", "delete"]),
     _rule(["apps"], ["deployments", "replicasets", "statefulsets"], READ),
@@ -491,11 +504,23 @@ CONTROLLER_RULES = [
 WEBHOOK_RULES = [
     _rule(["scheduling.volcano.sh"], ["queues", "podgroups"], READ),
     _rule([""], ["namespaces"], READ),
-    _rule(["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], ["get", "update"]),
+    _rule(
+        ["admissionregistration.k8s.io"],
+        ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+        ["get", "update"],
+    ),
 ]
 
 
-def _component(name: str, args: list[str], rules: list[dict[str, Any]], namespace: str, image: str, port: int, extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def _component(
+    name: str,
+    args: list[str],
+    rules: list[dict[str, Any]],
+    namespace: str,
+    image: str,
+    port: int,
+    extra: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     full = f"lavaflow-{name}"
     labels = {"app.kubernetes.io/name": "lavaflow", "app.kubernetes.io/component": name}
     container: dict[str, Any] = {
@@ -517,8 +542,15 @@ def _component(name: str, args: list[str], rules: list[dict[str, Any]], namespac
         },
     }
     probe_scheme = "HTTPS" if name == "webhook" else "HTTP"
-    container["livenessProbe"] = {"httpGet": {"path": "/healthz", "port": port, "scheme": probe_scheme}, "initialDelaySeconds": 10, "periodSeconds": 10}
-    container["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": port, "scheme": probe_scheme}, "periodSeconds": 5}
+    container["livenessProbe"] = {
+        "httpGet": {"path": "/healthz", "port": port, "scheme": probe_scheme},
+        "initialDelaySeconds": 10,
+        "periodSeconds": 10,
+    }
+    container["readinessProbe"] = {
+        "httpGet": {"path": "/readyz", "port": port, "scheme": probe_scheme},
+        "periodSeconds": 5,
+    }
     pod_spec: dict[str, Any] = {
         "serviceAccountName": full,
         "priorityClassName": "system-cluster-critical",
@@ -533,8 +565,17 @@ def _component(name: str, args: list[str], rules: list[dict[str, Any]], namespac
             else:
                 pod_spec[k] = v
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": full, "namespace": namespace, "labels": labels}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": full, "labels": labels}, "rules": rules},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": full, "namespace": namespace, "labels": labels},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": full, "labels": labels},
+            "rules": rules,
+        },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
@@ -565,7 +606,9 @@ def scheduler_configmap(namespace: str = NAMESPACE, conf: str = DEFAULT_SCHEDULE
 
 
 def webhook_objects(namespace: str, service: str = "lavaflow-webhook") -> list[dict[str, Any]]:
-    def hook(name: str, path: str, group: str, resources: list[str], ops: list[str], versions: list[str]) -> dict[str, Any]:
+    def hook(
+        name: str, path: str, group: str, resources: list[str], ops: list[str], versions: list[str]
+    ) -> dict[str, Any]:
         return {
             "name": name,
             "admissionReviewVersions": ["v1"],
@@ -596,12 +639,24 @@ def webhook_objects(namespace: str, service: str = "lavaflow-webhook") -> list[d
                 "ports": [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}],
             },
         },
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": {"name": "lavaflow-webhook"}, "webhooks": mutating},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "lavaflow-webhook"}, "webhooks": validating},
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "lavaflow-webhook"},
+            "webhooks": mutating,
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "lavaflow-webhook"},
+            "webhooks": validating,
+        },
     ]
 
 
-def install_manifests(namespace: str = NAMESPACE, image: str = IMAGE, with_crds: bool = True, webhook: bool = True) -> list[dict[str, Any]]:
+def install_manifests(
+    namespace: str = NAMESPACE, image: str = IMAGE, with_crds: bool = True, webhook: bool = True
+) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     if with_crds:
         docs.extend(crds().values())
@@ -613,23 +668,46 @@ def install_manifests(namespace: str = NAMESPACE, image: str = IMAGE, with_crds:
     }
     docs += _component(
         "scheduler",
-        ["scheduler", "--scheduler-conf", "/etc/lavaflow/volcano-scheduler.conf", "--leader-elect", f"--lock-namespace={namespace}", "--listen-port=8080"],
+        [
+            "scheduler",
+            "--scheduler-conf",
+            "/etc/lavaflow/volcano-scheduler.conf",
+            "--leader-elect",
+            f"--lock-namespace={namespace}",
+            "--listen-port=8080",
+        ],
         SCHEDULER_RULES,
         namespace,
         image,
         8080,
         conf_volume,
     )
-    docs += _component("controller", ["controller", "--leader-elect", f"--lock-namespace={namespace}", "--listen-port=8081"], CONTROLLER_RULES, namespace, image, 8081)
+    docs += _component(
+        "controller",
+        ["controller", "--leader-elect", f"--lock-namespace={namespace}", "--listen-port=8081"],
+        CONTROLLER_RULES,
+        namespace,
+        image,
+        8081,
+    )
     if webhook:
         docs += _component(
             "webhook",
-            ["webhook", "--port=8443", "--service=lavaflow-webhook", f"--namespace={namespace}", "--cert-dir=/tmp/certs"],
+            [
+                "webhook",
+                "--port=8443",
+                "--service=lavaflow-webhook",
+                f"--namespace={namespace}",
+                "--cert-dir=/tmp/certs",
+            ],
             WEBHOOK_RULES,
             namespace,
             image,
             8443,
-            {"volumes": [{"name": "certs", "emptyDir": {}}], "volumeMounts": [{"name": "certs", "mountPath": "/tmp/certs"}]},
+            {
+                "volumes": [{"name": "certs", "emptyDir": {}}],
+                "volumeMounts": [{"name": "certs", "mountPath": "/tmp/certs"}],
+            },
         )
         docs += webhook_objects(namespace)
     return docs
@@ -652,7 +730,9 @@ def write_crds(root: Path) -> list[Path]:
 
 if __name__ == "__main__":  # pragma: no cover
     if "--write" in sys.argv:
-        for p in write_crds(Path(sys.argv[sys.argv.index("--write") + 1] if len(sys.argv) > sys.argv.index("--write") + 1 else ".")):
+        for p in write_crds(
+            Path(sys.argv[sys.argv.index("--write") + 1] if len(sys.argv) > sys.argv.index("--write") + 1 else ".")
+        ):
             print(p)
     else:
         sys.stdout.write(dump_all(install_manifests()))

@@ -18,7 +18,10 @@ class SchedulerMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.cycle = Histogram(
-            "lavaflow_scheduling_cycle_duration_seconds", "Duration of one scheduling cycle (session open to close).", buckets=LATENCY_BUCKETS, registry=r
+            "lavaflow_scheduling_cycle_duration_seconds",
+            "Duration of one scheduling cycle (session open to close).",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.e2e = Histogram(
             "lavaflow_e2e_scheduling_latency_seconds",
@@ -27,20 +30,32 @@ class SchedulerMetrics:
             registry=r,
         )
         self.bind_latency = Histogram(
-            "lavaflow_binding_duration_seconds", "Latency of one pods/binding call.", buckets=LATENCY_BUCKETS, registry=r
+            "lavaflow_binding_duration_seconds",
+            "Latency of one pods/binding call.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.bound = Counter("lavaflow_pods_bound", "Pods bound by lavaflow.", registry=r)
         self.bind_errors = Counter("lavaflow_bind_errors", "Failed pods/binding calls.", ["reason"], registry=r)
-        self.bound_rate = Gauge("lavaflow_pods_bound_per_second", "Pods bound per second over the last 10 seconds.", registry=r)
-        self.pending_jobs = Gauge("lavaflow_pending_jobs", "PodGroups not yet running (Pending or Inqueue), per queue.", ["queue"], registry=r)
-        self.preemptions = Counter("lavaflow_preemptions", "Pods evicted to make room for other pods (preempt, reclaim).", registry=r)
+        self.bound_rate = Gauge(
+            "lavaflow_pods_bound_per_second", "Pods bound per second over the last 10 seconds.", registry=r
+        )
+        self.pending_jobs = Gauge(
+            "lavaflow_pending_jobs", "PodGroups not yet running (Pending or Inqueue), per queue.", ["queue"], registry=r
+        )
+        self.preemptions = Counter(
+            "lavaflow_preemptions", "Pods evicted to make room for other pods (preempt, reclaim).", registry=r
+        )
         self.evictions = Counter("lavaflow_evictions", "Pods evicted through the Eviction API.", ["reason"], registry=r)
         self.evictions_delayed = Counter(
             "lavaflow_evictions_rate_limited", "Evictions held back by the eviction rate limit.", registry=r
         )
         self.cycles = Counter("lavaflow_scheduling_cycles", "Scheduling cycles run.", registry=r)
         self.elastic_resizes = Counter(
-            "lavaflow_elastic_resizes", "Elastic training jobs started, resized, halted, and workers migrated, by kind.", ["kind"], registry=r
+            "lavaflow_elastic_resizes",
+            "Elastic training jobs started, resized, halted, and workers migrated, by kind.",
+            ["kind"],
+            registry=r,
         )
         self.fenced = Counter(
             "lavaflow_writes_fenced",
@@ -51,7 +66,10 @@ class SchedulerMetrics:
         self.leader = Gauge("lavaflow_leader", "1 while this replica holds the leader lease.", registry=r)
         self.relists = Gauge("lavaflow_informer_relists", "Relists after 410 Gone, per kind.", ["kind"], registry=r)
         self.writes_waiting = Gauge(
-            "lavaflow_writes_waiting", "API writes decided but not yet sent, per lane (decision, status, event).", ["lane"], registry=r
+            "lavaflow_writes_waiting",
+            "API writes decided but not yet sent, per lane (decision, status, event).",
+            ["lane"],
+            registry=r,
         )
         self.events_dropped = Gauge(
             "lavaflow_events_dropped", "Events dropped because too many were waiting (since start).", registry=r
@@ -89,7 +107,9 @@ class ControllerMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.syncs = Counter("lavaflow_controller_syncs", "Reconciles run, per controller.", ["controller"], registry=r)
-        self.errors = Counter("lavaflow_controller_errors", "Reconciles that failed, per controller.", ["controller"], registry=r)
+        self.errors = Counter(
+            "lavaflow_controller_errors", "Reconciles that failed, per controller.", ["controller"], registry=r
+        )
         self.fenced = Counter(
             "lavaflow_writes_fenced",
             "Bindings, evictions and status writes not sent because the lease could not be proven held (renew deadline passed).",

@@ -32,7 +32,9 @@ async def apply_manifest(client: KubeClient, doc: dict[str, Any], namespace: str
     return await client.request("PUT", res.path(meta.get("namespace"), meta["name"]), body=doc)
 
 
-async def list_objects(client: KubeClient, kind: str, namespace: str | None = None, label_selector: str | None = None) -> list[dict[str, Any]]:
+async def list_objects(
+    client: KubeClient, kind: str, namespace: str | None = None, label_selector: str | None = None
+) -> list[dict[str, Any]]:
     res = kind_info(kind)
     items: list[dict[str, Any]] = []
     cont = None

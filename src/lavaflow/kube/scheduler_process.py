@@ -31,18 +31,18 @@ import time
 import uuid
 from typing import Any
 
-from ..scheduler.model import ALLOCATED, TaskStatus
+from ..api.kinds import kind_info
+from ..elastic.spec import RESIZE_REASON, RESIZED_OUT
 from ..scheduler.cache import PLUGIN_KIND_OF, PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
+from ..scheduler.model import ALLOCATED, TaskStatus
 from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED
 from . import codec
-from ..elastic.spec import RESIZE_REASON, RESIZED_OUT
 from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, Fenced, KubeClient
 from .dispatch import Dispatcher, RateLimiter
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
-from ..api.kinds import kind_info
 from .store import KubeStore
 from .x_k8s_podgroup import CoschedulingGroups
 
@@ -218,7 +218,7 @@ class KubeScheduler:
             left = self.period - (time.monotonic() - started)
             try:
                 await asyncio.wait_for(stop.wait(), max(left, 0.0))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def adopt_partial_gangs(self) -> int:
@@ -265,6 +265,7 @@ class KubeScheduler:
             t0 = time.perf_counter()
             # Binds go out while the session continues (each job's as its statement commits).
             loop = asyncio.get_running_loop()
+
             def on_bind(key: str, node: str) -> None:
                 try:
                     loop.call_soon_threadsafe(self._bind_now, key, node)
@@ -390,7 +391,9 @@ class KubeScheduler:
             log.warning("binding %s to %s failed: %s", key, node, exc)
             await self._forget(key)
             if isinstance(exc, ApiError) and not exc.not_found and not exc.status == 409:
-                self._event_later("Pod", key, "Warning", "FailedScheduling", f"Binding to node {node} failed: {exc.message or exc}")
+                self._event_later(
+                    "Pod", key, "Warning", "FailedScheduling", f"Binding to node {node} failed: {exc.message or exc}"
+                )
             return
         self.metrics.bind_latency.observe(time.perf_counter() - t0)
         self.bound += 1
@@ -421,8 +424,10 @@ class KubeScheduler:
             # Tell the job controller this worker goes for a resize, not a failure.
             try:
                 await self.client.request(
-                    "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}",
-                    body={"metadata": {"annotations": {RESIZED_OUT: reason[:200]}}}, content_type=MERGE_PATCH,
+                    "PATCH",
+                    f"/api/v1/namespaces/{ns}/pods/{name}",
+                    body={"metadata": {"annotations": {RESIZED_OUT: reason[:200]}}},
+                    content_type=MERGE_PATCH,
                 )
             except ApiError as exc:
                 if exc.not_found:
@@ -485,6 +490,7 @@ class KubeScheduler:
         except Exception as exc:  # gone, refused or a dropped connection: the next cycle decides again
             if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("PodGroup %s status: %s: %s", key, type(exc).__name__, exc)
+
             def back() -> None:
                 if _settle(self.pg_wanted, key, status) and old is not None:
                     self.cache.on_podgroup(self.store.get("PodGroup", key) or old)
@@ -501,9 +507,13 @@ class KubeScheduler:
         if before is not None and (before.message or "") == (cond.get("message") or ""):
             return
         if cond["type"] == "Unschedulable":
-            self._event_later("PodGroup", key, "Warning", "Unschedulable", cond.get("message") or cond.get("reason") or "")
+            self._event_later(
+                "PodGroup", key, "Warning", "Unschedulable", cond.get("message") or cond.get("reason") or ""
+            )
         elif cond["type"] == "Scheduled":
-            self._event_later("PodGroup", key, "Normal", "Scheduled", cond.get("reason") or "tasks in gang are ready to be scheduled")
+            self._event_later(
+                "PodGroup", key, "Normal", "Scheduled", cond.get("reason") or "tasks in gang are ready to be scheduled"
+            )
 
     async def _write_queue(self, name: str) -> None:
         status = self.queue_wanted.get(name)
@@ -634,7 +644,7 @@ async def post_event(
 ) -> None:
     """Record a core/v1 Event about an object (best effort)."""
     res = kind_info(kind)
-    ns, name = (key.split("/", 1) if res.namespaced else ("default", key))
+    ns, name = key.split("/", 1) if res.namespaced else ("default", key)
     obj = store.get(kind, key) if store is not None and kind in store.informers else None
     now = codec.rfc3339(time.time())
     body = {

@@ -98,7 +98,9 @@ def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
     status = raw.get("status")
     if isinstance(status, dict):
         out["status"] = {k: status[k] for k in ("phase", "startTime", "reason", "message") if k in status}
-        scheduled = [c for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "PodScheduled"]
+        scheduled = [
+            c for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "PodScheduled"
+        ]
         if scheduled:
             out["status"]["conditions"] = scheduled
     return out
@@ -115,7 +117,9 @@ def slim_node(raw: dict[str, Any]) -> dict[str, Any]:
         "capacity": status.get("capacity") or {},
         "allocatable": status.get("allocatable") or {},
         "conditions": [
-            {k: c[k] for k in ("type", "status", "reason", "message") if k in c} for c in status.get("conditions") or () if isinstance(c, dict)
+            {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+            for c in status.get("conditions") or ()
+            if isinstance(c, dict)
         ],
     }
     return out
@@ -226,7 +230,11 @@ class Informer:
         self.synced.set()
         log.info(
             "%s: listed %d in %.2fs, applied in %.2fs (after %.2fs waiting)",
-            self.res.kind, len(items), t1 - t0, time.monotonic() - t2, t2 - t1,
+            self.res.kind,
+            len(items),
+            t1 - t0,
+            time.monotonic() - t2,
+            t2 - t1,
         )
 
     async def _watch(self) -> None:
@@ -297,7 +305,7 @@ class KubeStore:
         try:
             await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers.values())), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     @property
@@ -338,7 +346,9 @@ class KubeStore:
             objs.pop(key, None)
             raws.pop(key, None)
             if cur.metadata.deletion_timestamp is None:
-                cur.metadata.deletion_timestamp = codec.parse_time((raw.get("metadata") or {}).get("deletionTimestamp")) or 0.0
+                cur.metadata.deletion_timestamp = (
+                    codec.parse_time((raw.get("metadata") or {}).get("deletionTimestamp")) or 0.0
+                )
             self._notify(kind, DELETED, cur, None)
             return
         if uid and uid in self._tombstones.get(kind, ()):
@@ -372,7 +382,11 @@ class KubeStore:
             self._apply(res, MODIFIED if key_of(res, raw) in self.objects.get(kind, {}) else ADDED, raw)
         for key in sorted(set(self.objects.get(kind, {})) - seen):
             cur = self.objects[kind][key]
-            self._apply(res, DELETED, {"metadata": {"name": cur.name, "namespace": cur.metadata.namespace, "uid": cur.metadata.uid}})
+            self._apply(
+                res,
+                DELETED,
+                {"metadata": {"name": cur.name, "namespace": cur.metadata.namespace, "uid": cur.metadata.uid}},
+            )
         self._tombstones.pop(kind, None)
 
     # ------------------------------------------------------------------ Store protocol: reads
@@ -459,7 +473,10 @@ class KubeStore:
             return codec.decode(res, raw) if raw.get("kind") == res.api_kind else cur
         meta = raw.get("metadata") or {}
         lingering = raw.get("kind") == res.api_kind and (
-            meta.get("finalizers") or (res.kind == "Pod" and (raw.get("spec") or {}).get("nodeName") and meta.get("deletionGracePeriodSeconds"))
+            meta.get("finalizers")
+            or (
+                res.kind == "Pod" and (raw.get("spec") or {}).get("nodeName") and meta.get("deletionGracePeriodSeconds")
+            )
         )
         if lingering:
             raw.setdefault("apiVersion", res.api_version)
@@ -467,7 +484,11 @@ class KubeStore:
             return self.objects[res.kind].get(key, cur)
         if cur is not None:
             self._tombstones.setdefault(res.kind, set()).add(cur.metadata.uid)
-            self._apply(res, DELETED, {"metadata": {"name": cur.name, "namespace": cur.metadata.namespace, "uid": cur.metadata.uid}})
+            self._apply(
+                res,
+                DELETED,
+                {"metadata": {"name": cur.name, "namespace": cur.metadata.namespace, "uid": cur.metadata.uid}},
+            )
         return cur
 
     # ------------------------------------------------------------------ remote calls
@@ -504,10 +525,14 @@ class KubeStore:
 
                 old = codec.encode(PodTemplateSpec.model_validate(tmpl))
                 base = {"metadata": dict(tmpl.get("metadata") or {}), "spec": tmpl.get("spec") or {}}
-                merged = codec.merge3(base, {"metadata": old.get("metadata", {}), "spec": old.get("spec", {})}, {
-                    "metadata": body.get("metadata", {}),
-                    "spec": body.get("spec", {}),
-                })
+                merged = codec.merge3(
+                    base,
+                    {"metadata": old.get("metadata", {}), "spec": old.get("spec", {})},
+                    {
+                        "metadata": body.get("metadata", {}),
+                        "spec": body.get("spec", {}),
+                    },
+                )
                 out = dict(body)
                 out["metadata"] = merged["metadata"]
                 out["spec"] = merged["spec"]
@@ -531,7 +556,9 @@ class KubeStore:
             if got != want:
                 status_body = dict(raw)
                 status_body["status"] = codec.merge3(raw.get("status") or {}, got or {}, want)
-                raw = await self.client.request("PUT", res.path(ns, raw["metadata"]["name"], "status"), body=status_body)
+                raw = await self.client.request(
+                    "PUT", res.path(ns, raw["metadata"]["name"], "status"), body=status_body
+                )
         return raw
 
     async def _update_remote(self, res: Kind, obj: Any) -> dict[str, Any]:
@@ -561,7 +588,9 @@ class KubeStore:
                 main_old, main_new = codec.without(old_d, "status"), codec.without(new_d, "status")
                 status_changed = old_d.get("status") != new_d.get("status")
                 if main_old != main_new or (status_changed and not res.status):
-                    body = codec.merge3(base, old_d if not res.status else main_old, new_d if not res.status else main_new)
+                    body = codec.merge3(
+                        base, old_d if not res.status else main_old, new_d if not res.status else main_new
+                    )
                     result = await self.client.request("PUT", res.path_for_key(key), body=body)
                 if res.status and status_changed:
                     body = codec.merge3(result, old_d, new_d)
@@ -593,11 +622,12 @@ class KubeStore:
             raise
 
     # ------------------------------------------------------------------ raw helpers
-    async def patch(self, kind: str, key: str, patch: dict[str, Any], sub: str | None = None, strategic: bool = False) -> dict[str, Any]:
+    async def patch(
+        self, kind: str, key: str, patch: dict[str, Any], sub: str | None = None, strategic: bool = False
+    ) -> dict[str, Any]:
         from .client import MERGE_PATCH, STRATEGIC_PATCH
 
         res = kind_info(kind)
         return await self.client.request(
             "PATCH", res.path_for_key(key, sub), body=patch, content_type=STRATEGIC_PATCH if strategic else MERGE_PATCH
         )
-

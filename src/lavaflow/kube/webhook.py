@@ -59,7 +59,9 @@ def _hooks() -> tuple[Hook, ...]:
         for k in kinds
         if k.admission is not None and k.admission.mutate is not None
     ]
-    out += [Hook(f"validate{k.kind.lower()}.lavaflow.io", f"/{k.plural}/validate", k, False, k.webhook_ops) for k in kinds]
+    out += [
+        Hook(f"validate{k.kind.lower()}.lavaflow.io", f"/{k.plural}/validate", k, False, k.webhook_ops) for k in kinds
+    ]
     return tuple(out)
 
 
@@ -146,7 +148,9 @@ def review(
             res.model.model_validate(raw)
         except Exception as exc:  # pydantic's report, field by field
             errs = getattr(exc, "errors", lambda: [])()
-            problems = [adm.Problem(".".join(str(x) for x in e.get("loc", ())), e.get("msg", "")) for e in errs] or [adm.Problem("", str(exc))]
+            problems = [adm.Problem(".".join(str(x) for x in e.get("loc", ())), e.get("msg", "")) for e in errs] or [
+                adm.Problem("", str(exc))
+            ]
             return _refuse(uid, what, problems)
         return _refuse(uid, what, [adm.Problem("", "cannot be read")])
     if not obj.metadata.namespace and res.namespaced:
@@ -198,7 +202,7 @@ def self_signed(service: str, namespace: str, directory: str | Path, days: int =
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    now = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(minutes=5)
+    now = _dt.datetime.now(_dt.UTC) - _dt.timedelta(minutes=5)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"lavaflow-webhook-ca.{namespace}")])
     ca = (
@@ -214,7 +218,13 @@ def self_signed(service: str, namespace: str, directory: str | Path, days: int =
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
-    names = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local", "localhost"]
+    names = [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+        "localhost",
+    ]
     import ipaddress
 
     cert = (
@@ -226,7 +236,9 @@ def self_signed(service: str, namespace: str, directory: str | Path, days: int =
         .not_valid_before(now)
         .not_valid_after(now + _dt.timedelta(days=days))
         .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
             critical=False,
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -247,7 +259,10 @@ def self_signed(service: str, namespace: str, directory: str | Path, days: int =
 async def patch_ca_bundle(client, names: list[str], ca_pem: bytes) -> None:
     """Write the CA bundle into our Mutating/ValidatingWebhookConfigurations."""
     bundle = base64.b64encode(ca_pem).decode()
-    for kind, plural in (("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"), ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations")):
+    for kind, plural in (
+        ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+        ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+    ):
         for name in names:
             path = f"/apis/admissionregistration.k8s.io/v1/{plural}/{name}"
             try:

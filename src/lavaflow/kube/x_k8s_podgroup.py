@@ -23,12 +23,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..api import x_k8s_podgroup as xpg
+from ..api.kinds import kind_info as resource
 from ..api.volcano import GROUP_NAME_ANNOTATION
 from ..scheduler.model import ALLOCATED, TaskStatus
 from ..store.base import DELETED
 from . import codec
 from .client import ApiError
-from ..api.kinds import kind_info as resource
 
 if TYPE_CHECKING:
     from .scheduler_process import KubeScheduler
@@ -79,7 +79,9 @@ class CoschedulingGroups:
         self.dirty.add(f"{pod.namespace}/{name}")
         if event == DELETED:
             return pod
-        meta = pod.metadata.model_copy(update={"annotations": {**pod.metadata.annotations, GROUP_NAME_ANNOTATION: name}})
+        meta = pod.metadata.model_copy(
+            update={"annotations": {**pod.metadata.annotations, GROUP_NAME_ANNOTATION: name}}
+        )
         return pod.model_copy(update={"metadata": meta})
 
     def _on_group(self, event: str, group: Any, old: Any) -> None:
@@ -96,7 +98,9 @@ class CoschedulingGroups:
             return
         if self.sched.store.get("PodGroup", key) is not None:
             if key not in self._shadowed:
-                log.warning("PodGroup %s exists in scheduling.volcano.sh and scheduling.x-k8s.io: the Volcano one is used", key)
+                log.warning(
+                    "PodGroup %s exists in scheduling.volcano.sh and scheduling.x-k8s.io: the Volcano one is used", key
+                )
                 self._shadowed.add(key)
             return
         status = self.decided_status.get(key) or {"phase": xpg.internal_phase_of(group)}
@@ -135,7 +139,11 @@ class CoschedulingGroups:
         if job is not None:
             c = job.counts
             counts = xpg.Counts(
-                len(job.tasks), job.count(ALLOCATED), c[TaskStatus.RUNNING], c[TaskStatus.SUCCEEDED], c[TaskStatus.FAILED]
+                len(job.tasks),
+                job.count(ALLOCATED),
+                c[TaskStatus.RUNNING],
+                c[TaskStatus.SUCCEEDED],
+                c[TaskStatus.FAILED],
             )
             internal_phase = job.pg.status.phase if job.pg is not None else None
         status = xpg.status_of(group, counts, codec.rfc3339(now), internal_phase, xpg.owners_of([group]))

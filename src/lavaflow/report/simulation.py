@@ -217,10 +217,7 @@ def _gantt(result: Mapping, plotter: Plotter) -> str:
     if not bars:
         return '<p class="note">No pods were placed on nodes; nothing to draw.</p>'
     if len(bars) > MAX_GANTT_PODS:
-        return (
-            f'<p class="note">Gantt chart skipped: {len(bars)} placed pods '
-            f"(more than {MAX_GANTT_PODS}).</p>"
-        )
+        return f'<p class="note">Gantt chart skipped: {len(bars)} placed pods (more than {MAX_GANTT_PODS}).</p>'
 
     nodes = sorted({b[0] for b in bars}, key=_natural_key)
     row = {n: i for i, n in enumerate(nodes)}
@@ -309,9 +306,7 @@ def _allocation(result: Mapping, plotter: Plotter) -> str:
     def extend(ys: list) -> list:
         return ys + [ys[-1]] if len(x) > len(ys) else ys
 
-    fig, (ax, ax2) = plt.subplots(
-        2, 1, figsize=(11, 5.2), sharex=True, gridspec_kw={"height_ratios": [2.2, 1]}
-    )
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 5.2), sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
     styles = ("-", "--", ":", "-.")
     for idx, res in enumerate(resources):
         ys = []
@@ -345,7 +340,9 @@ def _queue_shares(result: Mapping, plotter: Plotter, resource: str = "cpu") -> s
     """Allocation of each queue over time (solid) against its deserved share (dashed), with Jain's index."""
     plt = plotter.plt
     timeline = [_dict(p) for p in _list(result.get("timeline")) if _num(_dict(p).get("time")) is not None]
-    queues = sorted({q for p in timeline for q in _dict(p.get("queues"))} | {q for p in timeline for q in _dict(p.get("deserved"))})
+    queues = sorted(
+        {q for p in timeline for q in _dict(p.get("queues"))} | {q for p in timeline for q in _dict(p.get("deserved"))}
+    )
     if len(queues) < 2:
         return ""
     times = [_num(p.get("time")) for p in timeline]
@@ -418,11 +415,7 @@ def _summary_table(result: Mapping) -> str:
     summary = _dict(result.get("summary"))
     rows = []
     stalled = bool(result.get("stalled"))
-    rows.append(
-        "<tr><th>Stalled</th><td"
-        + (' class="bad">yes' if stalled else ">no")
-        + "</td></tr>"
-    )
+    rows.append("<tr><th>Stalled</th><td" + (' class="bad">yes' if stalled else ">no") + "</td></tr>")
     rows.append(f'<tr><th>End time (s)</th><td class="num">{_fmt_dur(result.get("endTime"))}</td></tr>')
     for key, label, kind in _SUMMARY_FIELDS:
         rows.append(f'<tr><th>{_e(label)}</th><td class="num">{_e(_fmt(kind, summary.get(key)))}</td></tr>')
@@ -497,9 +490,7 @@ def _comparison_table(results: Sequence[Mapping], names: Sequence[str]) -> str:
     summaries = [_dict(r.get("summary")) for r in results]
     head = "<tr><th>Metric</th>" + "".join(f"<th>{_e(n)}</th>" for n in names) + "</tr>"
     rows = [
-        "<tr><th>Stalled</th>"
-        + "".join(f"<td>{'yes' if r.get('stalled') else 'no'}</td>" for r in results)
-        + "</tr>",
+        "<tr><th>Stalled</th>" + "".join(f"<td>{'yes' if r.get('stalled') else 'no'}</td>" for r in results) + "</tr>",
         "<tr><th>End time (s)</th>"
         + "".join(f'<td class="num">{_fmt_dur(r.get("endTime"))}</td>' for r in results)
         + "</tr>",
@@ -559,9 +550,7 @@ def write_report(
             parts.append('<section id="comparison"><h2>Comparison</h2>')
             parts.append(_comparison_table(results, names))
             parts.append("<h3>JCT distribution (all schedulers)</h3>")
-            parts.append(
-                _cdf_plot([(n, _jcts(r)) for n, r in zip(names, results)], plotter, "JCT empirical CDF")
-            )
+            parts.append(_cdf_plot([(n, _jcts(r)) for n, r in zip(names, results)], plotter, "JCT empirical CDF"))
             parts.append("</section>")
 
         for i, (name, result) in enumerate(zip(names, results)):

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, TaskStatus
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
 from .framework.registry import ACTIONS
 from .framework.session import Session
+from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.volcano import PodGroupStatus

@@ -73,7 +73,9 @@ class Simulation:
         for kind in PLUGIN_KINDS:
             self.store.watch(kind, lambda ev, obj, old, kind=kind: self.cache.on_object(kind, obj, ev == "DELETED"))
         clock = lambda: self.now  # noqa: E731
-        built = build_controllers(self.store, clock, SIM_SCHEDULER_NAMES, priority_of=lambda name: self.cache.priority_of(name))
+        built = build_controllers(
+            self.store, clock, SIM_SCHEDULER_NAMES, priority_of=lambda name: self.cache.priority_of(name)
+        )
         self.queue_ctrl, self.pg_ctrl, self.job_ctrl = built.queue, built.podgroup, built.job
         self.jobflow_ctrl, self.gc = built.jobflow, built.gc
         # Per-job records for the report live here, not in the controller (which also runs on a cluster).
@@ -84,8 +86,20 @@ class Simulation:
         self.workload_ctrl = WorkloadController(self.store, clock)
         # scheduler-plugins PodGroups: an internal PodGroup each, status written back in their form
         # (on a cluster the scheduler process does this; in the simulator a controller stands in)
-        self.cosched = CoschedulingPodGroups(self.store, clock, on_event=lambda kind, key, etype, reason, message: self.events.append(
-            {"time": self.now, "kind": "PodGroup", "object": key, "type": etype, "reason": reason, "message": message}))
+        self.cosched = CoschedulingPodGroups(
+            self.store,
+            clock,
+            on_event=lambda kind, key, etype, reason, message: self.events.append(
+                {
+                    "time": self.now,
+                    "kind": "PodGroup",
+                    "object": key,
+                    "type": etype,
+                    "reason": reason,
+                    "message": message,
+                }
+            ),
+        )
         shared = built.all()  # jobflow first, then the PodGroup controller the stand-ins feed
         self.controllers = [self.workload_ctrl, shared[0], self.cosched, *shared[1:]]
         for ctrl in self.controllers:
@@ -101,7 +115,9 @@ class Simulation:
                 where = f"{sim_input.conf_origin}." if sim_input.conf_origin else ""  # ConfigMap: "…data[key].path"
             for path, msg in conf.warnings:
                 self.warnings.append(f"{where}{path}: {msg}")
-        self.scheduler = Scheduler(self.cache, conf, reraise=True)  # a crashing plugin ends a simulation, never skipped silently
+        self.scheduler = Scheduler(
+            self.cache, conf, reraise=True
+        )  # a crashing plugin ends a simulation, never skipped silently
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
         self.held: dict[str, list[Pod]] = {}  # parent pod key -> pods it will spawn
@@ -124,9 +140,15 @@ class Simulation:
         self._finished_jobs: set[str] = set()  # live Volcano Jobs in a final phase (progress display)
         self.store.watch("Job", self._count_finished)
         self.deleted_podgroups: dict[str, Any] = {}
-        self.deleted_jobs: dict[str, Any] = {}  # Volcano Jobs deleted during the run (delete-at, TTL), kept for the report
-        self.store.watch("Job", lambda ev, job, old: self.deleted_jobs.__setitem__(job.key, job) if ev == "DELETED" else None)
-        self.store.watch("PodGroup", lambda ev, pg, old: self.deleted_podgroups.__setitem__(pg.key, pg) if ev == "DELETED" else None)
+        self.deleted_jobs: dict[
+            str, Any
+        ] = {}  # Volcano Jobs deleted during the run (delete-at, TTL), kept for the report
+        self.store.watch(
+            "Job", lambda ev, job, old: self.deleted_jobs.__setitem__(job.key, job) if ev == "DELETED" else None
+        )
+        self.store.watch(
+            "PodGroup", lambda ev, pg, old: self.deleted_podgroups.__setitem__(pg.key, pg) if ev == "DELETED" else None
+        )
 
     # ------------------------------------------------------------------ setup
     def _register_resources(self) -> None:
@@ -152,7 +174,12 @@ class Simulation:
     # ------------------------------------------------------------------ pods
     def _record_pod(self, event: str, pod: Pod, old) -> None:
         rec = self.pod_records.get(pod.metadata.uid)
-        if rec is None and event == "ADDED" and ann.DELETE_AT in pod.metadata.annotations and pod.metadata.owner_references:
+        if (
+            rec is None
+            and event == "ADDED"
+            and ann.DELETE_AT in pod.metadata.annotations
+            and pod.metadata.owner_references
+        ):
             # A pod made from a template that carries delete-at: evicted at that time (if alive then).
             # A pod created at or after that instant (e.g. the replacement a RestartJob made in reaction
             # to the eviction itself) is not evicted again.
@@ -270,9 +297,13 @@ class Simulation:
         problems = self._admit(obj)
         if problems:
             self.rejected.append(
-                {"namespace": obj.namespace if obj.namespaced else None,
-                 "name": obj.name or f"{obj.metadata.generate_name or ''}*", "kind": obj.kind,
-                 "time": self.now, "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems)}
+                {
+                    "namespace": obj.namespace if obj.namespaced else None,
+                    "name": obj.name or f"{obj.metadata.generate_name or ''}*",
+                    "kind": obj.kind,
+                    "time": self.now,
+                    "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems),
+                }
             )
             return
         self.store.create(obj)
@@ -297,9 +328,14 @@ class Simulation:
             problems = [Problem("", f"updates are supported for Volcano Jobs only, not {obj.kind}")]
         if problems:
             self.rejected.append(
-                {"namespace": obj.namespace if obj.namespaced else None, "name": obj.name, "kind": obj.kind,
-                 "time": self.now, "operation": "update",
-                 "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems)}
+                {
+                    "namespace": obj.namespace if obj.namespaced else None,
+                    "name": obj.name,
+                    "kind": obj.kind,
+                    "time": self.now,
+                    "operation": "update",
+                    "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems),
+                }
             )
 
     def _node_fault(self, name: str, failed: bool) -> None:
@@ -311,7 +347,9 @@ class Simulation:
             return
         status = "False" if failed else "True"
         conds = [c for c in node.status.conditions if c.type != "Ready"]
-        conds.append(NodeCondition(type="Ready", status=status, reason="SimulatedFailure" if failed else "SimulatedRecovery"))
+        conds.append(
+            NodeCondition(type="Ready", status=status, reason="SimulatedFailure" if failed else "SimulatedRecovery")
+        )
         node.status.conditions = conds
         self.store.update(node)
         self.node_events.append({"node": name, "time": self.now, "event": "NotReady" if failed else "Ready"})
@@ -366,7 +404,9 @@ class Simulation:
         for key, kind, _message, count in decisions.resizes:
             self.training.on_resize(key, kind, count)
         for kind, key, etype, reason, message in decisions.events:
-            self.events.append({"time": self.now, "kind": kind, "object": key, "type": etype, "reason": reason, "message": message})
+            self.events.append(
+                {"time": self.now, "kind": kind, "object": key, "type": etype, "reason": reason, "message": message}
+            )
         for t in sorted(set(decisions.wakeups) - self._wakes):
             self._wakes.add(t)
             self._push(t, "wake", None)

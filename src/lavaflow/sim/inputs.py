@@ -71,7 +71,10 @@ def numa_topology(node_name: str, cpus: int, layout) -> Numatopology:
         {
             "metadata": {"name": node_name},
             "spec": {
-                "policies": {"CPUManagerPolicy": layout.cpu_manager_policy, "TopologyManagerPolicy": layout.topology_manager_policy},
+                "policies": {
+                    "CPUManagerPolicy": layout.cpu_manager_policy,
+                    "TopologyManagerPolicy": layout.topology_manager_policy,
+                },
                 "numares": {"cpu": {"allocatable": f"0-{cpus - 1}" if cpus else "", "capacity": cpus}},
                 "cpuDetail": {str(c): {"numa": c // per, "socket": c // per, "core": c} for c in range(cpus)},
             },
@@ -90,7 +93,9 @@ def _time_annotation(problems: Problems, src: Source, obj, key: str, allow_inf: 
         return None
 
 
-def _check_pod_annotations(problems: Problems, src: Source, what: str, prefix: str, annotations: dict[str, str]) -> None:
+def _check_pod_annotations(
+    problems: Problems, src: Source, what: str, prefix: str, annotations: dict[str, str]
+) -> None:
     if ann.DURATION in annotations:
         try:
             ann.parse_duration(annotations[ann.DURATION], allow_inf=True)
@@ -102,7 +107,12 @@ def _check_pod_annotations(problems: Problems, src: Source, what: str, prefix: s
             if not 0 <= code <= 255:
                 raise ValueError
         except ValueError:
-            problems.add(src, what, f"{prefix}.annotations[{ann.EXIT_CODE}]", f"{annotations[ann.EXIT_CODE]!r} is not an exit code (0-255)")
+            problems.add(
+                src,
+                what,
+                f"{prefix}.annotations[{ann.EXIT_CODE}]",
+                f"{annotations[ann.EXIT_CODE]!r} is not an exit code (0-255)",
+            )
     if ann.DELETE_AT in annotations and prefix != "metadata":
         try:
             ann.parse_duration(annotations[ann.DELETE_AT], allow_inf=True)
@@ -128,16 +138,24 @@ def _check_queue_annotations(problems: Problems, src: Source, obj, queues: dict[
     tmpl = getattr(getattr(obj, "spec", None), "template", None)
     if type(obj).__name__ in WORKLOAD_KINDS and tmpl is not None:
         places.append(("spec.template.metadata", tmpl.metadata.annotations))
-    for prefix, annotations in places:
-        name = annotations.get(QUEUE_ANNOTATION)
+    for prefix, anns in places:
+        name = anns.get(QUEUE_ANNOTATION)
         if name is not None and name not in queues:
-            problems.add(src, _what(obj), f"{prefix}.annotations[{QUEUE_ANNOTATION}]",
-                         f"Queue {name!r} does not exist; existing queues are: {admission.quoted_names(sorted(queues))}.")
+            problems.add(
+                src,
+                _what(obj),
+                f"{prefix}.annotations[{QUEUE_ANNOTATION}]",
+                f"Queue {name!r} does not exist; existing queues are: {admission.quoted_names(sorted(queues))}.",
+            )
 
 
 # Labels every kubelet sets on its node (hostname is the node's name).
-KUBELET_LABELS = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                  "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
+KUBELET_LABELS = {
+    "kubernetes.io/os": "linux",
+    "kubernetes.io/arch": "amd64",
+    "beta.kubernetes.io/os": "linux",
+    "beta.kubernetes.io/arch": "amd64",
+}
 # A kubelet always reports its root disk; nodes declared without it get this much.
 DEFAULT_EPHEMERAL_STORAGE = "100Gi"
 
@@ -156,7 +174,9 @@ def _kubelet_defaults(items: list[Item]) -> None:
     (added only when some pod asks for it, so other inputs keep their resource columns)."""
     wants_storage = any(
         "ephemeral-storage" in c.resources.requests or "ephemeral-storage" in c.resources.limits
-        for it in items for spec in _pod_specs_of(it.obj) for c in list(spec.containers) + list(spec.init_containers)
+        for it in items
+        for spec in _pod_specs_of(it.obj)
+        for c in list(spec.containers) + list(spec.init_containers)
     )
     for it in items:
         node = it.obj
@@ -236,8 +256,12 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
                 problems.add(src, _what(obj), "spec.count", "must be ≥ 0")
                 continue
             if obj.spec.count > SIM_MAX_REPLICAS:
-                problems.add(src, _what(obj), "spec.count", f"is {obj.spec.count}; the simulator handles at most "
-                             f"{SIM_MAX_REPLICAS} nodes per NodeGroup")
+                problems.add(
+                    src,
+                    _what(obj),
+                    "spec.count",
+                    f"is {obj.spec.count}; the simulator handles at most {SIM_MAX_REPLICAS} nodes per NodeGroup",
+                )
                 continue
             if not obj.spec.capacity:
                 problems.add(src, _what(obj), "spec.capacity", "is required (the allocatable resources of each node)")
@@ -253,8 +277,12 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
             if obj.spec.numa is not None:
                 cpu = obj.spec.capacity.get("cpu")
                 if cpu is None or cpu != int(cpu) or int(cpu) % obj.spec.numa.nodes:
-                    problems.add(src, _what(obj), "spec.numa.nodes",
-                                 f"capacity cpu ({cpu}) must be a whole number of CPUs divisible by the NUMA nodes ({obj.spec.numa.nodes})")
+                    problems.add(
+                        src,
+                        _what(obj),
+                        "spec.numa.nodes",
+                        f"capacity cpu ({cpu}) must be a whole number of CPUs divisible by the NUMA nodes ({obj.spec.numa.nodes})",
+                    )
                     continue
                 items.extend(Item(numa_topology(node.name, int(cpu), obj.spec.numa), src) for node in nodes)
             continue
@@ -287,8 +315,15 @@ def _duplicates(items: list[Item], problems: Problems) -> None:
         elif isinstance(it.obj, Job) and it.submit_at > first.submit_at:
             it.update = True
         else:
-            hint = " (a later version of a Job needs a later sim.lavaflow.io/submit-at)" if isinstance(it.obj, Job) else ""
-            problems.add(it.source, _what(it.obj), "metadata.name", f"duplicates the {it.obj.kind} defined at {first.source}{hint}")
+            hint = (
+                " (a later version of a Job needs a later sim.lavaflow.io/submit-at)" if isinstance(it.obj, Job) else ""
+            )
+            problems.add(
+                it.source,
+                _what(it.obj),
+                "metadata.name",
+                f"duplicates the {it.obj.kind} defined at {first.source}{hint}",
+            )
 
 
 def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
@@ -330,7 +365,9 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
         if isinstance(obj, Job):
             latest_job[obj.key] = obj
             for ti, task in enumerate(obj.spec.tasks):
-                _check_pod_annotations(problems, src, _what(obj), f"spec.tasks[{ti}].template.metadata", task.template.metadata.annotations)
+                _check_pod_annotations(
+                    problems, src, _what(obj), f"spec.tasks[{ti}].template.metadata", task.template.metadata.annotations
+                )
         elif isinstance(obj, x_k8s_podgroup.CoschedulingPodGroup):
             found = x_k8s_podgroup.validate(obj, queues, volcano_podgroups)
         elif isinstance(obj, Pod):
@@ -338,7 +375,12 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             _check_pod_annotations(problems, src, _what(obj), "metadata", obj.metadata.annotations)
             parent = obj.metadata.annotations.get(ann.SPAWNED_BY)
             if parent is not None and f"{obj.namespace}/{parent}" not in pods_by_key:
-                problems.add(src, _what(obj), f"metadata.annotations[{ann.SPAWNED_BY}]", f"no pod {parent!r} in namespace {obj.namespace}")
+                problems.add(
+                    src,
+                    _what(obj),
+                    f"metadata.annotations[{ann.SPAWNED_BY}]",
+                    f"no pod {parent!r} in namespace {obj.namespace}",
+                )
             if parent == obj.name:
                 problems.add(src, _what(obj), f"metadata.annotations[{ann.SPAWNED_BY}]", "a pod cannot spawn itself")
         elif isinstance(obj, ConfigMap) and CONF_KEY in obj.data:
@@ -354,7 +396,9 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             # Kinds no Volcano webhook sees: kube-apiserver's own checks.
             found = validation.validate_object(obj)
             if hasattr(getattr(obj, "spec", None), "template"):
-                _check_pod_annotations(problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations)
+                _check_pod_annotations(
+                    problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations
+                )
         if isinstance(obj, Pod) or type(obj).__name__ in WORKLOAD_KINDS:
             _check_queue_annotations(problems, src, obj, queues)
         if not it.update:

@@ -39,6 +39,7 @@ class WorkloadController(Controller):
                 if owner is not None and owner.metadata.uid == ref.uid and created is not None and pod.name in created:
                     created.discard(pod.name)  # the owner is short of a pod: recreate it
                     self.mark(key)
+
     def _on_owner(self, kind: str, event: str, obj) -> None:
         key = f"{kind}:{obj.key}"
         if event == "DELETED":
@@ -69,7 +70,13 @@ class WorkloadController(Controller):
                         "labels": dict(tmpl.metadata.labels),
                         "annotations": annotations,
                         "ownerReferences": [
-                            {"apiVersion": owner.api_version, "kind": api_kind, "name": owner.name, "uid": owner.metadata.uid, "controller": True}
+                            {
+                                "apiVersion": owner.api_version,
+                                "kind": api_kind,
+                                "name": owner.name,
+                                "uid": owner.metadata.uid,
+                                "controller": True,
+                            }
                         ],
                     }
                 }

@@ -13,16 +13,27 @@ from ..api.loader import Loaded, Problems, Source, build_object, load_files
 from .traces import DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, job_document, load_traces
 
 
-def gpu_cluster(types: Mapping[str, int] | None = None, nodes: int = DEFAULT_NODES,
-                gpus_per_node: int = DEFAULT_GPUS_PER_NODE) -> list[dict[str, Any]]:
+def gpu_cluster(
+    types: Mapping[str, int] | None = None, nodes: int = DEFAULT_NODES, gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+) -> list[dict[str, Any]]:
     """NodeGroups: ``nodes`` untyped GPU nodes, or ``types`` nodes per GPU type (labelled)."""
     cap = {"cpu": "64", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus_per_node)}
     if not types:
-        return [{"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup", "metadata": {"name": "gpu"},
-                 "spec": {"count": nodes, "capacity": cap}}]
+        return [
+            {
+                "apiVersion": "sim.lavaflow.io/v1alpha1",
+                "kind": "NodeGroup",
+                "metadata": {"name": "gpu"},
+                "spec": {"count": nodes, "capacity": cap},
+            }
+        ]
     return [
-        {"apiVersion": "sim.lavaflow.io/v1alpha1", "kind": "NodeGroup", "metadata": {"name": t},
-         "spec": {"count": n, "capacity": cap, "labels": {"lavaflow.io/accelerator": t}}}
+        {
+            "apiVersion": "sim.lavaflow.io/v1alpha1",
+            "kind": "NodeGroup",
+            "metadata": {"name": t},
+            "spec": {"count": n, "capacity": cap, "labels": {"lavaflow.io/accelerator": t}},
+        }
         for t, n in types.items()
     ]
 
@@ -39,8 +50,12 @@ def _build(docs: Sequence[dict[str, Any]], name: str) -> list[Loaded]:
     return out
 
 
-def trace_inputs(traces: Sequence[str | Path], cluster: Sequence[dict[str, Any]] | None = None,
-                 yaml_files: Sequence[str | Path] = (), adaptive: bool = False) -> list[Loaded]:
+def trace_inputs(
+    traces: Sequence[str | Path],
+    cluster: Sequence[dict[str, Any]] | None = None,
+    yaml_files: Sequence[str | Path] = (),
+    adaptive: bool = False,
+) -> list[Loaded]:
     """Loaded objects for trace files (+ a cluster given as documents or YAML files); ``adaptive``:
     every Pollux-trace job lets the policy co-adapt its batch size."""
     loaded = load_files([str(p) for p in yaml_files]) if yaml_files else []
@@ -57,8 +72,14 @@ def spec_inputs(specs: Sequence[Any], cluster: Sequence[dict[str, Any]]) -> list
     return _build(list(cluster), "<cluster>") + _build([job_document(s) for s in specs], "<generated trace>")
 
 
-def replay(loaded: list[Loaded], policy: str, params: Mapping[str, Any] | None = None,
-           interval: float | None = None, cost: float = 30.0, seed: int = 0):
+def replay(
+    loaded: list[Loaded],
+    policy: str,
+    params: Mapping[str, Any] | None = None,
+    interval: float | None = None,
+    cost: float = 30.0,
+    seed: int = 0,
+):
     """Run one policy; returns the :class:`~lavaflow.elastic.results.SimResult`.
     ``interval`` None: the policy's own scheduling tick (60 s for Tiresias), else 30 s."""
     from ..scheduler.framework.conf import load_scheduler_conf
@@ -74,7 +95,11 @@ def replay(loaded: list[Loaded], policy: str, params: Mapping[str, Any] | None =
     opt.arguments.update(args)
     t0 = time.perf_counter()
     # prepare() defaults and validates objects in place: give each run its own copies
-    sim = Simulation(prepare([Loaded(it.obj.model_copy(deep=True), it.source) for it in loaded]),
-                     conf=conf, seed=seed, restart_pause=cost)
+    sim = Simulation(
+        prepare([Loaded(it.obj.model_copy(deep=True), it.source) for it in loaded]),
+        conf=conf,
+        seed=seed,
+        restart_pause=cost,
+    )
     sim.run()
     return sim.training.result(policy, time.perf_counter() - t0)

@@ -24,7 +24,11 @@ def _mean(values: list[float]) -> float | None:
 def _reason(sim, pg, job_phase: str) -> str:
     """Why a job has not finished, in words a user can act on."""
     info = sim.cache.jobs.get(pg.key) if pg is not None else None
-    if pg is not None and pg.status.phase in ("", "Pending") and sim.store.get("Queue", pg.spec.queue or "default") is None:
+    if (
+        pg is not None
+        and pg.status.phase in ("", "Pending")
+        and sim.store.get("Queue", pg.spec.queue or "default") is None
+    ):
         queues = ", ".join(repr(q.name) for q in sorted(sim.store.list("Queue"), key=lambda q: q.name))
         return f"Queue {pg.spec.queue!r} does not exist; existing queues are: {queues}."
     if pg is not None:
@@ -43,7 +47,11 @@ def _reason(sim, pg, job_phase: str) -> str:
             return "PodGroup waiting to be admitted (Pending)"
         running = info.counts[TaskStatus.RUNNING]
         if running and not pending:
-            if sim.until is not None and sim.now >= sim.until and (sim.stall_time is None or sim.stall_time >= sim.until):
+            if (
+                sim.until is not None
+                and sim.now >= sim.until
+                and (sim.stall_time is None or sim.stall_time >= sim.until)
+            ):
                 return f"still running at --until ({running} pods running)"
             return f"{running} pods running with no end (duration inf or waiting for spawned pods)"
     if job_phase == "Pending":
@@ -77,7 +85,9 @@ def _lost(recs: list[dict[str, Any]]) -> tuple[str | None, str | None]:
         prev = last.get(r["name"])
         if prev is None or r["createTime"] >= prev["createTime"]:
             last[r["name"]] = r
-    gone = sorted((r for r in last.values() if r["phase"] == "Deleted"), key=lambda r: (r["finishTime"] or 0, r["name"]))
+    gone = sorted(
+        (r for r in last.values() if r["phase"] == "Deleted"), key=lambda r: (r["finishTime"] or 0, r["name"])
+    )
     if not gone:
         return None, None
     first = gone[0]
@@ -148,7 +158,9 @@ def build_result(sim) -> dict[str, Any]:
     for rec in sim.pod_records.values():
         pods_by_group.setdefault(f"{rec['namespace']}/{rec['job']}", []).append(rec)
     for pg in sorted(_all_podgroups(sim), key=lambda p: (p.metadata.creation_timestamp or 0, p.key)):
-        if pg.key in owned_pgs or any(r.kind == "Job" and "volcano" in r.api_version for r in pg.metadata.owner_references):
+        if pg.key in owned_pgs or any(
+            r.kind == "Job" and "volcano" in r.api_version for r in pg.metadata.owner_references
+        ):
             continue
         recs = pods_by_group.get(pg.key, [])
         starts = [r["startTime"] for r in recs if r["startTime"] is not None]
@@ -209,9 +221,28 @@ def build_result(sim) -> dict[str, Any]:
     for entry in podgroups_out:  # a scheduler-plugins PodGroup's own status, next to its stand-in's
         group = store.get("CoschedulingPodGroup", f"{entry['namespace']}/{entry['name']}")
         if group is not None:
-            entry["coscheduling"] = {"apiVersion": group.api_version, "status": group.status.model_dump(by_alias=True, exclude_none=True, mode="json")}
+            entry["coscheduling"] = {
+                "apiVersion": group.api_version,
+                "status": group.status.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            }
     pods_out = [
-        {k: rec.get(k) for k in ("namespace", "name", "job", "task", "node", "phase", "createTime", "startTime", "finishTime", "exitCode", "reason", "env")}
+        {
+            k: rec.get(k)
+            for k in (
+                "namespace",
+                "name",
+                "job",
+                "task",
+                "node",
+                "phase",
+                "createTime",
+                "startTime",
+                "finishTime",
+                "exitCode",
+                "reason",
+                "env",
+            )
+        }
         for rec in sorted(sim.pod_records.values(), key=lambda r: (r["createTime"], r["namespace"], r["name"]))
     ]
     queues_out = [
@@ -236,8 +267,15 @@ def build_result(sim) -> dict[str, Any]:
         "pods": pods_out,
         "queues": queues_out,
         "stuck": stuck,
-        "rejected": sim.rejected + [
-            {"namespace": key.split("/", 1)[0], "name": key.split("/", 1)[1], "kind": "JobFlow", "time": when, "reason": why}
+        "rejected": sim.rejected
+        + [
+            {
+                "namespace": key.split("/", 1)[0],
+                "name": key.split("/", 1)[1],
+                "kind": "JobFlow",
+                "time": when,
+                "reason": why,
+            }
             for key, (when, why) in sorted(sim.jobflow_ctrl.refused.items())
         ],
         "nodeEvents": sim.node_events,
@@ -253,7 +291,11 @@ def build_result(sim) -> dict[str, Any]:
 
 
 def summarize(jobs: list[dict[str, Any]], timeline: list[dict[str, Any]], end: float, stuck: list) -> dict[str, Any]:
-    finished = [j for j in jobs if j["finishTime"] is not None and j["phase"] in ("Completed", "Failed", "Terminated", "Aborted")]
+    finished = [
+        j
+        for j in jobs
+        if j["finishTime"] is not None and j["phase"] in ("Completed", "Failed", "Terminated", "Aborted")
+    ]
     jct = [j["finishTime"] - j["submitTime"] for j in finished]
     waits = [j["startTime"] - j["submitTime"] for j in jobs if j["startTime"] is not None]
     makespan = max((j["finishTime"] for j in finished), default=None)

@@ -158,6 +158,7 @@ class TimelineSampler:
         for _, resreq in sorted(q.running.values(), key=lambda e: e[0]):
             acc[: len(resreq)] += resreq
         return {nm: float(acc[i]) for i, nm in enumerate(names) if nm != "pods" and acc[i]}
+
     def point(self, now: float, session) -> dict[str, Any] | None:
         """The timeline point at ``now``, or None when nothing changed since the last one."""
         taken = (self.store.version, session)
@@ -174,7 +175,11 @@ class TimelineSampler:
         prop = getattr(session, "proportion", None) if session is not None else None
         if prop is not None:
             for q, a in sorted(prop.attrs.items()):
-                deserved[q] = {nm: float(a.deserved[i]) for i, nm in enumerate(names) if nm != "pods" and i < len(a.deserved) and a.deserved[i]}
+                deserved[q] = {
+                    nm: float(a.deserved[i])
+                    for i, nm in enumerate(names)
+                    if nm != "pods" and i < len(a.deserved) and a.deserved[i]
+                }
         return {
             "time": now,
             "allocated": {nm: float(used[i]) for i, nm in enumerate(names) if nm != "pods"},

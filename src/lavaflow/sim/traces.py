@@ -86,8 +86,12 @@ def job_document(spec, namespace: str = "default") -> dict[str, Any]:
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": dns_name(spec.name), "namespace": namespace, "annotations": ann,
-                     "labels": {"lavaflow.io/trace-job": dns_name(spec.name)}},
+        "metadata": {
+            "name": dns_name(spec.name),
+            "namespace": namespace,
+            "annotations": ann,
+            "labels": {"lavaflow.io/trace-job": dns_name(spec.name)},
+        },
         "spec": {
             "schedulerName": "volcano",
             "minAvailable": spec.min_workers,
@@ -107,7 +111,9 @@ def cluster_gpus(loaded: list[Loaded]) -> int:
     return int(total)
 
 
-def load_traces(paths: list[str | Path], loaded: list[Loaded], problems: Problems, adaptive: bool = False) -> list[Loaded]:
+def load_traces(
+    paths: list[str | Path], loaded: list[Loaded], problems: Problems, adaptive: bool = False
+) -> list[Loaded]:
     """Trace files as loaded Volcano Jobs (plus the default cluster when ``loaded`` has no nodes)."""
     from ..elastic.trace_readers import WorkloadError, read_workload
 
@@ -137,7 +143,9 @@ def load_traces(paths: list[str | Path], loaded: list[Loaded], problems: Problem
             if name in names:
                 doc["metadata"]["name"] = name = dns_name(f"{name}-{i}")
             names.add(name)
-            line = int(spec.source.rsplit(":", 1)[-1]) if spec.source and spec.source.rsplit(":", 1)[-1].isdigit() else i
+            line = (
+                int(spec.source.rsplit(":", 1)[-1]) if spec.source and spec.source.rsplit(":", 1)[-1].isdigit() else i
+            )
             src = Source(str(p), line, unit="line")
             obj = build_object(src, doc, problems)
             if obj is not None:

@@ -88,7 +88,14 @@ class CoschedulingPodGroups(Controller):
         if key in self.timed_out:
             return
         self.timed_out.add(key)
-        why = next((c.message or c.reason for c in internal.status.conditions if c.type == "Unschedulable" and c.status == "True"), None)
+        why = next(
+            (
+                c.message or c.reason
+                for c in internal.status.conditions
+                if c.type == "Unschedulable" and c.status == "True"
+            ),
+            None,
+        )
         if self.on_event is not None:
             self.on_event(xpg.STORE_KIND, key, "Warning", xpg.TIMEOUT_REASON, xpg.timeout_message(group, why))
 

@@ -26,11 +26,18 @@ from ..api.kinds import API_KINDS, Kind
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }
 
 
 def merge_patch(target: Any, patch: Any, strategic: bool = False) -> Any:
@@ -322,7 +329,13 @@ class ApiDouble:
         self.counts[f"{verb}/{res.kind}"] += 1
         code = self._fault(res.kind, verb)
         if code is not None:
-            reason = {409: "Conflict", 410: "Expired", 429: "TooManyRequests", 500: "InternalError", 404: "NotFound"}.get(code, "Failure")
+            reason = {
+                409: "Conflict",
+                410: "Expired",
+                429: "TooManyRequests",
+                500: "InternalError",
+                404: "NotFound",
+            }.get(code, "Failure")
             return web.json_response(_status(code, reason, f"injected {code} for {verb} {res.kind}"), status=code)
         body = None
         if method in ("POST", "PUT", "PATCH"):
@@ -356,7 +369,12 @@ class ApiDouble:
             meta: dict[str, Any] = {"resourceVersion": str(self.current_rv)}
             if start + limit < len(items):
                 meta["continue"] = str(start + limit)
-            return 200, {"kind": f"{res.api_kind}List", "apiVersion": res.api_version, "metadata": meta, "items": copy.deepcopy(page)}
+            return 200, {
+                "kind": f"{res.api_kind}List",
+                "apiVersion": res.api_version,
+                "metadata": meta,
+                "items": copy.deepcopy(page),
+            }
         if verb == "create":
             meta = body.setdefault("metadata", {})
             if res.namespaced:
@@ -401,10 +419,15 @@ class ApiDouble:
             want = (body.get("metadata") or {}).get("resourceVersion")
             if want and want != cur["metadata"]["resourceVersion"]:
                 return 409, _status(
-                    409, "Conflict", f'Operation cannot be fulfilled on {res.plural} "{r.name}": the object has been modified; please apply your changes to the latest version and try again'
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {res.plural} "{r.name}": the object has been modified; please apply your changes to the latest version and try again',
                 )
             new = copy.deepcopy(body)
-            new["metadata"] = {**new.get("metadata", {}), **{k: cur["metadata"][k] for k in ("uid", "creationTimestamp", "name")}}
+            new["metadata"] = {
+                **new.get("metadata", {}),
+                **{k: cur["metadata"][k] for k in ("uid", "creationTimestamp", "name")},
+            }
             if res.namespaced:
                 new["metadata"]["namespace"] = cur["metadata"].get("namespace")
             if self.admit is not None and r.sub is None:
@@ -432,8 +455,6 @@ class ApiDouble:
         if sub == "status":
             out = copy.deepcopy(cur)
             out["status"] = new.get("status", {})
-            for k in ("labels", "annotations"):
-                pass
             return out
         new["status"] = copy.deepcopy(cur.get("status", {}))
         return new
@@ -455,7 +476,9 @@ class ApiDouble:
         if not node:
             return 400, _status(400, "BadRequest", "binding has no target")
         if (cur.get("spec") or {}).get("nodeName"):
-            return 409, _status(409, "Conflict", f'pod {key[1]} is already assigned to node "{cur["spec"]["nodeName"]}"')
+            return 409, _status(
+                409, "Conflict", f'pod {key[1]} is already assigned to node "{cur["spec"]["nodeName"]}"'
+            )
         if (self.objects[self._bucket(API_KINDS["Node"])]).get((None, node)) is None:
             return 404, _status(404, "NotFound", f'nodes "{node}" not found')
         new = copy.deepcopy(cur)
@@ -482,7 +505,11 @@ class ApiDouble:
 
         def visible(obj: dict[str, Any]) -> bool:
             meta = obj.get("metadata") or {}
-            return (ns is None or meta.get("namespace") == ns) and _match_labels(meta.get("labels") or {}, lsel) and _match_fields(obj, fsel)
+            return (
+                (ns is None or meta.get("namespace") == ns)
+                and _match_labels(meta.get("labels") or {}, lsel)
+                and _match_fields(obj, fsel)
+            )
 
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         await resp.prepare(request)
@@ -500,7 +527,12 @@ class ApiDouble:
                         await send({"type": "ADDED", "object": obj})
                 start = self.current_rv
             elif start < self.floor[b]:
-                await send({"type": "ERROR", "object": _status(410, "Expired", f"too old resource version: {start} ({self.floor[b]})")})
+                await send(
+                    {
+                        "type": "ERROR",
+                        "object": _status(410, "Expired", f"too old resource version: {start} ({self.floor[b]})"),
+                    }
+                )
                 return resp
             else:
                 for rv, etype, obj in list(self.log[b]):
@@ -514,12 +546,16 @@ class ApiDouble:
                     break
                 try:
                     item = await asyncio.wait_for(queue.get(), min(left, self.bookmark_interval))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if bookmarks:
                         await send(
                             {
                                 "type": "BOOKMARK",
-                                "object": {"kind": res.api_kind, "apiVersion": res.api_version, "metadata": {"resourceVersion": str(self.current_rv)}},
+                                "object": {
+                                    "kind": res.api_kind,
+                                    "apiVersion": res.api_version,
+                                    "metadata": {"resourceVersion": str(self.current_rv)},
+                                },
                             }
                         )
                     continue
@@ -553,8 +589,13 @@ def webhook_admitter(server):
             review = {
                 "apiVersion": "admission.k8s.io/v1",
                 "kind": "AdmissionReview",
-                "request": {"uid": str(uuid.uuid4()), "operation": op, "object": obj, "oldObject": old,
-                            "namespace": (obj.get("metadata") or {}).get("namespace")},
+                "request": {
+                    "uid": str(uuid.uuid4()),
+                    "operation": op,
+                    "object": obj,
+                    "oldObject": old,
+                    "namespace": (obj.get("metadata") or {}).get("namespace"),
+                },
             }
             resp = server.handle(path, review)["response"]
             if not resp["allowed"]:

@@ -25,7 +25,9 @@ class FakeKubelet:
     ``sim.lavaflow.io/spawned-by`` parent runs (Spark executors).
     """
 
-    def __init__(self, client, time_scale: float = 0.01, default_duration: float = 60.0, held: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, client, time_scale: float = 0.01, default_duration: float = 60.0, held: list[dict[str, Any]] | None = None
+    ) -> None:
         self.client = client
         self.time_scale = time_scale
         self.default_duration = default_duration
@@ -63,7 +65,9 @@ class FakeKubelet:
                         self._see(p)
                     rv = lst["metadata"]["resourceVersion"]
                 async for ev in self.client.stream(
-                    "/api/v1/pods", {"watch": True, "resourceVersion": rv, "allowWatchBookmarks": True, "timeoutSeconds": 60}, 60
+                    "/api/v1/pods",
+                    {"watch": True, "resourceVersion": rv, "allowWatchBookmarks": True, "timeoutSeconds": 60},
+                    60,
                 ):
                     obj = ev.get("object") or {}
                     if ev.get("type") == "ERROR":
@@ -109,12 +113,27 @@ class FakeKubelet:
         if phase == "Running":
             state = {"running": {"startedAt": now}}
         else:
-            state = {"terminated": {"exitCode": exit_code or 0, "reason": "Completed" if phase == "Succeeded" else "Error", "finishedAt": now}}
+            state = {
+                "terminated": {
+                    "exitCode": exit_code or 0,
+                    "reason": "Completed" if phase == "Succeeded" else "Error",
+                    "finishedAt": now,
+                }
+            }
         patch = {
             "status": {
                 "phase": phase,
                 "startTime": (pod.get("status") or {}).get("startTime") or now,
-                "containerStatuses": [{"name": name, "ready": phase == "Running", "restartCount": 0, "image": "x", "imageID": "", "state": state}],
+                "containerStatuses": [
+                    {
+                        "name": name,
+                        "ready": phase == "Running",
+                        "restartCount": 0,
+                        "image": "x",
+                        "imageID": "",
+                        "state": state,
+                    }
+                ],
             }
         }
         try:
@@ -164,13 +183,17 @@ class FakeKubelet:
         ns, name = key.split("/", 1)
         try:
             await self.client.request(
-                "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+                "DELETE",
+                f"/api/v1/namespaces/{ns}/pods/{name}",
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
             )
         except Exception:
             pass
 
 
-def fake_node(name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110", labels: dict[str, str] | None = None) -> dict[str, Any]:
+def fake_node(
+    name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110", labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A Node object with no kubelet behind it (Ready, with the given allocatable)."""
     alloc = {"cpu": cpu, "memory": memory, "pods": pods}
     return {
@@ -181,6 +204,15 @@ def fake_node(name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110"
         "status": {
             "capacity": alloc,
             "allocatable": alloc,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "FakeKubelet", "message": "fake node", "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "FakeKubelet",
+                    "message": "fake node",
+                    "lastHeartbeatTime": _now(),
+                    "lastTransitionTime": _now(),
+                }
+            ],
         },
     }

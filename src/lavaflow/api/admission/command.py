@@ -13,7 +13,9 @@ COMMAND_TARGETS = {
 }
 
 
-def validate_command(cmd: Command, declared: Container[tuple[str, str]] | None, where: str = "in the input") -> list[Problem]:
+def validate_command(
+    cmd: Command, declared: Container[tuple[str, str]] | None, where: str = "in the input"
+) -> list[Problem]:
     """``declared`` holds the (kind, key) of the Jobs and Queues that exist (a Queue's key is its
     name, a Job's ``namespace/name``); when None the target's existence is not checked."""
     target = cmd.target if isinstance(cmd.target, dict) else None
@@ -23,7 +25,10 @@ def validate_command(cmd: Command, declared: Container[tuple[str, str]] | None, 
     out: list[Problem] = []
     if cmd.action not in COMMAND_TARGETS[kind]:
         out.append(
-            Problem("action", f"{cmd.action!r} is not an action for a {kind} (use one of {', '.join(COMMAND_TARGETS[kind])})")
+            Problem(
+                "action",
+                f"{cmd.action!r} is not an action for a {kind} (use one of {', '.join(COMMAND_TARGETS[kind])})",
+            )
         )
     key = target["name"] if kind == "Queue" else f"{cmd.namespace}/{target['name']}"
     if declared is not None and (kind, key) not in declared:

@@ -8,7 +8,6 @@ from decimal import Decimal
 from ..quantity import format_quantity
 from ..volcano import Queue
 
-
 DEFAULT_QUEUE = "default"
 ROOT_QUEUE = "root"
 DEFAULT_MAX_RETRY = 3
@@ -20,6 +19,7 @@ DEPENDS_ON_ITERATIONS = ("any", "all")
 MAX_WEIGHT = 65535
 JDB_MIN_AVAILABLE = "volcano.sh/jdb-min-available"
 JDB_MAX_UNAVAILABLE = "volcano.sh/jdb-max-unavailable"
+
 
 def quoted_names(items: Iterable[str], limit: int = 10) -> str:
     items = list(items)

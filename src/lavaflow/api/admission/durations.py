@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import re
 
-
-
-
 _DURATION_UNITS = {
     "ns": 1e-9,
     "us": 1e-6,

@@ -8,7 +8,18 @@ from typing import Any
 from .. import validation as api
 from ..validation import Problem
 from ..volcano import JOB_ACTIONS, JOB_EVENTS, JOB_PLUGINS, Job, LifecyclePolicy, Queue, TaskSpec
-from .common import DEFAULT_MAX_RETRY, DEFAULT_QUEUE, DEFAULT_TASK_PREFIX, DEPENDS_ON_ITERATIONS, ROOT_QUEUE, TOPOLOGY_POLICIES, one_of, parent_of, queue_is_open, quoted_names
+from .common import (
+    DEFAULT_MAX_RETRY,
+    DEFAULT_QUEUE,
+    DEFAULT_TASK_PREFIX,
+    DEPENDS_ON_ITERATIONS,
+    ROOT_QUEUE,
+    TOPOLOGY_POLICIES,
+    one_of,
+    parent_of,
+    queue_is_open,
+    quoted_names,
+)
 from .durations import parse_duration
 
 # Plugins that need the svc plugin (headless service + host files).
@@ -46,9 +57,7 @@ def default_job(job: Job, scheduler_name: str = "volcano") -> None:
         if not pod_spec.priority_class_name and spec.priority_class_name:
             pod_spec.priority_class_name = spec.priority_class_name
     if spec.min_available == 0:
-        spec.min_available = sum(
-            t.min_available if t.min_available is not None else t.replicas for t in spec.tasks
-        )
+        spec.min_available = sum(t.min_available if t.min_available is not None else t.replicas for t in spec.tasks)
     plugins = spec.plugins
     if any(name in plugins for name in _NEEDS_SVC) and "svc" not in plugins:
         plugins["svc"] = []
@@ -139,9 +148,7 @@ def _check_policies(policies: list[LifecyclePolicy], base: str, out: list[Proble
         if not pol.action:
             out.append(Problem(f"{path}.action", f"This policy has no action; set one of: {valid_actions}."))
         elif pol.action not in JOB_ACTIONS:
-            out.append(
-                Problem(f"{path}.action", f"Unknown action {pol.action!r}; valid actions are: {valid_actions}.")
-            )
+            out.append(Problem(f"{path}.action", f"Unknown action {pol.action!r}; valid actions are: {valid_actions}."))
 
         if pol.timeout is not None:
             try:
@@ -156,7 +163,9 @@ def _check_policies(policies: list[LifecyclePolicy], base: str, out: list[Proble
             else:
                 if seconds < 0:
                     out.append(
-                        Problem(f"{path}.timeout", f"timeout {pol.timeout!r} is negative; use zero or a positive duration.")
+                        Problem(
+                            f"{path}.timeout", f"timeout {pol.timeout!r} is negative; use zero or a positive duration."
+                        )
                     )
 
     if "*" in seen_events and (len(policies) > 1 or len(seen_events) > 1):
@@ -301,12 +310,12 @@ def _check_depends_on(tasks: list[TaskSpec], out: list[Problem]) -> None:
 def _check_job_queue(name: str, queues: Mapping[str, Queue], path: str, out: list[Problem]) -> None:
     q = queues.get(name)
     if q is None:
-        out.append(Problem(path, f"Queue {name!r} does not exist; existing queues are: {quoted_names(sorted(queues))}."))
+        out.append(
+            Problem(path, f"Queue {name!r} does not exist; existing queues are: {quoted_names(sorted(queues))}.")
+        )
         return
     if name == ROOT_QUEUE:
-        out.append(
-            Problem(path, "Jobs cannot be submitted to the root queue; choose a leaf queue such as 'default'.")
-        )
+        out.append(Problem(path, "Jobs cannot be submitted to the root queue; choose a leaf queue such as 'default'."))
         return
     if not queue_is_open(q):
         out.append(
@@ -479,7 +488,9 @@ def validate_job(job: Job, queues: Mapping[str, Queue] | None = None) -> list[Pr
     for name in spec.plugins:
         if name not in JOB_PLUGINS:
             out.append(
-                Problem(f"spec.plugins[{name}]", f"Unknown job plugin {name!r}; valid plugins are: {one_of(JOB_PLUGINS)}.")
+                Problem(
+                    f"spec.plugins[{name}]", f"Unknown job plugin {name!r}; valid plugins are: {one_of(JOB_PLUGINS)}."
+                )
             )
     if "mpi" in spec.plugins:
         master = _mpi_master_name(spec.plugins["mpi"] or [])
@@ -578,7 +589,9 @@ def validate_job_update(old: Job, new: Job) -> list[Problem]:
             total += t.replicas
         if t.min_available is not None:
             if t.min_available < 0:
-                out.append(Problem(f"{base}.minAvailable", f"minAvailable is {t.min_available}; it must not be negative."))
+                out.append(
+                    Problem(f"{base}.minAvailable", f"minAvailable is {t.min_available}; it must not be negative.")
+                )
             elif t.replicas >= 0 and t.min_available > t.replicas:
                 out.append(
                     Problem(
@@ -626,6 +639,9 @@ def validate_job_update(old: Job, new: Job) -> list[Problem]:
         for key in ntd:
             if otd.get(key) != ntd.get(key):
                 out.append(
-                    Problem(f"{base}.{key}", f"{key} of task {nt.name!r} cannot be changed after the job is created; {_UPDATE_HINT}.")
+                    Problem(
+                        f"{base}.{key}",
+                        f"{key} of task {nt.name!r} cannot be changed after the job is created; {_UPDATE_HINT}.",
+                    )
                 )
     return out

@@ -10,7 +10,6 @@ from ..core import Pod
 from ..validation import Problem
 from .common import JDB_MAX_UNAVAILABLE, JDB_MIN_AVAILABLE
 
-
 _POSITIVE_INT = re.compile(r"\d+")
 _PERCENT = re.compile(r"(\d+)%")
 

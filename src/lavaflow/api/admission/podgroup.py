@@ -40,7 +40,9 @@ def validate_podgroup(pg: PodGroup, queues: Mapping[str, Queue] | None = None) -
         q = queues.get(name)
         if q is None:
             out.append(
-                Problem("spec.queue", f"Queue {name!r} does not exist; existing queues are: {quoted_names(sorted(queues))}.")
+                Problem(
+                    "spec.queue", f"Queue {name!r} does not exist; existing queues are: {quoted_names(sorted(queues))}."
+                )
             )
         elif not queue_is_open(q):
             out.append(

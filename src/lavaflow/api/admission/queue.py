@@ -8,7 +8,17 @@ from decimal import Decimal
 from .. import validation as api
 from ..validation import Problem
 from ..volcano import PodGroup, Queue
-from .common import DEFAULT_QUEUE, MAX_WEIGHT, OPEN, QUEUE_STATES, ROOT_QUEUE, one_of, parent_of, quantity_text, quoted_names
+from .common import (
+    DEFAULT_QUEUE,
+    MAX_WEIGHT,
+    OPEN,
+    QUEUE_STATES,
+    ROOT_QUEUE,
+    one_of,
+    parent_of,
+    quantity_text,
+    quoted_names,
+)
 
 
 def default_queue(q: Queue) -> None:
@@ -175,9 +185,7 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
     return out
 
 
-def validate_queue_delete(
-    name: str, queues: Mapping[str, Queue], podgroups: Iterable[PodGroup]
-) -> list[Problem]:
+def validate_queue_delete(name: str, queues: Mapping[str, Queue], podgroups: Iterable[PodGroup]) -> list[Problem]:
     """Whether queue ``name`` may be deleted, given all queues and all PodGroups."""
     if name in (DEFAULT_QUEUE, ROOT_QUEUE):
         return [Problem("", f"The {name!r} queue is built in and cannot be deleted.")]

@@ -107,8 +107,10 @@ def may_evict_for(ssn: Session, job: JobInfo, action: str = "preempt") -> bool:
     if futile is None:
         return True
     if futile >= MAX_FUTILE_EVICTIONS:
-        reason = (f"preemption stopped: evicting for this job {futile + 1} times did not let it start "
-                  f"(waiting for resources to free up)")
+        reason = (
+            f"preemption stopped: evicting for this job {futile + 1} times did not let it start "
+            f"(waiting for resources to free up)"
+        )
         if not job.job_fit_errors:
             job.job_fit_errors = reason
         ssn.record(job, action, reason)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
+from ..model import TaskStatus
 from ._queues import JobQueue, OrderedQueue, job_queue
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +58,8 @@ class AllocateAction(Action):
             if ssn.overused(queue):
                 prop = getattr(ssn, "proportion", None)
                 why = (prop.overused_reason(queue.name) if prop is not None else None) or (
-                    f"queue {queue.name} is overused (allocation has reached its deserved share)")
+                    f"queue {queue.name} is overused (allocation has reached its deserved share)"
+                )
                 for job in _drain(jobs):
                     if job.uid in served:
                         continue  # already tried first this session
@@ -105,7 +106,9 @@ class AllocateAction(Action):
             stmt.commit()
             ssn.cache.nominated.pop(job.uid, None)
             if placed:
-                ssn.record(job, "allocate", f"bound {placed} task(s); {job.ready_num} ready, minAvailable {job.min_available}")
+                ssn.record(
+                    job, "allocate", f"bound {placed} task(s); {job.ready_num} ready, minAvailable {job.min_available}"
+                )
             if more:
                 jobs.push(job)  # elastic: try for more tasks after others had their turn
         elif ssn.job_pipelined(job):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model import TaskStatus
 from ..framework.registry import Action, register_action
+from ..model import TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session

@@ -9,13 +9,12 @@ displace its own lower-priority tasks.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
+from ..model import TaskStatus
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains
 from ._queues import starving_jobs_by_queue
 

@@ -9,12 +9,11 @@ committed only if the job is then pipelined.
 from __future__ import annotations
 
 import functools
-
 from typing import TYPE_CHECKING
 
-from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
+from ..model import TaskStatus
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains
 from ._queues import OrderedQueue, starving_jobs_by_queue
 
@@ -48,7 +47,9 @@ class ReclaimAction(Action):
             stmt = try_in_domains(ssn, job, functools.partial(self._attempt, ssn, job, queue))
             if stmt is not None:
                 commit(ssn, stmt)
-                ssn.record(job, "reclaim", f"reclaimed resources for queue {queue.name}; waiting for victims to terminate")
+                ssn.record(
+                    job, "reclaim", f"reclaimed resources for queue {queue.name}; waiting for victims to terminate"
+                )
             queues.push(queue)
 
     def _attempt(self, ssn: Session, job: JobInfo, queue: QueueInfo) -> Statement:

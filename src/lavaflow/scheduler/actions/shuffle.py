@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
+from ..model import TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session

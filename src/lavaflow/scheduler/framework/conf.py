@@ -28,6 +28,7 @@ tiers:
   - name: binpack
 """
 
+
 class PluginOption(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -149,15 +150,18 @@ def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = Fals
     try:
         conf = SchedulerConfiguration.model_validate(data)
     except ValidationError as exc:
-        raise SchedulerConfError(
-            [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]
-        ) from None
+        raise SchedulerConfError([(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]) from None
     problems: list[tuple[str, str]] = []
     volcano_actions = sorted(a for a in _A if a != "kube-default")
     for name in conf.action_names:
         if name == "kube-default" and not allow_kube_default:
-            problems.append(("actions", "'kube-default' is not a Volcano action: it is the kube-scheduler-like baseline, "
-                                        "a scheduler of its own (run it with --scheduler kube-default)"))
+            problems.append(
+                (
+                    "actions",
+                    "'kube-default' is not a Volcano action: it is the kube-scheduler-like baseline, "
+                    "a scheduler of its own (run it with --scheduler kube-default)",
+                )
+            )
         elif name not in _A:
             problems.append(("actions", f"unknown action {name!r} (known: {', '.join(volcano_actions)})"))
     for ti, tier in enumerate(conf.tiers):
@@ -166,14 +170,16 @@ def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = Fals
             if p.name in _P:
                 kept.append(p)
                 check = getattr(_P[p.name], "check_arguments", None)
-                for key, msg in (check(p.arguments) if check is not None else []):
+                for key, msg in check(p.arguments) if check is not None else []:
                     problems.append((f"tiers[{ti}].plugins[{pi}].arguments[{key}]", msg))
             else:
                 conf.skipped_plugins.append(p.name)
                 conf.warnings.append(
-                    (f"tiers[{ti}].plugins[{pi}].name",
-                     f"unknown plugin {p.name!r} skipped, as Volcano skips plugins it does not have "
-                     f"(lavaflow implements: {', '.join(sorted(_P))})")
+                    (
+                        f"tiers[{ti}].plugins[{pi}].name",
+                        f"unknown plugin {p.name!r} skipped, as Volcano skips plugins it does not have "
+                        f"(lavaflow implements: {', '.join(sorted(_P))})",
+                    )
                 )
         tier.plugins = kept
         names = [p.name for p in tier.plugins]

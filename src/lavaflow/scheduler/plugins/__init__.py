@@ -1,7 +1,27 @@
 """Scheduler plugins, one module each, registered by name."""
 
 from ..framework.registry import PLUGINS
-from . import deviceshare, network_topology, nodegroup, numa_aware, resource_strategy_fit, rescheduling, resourcequota, task_topology  # noqa: F401
-from . import binpack, capacity, conformance, drf, elastic, gang, nodeorder, overcommit, predicates, priority, proportion, sla  # noqa: F401
+from . import (  # noqa: F401  # noqa: F401
+    binpack,
+    capacity,
+    conformance,
+    deviceshare,
+    drf,
+    elastic,
+    gang,
+    network_topology,
+    nodegroup,
+    nodeorder,
+    numa_aware,
+    overcommit,
+    predicates,
+    priority,
+    proportion,
+    rescheduling,
+    resource_strategy_fit,
+    resourcequota,
+    sla,
+    task_topology,
+)
 
 __all__ = ["PLUGINS"]

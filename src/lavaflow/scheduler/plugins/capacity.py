@@ -10,15 +10,14 @@ theirs, but never below a victim queue's guarantee.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model import ALLOCATED
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
+from ..model import ALLOCATED
 from ..resources import EPS, PODS, describe, short_in
 from ._shares import elastic_of, reserved_by_admission, share_queue_order
 

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model import OCCUPYING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
+from ..model import OCCUPYING
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...api.core import Pod
     from ..framework.session import Session
-    from ..model import TaskInfo
     from ..framework.session_plugins import Explain
+    from ..model import TaskInfo
 
 GPU_MEMORY = "volcano.sh/gpu-memory"
 GPU_NUMBER = "volcano.sh/gpu-number"
@@ -70,9 +70,12 @@ class DeviceSharePlugin(Plugin):
             if count > 0:
                 total = float(nodes.allocatable[i, mem_col]) if mem_col is not None else 0.0
                 cards[i] = (total / count, np.zeros(count))
+
         def wants(task: TaskInfo) -> tuple[float, int]:
-            return (_container_amount(task.pod, GPU_MEMORY) if sharing else 0.0,
-                    int(_container_amount(task.pod, GPU_NUMBER)) if numbers else 0)
+            return (
+                _container_amount(task.pod, GPU_MEMORY) if sharing else 0.0,
+                int(_container_amount(task.pod, GPU_NUMBER)) if numbers else 0,
+            )
 
         self.wants = wants
 

@@ -42,9 +42,16 @@ class HNode:
 
     __slots__ = ("name", "weight", "allocated", "share", "saturated", "request", "children")
 
-    def __init__(self, name: str, weight: float, width: int, children: dict[str, HNode] | None = None,
-                 allocated: np.ndarray | None = None, share: float = 0.0,
-                 request: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        weight: float,
+        width: int,
+        children: dict[str, HNode] | None = None,
+        allocated: np.ndarray | None = None,
+        share: float = 0.0,
+        request: np.ndarray | None = None,
+    ) -> None:
         self.name = name
         self.weight = weight
         self.allocated = np.zeros(width) if allocated is None else allocated
@@ -53,10 +60,11 @@ class HNode:
         self.request = np.zeros(width) if request is None else request
         self.children = children
 
-    def clone(self) -> "HNode":
+    def clone(self) -> HNode:
         children: dict[str, HNode] | None = None if self.children is None else {}
-        node = HNode(self.name, self.weight, len(self.allocated), children,
-                     self.allocated.copy(), self.share, self.request)
+        node = HNode(
+            self.name, self.weight, len(self.allocated), children, self.allocated.copy(), self.share, self.request
+        )
         node.saturated = self.saturated
         if self.children is not None and children is not None:
             for key, child in self.children.items():

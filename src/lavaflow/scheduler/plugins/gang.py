@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model import READY, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
+from ..model import READY, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -49,7 +49,13 @@ def job_fit_error(job: JobInfo) -> str:
         return job.job_fit_errors
     c = job.counts
     parts = []
-    for status in (TaskStatus.PENDING, TaskStatus.PIPELINED, TaskStatus.RELEASING, TaskStatus.SUCCEEDED, TaskStatus.FAILED):
+    for status in (
+        TaskStatus.PENDING,
+        TaskStatus.PIPELINED,
+        TaskStatus.RELEASING,
+        TaskStatus.SUCCEEDED,
+        TaskStatus.FAILED,
+    ):
         if c[status]:
             parts.append(f"{c[status]} {status.name.capitalize()}")
     parts.append(f"{job.min_available} minAvailable")

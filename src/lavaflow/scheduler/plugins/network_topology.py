@@ -17,21 +17,21 @@ HyperNode has the gang's minResources idle in total.
 from __future__ import annotations
 
 import re
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...api.selectors import label_selector_matches
-from ..model import OCCUPYING, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT, UNCACHED
+from ..model import OCCUPYING, TaskStatus
 from ..resources import EPS
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..framework.session import Session
-    from ..model import JobInfo, NodeSet, TaskInfo
     from ...api.volcano import NetworkTopologySpec
+    from ..framework.session import Session
     from ..framework.session_plugins import Domains
+    from ..model import JobInfo, NodeSet, TaskInfo
     from ..resources import ResourceIndex
 
 MAX_SCORE = 100.0
@@ -114,7 +114,10 @@ class NetworkTopologyAwarePlugin(Plugin):
         weight = self.arg_float("weight", 1.0)
         nodes = ssn.nodes
         index = ssn.index
-        bin_weights = {"cpu": self.arg_float("hypernode.binpack.cpu", 1.0), "memory": self.arg_float("hypernode.binpack.memory", 1.0)}
+        bin_weights = {
+            "cpu": self.arg_float("hypernode.binpack.cpu", 1.0),
+            "memory": self.arg_float("hypernode.binpack.memory", 1.0),
+        }
         for name in (s.strip() for s in str(self.arguments.get("hypernode.binpack.resources", "") or "").split(",")):
             if name:
                 bin_weights[name] = self.arg_float(f"hypernode.binpack.resources.{name}", 1.0)
@@ -140,7 +143,13 @@ class NetworkTopologyAwarePlugin(Plugin):
             return total
 
         def placed_nodes(job: JobInfo) -> list[int]:
-            return sorted({t.node for t in job.tasks.values() if t.node >= 0 and (t.status in OCCUPYING or t.status == TaskStatus.PIPELINED)})
+            return sorted(
+                {
+                    t.node
+                    for t in job.tasks.values()
+                    if t.node >= 0 and (t.status in OCCUPYING or t.status == TaskStatus.PIPELINED)
+                }
+            )
 
         def binpack(rows: np.ndarray, req: np.ndarray, used_h: np.ndarray, alloc_h: np.ndarray) -> np.ndarray:
             total = np.zeros(len(rows))
@@ -187,11 +196,15 @@ class NetworkTopologyAwarePlugin(Plugin):
                 if placed:
                     fits = np.ones(len(allowed), dtype=bool)  # a running gang grows where it is
                 else:
-                    fits = np.all(idle_h[:, cols] + EPS >= req[cols], axis=1) | np.all(future_h[:, cols] + EPS >= req[cols], axis=1)
+                    fits = np.all(idle_h[:, cols] + EPS >= req[cols], axis=1) | np.all(
+                        future_h[:, cols] + EPS >= req[cols], axis=1
+                    )
                 rows = np.flatnonzero(fits)
                 score = binpack(rows, req, used_h, alloc_h)
                 tiers = topo.tiers[allowed[rows]]
-                order = sorted(range(len(rows)), key=lambda o: (int(tiers[o]), -float(score[o]), topo.names[allowed[rows[o]]]))
+                order = sorted(
+                    range(len(rows)), key=lambda o: (int(tiers[o]), -float(score[o]), topo.names[allowed[rows[o]]])
+                )
                 chosen = [int(allowed[rows[o]]) for o in order]
             else:
                 chosen = []
@@ -210,7 +223,7 @@ class NetworkTopologyAwarePlugin(Plugin):
             if not len(topo.names):
                 reason = f"network topology (hard, {limit_text}): there are no HyperNodes"
             elif not len(allowed):
-                where = f" containing its running tasks' nodes" if placed else ""
+                where = " containing its running tasks' nodes" if placed else ""
                 reason = f"network topology (hard, {limit_text}): no HyperNode of {limit_text}{where}"
             elif not cands:
                 reason = (

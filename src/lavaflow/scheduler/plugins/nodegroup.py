@@ -23,19 +23,19 @@ nodes; an invalid annotation lets the queue use no node.
 from __future__ import annotations
 
 import json
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...api.quantity import parse_quantity
-from ..model import ALLOCATED
 from ..framework.registry import Plugin, register_plugin
+from ..model import ALLOCATED
 from ..resources import EPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
-    from ..model import TaskInfo
     from ..framework.session_plugins import Explain
+    from ..model import TaskInfo
 
 NODEGROUP_LABEL = "volcano.sh/nodegroup-name"
 LIMITS_ANNOTATION = "volcano.sh/nodegroup-resource-limits"
@@ -84,7 +84,9 @@ class NodeGroupPlugin(Plugin):
         strict = self.arg_bool("strict", True)
         by_order = self.arg_bool("enablePreferredOrder", False)
         nodes = ssn.nodes
-        hierarchy = any(opt.name == self.name and opt.enabled("Hierarchy") for tier in ssn.tiers for opt in tier.plugins)
+        hierarchy = any(
+            opt.name == self.name and opt.enabled("Hierarchy") for tier in ssn.tiers for opt in tier.plugins
+        )
         own = {name: (q.queue.spec.affinity if q.queue is not None else None) for name, q in ssn.queues.items()}
 
         def inherited(name: str) -> dict[str, Any] | None:
@@ -148,8 +150,11 @@ class NodeGroupPlugin(Plugin):
             key, aff = affinities.get(queue, ("null", QueueAffinity(None)))
 
             def build() -> np.ndarray:
-                return np.fromiter((reason(aff, nodes.labels[i].get(NODEGROUP_LABEL)) == "" for i in range(len(nodes))),
-                                   dtype=bool, count=len(nodes))
+                return np.fromiter(
+                    (reason(aff, nodes.labels[i].get(NODEGROUP_LABEL)) == "" for i in range(len(nodes))),
+                    dtype=bool,
+                    count=len(nodes),
+                )
 
             mask = ssn.static_mask(task, ("nodegroup", strict, key), build)
             lim = limits.get(queue)
@@ -170,8 +175,11 @@ class NodeGroupPlugin(Plugin):
             for i in np.flatnonzero(failing):
                 why = reason(aff, nodes.labels[i].get(NODEGROUP_LABEL))
                 if not why:
-                    why = ("node group resource limit annotation invalid" if limits.get(queue) is INVALID
-                           else "node group resource limit exceeded")
+                    why = (
+                        "node group resource limit annotation invalid"
+                        if limits.get(queue) is INVALID
+                        else "node group resource limit exceeded"
+                    )
                 r = "node(s) " + why
                 out[r] = out.get(r, 0) + 1
             return out
@@ -180,8 +188,12 @@ class NodeGroupPlugin(Plugin):
             _, aff = affinities.get(queue_of(task), ("null", QueueAffinity(None)))
             if aff.unset:
                 return np.zeros(len(cand))
-            return np.array([aff.score(g, by_order) if (g := nodes.labels[int(i)].get(NODEGROUP_LABEL)) is not None else 0.0
-                             for i in cand])
+            return np.array(
+                [
+                    aff.score(g, by_order) if (g := nodes.labels[int(i)].get(NODEGROUP_LABEL)) is not None else 0.0
+                    for i in cand
+                ]
+            )
 
         def on_allocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)

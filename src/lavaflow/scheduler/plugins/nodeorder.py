@@ -68,9 +68,11 @@ class NodeOrderPlugin(Plugin):
             spec = task.pod.spec if task.pod is not None else None
             if spec is None:
                 return None
-            prefs = spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution if (
-                spec.affinity is not None and spec.affinity.node_affinity is not None
-            ) else []
+            prefs = (
+                spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+                if (spec.affinity is not None and spec.affinity.node_affinity is not None)
+                else []
+            )
             has_taints = prefer_no_schedule_taints()
             if not prefs and not has_taints:
                 return None

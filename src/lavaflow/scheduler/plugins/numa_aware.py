@@ -24,22 +24,22 @@ never get the same cores.
 from __future__ import annotations
 
 import itertools
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...api.topology import CPU_MANAGER_POLICY, TOPOLOGY_MANAGER_POLICY, parse_cpuset
 from ...api.volcano import NUMA_POLICY_KEY
-from ..model import OCCUPYING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
+from ..model import OCCUPYING
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...api.core import Pod
     from ...api.topology import Numatopology
     from ..framework.session import Session
-    from ..model import TaskInfo
     from ..framework.session_plugins import Explain
+    from ..model import TaskInfo
 
 MAX_SCORE = 100.0
 
@@ -237,6 +237,7 @@ class NumaAwarePlugin(Plugin):
                 numa[entry[0]].free += entry[1]
 
         ssn.add_predicate_fn(self.name, predicate)
+
         def score_key(task: TaskInfo) -> object:
             if task_policy(task) in ("", "none") or not exclusive_cpus(task.pod):
                 return None  # always 0

@@ -15,14 +15,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...api.selectors import first_untolerated_taint, label_selector_matches, node_selector_matches, pod_fits_node_labels
+from ...api.selectors import (
+    first_untolerated_taint,
+    label_selector_matches,
+    node_selector_matches,
+    pod_fits_node_labels,
+)
 from ..framework.registry import Plugin, register_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...api.core import PodAffinityTerm, PodSpec
     from ..framework.session import Session
-    from ..model import NodeSet, TaskInfo
     from ..framework.session_plugins import Explain
+    from ..model import NodeSet, TaskInfo
 
 
 def _term_namespaces(term: PodAffinityTerm, pod_namespace: str) -> set[str] | None:
@@ -63,8 +68,12 @@ def _has_key(nodes: NodeSet, topology_key: str) -> np.ndarray:
 
 def _host_ports(spec: PodSpec) -> list[tuple[str, str, int]]:
     """(protocol, hostIP, hostPort) of every container port bound on the host."""
-    return [(p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
-            for c in spec.containers for p in c.ports if p.host_port]
+    return [
+        (p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
+        for c in spec.containers
+        for p in c.ports
+        if p.host_port
+    ]
 
 
 def _ports_conflict(wanted: list[tuple[str, str, int]], used: list[tuple[str, str, int]]) -> bool:
@@ -159,7 +168,10 @@ class PredicatesPlugin(Plugin):
             if spec is not None:
                 extra = extras.get(id(spec))
                 if extra is None:
-                    extra = extras[id(spec)] = (bool(spec.topology_spread_constraints or _host_ports(spec)), bool(spec.volumes))
+                    extra = extras[id(spec)] = (
+                        bool(spec.topology_spread_constraints or _host_ports(spec)),
+                        bool(spec.volumes),
+                    )
                 if extra[0]:
                     mask = mask & ports_mask(task) & spread_mask(task, mask)
                 if extra[1]:
@@ -171,8 +183,13 @@ class PredicatesPlugin(Plugin):
 
         def volume_claims(task: TaskInfo) -> tuple[str, ...]:
             assert task.pod is not None  # only asked for tasks with a pod spec
-            return tuple(sorted(v.persistent_volume_claim.claim_name for v in task.pod.spec.volumes
-                                if v.persistent_volume_claim is not None))
+            return tuple(
+                sorted(
+                    v.persistent_volume_claim.claim_name
+                    for v in task.pod.spec.volumes
+                    if v.persistent_volume_claim is not None
+                )
+            )
 
         def volume_reason(task: TaskInfo) -> str:
             objects = ssn.cache.objects
@@ -205,8 +222,11 @@ class PredicatesPlugin(Plugin):
                         return np.zeros(n, dtype=bool)
                     aff = pv.spec.node_affinity.required if pv.spec.node_affinity is not None else None
                     if aff is not None:
-                        out &= np.fromiter((node_selector_matches(aff, nodes.labels[i], nodes.names[i]) for i in range(n)),
-                                           dtype=bool, count=n)
+                        out &= np.fromiter(
+                            (node_selector_matches(aff, nodes.labels[i], nodes.names[i]) for i in range(n)),
+                            dtype=bool,
+                            count=n,
+                        )
                 return out
 
             return ssn.static_mask(task, ("volumes", task.namespace, claims, ssn.cache.objects_version), build)
@@ -241,7 +261,12 @@ class PredicatesPlugin(Plugin):
                         counts.setdefault(v, 0)
                 for i, t in placed_tasks():
                     v = nodes.labels[i].get(key)
-                    if v in counts and t is not task and t.namespace == task.namespace and label_selector_matches(c.label_selector, t.labels):
+                    if (
+                        v in counts
+                        and t is not task
+                        and t.namespace == task.namespace
+                        and label_selector_matches(c.label_selector, t.labels)
+                    ):
                         counts[v] += 1
                 if not counts:
                     out[:] = False
@@ -273,7 +298,11 @@ class PredicatesPlugin(Plugin):
                     r = "node(s) didn't match pod anti-affinity rules"
                 elif spec is not None and _host_ports(spec) and not ports_mask(task)[i]:
                     r = "node(s) didn't have free ports for the requested pod ports"
-                elif spec is not None and spec.topology_spread_constraints and not spread_mask(task, np.ones(len(nodes), dtype=bool))[i]:
+                elif (
+                    spec is not None
+                    and spec.topology_spread_constraints
+                    and not spread_mask(task, np.ones(len(nodes), dtype=bool))[i]
+                ):
                     r = "node(s) didn't match pod topology spread constraints"
                 elif spec is not None and spec.volumes and not volumes_mask(task)[i]:
                     r = volume_reason(task)

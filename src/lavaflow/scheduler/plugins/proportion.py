@@ -11,15 +11,14 @@ allocated and admitted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
+from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..resources import EPS, amounts, describe, short_in
 from ._shares import elastic_of, preemptable_below, reserved_by_admission, share_queue_order
 
@@ -294,10 +293,15 @@ class ProportionPlugin(Plugin):
         dims = np.ones(len(a.deserved), dtype=bool)
         if len(dims) > 2:
             dims[2] = False
-        full = [i for i in range(len(a.deserved)) if dims[i] and a.deserved[i] <= a.allocated[i] + EPS
-                and a.allocated[i] > 0]
+        full = [
+            i
+            for i in range(len(a.deserved))
+            if dims[i] and a.deserved[i] <= a.allocated[i] + EPS and a.allocated[i] > 0
+        ]
         if full and all(np.isfinite(a.capability[i]) and a.deserved[i] >= a.capability[i] - EPS for i in full):
             names = ", ".join(self._index.names[i] for i in full)
-            return (f"queue {queue} has reached its capability in {names} "
-                    f"(capability {amounts(self._index, a.capability, names)})")
+            return (
+                f"queue {queue} has reached its capability in {names} "
+                f"(capability {amounts(self._index, a.capability, names)})"
+            )
         return None

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..framework.registry import Plugin, register_plugin
 from ...api.admission import parse_duration
+from ..framework.registry import Plugin, register_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session

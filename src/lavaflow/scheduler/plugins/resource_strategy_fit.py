@@ -23,9 +23,8 @@ filters: a task asking for none of those resources may not leave a node with les
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import json
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,8 +33,8 @@ from ..resources import EPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
-    from ..model import TaskInfo
     from ..framework.session_plugins import Explain
+    from ..model import TaskInfo
 
 TYPE_KEY = "volcano.sh/resource-strategy-scoring-type"
 WEIGHT_KEY = "volcano.sh/resource-strategy-weight"
@@ -123,7 +122,9 @@ class ResourceStrategyFitPlugin(Plugin):
                 return ok, proportional_explain
 
             def proportional_explain(task: TaskInfo, failing: np.ndarray) -> dict[str, int]:
-                return {"node(s) must keep CPU and memory in proportion to their idle scarce resources": int(failing.sum())}
+                return {
+                    "node(s) must keep CPU and memory in proportion to their idle scarce resources": int(failing.sum())
+                }
 
             ssn.add_predicate_fn(self.name, proportional_mask)
         if weight <= 0 and sra_weight <= 0:

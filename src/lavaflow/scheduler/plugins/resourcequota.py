@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model import TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT
+from ..model import TaskStatus
 from ..resources import EPS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +34,7 @@ LIVE = (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
 def quota_resource(name: str) -> str | None:
     """The scheduler resource a quota key limits (requests.cpu → cpu), or None (limits.*, count/*)."""
     if name.startswith("requests."):
-        return name[len("requests."):]
+        return name[len("requests.") :]
     if name.startswith(("limits.", "count/")) or "." in name and "/" not in name:
         return None
     return name
@@ -83,7 +83,8 @@ class ResourceQuotaPlugin(Plugin):
                         over.append((key, float(req[col]), now, float(hard), res))
                 if over:
                     parts = "; ".join(
-                        f"{key}: requested {_fmt(r, res)}, used {_fmt(u, res)}, limited {_fmt(h, res)}" for key, r, u, h, res in over
+                        f"{key}: requested {_fmt(r, res)}, used {_fmt(u, res)}, limited {_fmt(h, res)}"
+                        for key, r, u, h, res in over
                     )
                     job.job_fit_errors = f"resource quota {rq.namespace}/{rq.name} insufficient: {parts}"
                     return REJECT

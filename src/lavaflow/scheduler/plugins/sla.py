@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...api.volcano import SLA_WAITING_TIME_KEY
 from ...api.admission import parse_duration
+from ...api.volcano import SLA_WAITING_TIME_KEY
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT
 
@@ -55,7 +55,9 @@ class SLAPlugin(Plugin):
             if ssn.now - job.creation < w:
                 ssn.wake_at(job.creation + w)
                 return ABSTAIN
-            ssn.record(job, "sla", f"waited {ssn.now - job.creation:.0f}s, over its SLA waiting time {w:.0f}s: forced in")
+            ssn.record(
+                job, "sla", f"waited {ssn.now - job.creation:.0f}s, over its SLA waiting time {w:.0f}s: forced in"
+            )
             return PERMIT
 
         ssn.add_job_order_fn(self.name, job_order)

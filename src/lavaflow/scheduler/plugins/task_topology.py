@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model import OCCUPYING, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
+from ..model import OCCUPYING, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
