@@ -91,7 +91,7 @@ def parse_duration(text: str) -> float:
 
 
 def has_speed_model(annotations: Mapping[str, str]) -> bool:
-    return any(k in annotations for k in (APPLICATION, GAVEL_MODEL, SPEEDUP))
+    return APPLICATION in annotations or GAVEL_MODEL in annotations or SPEEDUP in annotations
 
 
 def _num(field: str, raw: Any, kind=float, minimum: float | None = None, strict_min: bool = False):

@@ -14,7 +14,7 @@ from .framework.session import Session
 from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api.volcano import PodGroupStatus
+    from ..api.volcano import PodGroupCondition, PodGroupStatus
 
 KUBE_DEFAULT_CONF = """\
 actions: "kube-default"
@@ -82,12 +82,6 @@ class Scheduler:
             if pg is None:
                 continue
             status = pg_status(job, pg.status.phase, job.sphase or pg.status.phase)
-            conditions = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in pg.status.conditions]
-            if job.condition is not None:
-                ctype, reason, message = job.condition
-                conditions = upsert_condition(conditions, ctype, reason, message, now)
-            for ctype, reason, message in job.extra_conditions:
-                conditions = upsert_condition(conditions, ctype, reason, message, now)
             # Unknown: running tasks but the gang is broken this session.
             if (
                 job.counts[TaskStatus.RUNNING]
@@ -96,6 +90,12 @@ class Scheduler:
                 and status["phase"] in ("Pending", "Inqueue")
             ):
                 status["phase"] = "Unknown"
+            wanted = ([job.condition] if job.condition is not None else []) + job.extra_conditions
+            if _same_counts(pg.status, status) and _conditions_kept(pg.status.conditions, wanted):
+                continue  # what this session decided is what the PodGroup already says
+            conditions = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in pg.status.conditions]
+            for ctype, reason, message in wanted:
+                conditions = upsert_condition(conditions, ctype, reason, message, now)
             status["conditions"] = conditions
             if _changed(pg.status, status):
                 self.cache.decisions.podgroups.append((pg.key, status))
@@ -167,6 +167,28 @@ def upsert_condition(
             c["status"] = "False"
     out.append(cond)
     return out
+
+
+def _same_counts(old: PodGroupStatus, new: dict[str, Any]) -> bool:
+    return bool(
+        old.phase == new["phase"]
+        and old.running == new["running"]
+        and old.succeeded == new["succeeded"]
+        and old.failed == new["failed"]
+    )
+
+
+def _conditions_kept(old: list[PodGroupCondition], wanted: list[tuple[str, str, str]]) -> bool:
+    """Whether upserting ``wanted`` (type, reason, message) into the conditions ``old`` leaves them
+    as ``_changed`` compares them (type, status, reason, message, in order): the rules of
+    :func:`upsert_condition`, on tuples."""
+    before = [(c.type, c.status, c.reason, c.message or "") for c in old]
+    cur = before
+    for ctype, reason, message in wanted:
+        other = "Unschedulable" if ctype == "Scheduled" else "Scheduled" if ctype == "Unschedulable" else None
+        cur = [(t, "False", r, m) if t == other else (t, st, r, m) for (t, st, r, m) in cur if t != ctype]
+        cur.append((ctype, "True", reason, message or ""))
+    return cur == before
 
 
 def _changed(old: PodGroupStatus, new: dict[str, Any]) -> bool:
