@@ -137,6 +137,21 @@ def test_unchanged_jobs_do_not_move_and_spread_jobs_get_consolidated():
     assert sum(mig.values()) == 4  # two workers of each job move
 
 
+def test_keep_mode_never_moves_a_running_job_and_spreads_new_ones_over_the_emptiest_nodes():
+    """The Pollux artifact's Tiresias placement: running jobs keep their nodes, a (re)started job
+    takes GPUs from the node with the most free ones (first such node on ties)."""
+    nodes = [Node(f"n{i}", 4) for i in range(3)]
+    cur = {"a": {"n0": 1, "n1": 1}, "b": {"n2": 3}}
+    new, mig = place(nodes, cur, {"a": 2, "b": 3, "c": 4, "d": 1}, "keep")
+    assert new["a"] == {"n0": 1, "n1": 1} and new["b"] == {"n2": 3} and not mig
+    # free after a, b: n0 3, n1 3, n2 1 -> c takes 3 on n0 (first of the emptiest) and 1 on n1
+    assert new["c"] == {"n0": 3, "n1": 1}
+    assert new["d"] == {"n1": 1}
+    # auto mode consolidates the spread job instead (a migration)
+    new2, mig2 = place(nodes, cur, {"a": 2, "b": 3}, "auto")
+    assert len(new2["a"]) == 1 and mig2 == {"a": 1}
+
+
 def test_best_fit_counts_spilled_workers_exactly():
     # Voda recorded a spilled job's full request on the second node (free = -2)
     nodes = best_fit([4, 4], {"big": 6})
@@ -223,6 +238,53 @@ def test_adaptive_batch_goodput_beats_the_fixed_batch_in_the_same_units(app, bat
     assert all(ada.efficiency(b) <= 1 + 1e-12 for b in ada.candidate_batches(1))
     # more batch room, more workers worth having
     assert ada.max_useful_workers() >= fixed.max_useful_workers()
+
+
+@pytest.mark.parametrize("app, batch", [("imagenet", 800), ("yolov3", 64), ("cifar10", 256)])
+def test_adaptive_batch_is_rechosen_per_training_phase(app, batch):
+    """Pollux re-tunes the batch as the gradient noise grows: in each phase the best batch for
+    that phase, never slower than the whole-run choice, and larger (or equal) batches late."""
+    from lavaflow.elastic.speed import advance, time_to
+
+    ada = PolluxJobSpeed(app, batch, adaptive=True)
+    stateless = PolluxJobSpeed(app, batch, adaptive=True, phases=1)
+    assert len(ada.phase_bounds) >= 1 and stateless.phase_bounds == ()
+    assert list(ada.phase_bounds) == sorted(ada.phase_bounds) and ada.phase_bounds[-1] < ada.total_work()
+    for n in (1, 4, 16):
+        pl = consolidated_placement(n, 4)
+        whole = ada.best_batch(pl)[1]
+        t_phases = time_to(ada, pl, None, 0.0, ada.total_work())
+        t_whole = time_to(stateless, pl, None, 0.0, stateless.total_work())
+        assert t_whole == pytest.approx(stateless.total_work() / stateless.rate(pl))
+        assert t_phases <= t_whole * (1 + 1e-9)
+        # in every phase the rate is at least the whole-run batch's rate in that phase
+        for k in range(len(ada.phase_bounds) + 1):
+            at_whole = ada.model.rate(pl, whole) * ada.gain(whole, k)
+            assert ada.rate(pl, phase=k) >= at_whole * (1 - 1e-12)
+        first, last = ada.best_batch(pl, 0)[1], ada.best_batch(pl, len(ada.phase_bounds))[1]
+        assert last >= first
+        # advance() and time_to() are inverse
+        half = time_to(ada, pl, None, 0.0, 0.5 * ada.total_work())
+        assert advance(ada, pl, None, 0.0, half) == pytest.approx(0.5 * ada.total_work())
+    # a fixed-batch job's rate does not depend on its progress
+    assert PolluxJobSpeed(app, batch).phase_bounds == ()
+
+
+def test_training_model_runs_an_adaptive_job_phase_by_phase(tmp_path):
+    """The simulator integrates the phase-dependent rate: a lone job finishes exactly when the
+    speed model says (start one period after arrival, one 30 s start pause)."""
+    from lavaflow.elastic.speed import time_to
+    from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
+
+    p = tmp_path / "one.csv"
+    p.write_text("name,time,application,num_replicas,batch_size,min_replicas,max_replicas\nj,0,cifar10,4,256,4,4\n")
+    res = replay(trace_inputs([p], gpu_cluster(nodes=1), adaptive=True), "FIFO")
+    sp = PolluxJobSpeed("cifar10", 256, adaptive=True)
+    expect = time_to(sp, (4,), None, 0.0, sp.total_work())
+    stateless = PolluxJobSpeed("cifar10", 256, adaptive=True, phases=1)
+    assert expect < stateless.total_work() / stateless.rate((4,))  # re-choosing pays here
+    j = res.jobs[0]
+    assert j.finish - j.start == pytest.approx(30.0 + expect, rel=1e-6)
 
 
 def test_adaptive_batch_improves_scaling_where_a_fixed_batch_is_too_small():

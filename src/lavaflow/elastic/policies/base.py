@@ -140,7 +140,12 @@ class Policy:
     scheduling tick in seconds (None: the simulator's / scheduler's default).  ``thresholds`` and
     ``promote_knob``: attained-service queue thresholds (GPU-seconds) and starvation promotion
     factor that whoever runs a policy with ``uses_priority_queues`` must track for it (None: the
-    defaults, 3600 GPU-s and 8x; ``math.inf``: no promotion)."""
+    defaults, 3600 GPU-s and 8x; ``math.inf``: no promotion).  ``placement``: how whoever runs the
+    policy places its workers (:func:`lavaflow.elastic.placement.place` mode: ``"auto"``
+    consolidates and may migrate; ``"keep"`` never moves a running job, as the Pollux artifact's
+    Tiresias).  ``aligned_tick``: reschedules happen only at multiples of the interval (a periodic
+    scheduling round, as the Pollux simulator runs every policy), not as soon as the interval since
+    the last one has passed."""
 
     name: str
     elastic: bool
@@ -153,6 +158,8 @@ class Policy:
     default_interval: float | None = None
     thresholds: tuple[float, ...] | None = None
     promote_knob: float | None = None
+    placement: str = "auto"
+    aligned_tick: bool = False
 
     def __call__(
         self, jobs: Sequence[JobView], capacity: Mapping[str, int], now: float

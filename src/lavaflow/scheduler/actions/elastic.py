@@ -89,6 +89,9 @@ class ElasticAction(Action):
             dirty = True
         if dirty:
             due = now if force else max(now, st.last_resched + plugin.interval)
+            if not force and getattr(plugin.policy, "aligned_tick", False) and plugin.interval > 0:
+                # a periodic tick at multiples of the interval (the Pollux simulator's 60 s rounds)
+                due = math.ceil(due / plugin.interval - EPS) * plugin.interval
             st.due = due if st.due is None else min(st.due, due)
         if st.due is not None and st.due <= now + EPS and jobs:
             st.due = None
@@ -237,11 +240,13 @@ class ElasticAction(Action):
             a = result.get(ej.name)
             new_n[ej.name] = a.workers if a else 0
             new_t[ej.name] = a.gpu_type if a and a.workers else None
+        order = [nm for nm in result if nm in new_n] + [nm for nm in new_n if nm not in result]
         targets: dict[str, dict[str, int]] = {}
         moved: dict[str, int] = {}
         for ty in types:
             ty_nodes = [Node(nm, slots, t) for nm, slots, t in nodes if t == ty]
-            reqs = {nm: new_n[nm] for nm in new_n if new_t[nm] == ty}
+            # in the policy's order (the artifact's Tiresias places jobs in its queue order)
+            reqs = {nm: new_n[nm] for nm in order if new_t[nm] == ty}
             cur: dict[str, dict[str, int]] = {}
             for nm in reqs:
                 ej = by_name[nm]
@@ -249,7 +254,7 @@ class ElasticAction(Action):
                     cur[nm] = dict(ej.placement) if ej.placement_seen is not None else _keep_lowest(ssn, ej, min(reqs[nm], ej.current))
             if not reqs:
                 continue
-            pl, mig = place(ty_nodes, cur, reqs)
+            pl, mig = place(ty_nodes, cur, reqs, getattr(plugin.policy, "placement", "auto"))
             targets.update({k: dict(v) for k, v in pl.items()})
             for k, v in mig.items():
                 if by_name[k].gpu_type == ty and by_name[k].current:

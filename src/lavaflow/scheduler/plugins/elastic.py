@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...elastic import spec as es
+from ...elastic.speed import advance
 from ..api import OCCUPYING, JobInfo, TaskInfo, TaskStatus
 from ..framework.registry import Plugin, register_plugin
 
@@ -280,14 +281,14 @@ class ElasticPlugin(Plugin):
                 starts = [timestamp(t.pod.status.start_time) for t in workers if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None]
                 st.first_start = st.run_start = min(starts, default=ssn.now)
         n = sum(placement.values())
-        rate = sp.speed.rate(_shape(placement), gtype) if n else 0.0
         done = 0.0
         attained = 0.0
         if prog is not None:
             done = prog.fraction * sp.work
             attained = prog.gpu_seconds
             if prog.time is not None and n and ssn.now > prog.time:
-                done += rate * (ssn.now - prog.time)
+                # extrapolated with the speed model, phase by phase where the rate depends on progress
+                done = advance(sp.speed, _shape(placement), gtype, done, ssn.now - prog.time, sp.work)
                 attained += n * gpw * (ssn.now - prog.time)
         remaining = max(sp.work - done, 0.0)
         requested = min(max(kn.requested if kn.requested is not None else hi, lo), hi)
@@ -312,16 +313,21 @@ class ElasticPlugin(Plugin):
         return t
 
     def curves(self, ej: ElasticJob, types: list[str], gpus_per_node: int) -> dict[str, tuple[float, ...]]:
-        from ...elastic.speed import rate_curve
+        """Rates per worker count and type; for a job whose rate depends on its progress (an
+        adaptive batch re-chosen per training phase), those of the phase it is in now — its
+        observed progress, which non-clairvoyant policies may read."""
+        from ...elastic.speed import phase_bounds, rate_curve
 
+        sp = ej.speed.speed
+        phase = sp.phase_of(max(ej.speed.work - ej.remaining, 0.0)) if phase_bounds(sp) else None
         out = {}
         for ty in types:
             if ej.pinned is not None and ty != ej.pinned:
                 continue
-            key = (id(ej.speed.speed), ty, ej.max_workers, gpus_per_node)
+            key = (id(ej.speed.speed), ty, ej.max_workers, gpus_per_node, phase)
             c = self.state.curves.get(key)
             if c is None:
-                c = rate_curve(ej.speed.speed, ty, ej.max_workers, gpus_per_node)
+                c = rate_curve(ej.speed.speed, ty, ej.max_workers, gpus_per_node, phase)
                 self.state.curves[key] = c
             out[ty] = c
         return out
