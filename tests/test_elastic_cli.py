@@ -55,14 +55,34 @@ def test_trace_replay_matches_the_retired_replayer():
     assert marks["FIFO"] is False and marks["Lavaflow"] is True and marks["Tiresias"] is False
 
 
-def test_adaptive_batch_replay_matches_the_retired_replayer():
-    """Jobs that let the policy co-adapt their batch size (Pollux goodput model), non-clairvoyant policy."""
+def _adaptive_replay(policy: str, phases: int) -> dict:
+    import lavaflow.elastic.speed as speed
+    from lavaflow.elastic import spec as es
     from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
 
-    res = replay(trace_inputs([DATA / "pollux-20.csv"], gpu_cluster(nodes=4), adaptive=True), "Goodput")
-    s = res.summary()
+    saved = speed.DEFAULT_PHASES
+    speed.DEFAULT_PHASES = phases
+    es._speed_spec.cache_clear()  # speed models are built (with their phases) once per annotation set
+    try:
+        return replay(trace_inputs([DATA / "pollux-20.csv"], gpu_cluster(nodes=4), adaptive=True), policy).summary()
+    finally:
+        speed.DEFAULT_PHASES = saved
+        es._speed_spec.cache_clear()
+
+
+def test_adaptive_batch_replay_matches_the_retired_replayer():
+    """Jobs that let the policy co-adapt their batch size (Pollux goodput model), non-clairvoyant
+    policy.  The retired replayer chose one batch per placement for the whole run (``phases`` 1):
+    with that model the figure is the same within 2 %.  Re-choosing the batch in 20 training phases
+    (the default since, docs/elastic.md) changes this small trace's figure to 4,929 s (+8.9 %: its
+    one imagenet job, 60 % of the total JCT, is given fewer GPUs early in training, where a large
+    batch is worth little, and waits longer for them later)."""
+    s = _adaptive_replay("Goodput", 1)
     assert s["completed"] == 20 and not s["clairvoyant"]
     assert abs(s["avg_jct"] - 4526.8) / 4526.8 < 0.02, s["avg_jct"]
+    s = _adaptive_replay("Goodput", 20)
+    assert s["completed"] == 20
+    assert abs(s["avg_jct"] - 4928.9) / 4928.9 < 0.02, s["avg_jct"]
 
 
 # --------------------------------------------------------------------------- resizes are real operations
