@@ -65,10 +65,11 @@ def goodput(
     horizon: float = math.inf,
     lookahead: int = 8,
     hetero_weight: float = 1.0,
+    spare_factor: float | None = None,
 ) -> dict[str, Assignment]:
     views = []
     for j in jobs:
         est = estimated_remaining(j, capacity, prior)
         views.append(dataclasses.replace(j, remaining_work=est if math.isfinite(est) else 1e300, total_work=0.0))
     return lavaflow(views, capacity, now, resize_cost=resize_cost, horizon=horizon, lookahead=lookahead,
-                    hetero_weight=hetero_weight, switch_factor=switch_factor)
+                    hetero_weight=hetero_weight, switch_factor=switch_factor, spare_factor=spare_factor)
