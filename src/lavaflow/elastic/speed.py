@@ -165,6 +165,7 @@ class PolluxApp:
         self.max_local_bsz = int(_MAX_LOCAL_BSZ_OVERRIDE.get(name, all_bsz.max()))
         self._step_cache: dict[tuple[tuple[int, ...], int], tuple[float, float]] = {}
         self._work_cache: dict[int, float] = {}
+        self._steps_cache: dict[int, np.ndarray] = {}
         self._rate_cache: dict[tuple[tuple[int, ...], int], float] = {}
 
     # -- step time -----------------------------------------------------------------------------
@@ -286,10 +287,9 @@ class PolluxApp:
 
     def epoch_steps(self, batch_size: int) -> np.ndarray:
         """Optimiser steps each epoch takes at batch ``batch_size`` (they sum to :meth:`work`)."""
-        key = -int(batch_size) - 1  # shares the work cache, keyed apart
-        hit = self._work_cache.get(key)
+        hit = self._steps_cache.get(int(batch_size))
         if hit is not None:
-            return hit  # type: ignore[return-value]
+            return hit
         scale = batch_size / self.init_batch_size
         out = np.empty(self.max_epochs)
         prev = 0.0
@@ -298,7 +298,7 @@ class PolluxApp:
             gain = (var + sqr) / (var / scale + sqr) if (var / scale + sqr) > 0 else 1.0
             out[e] = (self.epoch_progress[e] - prev) / gain
             prev = self.epoch_progress[e]
-        self._work_cache[key] = out  # type: ignore[assignment]
+        self._steps_cache[int(batch_size)] = out
         return out
 
     def phase_ends(self, phases: int) -> tuple[int, ...]:
@@ -429,6 +429,7 @@ def type_factor(app: str, gpu_type: str | None) -> float:
 
 
 _BEST_BATCH: dict[tuple, tuple[float, int]] = {}
+_PHASE_EPOCHS: dict[tuple[str, int], tuple[tuple[int, int], ...]] = {}  # first and last epoch per phase
 # Training phases of about equal statistical progress in which an adaptive job re-chooses its
 # batch (Pollux's agent re-tunes it every epoch; 20 phases come within ~2 % of per-epoch re-tuning
 # in run time for the Pollux applications, with 5x fewer rate changes to simulate).
@@ -507,13 +508,12 @@ class PolluxJobSpeed:
 
     @property
     def _phase_epochs(self) -> tuple[tuple[int, int], ...]:
-        key = ("_pe", self.app, self.phases)
-        hit = _BEST_BATCH.get(key)
+        key = (self.app, self.phases)
+        hit = _PHASE_EPOCHS.get(key)
         if hit is None:
             ends = self.model.phase_ends(self.phases)
-            hit = tuple((ends[i - 1] + 1 if i else 0, e) for i, e in enumerate(ends))
-            _BEST_BATCH[key] = hit  # type: ignore[assignment]
-        return hit  # type: ignore[return-value]
+            hit = _PHASE_EPOCHS[key] = tuple((ends[i - 1] + 1 if i else 0, e) for i, e in enumerate(ends))
+        return hit
 
     @property
     def phase_bounds(self) -> tuple[float, ...]:
