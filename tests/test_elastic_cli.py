@@ -75,7 +75,7 @@ def test_adaptive_batch_replay_matches_the_retired_replayer():
     policy.  The retired replayer chose one batch per placement for the whole run (``phases`` 1):
     with that model the figure is the same within 2 %.  Re-choosing the batch in 20 training phases
     (the default since, docs/elastic.md) changes this small trace's figure to 4,929 s (+8.9 %: its
-    one imagenet job, 60 % of the total JCT, is given fewer GPUs early in training, where a large
+    one imagenet job, two thirds of the summed JCT, is given fewer GPUs early in training, where a large
     batch is worth little, and waits longer for them later)."""
     s = _adaptive_replay("Goodput", 1)
     assert s["completed"] == 20 and not s["clairvoyant"]
