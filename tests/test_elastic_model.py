@@ -218,6 +218,12 @@ def test_literature_tiresias_in_the_simulator_demotes_at_16_gpu_hours_without_pr
     r = simulate(many, 2, "Tiresias", resize_cost=0)
     starts = sorted({j.start for j in r.jobs})
     assert all(y - x >= 60 - 2.0 for x, y in zip(starts, starts[1:]))
+    # ... and the rounds are periodic, at multiples of 60 s (the Pollux simulator's tick), where
+    # a rate-limited policy starts a round as soon as the interval since the last one has passed
+    spread = [_spec(f"j{i}", float(7 * i), 50.0) for i in range(20)]
+    assert all(j.start % 60 == 0 for j in simulate(spread, 2, "Tiresias", resize_cost=0).jobs)
+    voda = simulate(spread, 2, "Tiresias-Voda", resize_cost=0, resched_interval=60)
+    assert any(j.start % 60 != 0 for j in voda.jobs)
 
 
 @pytest.mark.parametrize("app, batch", [("cifar10", 256), ("imagenet", 800), ("yolov3", 64), ("ncf", 1024)])
