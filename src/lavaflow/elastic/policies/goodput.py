@@ -26,7 +26,8 @@ earlier per-replica-count batch candidates; not re-tuned on the 0.5x / 1.5x / 2.
 7,200 s: 0.752 h, 10,800 s: 0.735 h, 14,400 s: 0.734 h, 18,000 s: 0.734 h, 28,800 s: 0.745 h,
 100,000 s: 0.832 h at ``switch_factor`` 12) and ``switch_factor`` = 24 (4: 0.741 h, 12: 0.734 h,
 24: 0.727 h, 48: 0.733 h).  Re-checked with the batch re-chosen per training phase (same
-workloads and load): ``switch_factor`` 24: 0.641 h, 12: 0.645 h.  ``spare_factor`` (a second
+workloads and load): ``switch_factor`` 24: 0.641 h, 12: 0.645 h; ``prior`` 2 h: 0.646 h, 4 h:
+0.641 h, 8 h: 0.646 h.  ``spare_factor`` (a second
 greedy pass over GPUs left idle, at a lower switching cost) is off by default: no gain at load 1.0.
 See docs/elastic.md.
 
