@@ -6,13 +6,15 @@ controller and the scheduler's `elastic` action; the simulator runs it by its wo
 
 Usage: python benchmarks/elastic_pollux.py [--loads 1.0,0.5,1.5,2.0] [--workloads DIR]
            [--policies A,B,C+AB] [--adaptive-batch] [--only 1,5] [--procs 2]
-           [--resize-cost 30] [--interval S] [--json FILE]
+           [--resize-cost 30] [--interval S] [--param NAME=VALUE ...] [--json FILE]
 
 ``--loads`` picks Pollux's load variants (``workloads`` = 1.0, ``workloads-0.5`` ...), found like
 every other data file ($LAVAFLOW_DATA, ../shared/data, package copy); ``--workloads DIR`` gives one
 folder instead. A policy written ``NAME+AB`` runs on the same trace with every job allowed to
 co-adapt its batch size (``lavaflow.io/adaptive-batch``); ``--adaptive-batch`` does so for every
-policy. Without ``--interval`` each policy runs at its own tick (60 s for the literature Tiresias,
+policy; ``--param NAME=VALUE`` (repeatable) passes a policy parameter to every policy that takes
+parameters (e.g. ``--param prior=14400 --param switch_factor=24`` for Goodput, as
+``elastic.policy.<NAME>`` in the scheduler configuration). Without ``--interval`` each policy runs at its own tick (60 s for the literature Tiresias,
 else 30 s). Prints avg JCT (hours) per policy per workload, the mean over workloads, the change
 against ``Tiresias`` (literature baseline), whether the policy reads remaining work (clairvoyant),
 and CPU seconds per replay (the whole replay: loading, admission, controllers, scheduler).
@@ -46,16 +48,24 @@ def parse_policy(spec: str, all_adaptive: bool) -> tuple[str, str, bool]:
 
 
 def run_one(task: tuple) -> tuple:
-    label_set, path, label, name, adaptive, cost, interval = task
+    label_set, path, label, name, adaptive, cost, interval, params = task
     from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
 
     t0 = time.process_time()
     w0 = time.perf_counter()
-    res = replay(trace_inputs([path], gpu_cluster(), adaptive=adaptive), name, interval=interval, cost=cost)
+    res = replay(
+        trace_inputs([path], gpu_cluster(), adaptive=adaptive), name, params=params, interval=interval, cost=cost
+    )
     s = res.summary()
     s["cpu"] = time.process_time() - t0
     s["wall"] = time.perf_counter() - w0
     return label_set, Path(path).stem, label, s
+
+
+def _takes_params() -> set[str]:
+    from lavaflow.elastic.policies import _RESIZE_AWARE
+
+    return set(_RESIZE_AWARE)
 
 
 def main() -> None:
@@ -65,39 +75,82 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workloads", default=None, help="one folder with workload-{1..8}.csv")
     ap.add_argument("--loads", default="1.0", help="comma-separated Pollux load variants: 1.0,0.5,1.5,2.0")
-    ap.add_argument("--policies", default=",".join(POLICY_NAMES), help="NAME or NAME+AB (adaptive batch), comma-separated")
+    ap.add_argument(
+        "--policies", default=",".join(POLICY_NAMES), help="NAME or NAME+AB (adaptive batch), comma-separated"
+    )
     ap.add_argument("--adaptive-batch", action="store_true", help="every policy with batch-size co-adaptation")
     ap.add_argument("--only", default=None, help="comma-separated workload numbers (default all)")
     ap.add_argument("--resize-cost", type=float, default=30.0)
-    ap.add_argument("--interval", type=float, default=None, help="reschedule rate limit (default: each policy's own tick, else 30 s)")
+    ap.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        help="reschedule rate limit (default: each policy's own tick, else 30 s)",
+    )
     ap.add_argument("--procs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--param", action="append", default=[], help="NAME=VALUE policy parameter (repeatable)")
     ap.add_argument("--json", default=None, help="also write the raw figures here")
     args = ap.parse_args()
     try:
         rows = [parse_policy(p, args.adaptive_batch) for p in args.policies.split(",") if p.strip()]
     except KeyError as exc:
         sys.exit(f"error: --policies: unknown policy {exc.args[0]!r} (choose from {', '.join(POLICY_NAMES)})")
-    sets = [(str(args.workloads), Path(args.workloads))] if args.workloads else [
-        (ld.strip(), find_data("pollux/workloads" if float(ld) == 1.0 else f"pollux/workloads-{ld.strip()}"))
-        for ld in args.loads.split(",") if ld.strip()]
-    print(f"# 16x4 GPUs; resize cost {args.resize_cost:g}s, interval "
-          f"{args.interval if args.interval is not None else 'policy default'}; python {platform.python_version()}, "
-          f"nproc {os.cpu_count()}, {args.procs} processes, loadavg {os.getloadavg()[0]:.2f}", flush=True)
+    params = {}
+    for kv in args.param:
+        k, sep, v = kv.partition("=")
+        if not sep or not k.strip():
+            sys.exit(f"error: --param: expected NAME=VALUE, got {kv!r}")
+        try:
+            params[k.strip()] = float(v)
+        except ValueError:
+            params[k.strip()] = v.strip()
+    sets = (
+        [(str(args.workloads), Path(args.workloads))]
+        if args.workloads
+        else [
+            (ld.strip(), find_data("pollux/workloads" if float(ld) == 1.0 else f"pollux/workloads-{ld.strip()}"))
+            for ld in args.loads.split(",")
+            if ld.strip()
+        ]
+    )
+    print(
+        f"# 16x4 GPUs; resize cost {args.resize_cost:g}s, interval "
+        f"{args.interval if args.interval is not None else 'policy default'}; python {platform.python_version()}, "
+        f"nproc {os.cpu_count()}, {args.procs} processes, loadavg {os.getloadavg()[0]:.2f}"
+        + (f"; params {params}" if params else ""),
+        flush=True,
+    )
     tasks = []
     for label_set, wdir in sets:
         files = sorted(wdir.glob("workload-*.csv"), key=lambda p: int(p.stem.split("-")[1]))
         if args.only:
             keep = {s.strip() for s in args.only.split(",")}
             files = [f for f in files if f.stem.split("-")[1] in keep]
-        tasks += [(label_set, str(f), label, name, ada, args.resize_cost, args.interval)
-                  for f in files for label, name, ada in rows]
+        tasks += [
+            (
+                label_set,
+                str(f),
+                label,
+                name,
+                ada,
+                args.resize_cost,
+                args.interval,
+                params if name in _takes_params() else {},
+            )
+            for f in files
+            for label, name, ada in rows
+        ]
     table: dict[str, dict[str, dict[str, dict]]] = {}
     with ProcessPoolExecutor(max_workers=args.procs) as ex:
         for label_set, wl, label, s in ex.map(run_one, tasks):
             table.setdefault(label_set, {}).setdefault(label, {})[wl] = s
-            print(f"load {label_set:5s} {wl:12s} {label:18s} avg JCT {s['avg_jct']/3600:6.3f} h  p99 {s['p99_jct']/3600:6.2f} h  "
-                  f"util {s['gpu_utilization']:.3f}  resizes {s['resizes']:4d} migrations {s['migrations']:4d}  "
-                  f"cpu {s['cpu']:.1f}s wall {s['wall']:.1f}s", file=sys.stderr, flush=True)
+            print(
+                f"load {label_set:5s} {wl:12s} {label:18s} avg JCT {s['avg_jct'] / 3600:6.3f} h  p99 {s['p99_jct'] / 3600:6.2f} h  "
+                f"util {s['gpu_utilization']:.3f}  resizes {s['resizes']:4d} migrations {s['migrations']:4d}  "
+                f"cpu {s['cpu']:.1f}s wall {s['wall']:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
     for label_set, by_label in table.items():
         names = sorted(next(iter(by_label.values())), key=lambda n: int(n.split("-")[1]))
         print(f"\nload {label_set}: avg JCT (hours); * = reads remaining work (clairvoyant)")

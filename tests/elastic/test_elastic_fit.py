@@ -51,7 +51,11 @@ def test_extrapolation_is_bounded_and_monotone(pts):
 def test_parse_forms():
     assert parse_measurements("1:10,2:18") == {1: 10.0, 2: 18.0}
     assert parse_measurements('{"1": 10, "4": 30}') == {1: 10.0, 4: 30.0}
-    rows = [{"workers": 2, "epoch_time_sec": 50}, {"workers": 2, "epoch_time_sec": 50}, {"workers": 1, "epoch_time_sec": 100}]
+    rows = [
+        {"workers": 2, "epoch_time_sec": 50},
+        {"workers": 2, "epoch_time_sec": 50},
+        {"workers": 1, "epoch_time_sec": 100},
+    ]
     assert parse_measurements(rows) == {1: 0.01, 2: 0.02}
     with pytest.raises(MeasurementError):
         parse_measurements("1:0")

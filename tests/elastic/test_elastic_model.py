@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from lavaflow.elastic.data_paths import PACKAGE_DATA
 from lavaflow.elastic.job import ElasticJobSpec
 from lavaflow.elastic.placement import Node, best_fit, place
-from lavaflow.elastic.policies import make_policy
 from lavaflow.elastic.speed import (
     PolluxApp,
     PolluxJobSpeed,
@@ -120,7 +119,9 @@ def test_repack_fits_and_has_the_fewest_moves_of_any_node_mapping(sizes, rnd):
     # any other assignment of the same virtual nodes to real nodes moves at least as many workers
     virt = best_fit([4] * 4, reqs)
     best = max(
-        _overlap({j: {NODES[p[v]].name: c for v in range(4) for jj, c in virt[v].items() if jj == j} for j in reqs}, cur)
+        _overlap(
+            {j: {NODES[p[v]].name: c for v in range(4) for jj, c in virt[v].items() if jj == j} for j in reqs}, cur
+        )
         for p in itertools.permutations(range(4))
     )
     assert _overlap(new, cur) == best
@@ -137,6 +138,21 @@ def test_unchanged_jobs_do_not_move_and_spread_jobs_get_consolidated():
     assert sum(mig.values()) == 4  # two workers of each job move
 
 
+def test_keep_mode_never_moves_a_running_job_and_spreads_new_ones_over_the_emptiest_nodes():
+    """The Pollux artifact's Tiresias placement: running jobs keep their nodes, a (re)started job
+    takes GPUs from the node with the most free ones (first such node on ties)."""
+    nodes = [Node(f"n{i}", 4) for i in range(3)]
+    cur = {"a": {"n0": 1, "n1": 1}, "b": {"n2": 3}}
+    new, mig = place(nodes, cur, {"a": 2, "b": 3, "c": 4, "d": 1}, "keep")
+    assert new["a"] == {"n0": 1, "n1": 1} and new["b"] == {"n2": 3} and not mig
+    # free after a, b: n0 3, n1 3, n2 1 -> c takes 3 on n0 (first of the emptiest) and 1 on n1
+    assert new["c"] == {"n0": 3, "n1": 1}
+    assert new["d"] == {"n1": 1}
+    # auto mode consolidates the spread job instead (a migration)
+    new2, mig2 = place(nodes, cur, {"a": 2, "b": 3}, "auto")
+    assert len(new2["a"]) == 1 and mig2 == {"a": 1}
+
+
 def test_best_fit_counts_spilled_workers_exactly():
     # Voda recorded a spilled job's full request on the second node (free = -2)
     nodes = best_fit([4, 4], {"big": 6})
@@ -149,7 +165,11 @@ def _spec(name, t, work, lo=1, hi=1, req=None):
     measured speed-up annotations a Voda-style job carries."""
     from lavaflow.elastic import spec as es
 
-    ann = {"lavaflow.io/speedup": "1:1,2:2,4:4,8:8", "lavaflow.io/epoch-time": "1s", "lavaflow.io/epochs": repr(float(work))}
+    ann = {
+        "lavaflow.io/speedup": "1:1,2:2,4:4,8:8",
+        "lavaflow.io/epoch-time": "1s",
+        "lavaflow.io/epochs": repr(float(work)),
+    }
     sp = es.speed_spec(ann)
     return ElasticJobSpec(name, t, sp.speed, sp.work, req or lo, lo, hi, extra={"annotations": ann})
 
@@ -203,6 +223,12 @@ def test_literature_tiresias_in_the_simulator_demotes_at_16_gpu_hours_without_pr
     r = simulate(many, 2, "Tiresias", resize_cost=0)
     starts = sorted({j.start for j in r.jobs})
     assert all(y - x >= 60 - 2.0 for x, y in zip(starts, starts[1:]))
+    # ... and the rounds are periodic, at multiples of 60 s (the Pollux simulator's tick), where
+    # a rate-limited policy starts a round as soon as the interval since the last one has passed
+    spread = [_spec(f"j{i}", float(7 * i), 50.0) for i in range(20)]
+    assert all(j.start % 60 == 0 for j in simulate(spread, 2, "Tiresias", resize_cost=0).jobs)
+    voda = simulate(spread, 2, "Tiresias-Voda", resize_cost=0, resched_interval=60)
+    assert any(j.start % 60 != 0 for j in voda.jobs)
 
 
 @pytest.mark.parametrize("app, batch", [("cifar10", 256), ("imagenet", 800), ("yolov3", 64), ("ncf", 1024)])
@@ -225,6 +251,53 @@ def test_adaptive_batch_goodput_beats_the_fixed_batch_in_the_same_units(app, bat
     assert ada.max_useful_workers() >= fixed.max_useful_workers()
 
 
+@pytest.mark.parametrize("app, batch", [("imagenet", 800), ("yolov3", 64), ("cifar10", 256)])
+def test_adaptive_batch_is_rechosen_per_training_phase(app, batch):
+    """Pollux re-tunes the batch as the gradient noise grows: in each phase the best batch for
+    that phase, never slower than the whole-run choice, and larger (or equal) batches late."""
+    from lavaflow.elastic.speed import advance, time_to
+
+    ada = PolluxJobSpeed(app, batch, adaptive=True)
+    stateless = PolluxJobSpeed(app, batch, adaptive=True, phases=1)
+    assert len(ada.phase_bounds) >= 1 and stateless.phase_bounds == ()
+    assert list(ada.phase_bounds) == sorted(ada.phase_bounds) and ada.phase_bounds[-1] < ada.total_work()
+    for n in (1, 4, 16):
+        pl = consolidated_placement(n, 4)
+        whole = ada.best_batch(pl)[1]
+        t_phases = time_to(ada, pl, None, 0.0, ada.total_work())
+        t_whole = time_to(stateless, pl, None, 0.0, stateless.total_work())
+        assert t_whole == pytest.approx(stateless.total_work() / stateless.rate(pl))
+        assert t_phases <= t_whole * (1 + 1e-9)
+        # in every phase the rate is at least the whole-run batch's rate in that phase
+        for k in range(len(ada.phase_bounds) + 1):
+            at_whole = ada.model.rate(pl, whole) * ada.gain(whole, k)
+            assert ada.rate(pl, phase=k) >= at_whole * (1 - 1e-12)
+        first, last = ada.best_batch(pl, 0)[1], ada.best_batch(pl, len(ada.phase_bounds))[1]
+        assert last >= first
+        # advance() and time_to() are inverse
+        half = time_to(ada, pl, None, 0.0, 0.5 * ada.total_work())
+        assert advance(ada, pl, None, 0.0, half) == pytest.approx(0.5 * ada.total_work())
+    # a fixed-batch job's rate does not depend on its progress
+    assert PolluxJobSpeed(app, batch).phase_bounds == ()
+
+
+def test_training_model_runs_an_adaptive_job_phase_by_phase(tmp_path):
+    """The simulator integrates the phase-dependent rate: a lone job finishes exactly when the
+    speed model says (start one period after arrival, one 30 s start pause)."""
+    from lavaflow.elastic.speed import time_to
+    from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
+
+    p = tmp_path / "one.csv"
+    p.write_text("name,time,application,num_replicas,batch_size,min_replicas,max_replicas\nj,0,cifar10,4,256,4,4\n")
+    res = replay(trace_inputs([p], gpu_cluster(nodes=1), adaptive=True), "FIFO")
+    sp = PolluxJobSpeed("cifar10", 256, adaptive=True)
+    expect = time_to(sp, (4,), None, 0.0, sp.total_work())
+    stateless = PolluxJobSpeed("cifar10", 256, adaptive=True, phases=1)
+    assert expect < stateless.total_work() / stateless.rate((4,))  # re-choosing pays here
+    j = res.jobs[0]
+    assert j.finish - j.start == pytest.approx(30.0 + expect, rel=1e-6)
+
+
 def test_adaptive_batch_improves_scaling_where_a_fixed_batch_is_too_small():
     # cifar10 at batch 256 on 8 GPUs crosses a node at 32 samples per GPU and runs slower than on
     # 4; the adaptive job takes a larger batch there and keeps speeding up
@@ -236,18 +309,25 @@ def test_adaptive_batch_improves_scaling_where_a_fixed_batch_is_too_small():
 
 
 def test_pollux_csv_adaptive_batch_column_and_argument(tmp_path):
-    p = _write(tmp_path, "name,time,application,num_replicas,batch_size,adaptive_batch,max_batch_size\n"
-               "a,0,cifar10,4,512,true,2048\nb,5,cifar10,4,512,false,\nc,9,cifar10,4,512,,\n")
+    p = _write(
+        tmp_path,
+        "name,time,application,num_replicas,batch_size,adaptive_batch,max_batch_size\n"
+        "a,0,cifar10,4,512,true,2048\nb,5,cifar10,4,512,false,\nc,9,cifar10,4,512,,\n",
+    )
     a, b, c = read_workload(p, max_gpus=64)
     assert a.speed.adaptive and a.speed.batch_limit == 2048 and a.work == pytest.approx(a.speed.total_work())
     assert (a.min_workers, a.max_workers) == (1, 2048 // a.speed.model.min_local_bsz)
     assert not b.speed.adaptive and not c.speed.adaptive and (b.min_workers, b.max_workers) == (2, 8)
     a2, b2, c2 = read_workload(p, max_gpus=64, adaptive=True)
     assert a2.speed.adaptive and not b2.speed.adaptive and c2.speed.adaptive  # the column wins
-    bad = _write(tmp_path, "name,time,application,num_replicas,batch_size,adaptive_batch\na,0,cifar10,4,512,maybe\n", "bad.csv")
+    bad = _write(
+        tmp_path, "name,time,application,num_replicas,batch_size,adaptive_batch\na,0,cifar10,4,512,maybe\n", "bad.csv"
+    )
     with pytest.raises(WorkloadError, match=r":2: column 'adaptive_batch'"):
         read_workload(bad)
-    low = _write(tmp_path, "name,time,application,num_replicas,batch_size,max_batch_size\na,0,cifar10,4,512,256\n", "low.csv")
+    low = _write(
+        tmp_path, "name,time,application,num_replicas,batch_size,max_batch_size\na,0,cifar10,4,512,256\n", "low.csv"
+    )
     with pytest.raises(WorkloadError, match=r"column 'max_batch_size'"):
         read_workload(low)
 
@@ -283,8 +363,11 @@ def test_pollux_csv_errors_name_file_line_and_column(tmp_path):
 
 
 def test_philly_csv(tmp_path):
-    p = _write(tmp_path, "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,600,1,600,x\n"
-               "2017-10-09 07:05:00,3600,4,14400,x\n")
+    p = _write(
+        tmp_path,
+        "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,600,1,600,x\n"
+        "2017-10-09 07:05:00,3600,4,14400,x\n",
+    )
     jobs = read_workload(p)
     assert len(jobs) >= 1
     p = _write(tmp_path, "timestamp,duration,num_gpus\nyesterday,60,1\n")

@@ -105,8 +105,15 @@ def test_job_at_max_never_gets_more(sc):
 
 def _job(name, lo, hi, req=None, rate=lambda n: float(n), t=0.0, work=100.0, **kw):
     return JobView(
-        name=name, submit_time=t, min_workers=lo, max_workers=hi, requested=req or lo,
-        rates={"gpu": tuple(rate(n) for n in range(hi + 1))}, remaining_work=work, total_work=work, **kw,
+        name=name,
+        submit_time=t,
+        min_workers=lo,
+        max_workers=hi,
+        requested=req or lo,
+        rates={"gpu": tuple(rate(n) for n in range(hi + 1))},
+        remaining_work=work,
+        total_work=work,
+        **kw,
     )
 
 
@@ -220,6 +227,17 @@ def test_lavaflow_keeps_a_running_size_unless_the_gain_beats_the_switching_cost(
     # a long job still grows when it gains much (linear speed-up, 10^5 s left)
     big = _job("b", 4, 8, req=4, work=1e5, current_workers=4, current_type="gpu")
     assert make_policy("Lavaflow")([big], {"gpu": 8}, 0)["b"].workers == 8
+
+
+def test_spare_pass_gives_idle_gpus_to_a_running_job_at_a_lower_switching_cost():
+    # the same job as above: at the full switching cost it stays on 4 of 8 GPUs and 4 stay idle;
+    # with the spare pass (spare_factor 1: one pause) those idle GPUs are offered again and it grows
+    job = _job("j", 4, 8, req=4, rate=lambda n: n**0.5, work=1000, current_workers=4, current_type="gpu")
+    assert make_policy("Lavaflow", spare_factor=1)([job], {"gpu": 8}, 0)["j"].workers == 8
+    # the spare pass only hands out what nobody took: a waiting job still gets its GPUs first
+    other = _job("o", 4, 4, t=5, work=1e4)
+    res = make_policy("Lavaflow", spare_factor=1)([job, other], {"gpu": 8}, 0)
+    assert res["o"].workers == 4 and res["j"].workers == 4
 
 
 def test_lavaflow_prefers_the_faster_gpu_type_by_comparative_advantage():

@@ -24,7 +24,10 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", "from lavaflow.cli import main; main()", "simulate", *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
     )
 
 
@@ -41,7 +44,14 @@ REFERENCE = {"FIFO": 16308.3, "ElasticSRJF": 4519.7, "Lavaflow": 4326.8, "Tiresi
 
 
 def test_trace_replay_matches_the_retired_replayer():
-    p = cli(str(DATA / "pollux-20.csv"), str(DATA / "gpu-16.yaml"), "--compare-policies", ",".join(REFERENCE), "--output", "json")
+    p = cli(
+        str(DATA / "pollux-20.csv"),
+        str(DATA / "gpu-16.yaml"),
+        "--compare-policies",
+        ",".join(REFERENCE),
+        "--output",
+        "json",
+    )
     assert p.returncode == 0, p.stderr
     results = json.loads(p.stdout)["results"]
     for r in results:
@@ -55,14 +65,34 @@ def test_trace_replay_matches_the_retired_replayer():
     assert marks["FIFO"] is False and marks["Lavaflow"] is True and marks["Tiresias"] is False
 
 
-def test_adaptive_batch_replay_matches_the_retired_replayer():
-    """Jobs that let the policy co-adapt their batch size (Pollux goodput model), non-clairvoyant policy."""
+def _adaptive_replay(policy: str, phases: int) -> dict:
+    import lavaflow.elastic.speed as speed
+    from lavaflow.elastic import spec as es
     from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
 
-    res = replay(trace_inputs([DATA / "pollux-20.csv"], gpu_cluster(nodes=4), adaptive=True), "Goodput")
-    s = res.summary()
+    saved = speed.DEFAULT_PHASES
+    speed.DEFAULT_PHASES = phases
+    es._speed_spec.cache_clear()  # speed models are built (with their phases) once per annotation set
+    try:
+        return replay(trace_inputs([DATA / "pollux-20.csv"], gpu_cluster(nodes=4), adaptive=True), policy).summary()
+    finally:
+        speed.DEFAULT_PHASES = saved
+        es._speed_spec.cache_clear()
+
+
+def test_adaptive_batch_replay_matches_the_retired_replayer():
+    """Jobs that let the policy co-adapt their batch size (Pollux goodput model), non-clairvoyant
+    policy.  The retired replayer chose one batch per placement for the whole run (``phases`` 1):
+    with that model the figure is the same within 2 %.  Re-choosing the batch in 20 training phases
+    (the default since, docs/elastic.md) changes this small trace's figure to 4,929 s (+8.9 %: its
+    one imagenet job, two thirds of the summed JCT, is given fewer GPUs early in training, where a large
+    batch is worth little, and waits longer for them later)."""
+    s = _adaptive_replay("Goodput", 1)
     assert s["completed"] == 20 and not s["clairvoyant"]
     assert abs(s["avg_jct"] - 4526.8) / 4526.8 < 0.02, s["avg_jct"]
+    s = _adaptive_replay("Goodput", 20)
+    assert s["completed"] == 20
+    assert abs(s["avg_jct"] - 4928.9) / 4928.9 < 0.02, s["avg_jct"]
 
 
 # --------------------------------------------------------------------------- resizes are real operations
@@ -118,13 +148,18 @@ def test_elastic_job_shrinks_for_an_arrival_and_grows_back_without_restarting():
     # resizes never restart the job, although its policy restarts it on PodEvicted
     assert [h["phase"] for h in jobs["big"]["phaseHistory"]] == ["Pending", "Running", "Completed"]
     assert jobs["big"]["retryCount"] == 0
-    events = [(e["time"], e["object"].split("/")[1].rsplit("-", 5)[0], e["reason"], e["message"]) for e in res["events"]]
+    events = [
+        (e["time"], e["object"].split("/")[1].rsplit("-", 5)[0], e["reason"], e["message"]) for e in res["events"]
+    ]
     big = [e for e in events if e[1] == "big"]
     assert big[0][2] == "Started" and "8 worker(s)" in big[0][3]
     shrink = next(e for e in big if e[2] == "Resized" and "8 → " in e[3])
     assert shrink[0] >= 600 and "small" in shrink[3]
     small_done = jobs["small"]["finishTime"]
-    assert any(e[2] == "Resized" and e[0] >= small_done and e[3].endswith("8 workers" + e[3].split("8 workers", 1)[-1]) for e in big)
+    assert any(
+        e[2] == "Resized" and e[0] >= small_done and e[3].endswith("8 workers" + e[3].split("8 workers", 1)[-1])
+        for e in big
+    )
     # scale-in removed the highest-index workers: they left as resizes, the lowest never did
     big_pods = {p["name"]: p for p in res["pods"] if p["job"] == "big"}
     resized = {p["name"] for p in res["pods"] if p["job"] == "big" and p.get("reason") == "ElasticResize"}
@@ -173,7 +208,12 @@ def test_restarted_scheduler_adopts_sizes_and_does_not_thrash():
     # a new scheduler process: a cache filled from the cluster only
     cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
     cache.register_resources(["nvidia.com/gpu"])
-    for kind, fn in (("Node", cache.on_node), ("Queue", cache.on_queue), ("PodGroup", cache.on_podgroup), ("Pod", cache.on_pod)):
+    for kind, fn in (
+        ("Node", cache.on_node),
+        ("Queue", cache.on_queue),
+        ("PodGroup", cache.on_podgroup),
+        ("Pod", cache.on_pod),
+    ):
         for obj in sim.store.list(kind):
             fn(obj)
     sched = Scheduler(cache, load_scheduler_conf())
@@ -227,7 +267,10 @@ def test_bad_speed_annotation_names_file_document_and_field(tmp_path):
     f.write_text(NODES + JOB.format(name="x", app="resnet", bsz=64, epochs=1, at="0s", min=1, max=2))
     p = cli(str(f))
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert f"{f}: document 2: Job/x: metadata.annotations[lavaflow.io/application]: unknown application 'resnet'" in p.stderr
+    assert (
+        f"{f}: document 2: Job/x: metadata.annotations[lavaflow.io/application]: unknown application 'resnet'"
+        in p.stderr
+    )
 
 
 def test_voda_mpijob_runs_as_an_elastic_volcano_job():
@@ -256,13 +299,18 @@ def test_mpijob_without_sizes_is_refused_naming_the_field(tmp_path):
     )
     p = cli(str(f))
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert "MPIJob/x: spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].env[MAX_NP]: 2 is below the minimum 4" in p.stderr
+    assert (
+        "MPIJob/x: spec.mpiReplicaSpecs.Launcher.template.spec.containers[0].env[MAX_NP]: 2 is below the minimum 4"
+        in p.stderr
+    )
 
 
 def test_updated_speed_annotation_reaches_the_podgroup():
     from lavaflow.api.volcano import Job
 
-    res, sim = simulate(NODES + JOB.format(name="x", app="cifar10", bsz=1024, epochs=1, at="0s", min=1, max=2), until=30)
+    res, sim = simulate(
+        NODES + JOB.format(name="x", app="cifar10", bsz=1024, epochs=1, at="0s", min=1, max=2), until=30
+    )
     job = sim.store.get("Job", "default/x")
     job = Job.model_validate(job.model_dump(by_alias=True))
     job.metadata.annotations["lavaflow.io/requested-workers"] = "1"

@@ -69,8 +69,16 @@ def to_json(results: Sequence[SimResult], per_job: bool = False) -> dict:
         d = r.summary()
         if per_job:
             d["jobs_detail"] = [
-                {"name": j.name, "application": j.application, "submit": j.submit, "start": j.start,
-                 "finish": j.finish, "jct": j.jct, "resizes": j.resizes, "migrations": j.migrations}
+                {
+                    "name": j.name,
+                    "application": j.application,
+                    "submit": j.submit,
+                    "start": j.start,
+                    "finish": j.finish,
+                    "jct": j.jct,
+                    "resizes": j.resizes,
+                    "migrations": j.migrations,
+                }
                 for j in r.jobs
             ]
         out["results"].append(d)

@@ -172,8 +172,11 @@ class FittedSpeed:
 def fit_speed(measurements, max_rel_error: float = 0.10, monotone: bool = True) -> FittedSpeed:
     """Fit the step-time model to measured ``{workers: rate}`` points (any form
     :func:`parse_measurements` reads); fall back to interpolation with < 3 points or a poor fit."""
-    pts = measurements if isinstance(measurements, dict) and all(
-        isinstance(k, int) for k in measurements) else parse_measurements(measurements)
+    pts = (
+        measurements
+        if isinstance(measurements, dict) and all(isinstance(k, int) for k in measurements)
+        else parse_measurements(measurements)
+    )
     pts = _check(dict(pts))
     if len(pts) >= 3:
         from scipy.optimize import curve_fit

@@ -10,6 +10,11 @@
    real node with at least as many GPUs.
 3. A worker that must move to another node is a *migration*; removed workers of a shrinking job
    are not migrations.
+
+Mode ``"keep"`` (:func:`keep_or_spread`) is how the Pollux artifact's Tiresias places jobs instead:
+a running job keeps its nodes for as long as it runs at the same size (it is never moved), and a
+job (re)started is placed, in the policy's order, on the node with the most free GPUs, taking as
+many as it has there, then the next such node, and so on (ties: the first node).
 """
 
 from __future__ import annotations
@@ -116,6 +121,43 @@ def sticky(
     return {j: pl for j, pl in out.items() if pl}
 
 
+def keep_or_spread(
+    nodes: Sequence[Node], current: Mapping[str, Mapping[str, int]], requests: Mapping[str, int]
+) -> Placement:
+    """The Pollux artifact's Tiresias placement (``simulator/tiresias.py``, OSDI'21 branch, read for
+    its semantics): a job whose size is unchanged keeps exactly its current nodes; every other job,
+    in the order of ``requests``, takes GPUs from the node with the most free GPUs (the first such
+    node on ties), as many as it still needs or the node has, until it is placed.  No job is
+    consolidated or migrated."""
+    idx = {nd.name: i for i, nd in enumerate(nodes)}
+    free = [nd.gpus for nd in nodes]
+    out: Placement = {}
+    todo: list[tuple[str, int]] = []
+    for job, n in requests.items():
+        if n <= 0:
+            continue
+        cur = {k: v for k, v in (current.get(job) or {}).items() if k in idx and v > 0}
+        if cur and sum(cur.values()) == n and all(free[idx[k]] >= v for k, v in cur.items()):
+            for k, v in cur.items():
+                free[idx[k]] -= v
+            out[job] = dict(cur)
+        else:
+            todo.append((job, n))
+    for job, n in todo:
+        got: dict[str, int] = {}
+        rem = n
+        while rem > 0:
+            i = max(range(len(free)), key=lambda i: (free[i], -i)) if free else -1
+            if i < 0 or free[i] <= 0:
+                raise PlacementError(f"{sum(requests.values())} workers requested, {sum(nd.gpus for nd in nodes)} GPUs")
+            take = min(rem, free[i])
+            got[nodes[i].name] = got.get(nodes[i].name, 0) + take
+            free[i] -= take
+            rem -= take
+        out[job] = got
+    return out
+
+
 def place(
     nodes: Sequence[Node],
     current: Mapping[str, Mapping[str, int]],
@@ -127,8 +169,11 @@ def place(
     ``current`` is the present placement (job -> node name -> workers); nodes not in ``nodes``
     are ignored (e.g. removed nodes).  ``mode``: ``"repack"`` = best-fit consolidation mapped with
     the fewest moves (Voda's scheme, corrected); ``"sticky"`` = no worker moves; ``"auto"`` (default)
-    = sticky unless re-packing leaves jobs spread over fewer nodes, in which case re-pack.
+    = sticky unless re-packing leaves jobs spread over fewer nodes, in which case re-pack;
+    ``"keep"`` = the Pollux artifact's Tiresias placement (:func:`keep_or_spread`, no migrations).
     """
+    if mode == "keep":
+        return keep_or_spread(nodes, current, requests), {}
     if mode in ("auto", "sticky"):
         st = sticky(nodes, current, requests)
         if st is not None and (mode == "sticky" or _excess(st, nodes) == 0):

@@ -166,7 +166,9 @@ def _speed_spec(items: tuple[tuple[str, str], ...]) -> SpeedSpec:
             raise SpecError(GAVEL_MODEL, f"unknown Gavel model {model_name!r}")
         if WORK not in ann:
             raise SpecError(WORK, f"required with {GAVEL_MODEL} (steps of training)")
-        return SpeedSpec(GavelJobSpeed(model_name), float(_num(WORK, ann[WORK], float, 0, strict_min=True)), model_name, None)
+        return SpeedSpec(
+            GavelJobSpeed(model_name), float(_num(WORK, ann[WORK], float, 0, strict_min=True)), model_name, None
+        )
     if SPEEDUP in ann:
         from .fit import MeasurementError, fit_speed
 
@@ -297,5 +299,7 @@ def validate(job) -> list[tuple[str, str]]:
         knobs(ann)
         progress(ann, parse_time=lambda s: 0.0)
     except SpecError as exc:
-        out.append((f"metadata.annotations[{exc.field}]" if not exc.field.startswith("metadata") else exc.field, exc.message))
+        out.append(
+            (f"metadata.annotations[{exc.field}]" if not exc.field.startswith("metadata") else exc.field, exc.message)
+        )
     return out

@@ -41,7 +41,9 @@ def _num(path: str, line: int, col: str, raw: str, kind=float, minimum: float | 
     try:
         v = kind(raw.strip())
     except (ValueError, AttributeError):
-        raise WorkloadError(path, line, col, f"expected {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
+        raise WorkloadError(
+            path, line, col, f"expected {'an integer' if kind is int else 'a number'}, got {raw!r}"
+        ) from None
     if isinstance(v, float) and not math.isfinite(v):
         raise WorkloadError(path, line, col, f"expected a finite number, got {raw!r}")
     if minimum is not None and v < minimum:
@@ -60,7 +62,9 @@ def detect_format(path: Path) -> str:
     if {"name", "time", "model", "duration"} <= cols:
         return "gavel"
     raise WorkloadError(
-        str(path), 1, None,
+        str(path),
+        1,
+        None,
         "unknown CSV header: expected Pollux (name,time,application,num_replicas,batch_size), "
         "Philly (timestamp,duration,num_gpus,...) or Gavel (name,time,model,num_replicas,duration) columns",
     )
@@ -71,7 +75,9 @@ def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[E
     if not p.exists():
         raise WorkloadError(str(p), None, None, "file not found")
     if p.suffix.lower() in (".yaml", ".yml"):
-        raise WorkloadError(str(p), None, None, "YAML (Volcano Jobs, Voda MPIJobs) is read by lavaflow simulate itself, not as a trace")
+        raise WorkloadError(
+            str(p), None, None, "YAML (Volcano Jobs, Voda MPIJobs) is read by lavaflow simulate itself, not as a trace"
+        )
     fmt = detect_format(p)
     if fmt == "pollux":
         return read_pollux_csv(p, max_gpus=max_gpus, adaptive=kw.get("adaptive", False))
@@ -82,9 +88,19 @@ def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[E
 
 
 def _pollux_job(
-    path: str, line: int, name: str, t: float, app: str, replicas: int, batch: int,
-    max_gpus: int | None, min_w: int | None = None, max_w: int | None = None,
-    gpu_type: str | None = None, priority: int = 0, adaptive: bool = False,
+    path: str,
+    line: int,
+    name: str,
+    t: float,
+    app: str,
+    replicas: int,
+    batch: int,
+    max_gpus: int | None,
+    min_w: int | None = None,
+    max_w: int | None = None,
+    gpu_type: str | None = None,
+    priority: int = 0,
+    adaptive: bool = False,
     max_batch: int | None = None,
 ) -> ElasticJobSpec:
     speed = PolluxJobSpeed(app, batch, adaptive=adaptive, max_batch_size=max_batch)
@@ -101,15 +117,22 @@ def _pollux_job(
     if hi < lo:
         raise WorkloadError(path, line, "max_replicas", f"maximum {hi} below minimum {lo}")
     return ElasticJobSpec(
-        name=name, submit_time=t, speed=speed, work=speed.total_work(), requested=replicas,
-        min_workers=lo, max_workers=hi, priority=priority, gpu_type=gpu_type,
-        application=app, batch_size=batch, source=f"{path}:{line}",
+        name=name,
+        submit_time=t,
+        speed=speed,
+        work=speed.total_work(),
+        requested=replicas,
+        min_workers=lo,
+        max_workers=hi,
+        priority=priority,
+        gpu_type=gpu_type,
+        application=app,
+        batch_size=batch,
+        source=f"{path}:{line}",
     )
 
 
-def read_pollux_csv(
-    path: Path | str, max_gpus: int | None = None, adaptive: bool = False
-) -> list[ElasticJobSpec]:
+def read_pollux_csv(path: Path | str, max_gpus: int | None = None, adaptive: bool = False) -> list[ElasticJobSpec]:
     """``name,time,application,num_replicas,batch_size`` (time in seconds).
 
     Optional extra columns: ``min_replicas``, ``max_replicas``, ``gpu_type``, ``priority``,
@@ -145,12 +168,16 @@ def read_pollux_csv(
             t = _num(p, line, "time", row["time"], float, 0)
             app = row["application"].strip()
             if app not in POLLUX_APPS:
-                raise WorkloadError(p, line, "application", f"unknown application {app!r} (known: {', '.join(POLLUX_APPS)})")
+                raise WorkloadError(
+                    p, line, "application", f"unknown application {app!r} (known: {', '.join(POLLUX_APPS)})"
+                )
             reps = _num(p, line, "num_replicas", row["num_replicas"], int, 1)
             bsz = _num(p, line, "batch_size", row["batch_size"], int, 1)
             model = pollux_app(app)
             if bsz < model.min_local_bsz:
-                raise WorkloadError(p, line, "batch_size", f"{bsz} is below {app}'s smallest per-GPU batch {model.min_local_bsz}")
+                raise WorkloadError(
+                    p, line, "batch_size", f"{bsz} is below {app}'s smallest per-GPU batch {model.min_local_bsz}"
+                )
             opt = {}
             for col, key in (("min_replicas", "min_w"), ("max_replicas", "max_w"), ("priority", "priority")):
                 raw = (row.get(col) or "").strip()
@@ -170,7 +197,9 @@ def read_pollux_csv(
             if raw:
                 opt["max_batch"] = _num(p, line, "max_batch_size", raw, int, 1)
                 if opt["max_batch"] < bsz:
-                    raise WorkloadError(p, line, "max_batch_size", f"{opt['max_batch']} is below the job's batch size {bsz}")
+                    raise WorkloadError(
+                        p, line, "max_batch_size", f"{opt['max_batch']} is below the job's batch size {bsz}"
+                    )
             if max_gpus is not None and reps > max_gpus:
                 reps = max_gpus
             jobs.append(_pollux_job(p, line, name, t, app, reps, bsz, max_gpus, gpu_type=gt, **opt))
@@ -241,7 +270,9 @@ def read_philly_csv(
         app = _philly_app(dur * gpus / 3600)
         model = pollux_app(app)
         # smallest measured batch size that lets every requested GPU get a minimal local batch
-        bsz = next((v.batch_size for v in model.validation if v.batch_size >= gpus * model.min_local_bsz), model.max_batch_size)
+        bsz = next(
+            (v.batch_size for v in model.validation if v.batch_size >= gpus * model.min_local_bsz), model.max_batch_size
+        )
         gpus = min(gpus, model.max_replicas(bsz))
         speed = PolluxJobSpeed(app, bsz)
         from .speed import consolidated_placement
@@ -251,8 +282,16 @@ def read_philly_csv(
         lo, hi = default_elastic_range(gpus, model.max_replicas(bsz), max_gpus)
         jobs.append(
             ElasticJobSpec(
-                name=f"philly-{line}", submit_time=off, speed=speed, work=work, requested=gpus,
-                min_workers=lo, max_workers=hi, application=app, batch_size=bsz, source=f"{p}:{line}",
+                name=f"philly-{line}",
+                submit_time=off,
+                speed=speed,
+                work=work,
+                requested=gpus,
+                min_workers=lo,
+                max_workers=hi,
+                application=app,
+                batch_size=bsz,
+                source=f"{p}:{line}",
             )
         )
     return jobs
@@ -294,8 +333,17 @@ def jobs_summary(jobs: Iterable[ElasticJobSpec]) -> dict[str, int]:
 GAVEL_COLUMNS = ("name", "time", "model", "num_replicas", "duration")
 
 
-def _gavel_job(path: str, line: int, name: str, t: float, model: str, reps: int, duration: float,
-               max_gpus: int | None, gpu_type: str | None = None) -> ElasticJobSpec:
+def _gavel_job(
+    path: str,
+    line: int,
+    name: str,
+    t: float,
+    model: str,
+    reps: int,
+    duration: float,
+    max_gpus: int | None,
+    gpu_type: str | None = None,
+) -> ElasticJobSpec:
     from .speed import GavelJobSpeed, consolidated_placement, gavel_table
 
     table = gavel_table()
@@ -307,8 +355,16 @@ def _gavel_job(path: str, line: int, name: str, t: float, model: str, reps: int,
     lo, hi = default_elastic_range(reps, measured, max_gpus)
     work = duration * speed.rate(consolidated_placement(reps, 4), "v100")
     return ElasticJobSpec(
-        name=name, submit_time=t, speed=speed, work=work, requested=reps, min_workers=lo,
-        max_workers=hi, gpu_type=gpu_type, application=model, source=f"{path}:{line}",
+        name=name,
+        submit_time=t,
+        speed=speed,
+        work=work,
+        requested=reps,
+        min_workers=lo,
+        max_workers=hi,
+        gpu_type=gpu_type,
+        application=model,
+        source=f"{path}:{line}",
     )
 
 

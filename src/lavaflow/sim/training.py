@@ -24,6 +24,7 @@ from ..api import sim_annotations as ann
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION
 from ..elastic import spec as es
+from ..elastic.speed import next_bound, rate_at
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Simulation
@@ -95,7 +96,9 @@ class TrainingModel:
         submit = self.sim.now
         if vcjob is not None and isinstance(vcjob.metadata.creation_timestamp, (int, float)):
             submit = float(vcjob.metadata.creation_timestamp)
-        self.jobs[pg.key] = TrainState(key=pg.key, job=job, speed=sp, pause=pause, submit=submit, t_last=self.sim.now, application=sp.application)
+        self.jobs[pg.key] = TrainState(
+            key=pg.key, job=job, speed=sp, pause=pause, submit=submit, t_last=self.sim.now, application=sp.application
+        )
 
     @staticmethod
     def _gpus_of(pod) -> float:
@@ -138,8 +141,19 @@ class TrainingModel:
             st.gpu_seconds += n * (now - st.t_last)
             start = max(st.t_last, st.paused_until)
             if st.rate > 0 and now > start:
+                # the rate is constant until the next phase boundary, where an event is due
                 st.done += st.rate * (now - start)
             st.t_last = now
+
+    def _project(self, st: TrainState, now: float) -> None:
+        """Queue the job's next event: completion, or the end of its training phase (an adaptive
+        job re-chooses its batch there, so its rate changes)."""
+        self._tokens += 1
+        st.token = self._tokens
+        if st.rate > 0:
+            target = min(st.speed.work, next_bound(st.speed.speed, st.done))
+            left = max(target - st.done, 0.0)
+            self.sim._push(max(now, st.paused_until) + left / st.rate, "train", (st.key, st.token))
 
     def _changed(self, st: TrainState) -> None:
         now = self.sim.now
@@ -165,17 +179,13 @@ class TrainingModel:
                 st.history.append((now, n1, st.gpu_type))
         if n1:
             shape = tuple(sorted(placement.values(), reverse=True))
-            st.rate = float(st.speed.speed.rate(shape, gtype))
+            st.rate = rate_at(st.speed.speed, shape, gtype, st.done)
             st.paused_until = now + st.pause
         else:
             st.rate = 0.0
         self._record_alloc(now)
         self._report(st, now)
-        self._tokens += 1
-        st.token = self._tokens
-        if st.rate > 0:
-            left = max(st.speed.work - st.done, 0.0)
-            self.sim._push(max(now, st.paused_until) + left / st.rate, "train", (st.key, st.token))
+        self._project(st, now)
 
     def _report(self, st: TrainState, now: float) -> None:
         pg = self.sim.store.get("PodGroup", st.key)
@@ -202,6 +212,14 @@ class TrainingModel:
         now = self.sim.now
         self._accrue(st, now)
         if st.done + EPS * max(st.speed.work, 1.0) < st.speed.work:
+            nb = next_bound(st.speed.speed, st.done - EPS * max(st.speed.work, 1.0))
+            if nb < st.speed.work and st.done + EPS * max(st.speed.work, 1.0) >= nb:
+                # a new training phase: the job's rate changes (no pause, no report: the scheduler
+                # extrapolates progress phase by phase with the same speed model)
+                st.done = max(st.done, nb)
+                shape = tuple(sorted(st.placement.values(), reverse=True))
+                st.rate = rate_at(st.speed.speed, shape, st.gpu_type, st.done) if st.placement else 0.0
+                self._project(st, now)
             return
         st.done = st.speed.work
         st.finish = now

@@ -53,7 +53,8 @@ def afsl_pool(jobs: list[JobView], gpus: int, now: float, gpu_type: str) -> dict
         cands = [
             j
             for j in order
-            if alloc[j.name] < j.max_workers and step(j) <= free
+            if alloc[j.name] < j.max_workers
+            and step(j) <= free
             and (alloc[j.name] == 0 or j.speedup(gpu_type, alloc[j.name] + 1) > j.speedup(gpu_type, alloc[j.name]))
         ]
         if not cands:

@@ -73,9 +73,7 @@ class AllocationError(ValueError):
     pass
 
 
-def check_allocation(
-    jobs: Sequence[JobView], capacity: Mapping[str, int], result: Mapping[str, Assignment]
-) -> None:
+def check_allocation(jobs: Sequence[JobView], capacity: Mapping[str, int], result: Mapping[str, Assignment]) -> None:
     """Raise AllocationError unless every job is within [min, max] (or 0) and types fit."""
     by_name = {j.name: j for j in jobs}
     used: dict[str, int] = {}
@@ -86,9 +84,7 @@ def check_allocation(
         if a.workers == 0:
             continue
         if a.workers < j.min_workers or a.workers > j.max_workers:
-            raise AllocationError(
-                f"job {name}: {a.workers} workers outside [{j.min_workers}, {j.max_workers}]"
-            )
+            raise AllocationError(f"job {name}: {a.workers} workers outside [{j.min_workers}, {j.max_workers}]")
         if a.gpu_type not in capacity:
             raise AllocationError(f"job {name}: unknown GPU type {a.gpu_type!r}")
         if j.pinned_type is not None and a.gpu_type != j.pinned_type:
@@ -140,7 +136,12 @@ class Policy:
     scheduling tick in seconds (None: the simulator's / scheduler's default).  ``thresholds`` and
     ``promote_knob``: attained-service queue thresholds (GPU-seconds) and starvation promotion
     factor that whoever runs a policy with ``uses_priority_queues`` must track for it (None: the
-    defaults, 3600 GPU-s and 8x; ``math.inf``: no promotion)."""
+    defaults, 3600 GPU-s and 8x; ``math.inf``: no promotion).  ``placement``: how whoever runs the
+    policy places its workers (:func:`lavaflow.elastic.placement.place` mode: ``"auto"``
+    consolidates and may migrate; ``"keep"`` never moves a running job, as the Pollux artifact's
+    Tiresias).  ``aligned_tick``: reschedules happen only at multiples of the interval (a periodic
+    scheduling round, as the Pollux simulator runs every policy), not as soon as the interval since
+    the last one has passed."""
 
     name: str
     elastic: bool
@@ -153,10 +154,10 @@ class Policy:
     default_interval: float | None = None
     thresholds: tuple[float, ...] | None = None
     promote_knob: float | None = None
+    placement: str = "auto"
+    aligned_tick: bool = False
 
-    def __call__(
-        self, jobs: Sequence[JobView], capacity: Mapping[str, int], now: float
-    ) -> dict[str, Assignment]:
+    def __call__(self, jobs: Sequence[JobView], capacity: Mapping[str, int], now: float) -> dict[str, Assignment]:
         return self.fn(list(jobs), dict(capacity), now, **self.params)
 
 

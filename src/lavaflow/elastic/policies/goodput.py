@@ -25,7 +25,11 @@ Tuned parameters (Pollux workloads 1-8 at load 1.0, adaptive-batch jobs, 64 GPUs
 earlier per-replica-count batch candidates; not re-tuned on the 0.5x / 1.5x / 2.0x variants): ``prior`` = 14,400 s (4 single-GPU hours; 3,600 s: 0.761 h,
 7,200 s: 0.752 h, 10,800 s: 0.735 h, 14,400 s: 0.734 h, 18,000 s: 0.734 h, 28,800 s: 0.745 h,
 100,000 s: 0.832 h at ``switch_factor`` 12) and ``switch_factor`` = 24 (4: 0.741 h, 12: 0.734 h,
-24: 0.727 h, 48: 0.733 h).  See docs/elastic.md.
+24: 0.727 h, 48: 0.733 h).  Re-checked with the batch re-chosen per training phase (same
+workloads and load): ``switch_factor`` 24: 0.641 h, 12: 0.645 h; ``prior`` 2 h: 0.646 h, 4 h:
+0.641 h, 8 h: 0.646 h.  ``spare_factor`` (a second
+greedy pass over GPUs left idle, at a lower switching cost) is off by default: no gain at load 1.0.
+See docs/elastic.md.
 
 The policy never reads ``remaining_work`` or ``total_work``: the views handed to the allocator are
 rebuilt with the estimate in their place.  With adaptive-batch jobs (``PolluxJobSpeed(adaptive=
@@ -65,10 +69,20 @@ def goodput(
     horizon: float = math.inf,
     lookahead: int = 8,
     hetero_weight: float = 1.0,
+    spare_factor: float | None = None,
 ) -> dict[str, Assignment]:
     views = []
     for j in jobs:
         est = estimated_remaining(j, capacity, prior)
         views.append(dataclasses.replace(j, remaining_work=est if math.isfinite(est) else 1e300, total_work=0.0))
-    return lavaflow(views, capacity, now, resize_cost=resize_cost, horizon=horizon, lookahead=lookahead,
-                    hetero_weight=hetero_weight, switch_factor=switch_factor)
+    return lavaflow(
+        views,
+        capacity,
+        now,
+        resize_cost=resize_cost,
+        horizon=horizon,
+        lookahead=lookahead,
+        hetero_weight=hetero_weight,
+        switch_factor=switch_factor,
+        spare_factor=spare_factor,
+    )

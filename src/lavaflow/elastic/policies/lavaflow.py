@@ -51,6 +51,7 @@ def lavaflow(
     hetero_weight: float = 1.0,
     type_agnostic: bool = False,
     switch_factor: float = 12.0,
+    spare_factor: float | None = None,
 ) -> dict[str, Assignment]:
     if type_agnostic and len(capacity) > 1:
         # ablation: Voda-style per-type pools, jobs assigned to pools without looking at speed
@@ -58,16 +59,27 @@ def lavaflow(
 
         out: dict[str, Assignment] = {}
         for t, pool in split_pools(jobs, capacity).items():
-            out.update(lavaflow(pool, {t: capacity[t]}, now, resize_cost, horizon, lookahead, 0.0,
-                                switch_factor=switch_factor))
+            out.update(
+                lavaflow(pool, {t: capacity[t]}, now, resize_cost, horizon, lookahead, 0.0, switch_factor=switch_factor)
+            )
         return out
     types = sorted(t for t, c in capacity.items() if c > 0)
     free = {t: capacity[t] for t in types}
-    switch = max(resize_cost, 0.0) * switch_factor
     order = sorted(jobs, key=lambda j: (j.submit_time, j.name))
     rank = {j.name: i for i, j in enumerate(order)}
+    val = _values(order, capacity, free, max(resize_cost, 0.0) * switch_factor, horizon, hetero_weight)
+    alloc: dict[str, Assignment] = {}
+    _greedy(order, rank, val, free, alloc, lookahead)
+    if spare_factor is not None and spare_factor < switch_factor and any(f > 0 for f in free.values()):
+        # GPUs nobody takes at the full switching cost: offered again at a lower one (they are
+        # idle otherwise; a job grown onto them is shrunk again only if others need them)
+        val = _values(order, capacity, free, max(resize_cost, 0.0) * spare_factor, horizon, hetero_weight)
+        _greedy(order, rank, val, free, alloc, lookahead)
+    return alloc
 
-    # value tables: val[name][t][n] for n = 0..max
+
+def _values(order, capacity, free, switch, horizon, hetero_weight) -> dict[str, dict[str, np.ndarray]]:
+    """Value tables ``val[name][type][n]`` for n = 0..max workers."""
     val: dict[str, dict[str, np.ndarray]] = {}
     for j in order:
         w = max(j.remaining_work, 1e-12)
@@ -99,8 +111,11 @@ def lavaflow(
             v[0] = 0.0
             per_type[t] = v
         val[j.name] = per_type
+    return val
 
-    alloc: dict[str, Assignment] = {}
+
+def _greedy(order, rank, val, free, alloc, lookahead) -> None:
+    """Lazy greedy on value gain per GPU, from the allocation ``alloc`` (updated in place)."""
     version = {j.name: 0 for j in order}
     heap: list = []
 
@@ -149,4 +164,3 @@ def lavaflow(
         alloc[j.name] = Assignment(t, k)
         version[j.name] += 1
         push_options(j)
-    return alloc

@@ -25,22 +25,21 @@ PodEvicted policy).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
-
-import math
 
 import numpy as np
 
 from ...elastic import spec as es
-from ..model import TaskStatus
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
+from ..model import TaskStatus
 from ..plugins.elastic import ALIVE, ElasticJob, ElasticPlugin, GpuNodes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..framework.session import Session
     from ...elastic.policies import Policy
+    from ..framework.session import Session
     from ..model import TaskInfo
 
 EPS = 1e-9
@@ -59,7 +58,9 @@ class ElasticAction(Action):
             return  # no elastic training job: nothing to size (most Volcano workloads)
         now = ssn.now
         # A job whose workers started succeeding has finished its work.
-        jobs: dict[str, ElasticJob] = {uid: ej for uid, ej in plugin.jobs.items() if not ej.info.counts[TaskStatus.SUCCEEDED]}
+        jobs: dict[str, ElasticJob] = {
+            uid: ej for uid, ej in plugin.jobs.items() if not ej.info.counts[TaskStatus.SUCCEEDED]
+        }
         for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
             del st.jobs[uid]
             st.static.pop(uid, None)
@@ -93,10 +94,15 @@ class ElasticAction(Action):
                 dirty = True
             elif math.isfinite(nxt):
                 ssn.wake_at(nxt)
-        if any(ej.state.stuck_since is not None and now - ej.state.stuck_since >= plugin.interval for ej in jobs.values()):
+        if any(
+            ej.state.stuck_since is not None and now - ej.state.stuck_since >= plugin.interval for ej in jobs.values()
+        ):
             dirty = True
         if dirty:
             due = now if force else max(now, st.last_resched + plugin.interval)
+            if not force and getattr(plugin.policy, "aligned_tick", False) and plugin.interval > 0:
+                # a periodic tick at multiples of the interval (the Pollux simulator's 60 s rounds)
+                due = math.ceil(due / plugin.interval - EPS) * plugin.interval
             st.due = due if st.due is None else min(st.due, due)
         if st.due is not None and st.due <= now + EPS and jobs:
             st.due = None
@@ -256,19 +262,25 @@ class ElasticAction(Action):
             a = result.get(ej.name)
             new_n[ej.name] = a.workers if a else 0
             new_t[ej.name] = a.gpu_type if a and a.workers else None
+        order = [nm for nm in result if nm in new_n] + [nm for nm in new_n if nm not in result]
         targets: dict[str, dict[str, int]] = {}
         moved: dict[str, int] = {}
         for ty in types:
             ty_nodes = [Node(nm, slots, t) for nm, slots, t in nodes if t == ty]
-            reqs = {nm: new_n[nm] for nm in new_n if new_t[nm] == ty}
+            # in the policy's order (the artifact's Tiresias places jobs in its queue order)
+            reqs = {nm: new_n[nm] for nm in order if new_t[nm] == ty}
             cur: dict[str, dict[str, int]] = {}
             for nm in reqs:
                 ej = by_name[nm]
                 if ej.current and ej.gpu_type == ty:
-                    cur[nm] = dict(ej.placement) if ej.placement_seen is not None else _keep_lowest(ssn, ej, min(reqs[nm], ej.current))
+                    cur[nm] = (
+                        dict(ej.placement)
+                        if ej.placement_seen is not None
+                        else _keep_lowest(ssn, ej, min(reqs[nm], ej.current))
+                    )
             if not reqs:
                 continue
-            pl, mig = place(ty_nodes, cur, reqs)
+            pl, mig = place(ty_nodes, cur, reqs, getattr(plugin.policy, "placement", "auto"))
             targets.update({k: dict(v) for k, v in pl.items()})
             for k, v in mig.items():
                 if by_name[k].gpu_type == ty and by_name[k].current:
@@ -297,11 +309,21 @@ class ElasticAction(Action):
                 if js.first_start is None:
                     js.first_start = now
                 js.run_start = now
-                _note(ssn, ej, "Started", f"started with {n1} worker(s){' on ' + t1 if t1 and t1 != 'default' else ''}: {why}")
+                _note(
+                    ssn,
+                    ej,
+                    "Started",
+                    f"started with {n1} worker(s){' on ' + t1 if t1 and t1 != 'default' else ''}: {why}",
+                )
             elif n0 != n1 or t0 != t1:
                 js.resizes += 1
                 kind = "type " + f"{t0} → {t1}, " if t0 != t1 else ""
-                _note(ssn, ej, "Resized", f"resized {n0} → {n1} workers{(' (' + kind.rstrip(', ') + ')') if kind else ''}: {why}")
+                _note(
+                    ssn,
+                    ej,
+                    "Resized",
+                    f"resized {n0} → {n1} workers{(' (' + kind.rstrip(', ') + ')') if kind else ''}: {why}",
+                )
             if moved.get(nm):
                 js.migrations += moved[nm]
                 msg = f"{moved[nm]} worker(s) moved to consolidate the job: {plugin.policy.name}"
@@ -311,7 +333,9 @@ class ElasticAction(Action):
                     ssn.cache.decisions.resizes.append((ej.info.uid, "Migrated", msg, moved[nm]))
 
     # ------------------------------------------------------------------ reconcile
-    def _reconcile(self, ssn: Session, plugin: ElasticPlugin, jobs: dict[str, ElasticJob], capacity: dict[str, int]) -> None:
+    def _reconcile(
+        self, ssn: Session, plugin: ElasticPlugin, jobs: dict[str, ElasticJob], capacity: dict[str, int]
+    ) -> None:
         names = ssn.nodes.names
         pos = ssn.nodes.pos
         free = sum(capacity.values()) - sum(ej.current for ej in jobs.values())
@@ -324,9 +348,13 @@ class ElasticAction(Action):
                     js.reason = ""
                     continue
                 if not target and not any(t.status in ALIVE for t in ej.others):
-                    js.reason = js.reason if js.reason.startswith("waiting") else (
-                        f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
-                        f"(minimum {ej.min_workers} worker(s); {max(free, 0)} GPU(s) not allocated to elastic jobs)"
+                    js.reason = (
+                        js.reason
+                        if js.reason.startswith("waiting")
+                        else (
+                            f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
+                            f"(minimum {ej.min_workers} worker(s); {max(free, 0)} GPU(s) not allocated to elastic jobs)"
+                        )
                     )
                     ej.info.job_fit_errors = js.reason
                     continue
@@ -416,7 +444,9 @@ def _why(
         return f"{policy} gives the GPUs to {others}" if others else f"{policy} shrinks it"
     if n1 > n0:
         others = few(shrank)
-        return f"{policy}: GPUs freed by {others}" if others else f"{policy}: {sum(capacity.values())} GPUs, room to grow"
+        return (
+            f"{policy}: GPUs freed by {others}" if others else f"{policy}: {sum(capacity.values())} GPUs, room to grow"
+        )
     return policy
 
 

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...elastic import spec as es
-from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
+from ...elastic.speed import advance
 from ..framework.registry import Plugin, register_plugin
+from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -93,7 +94,8 @@ class ElasticState:
     known: frozenset[str] = frozenset()
     node_version: GpuNodes | int = -1  # -1 before the first session
     jobs: dict[str, JobState] = field(default_factory=dict)
-    curves: dict[tuple[int, str, int, int], tuple[float, ...]] = field(default_factory=dict)
+    # (speed, type, max workers, GPUs per node, training phase) -> rates for 0..max workers
+    curves: dict[tuple[int, str, int, int, Any], tuple[float, ...]] = field(default_factory=dict)
     reschedules: int = 0
     adopted: bool = False
     static: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # job uid -> (signature, parsed parts)
@@ -141,7 +143,7 @@ class ElasticPlugin(Plugin):
         self.resize_cost = parse_seconds(a.get("elastic.resizeCost"), 30.0)
         self.type_label = str(a.get("elastic.gpuTypeLabel", "lavaflow.io/accelerator"))
         self.gpu_resource = str(a.get("elastic.gpuResource", es.DEFAULT_GPU_RESOURCE))
-        params = {k[len("elastic.policy."):]: v for k, v in a.items() if k.startswith("elastic.policy.")}
+        params = {k[len("elastic.policy.") :]: v for k, v in a.items() if k.startswith("elastic.policy.")}
         self.policy = make_policy(self.policy_name, resize_cost=self.resize_cost, **params)
         # The policy's own scheduling tick (60 s for the literature Tiresias) unless configured.
         own = self.policy.default_interval
@@ -175,10 +177,18 @@ class ElasticPlugin(Plugin):
         for key in ("elastic.gpuTypeLabel", "elastic.gpuResource"):
             if key in arguments and (not isinstance(arguments[key], str) or not arguments[key].strip()):
                 out.append((key, "must be a non-empty string"))
-        known = {"elastic.policy", "elastic.resizeInterval", "elastic.resizeCost", "elastic.gpuTypeLabel", "elastic.gpuResource"}
+        known = {
+            "elastic.policy",
+            "elastic.resizeInterval",
+            "elastic.resizeCost",
+            "elastic.gpuTypeLabel",
+            "elastic.gpuResource",
+        }
         for key in arguments:
             if key not in known and not str(key).startswith("elastic.policy."):
-                out.append((str(key), f"unknown argument (known: {', '.join(sorted(known))}, elastic.policy.<parameter>)"))
+                out.append(
+                    (str(key), f"unknown argument (known: {', '.join(sorted(known))}, elastic.policy.<parameter>)")
+                )
         return out
 
     # ------------------------------------------------------------------ session
@@ -193,7 +203,11 @@ class ElasticPlugin(Plugin):
             if ej is not None:
                 self.jobs[uid] = ej
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
-        candidates = {uid for uid, j in ssn.jobs.items() if j.pg is not None and es.has_speed_model(j.pg.metadata.annotations) and uid not in self.invalid}
+        candidates = {
+            uid
+            for uid, j in ssn.jobs.items()
+            if j.pg is not None and es.has_speed_model(j.pg.metadata.annotations) and uid not in self.invalid
+        }
 
         def job_valid(job: JobInfo) -> tuple[bool, str]:
             ej = self.jobs.get(job.uid)
@@ -201,7 +215,10 @@ class ElasticPlugin(Plugin):
                 return False, f"waiting for the elastic policy {self.policy.name} (its pods are being created)"
             if ej is not None:
                 if ej.current:
-                    return False, f"sized by the elastic policy {self.policy.name} ({ej.current} of {ej.max_workers} workers)"
+                    return (
+                        False,
+                        f"sized by the elastic policy {self.policy.name} ({ej.current} of {ej.max_workers} workers)",
+                    )
                 return False, ej.state.reason or f"waiting for the elastic policy {self.policy.name}"
             return True, ""
 
@@ -224,7 +241,7 @@ class ElasticPlugin(Plugin):
         sig = (pg.metadata.resource_version, id(pg), len(job.tasks), tuple(job.counts), col, self.type_label)
         hit = self.state.static.get(job.uid)
         if hit is not None and hit[0] == sig:
-            _, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, rate = hit
+            _, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name = hit
         else:
             try:
                 sp = es.speed_spec(ann)
@@ -274,8 +291,21 @@ class ElasticPlugin(Plugin):
                 v = sel.get(self.type_label) or next((sel[k] for k in es.DEFAULT_GPU_TYPE_LABELS if sel.get(k)), None)
                 pinned = str(v).lower() if v else None
             name = _job_name(job)
-            rate = sp.speed.rate(_shape(placement), gtype) if placement else 0.0
-            self.state.static[job.uid] = (sig, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, rate)
+            self.state.static[job.uid] = (
+                sig,
+                sp,
+                kn,
+                prog,
+                workers,
+                others,
+                gpw,
+                lo,
+                hi,
+                placement,
+                gtype,
+                pinned,
+                name,
+            )
         st = self.state.jobs.get(job.uid)
         if st is None:
             st = JobState(seen_at=ssn.now, wait_since=ssn.now)
@@ -285,7 +315,11 @@ class ElasticPlugin(Plugin):
                 st.target_type = gtype
                 from ..cache import timestamp
 
-                starts = [timestamp(t.pod.status.start_time) for t in workers if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None]
+                starts = [
+                    timestamp(t.pod.status.start_time)
+                    for t in workers
+                    if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None
+                ]
                 st.first_start = st.run_start = min(starts, default=ssn.now)
         n = sum(placement.values())
         done = 0.0
@@ -294,14 +328,28 @@ class ElasticPlugin(Plugin):
             done = prog.fraction * sp.work
             attained = prog.gpu_seconds
             if prog.time is not None and n and ssn.now > prog.time:
-                done += rate * (ssn.now - prog.time)
+                # extrapolated with the speed model, phase by phase where the rate depends on progress
+                done = advance(sp.speed, _shape(placement), gtype, done, ssn.now - prog.time, sp.work)
                 attained += n * gpw * (ssn.now - prog.time)
         remaining = max(sp.work - done, 0.0)
         requested = min(max(kn.requested if kn.requested is not None else hi, lo), hi)
         return ElasticJob(
-            info=job, name=name, speed=sp, min_workers=min(lo, hi), max_workers=hi, requested=requested,
-            priority=kn.priority, pinned=pinned, workers=workers, others=others, gpus_per_worker=gpw or 1.0,
-            placement=dict(placement), gpu_type=gtype, remaining=remaining, attained=attained, state=st,
+            info=job,
+            name=name,
+            speed=sp,
+            min_workers=min(lo, hi),
+            max_workers=hi,
+            requested=requested,
+            priority=kn.priority,
+            pinned=pinned,
+            workers=workers,
+            others=others,
+            gpus_per_worker=gpw or 1.0,
+            placement=dict(placement),
+            gpu_type=gtype,
+            remaining=remaining,
+            attained=attained,
+            state=st,
         )
 
     def node_type(self, i: int) -> str:
@@ -315,22 +363,29 @@ class ElasticPlugin(Plugin):
         t = memo.get(i)
         if t is None:
             labels = nodes.labels[i]
-            v = labels.get(self.type_label) or next((labels[k] for k in es.DEFAULT_GPU_TYPE_LABELS if labels.get(k)), None)
+            v = labels.get(self.type_label) or next(
+                (labels[k] for k in es.DEFAULT_GPU_TYPE_LABELS if labels.get(k)), None
+            )
             t = memo[i] = str(v).lower() if v else "default"
         return t
 
     def curves(self, ej: ElasticJob, types: list[str], gpus_per_node: int) -> dict[str, tuple[float, ...]]:
-        from ...elastic.speed import rate_curve
+        """Rates per worker count and type; for a job whose rate depends on its progress (an
+        adaptive batch re-chosen per training phase), those of the phase it is in now — its
+        observed progress, which non-clairvoyant policies may read."""
+        from ...elastic.speed import phase_bounds, rate_curve
 
         assert self.state is not None  # set when the session opened
+        sp = ej.speed.speed
+        phase = sp.phase_of(max(ej.speed.work - ej.remaining, 0.0)) if phase_bounds(sp) else None
         out = {}
         for ty in types:
             if ej.pinned is not None and ty != ej.pinned:
                 continue
-            key = (id(ej.speed.speed), ty, ej.max_workers, gpus_per_node)
+            key = (id(ej.speed.speed), ty, ej.max_workers, gpus_per_node, phase)
             c = self.state.curves.get(key)
             if c is None:
-                c = rate_curve(ej.speed.speed, ty, ej.max_workers, gpus_per_node)
+                c = rate_curve(ej.speed.speed, ty, ej.max_workers, gpus_per_node, phase)
                 self.state.curves[key] = c
             out[ty] = c
         return out
@@ -342,7 +397,7 @@ def _shape(placement: dict[str, int]) -> tuple[int, ...]:
 
 def _job_name(job: JobInfo) -> str:
     pg = job.pg
-    for ref in (pg.metadata.owner_references if pg is not None else []):
+    for ref in pg.metadata.owner_references if pg is not None else []:
         if getattr(ref, "kind", "") == "Job":
             return f"{job.namespace}/{ref.name}"
     return job.uid
