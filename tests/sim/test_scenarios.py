@@ -787,3 +787,42 @@ def test_timeline_allocation_matches_the_pods_running_at_each_point(cpu):
             got = point["queues"].get(q, {}).get("cpu", 0.0)
             assert got == pytest.approx(n * amount, abs=1e-9), (t, q)
             assert (q in point["queues"]) == (n > 0)
+
+
+def test_a_run_ends_at_its_last_event_not_one_idle_session_later():
+    # The scheduler's own PodGroup/Queue status write-back does not ask for another session:
+    # the run ends when the last pod finishes (it used to run one more, idle, session a period later).
+    r = _load_example("mpi-hello.yaml", "lavaflow")
+    last = max(p["finishTime"] for p in r["pods"] if p["finishTime"] is not None)
+    assert r["endTime"] == last
+
+
+def test_pods_created_and_started_at_once_run_syncjob_once_per_controller_pass(monkeypatch):
+    # A run of plain pod-created / pod-started requests converges in one SyncJob, not one each.
+    from lavaflow.controllers.job import JobController
+
+    calls = []
+    real = JobController._sync
+    monkeypatch.setattr(
+        JobController, "_sync", lambda self, job, pods: (calls.append(job.key), real(self, job, pods))[1]
+    )
+    job = """---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: wide}
+spec:
+  minAvailable: 20
+  schedulerName: volcano
+  tasks:
+  - name: w
+    replicas: 20
+    template:
+      spec:
+        containers: [{name: c, image: x, resources: {requests: {cpu: "100m"}}}]
+"""
+    r = simulate(node_group(count=2, cpu="4") + job)
+    assert next(j for j in r["jobs"] if j["name"] == "wide")["phase"] == "Completed"
+    # 20 pods created, started and finished: one SyncJob per request is 105 here; the created and
+    # started ones now share one per controller pass (the finished ones keep theirs: a task may
+    # have completed)
+    assert len(calls) <= 70, len(calls)

@@ -56,6 +56,7 @@ OCCUPYING = frozenset(
 )
 # Volcano's AllocatedStatus: counts toward a job's allocation and a queue's share.
 ALLOCATED = frozenset({TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING})
+_PENDING_ONLY = frozenset({TaskStatus.PENDING})
 # ReadyTaskNum: Bound + Binding + Running + Allocated + Succeeded.
 READY = frozenset(
     {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.SUCCEEDED}
@@ -190,29 +191,24 @@ class JobInfo:
 
     def allocated_vector(self, width: int) -> np.ndarray:
         """Requests of the tasks holding resources (a new array each call: callers may change it)."""
-        known = self._allocated
-        if known is not None and known[0] == width:
-            return known[1].copy()
-        total = np.zeros(width)
-        c = self.counts
-        if c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]:
-            for t in self.tasks.values():
-                if t.status in ALLOCATED:
-                    total[: len(t.resreq)] += t.resreq
-        self._allocated = (width, total.copy())
-        return total
+        return self._summed("_allocated", ALLOCATED, width)
 
     def pending_vector(self, width: int) -> np.ndarray:
         """Requests of the pending tasks (a new array each call: callers may change it)."""
-        known = self._pending
+        return self._summed("_pending", _PENDING_ONLY, width)
+
+    def _summed(self, memo: str, statuses: frozenset[TaskStatus], width: int) -> np.ndarray:
+        """The summed requests of the tasks in ``statuses``, kept in attribute ``memo`` until a
+        task comes, goes or changes status."""
+        known: tuple[int, np.ndarray] | None = getattr(self, memo)
         if known is not None and known[0] == width:
             return known[1].copy()
         total = np.zeros(width)
-        if self.counts[_PENDING]:
+        if any(self.counts[st] for st in statuses):
             for t in self.tasks.values():
-                if t.status == TaskStatus.PENDING:
+                if t.status in statuses:
                     total[: len(t.resreq)] += t.resreq
-        self._pending = (width, total.copy())
+        setattr(self, memo, (width, total.copy()))
         return total
 
     def ready_by_role(self) -> dict[str, int]:
