@@ -272,34 +272,36 @@ class PolluxApp:
         return res
 
     # -- work ----------------------------------------------------------------------------------
-    def _grad_stats(self, batch_size: float, epoch: int) -> tuple[float, float]:
-        vals = self.validation
-        bs = [v.batch_size for v in vals]
-        b = min(max(float(batch_size), bs[0]), bs[-1])
-        hi = int(np.searchsorted(bs, b))
-        lo = hi if bs[hi] == b else hi - 1
-        if lo == hi:
-            return float(vals[lo].grad_sqr[epoch]), float(vals[lo].grad_var[epoch])
-        w = (b - bs[lo]) / (bs[hi] - bs[lo])
-        sqr = (1 - w) * vals[lo].grad_sqr[epoch] + w * vals[hi].grad_sqr[epoch]
-        var = (1 - w) * vals[lo].grad_var[epoch] + w * vals[hi].grad_var[epoch]
-        return float(sqr), float(var)
-
     def epoch_steps(self, batch_size: int) -> np.ndarray:
         """Optimiser steps each epoch takes at batch ``batch_size`` (they sum to :meth:`work`)."""
         hit = self._steps_cache.get(int(batch_size))
         if hit is not None:
             return hit
         scale = batch_size / self.init_batch_size
-        out = np.empty(self.max_epochs)
-        prev = 0.0
-        for e in range(self.max_epochs):
-            sqr, var = self._grad_stats(batch_size, e)
-            gain = (var + sqr) / (var / scale + sqr) if (var / scale + sqr) > 0 else 1.0
-            out[e] = (self.epoch_progress[e] - prev) / gain
-            prev = self.epoch_progress[e]
+        sqr, var = self._grad_stats(batch_size)
+        den = var / scale + sqr
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gain = np.where(den > 0, (var + sqr) / den, 1.0)
+        made = np.diff(self.epoch_progress, prepend=0.0)  # progress made in each epoch
+        out = made / gain
         self._steps_cache[int(batch_size)] = out
         return out
+
+    def _grad_stats(self, batch_size: float) -> tuple[np.ndarray, np.ndarray]:
+        """Gradient square and variance at ``batch_size`` in every epoch, interpolated linearly between
+        the measured batches (clamped to them)."""
+        vals = self.validation
+        n = self.max_epochs
+        bs = [v.batch_size for v in vals]
+        b = min(max(float(batch_size), bs[0]), bs[-1])
+        hi = int(np.searchsorted(bs, b))
+        lo = hi if bs[hi] == b else hi - 1
+        if lo == hi:
+            return vals[lo].grad_sqr[:n], vals[lo].grad_var[:n]
+        w = (b - bs[lo]) / (bs[hi] - bs[lo])
+        sqr = (1 - w) * vals[lo].grad_sqr[:n] + w * vals[hi].grad_sqr[:n]
+        var = (1 - w) * vals[lo].grad_var[:n] + w * vals[hi].grad_var[:n]
+        return sqr, var
 
     def phase_ends(self, phases: int) -> tuple[int, ...]:
         """Last epoch of each of ``phases`` training phases of about equal progress (fewer when
@@ -319,14 +321,9 @@ class PolluxApp:
         hit = self._work_cache.get(int(batch_size))
         if hit is not None:
             return hit
-        scale = batch_size / self.init_batch_size
         total = 0.0
-        prev = 0.0
-        for e in range(self.max_epochs):
-            sqr, var = self._grad_stats(batch_size, e)
-            gain = (var + sqr) / (var / scale + sqr) if (var / scale + sqr) > 0 else 1.0
-            total += (self.epoch_progress[e] - prev) / gain
-            prev = self.epoch_progress[e]
+        for steps in self.epoch_steps(batch_size).tolist():  # summed in epoch order
+            total += steps
         self._work_cache[int(batch_size)] = total
         return total
 
@@ -633,8 +630,8 @@ class PolluxJobSpeed:
         if hit is None:
             pl = canonical_placement(placement)
             f = self._factor(gpu_type)
-            if not pl:
-                hit = (0.0,)
+            if not pl:  # no workers: nothing in any phase
+                hit = (0.0,) * (len(self.phase_bounds) + 2 if self.phase_bounds else 1)
             else:
                 hit = tuple(g * f for g, _ in self._best_batches(pl))
             self._rates[key] = hit

@@ -118,7 +118,7 @@ class JobInfo:
     counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
     # Pending best-effort tasks (maintained with counts).
     be_pending: int = 0
-    # allocated_vector's / pending_vector's last answer (width, vector); dropped whenever a task
+    # allocated_view's / pending_view's last answer (width, vector); dropped whenever a task
     # comes, goes or changes status.
     _allocated: tuple[int, np.ndarray] | None = None
     _pending: tuple[int, np.ndarray] | None = None
@@ -158,6 +158,12 @@ class JobInfo:
         return c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING] + c[_SUCCEEDED]
 
     @property
+    def allocated_num(self) -> int:
+        """Tasks holding resources (statuses in ``ALLOCATED``)."""
+        c = self.counts
+        return c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
+
+    @property
     def waiting_num(self) -> int:
         return self.counts[_PIPELINED]
 
@@ -191,24 +197,29 @@ class JobInfo:
 
     def allocated_vector(self, width: int) -> np.ndarray:
         """Requests of the tasks holding resources (a new array each call: callers may change it)."""
+        return self._summed("_allocated", ALLOCATED, width).copy()
+
+    def allocated_view(self, width: int) -> np.ndarray:
+        """:meth:`allocated_vector` without the copy, for callers that only read it."""
         return self._summed("_allocated", ALLOCATED, width)
 
-    def pending_vector(self, width: int) -> np.ndarray:
-        """Requests of the pending tasks (a new array each call: callers may change it)."""
+    def pending_view(self, width: int) -> np.ndarray:
+        """Requests of the pending tasks, for callers that only read them (not a copy)."""
         return self._summed("_pending", _PENDING_ONLY, width)
 
     def _summed(self, memo: str, statuses: frozenset[TaskStatus], width: int) -> np.ndarray:
         """The summed requests of the tasks in ``statuses``, kept in attribute ``memo`` until a
-        task comes, goes or changes status."""
+        task comes, goes or changes status (the kept array itself: callers must not change it)."""
         known: tuple[int, np.ndarray] | None = getattr(self, memo)
         if known is not None and known[0] == width:
-            return known[1].copy()
+            return known[1]
         total = np.zeros(width)
         if any(self.counts[st] for st in statuses):
             for t in self.tasks.values():
                 if t.status in statuses:
                     total[: len(t.resreq)] += t.resreq
-        setattr(self, memo, (width, total.copy()))
+        total.flags.writeable = False
+        setattr(self, memo, (width, total))
         return total
 
     def ready_by_role(self) -> dict[str, int]:

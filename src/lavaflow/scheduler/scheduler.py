@@ -107,7 +107,7 @@ class Scheduler:
             # Jobs holding nothing (finished ones keep their tasks) add nothing: skip their tasks.
             c = job.counts
             if job.queue in allocated and c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]:
-                allocated[job.queue] += job.allocated_vector(width)
+                allocated[job.queue] += job.allocated_view(width)
         # Roll allocations up to ancestors (hierarchical queues).
         rolled = {name: vec.copy() for name, vec in allocated.items()}
         for name, vec in allocated.items():

@@ -185,7 +185,7 @@ class Session(SessionPlugins):
         out = {name: np.zeros(width) for name in self.queues}
         for job in self.jobs.values():
             if job.queue in out:
-                out[job.queue] += job.allocated_vector(width)
+                out[job.queue] += job.allocated_view(width)
         return out
 
     # ------------------------------------------------------------------ direct allocation (backfill)

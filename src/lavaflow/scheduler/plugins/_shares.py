@@ -24,8 +24,8 @@ def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
     if job.min_resources is None:
         return np.zeros(width)
     phase = job.sphase or job.phase
-    if phase == "Inqueue" or (phase == "Running" and job.count(ALLOCATED) >= job.min_available):
-        left: np.ndarray = np.maximum(job.min_resources - job.allocated_vector(width), 0.0)
+    if phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available):
+        left: np.ndarray = np.maximum(job.min_resources - job.allocated_view(width), 0.0)
         return left
     return np.zeros(width)
 
@@ -34,7 +34,7 @@ def elastic_of(job: JobInfo, width: int) -> np.ndarray:
     """Resources a job holds beyond its minResources (preemptible headroom)."""
     if job.min_resources is None:
         return np.zeros(width)
-    extra: np.ndarray = np.maximum(job.allocated_vector(width) - job.min_resources, 0.0)
+    extra: np.ndarray = np.maximum(job.allocated_view(width) - job.min_resources, 0.0)
     return extra
 
 

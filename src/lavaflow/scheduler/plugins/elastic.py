@@ -198,16 +198,16 @@ class ElasticPlugin(Plugin):
         col = ssn.index.pos.get(self.gpu_resource)
         self.gpu_col = col
         self.jobs = {}
+        modelled = []
         for uid, job in ssn.jobs.items():
+            if job.pg is None or not es.has_speed_model(job.pg.metadata.annotations):
+                continue
+            modelled.append(uid)
             ej = self._elastic_job(ssn, job, col)
             if ej is not None:
                 self.jobs[uid] = ej
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
-        candidates = {
-            uid
-            for uid, j in ssn.jobs.items()
-            if j.pg is not None and es.has_speed_model(j.pg.metadata.annotations) and uid not in self.invalid
-        }
+        candidates = {uid for uid in modelled if uid not in self.invalid}
 
         def job_valid(job: JobInfo) -> tuple[bool, str]:
             ej = self.jobs.get(job.uid)

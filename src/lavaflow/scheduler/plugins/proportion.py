@@ -115,10 +115,10 @@ class ProportionPlugin(Plugin):
             c = job.counts
             holds = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
             if holds:
-                held = job.allocated_vector(width)
+                held = job.allocated_view(width)
                 a.allocated += held
                 a.request += held
-            pending = job.pending_vector(width) if c[_PENDING] else None
+            pending = job.pending_view(width) if c[_PENDING] else None
             if pending is not None:
                 a.request += pending
             if job.min_resources is None:
