@@ -479,7 +479,8 @@ class PolluxJobSpeed:
     phases: int = -1  # -1: DEFAULT_PHASES
     _factors: dict[str, float] = field(default_factory=dict, repr=False)
     # (placement as given, GPU type) -> rate in each training phase, then for the whole run
-    _rates: dict[tuple, tuple[float, ...]] = field(default_factory=dict, repr=False, compare=False)
+    _rates: dict[tuple, tuple[float, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _bounds_memo: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (phases, _bounds())
 
     def __post_init__(self) -> None:
         if self.phases is None or self.phases < 0:
@@ -535,12 +536,16 @@ class PolluxJobSpeed:
 
     def _bounds(self) -> tuple[tuple[float, ...], np.ndarray]:
         """The phase bounds as a tuple and as an array, worked out once per application."""
+        hit = self._bounds_memo
+        if hit is not None and hit[0] == self.phases:
+            return hit[1]
         key = (self.app, self.phases)
-        hit = _PHASE_BOUNDS.get(key)
-        if hit is None:
+        found = _PHASE_BOUNDS.get(key)
+        if found is None:
             b = tuple(float(self.model.epoch_progress[hi]) for _, hi in self._phase_epochs[:-1])
-            hit = _PHASE_BOUNDS[key] = (b, np.asarray(b))
-        return hit
+            found = _PHASE_BOUNDS[key] = (b, np.asarray(b))
+        self._bounds_memo = (self.phases, found)
+        return found
 
     def phase_of(self, done: float) -> int:
         """The training phase a job is in after ``done`` work units."""

@@ -53,6 +53,7 @@ class TimelineSampler:
         self.pending = 0
         self.queues: dict[str, _Queue] = {}
         self._taken: tuple[int, Any] | None = None  # (store version, session) of the last point
+        self.job_queues: dict[str, str] = {}  # PodGroup key -> the queue its tasks were last marked in
         # Registered after the scheduler cache's handlers: the cache has seen each event first.
         store.watch("Pod", self._on_pod)
         store.watch("PodGroup", self._on_podgroup)
@@ -68,8 +69,17 @@ class TimelineSampler:
 
     def _on_podgroup(self, event: str, pg, old) -> None:
         job = self.cache.jobs.get(pg.key)
-        if job is not None:
-            self.dirty.update(dict.fromkeys(job.tasks))  # the job's queue may have changed
+        if job is None:
+            return
+        # The job's queue may have changed: its tasks' points move with it. Most PodGroup updates
+        # (status, annotations such as progress reports) leave the queue as it was.
+        if event == "DELETED":
+            self.job_queues.pop(pg.key, None)
+        elif self.job_queues.get(pg.key) != job.queue:
+            self.job_queues[pg.key] = job.queue
+        else:
+            return
+        self.dirty.update(dict.fromkeys(job.tasks))
 
     def touched(self, keys) -> None:
         """Pods a scheduling cycle changed without an event of their own (binds, evictions)."""
