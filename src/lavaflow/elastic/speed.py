@@ -595,18 +595,18 @@ class PolluxJobSpeed:
         cands = self.candidate_batches(sum(pl))
         m.prefill_step_times(pl, [m.batch_config(sum(pl), b)[0] for b in cands])
         rates = np.array([m.rate(pl, b) for b in cands])
-        nph = len(self.phase_bounds) + 1 if self.phase_bounds else 0
         gains = np.array([self._gains(b) for b in cands])  # (candidates, phases + 1)
-        goodput = rates[:, None] * gains
+        goodput = rates[:, None] * gains  # (candidates, phases + 1)
+        # The first candidate that beats every earlier one by more than 1e-15 wins; in a column
+        # that is the argmax unless another candidate comes within 1e-15 of it.
+        best = goodput.argmax(axis=0)
+        top = goodput[best, np.arange(goodput.shape[1])]
+        near = np.count_nonzero(goodput >= top - 1e-15, axis=0)
         out = []
-        for col in [*range(nph), gains.shape[1] - 1]:
-            g = goodput[:, col]
-            i = int(np.argmax(g))
-            # the first candidate that beats every earlier one by more than 1e-15 wins; the
-            # argmax is that candidate unless another comes within 1e-15 of it
-            if np.count_nonzero(g >= g[i] - 1e-15) > 1:
-                i = _first_better(g)
-            out.append((float(g[i]), int(cands[i])))
+        for col, (i, n) in enumerate(zip(best.tolist(), near.tolist())):
+            if n > 1:
+                i = _first_better(goodput[:, col])
+            out.append((float(goodput[i, col]), int(cands[i])))
         hit = _BEST_BATCH[key] = tuple(out)
         return hit
 
