@@ -197,22 +197,25 @@ class JobInfo:
 
     def allocated_vector(self, width: int) -> np.ndarray:
         """Requests of the tasks holding resources (a new array each call: callers may change it)."""
-        return self._summed("_allocated", ALLOCATED, width).copy()
+        return self.allocated_view(width).copy()
 
     def allocated_view(self, width: int) -> np.ndarray:
         """:meth:`allocated_vector` without the copy, for callers that only read it."""
+        known = self._allocated
+        if known is not None and known[0] == width:
+            return known[1]
         return self._summed("_allocated", ALLOCATED, width)
 
     def pending_view(self, width: int) -> np.ndarray:
         """Requests of the pending tasks, for callers that only read them (not a copy)."""
+        known = self._pending
+        if known is not None and known[0] == width:
+            return known[1]
         return self._summed("_pending", _PENDING_ONLY, width)
 
     def _summed(self, memo: str, statuses: frozenset[TaskStatus], width: int) -> np.ndarray:
         """The summed requests of the tasks in ``statuses``, kept in attribute ``memo`` until a
         task comes, goes or changes status (the kept array itself: callers must not change it)."""
-        known: tuple[int, np.ndarray] | None = getattr(self, memo)
-        if known is not None and known[0] == width:
-            return known[1]
         total = np.zeros(width)
         if any(self.counts[st] for st in statuses):
             for t in self.tasks.values():

@@ -35,6 +35,7 @@ interval, so a restart does not resize anything by itself.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -275,7 +276,7 @@ class ElasticPlugin(Plugin):
             else:
                 lo = max(1, job.min_available - len(others))
                 hi = len(workers)
-            workers.sort(key=lambda t: (t.index, t.uid))
+            workers.sort(key=_BY_INDEX)
             placement = {}
             gtype = None
             names = self.ssn.nodes.names
@@ -389,6 +390,9 @@ class ElasticPlugin(Plugin):
                 self.state.curves[key] = c
             out[ty] = c
         return out
+
+
+_BY_INDEX = operator.attrgetter("index", "uid")
 
 
 def _shape(placement: dict[str, int]) -> tuple[int, ...]:
