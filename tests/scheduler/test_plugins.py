@@ -583,6 +583,27 @@ def test_proportion_water_fills_by_weight():
     assert _deserved(ssn, "q3") == pytest.approx(6)
 
 
+def test_proportion_keeps_deserved_shares_only_for_the_same_inputs():
+    from lavaflow.scheduler.plugins import proportion
+
+    cache = _prop_cache([make_queue("q1", weight=1), make_queue("q3", weight=3)], {"q1": [8], "q3": [8]})
+    calls = []
+    real = proportion.water_fill
+    proportion.water_fill = lambda attrs, total: (calls.append(1), real(attrs, total))[1]
+    try:
+        first = open_session(cache, only("proportion"))
+        again = open_session(cache, only("proportion"))  # nothing changed: the kept shares
+        assert len(calls) == 1
+        assert _deserved(again, "q1") == _deserved(first, "q1") and _deserved(again, "q3") == _deserved(first, "q3")
+        again.plugins["proportion"].attrs["q1"].deserved[0] = -1.0  # a session's copy, not the kept one
+        cache.queues["q1"].weight = 3  # a weight changed: worked out again
+        third = open_session(cache, only("proportion"))
+        assert len(calls) == 2
+        assert _deserved(third, "q1") == pytest.approx(4) and _deserved(third, "q3") == pytest.approx(4)
+    finally:
+        proportion.water_fill = real
+
+
 def test_proportion_capability_caps_deserved():
     cache = _prop_cache(
         [make_queue("q1", weight=3, capability={"cpu": 1}), make_queue("q2", weight=1)], {"q1": [8], "q2": [8]}

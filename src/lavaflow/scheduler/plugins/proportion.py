@@ -12,7 +12,7 @@ allocated and admitted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -74,6 +74,24 @@ def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
             break
 
 
+def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, memo: dict[str, Any]) -> None:
+    """:func:`water_fill`, or the deserved shares it gave last time for the very same inputs
+    (most sessions see the same totals, weights, capabilities and requests as the one before)."""
+    key = (
+        total.tobytes(),
+        tuple(
+            (a.name, a.weight, a.real_capability.tobytes(), a.request.tobytes(), a.guarantee.tobytes()) for a in attrs
+        ),
+    )
+    hit = memo.get("water_fill")
+    if hit is not None and hit[0] == key:
+        for a, deserved in zip(attrs, hit[1]):
+            a.deserved = deserved.copy()
+        return
+    water_fill(attrs, total)
+    memo["water_fill"] = (key, [a.deserved.copy() for a in attrs])
+
+
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
     """``np.allclose(a, b)`` (rtol 1e-5, atol 1e-8; equal infinities are close), without its
     overhead on these short vectors."""
@@ -131,7 +149,7 @@ class ProportionPlugin(Plugin):
             if holds:
                 a.elastic += elastic_of(job, width)
         attrs = sorted(self.attrs.values(), key=lambda a: a.name)
-        water_fill(attrs, total)
+        water_fill_kept(attrs, total, ssn.cache.plugin_memo.setdefault("proportion", {}))
         for a in attrs:
             self._update_share(a)
 
