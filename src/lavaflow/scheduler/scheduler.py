@@ -117,14 +117,22 @@ class Scheduler:
                 rolled[parent] += vec
                 seen.add(parent)
                 parent = ssn.queues[parent].parent
+        kept = self.cache.plugin_memo.setdefault("queue-write-back", {})
         for name, vec in rolled.items():
             q = ssn.queues[name].queue
             if q is None:
+                continue
+            # The same allocation as when this version of the Queue last showed it: nothing to write.
+            stamp = (vec.tobytes(), q.metadata.resource_version, id(q))
+            if kept.get(name) == stamp:
                 continue
             alloc = {k: _fmt(v) for k, v in ssn.index.to_dict(vec).items()}
             current = {k: _fmt(float(v)) for k, v in q.status.allocated.items()}
             if alloc != current:
                 self.cache.decisions.queues.append((name, {"allocated": alloc}))
+                kept.pop(name, None)  # compared again until the Queue shows it
+            else:
+                kept[name] = stamp
 
 
 def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any]:
