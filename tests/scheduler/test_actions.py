@@ -451,3 +451,25 @@ def test_cycles_keep_invariants(jobs, node_cpus):
             pg.status.phase = status["phase"]
             cache.on_podgroup(pg)
         cache.check_consistency()
+
+
+def test_queue_allocation_is_written_until_the_queue_shows_it_then_left_alone():
+    from lavaflow.scheduler.scheduler import Scheduler
+    from scheduler_helpers import conf_of, make_cache, make_node, make_pg, make_pod, make_queue
+
+    q = make_queue("default")
+    q.metadata.resource_version = "1"
+    running = make_pod("p", group="g", cpu=1, node="n1", phase="Running")
+    cache = make_cache([make_node("n1", 4)], queues=[q], pgs=[make_pg("g", phase="Running")], pods=[running])
+    sched = Scheduler(cache, conf_of(None))
+    sched.run_once(0.0)
+    written = cache.take_decisions().queues
+    assert [(name, status["allocated"]["cpu"]) for name, status in written] == [("default", "1")]
+    sched.run_once(1.0)  # the write was lost: the queue still shows nothing, so it is written again
+    assert cache.take_decisions().queues == written
+    q.status.allocated = written[0][1]["allocated"]  # the write lands: a new version
+    q.metadata.resource_version = "2"
+    cache.on_queue(q)
+    sched.run_once(2.0)
+    sched.run_once(3.0)
+    assert cache.take_decisions().queues == []
