@@ -332,3 +332,27 @@ def test_adaptive_batch_annotations():
     assert adaptive.work == adaptive.speed.total_work()  # statistical progress units
     with pytest.raises(es.SpecError, match="lavaflow.io/adaptive-batch"):
         es.speed_spec({**base, "lavaflow.io/adaptive-batch": "maybe"})
+
+
+def test_cli_adaptive_batch_replays_a_pollux_trace_as_the_benchmark_does():
+    from lavaflow.sim.replay import replay, trace_inputs
+
+    args = [str(DATA / "pollux-20.csv"), str(DATA / "gpu-16.yaml"), "--policy", "Goodput", "--output", "json"]
+    fixed, adaptive = cli(*args), cli(*args, "--adaptive-batch")
+    assert fixed.returncode == 0 and adaptive.returncode == 0, (fixed.stderr, adaptive.stderr)
+    got = json.loads(adaptive.stdout)["elastic"]["summary"]["avg_jct"]
+    want = replay(trace_inputs([DATA / "pollux-20.csv"], yaml_files=[DATA / "gpu-16.yaml"], adaptive=True), "Goodput")
+    assert got == pytest.approx(want.summary()["avg_jct"], rel=1e-12)
+    assert got != json.loads(fixed.stdout)["elastic"]["summary"]["avg_jct"]
+
+
+def test_cli_adaptive_batch_refuses_inputs_without_a_pollux_trace(tmp_path):
+    philly = tmp_path / "philly.csv"
+    philly.write_text("timestamp,duration,num_gpus\n0,600,2\n", encoding="utf-8")
+    for args, needle in (
+        ([str(philly)], "philly.csv: --adaptive-batch needs a Pollux trace"),
+        ([str(DATA / "gpu-16.yaml")], "--adaptive-batch: applies to Pollux trace inputs"),
+    ):
+        p = cli(*args, "--adaptive-batch")
+        assert p.returncode == 2 and "Traceback" not in p.stderr and p.stdout == ""
+        assert needle in p.stderr, p.stderr

@@ -32,7 +32,7 @@ class Invalid(Exception):
         self.problems = problems
 
 
-def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False):
+def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False, adaptive: bool = False):
     from ..api.loader import InputError, Problems, load_files
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
     from ..sim.inputs import prepare
@@ -44,7 +44,7 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
         traces = [str(f) for f in files if is_trace(f)]
         if traces:
             problems = Problems()
-            loaded += load_traces(traces, loaded, problems)
+            loaded += load_traces(traces, loaded, problems, adaptive=adaptive)
             problems.raise_if_any()
         sim_input = prepare(loaded)
     except InputError as exc:
@@ -100,12 +100,13 @@ def _run(
     interval: str | None = None,
     cost: str | None = None,
     skip_unsupported: bool = False,
+    adaptive: bool = False,
 ):
     import time as _time
 
     from ..sim.engine import Simulation
 
-    sim_input, conf = _load(files, config, skip_unsupported)
+    sim_input, conf = _load(files, config, skip_unsupported, adaptive)
     if scheduler == "lavaflow":
         conf = _elastic_conf(conf, policy, interval, cost)
     pause = 30.0
@@ -219,6 +220,13 @@ def simulate(
             help="pause of a training job per start/resize/migration, also the policy's elastic.resizeCost (default 30s)"
         ),
     ] = None,  # noqa: UP007
+    adaptive_batch: Annotated[
+        bool,
+        typer.Option(
+            "--adaptive-batch",
+            help="Pollux traces: every job may co-adapt its batch size (Pollux's goodput model) and run on 1 GPU up to what its largest batch allows",
+        ),
+    ] = False,
     workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
@@ -270,6 +278,10 @@ def simulate(
             problems.append("--compare-policies: name at least one policy")
         if compare and compare_policies is not None:
             problems.append("--compare and --compare-policies cannot be combined")
+    from ..sim.traces import is_trace
+
+    if adaptive_batch and not any(is_trace(f) for f in files):
+        problems.append("--adaptive-batch: applies to Pollux trace inputs (CSV files); none was given")
     if problems:
         raise Invalid(problems)
     schedulers = ["kube-default", "lavaflow"] if compare else [scheduler]
@@ -278,7 +290,20 @@ def simulate(
     for s in schedulers:
         for pol in policies if s == "lavaflow" else [None]:
             runs.append(
-                _run(files, config, s, seed, until_s, dd, tty, pol, resize_interval, resize_cost, skip_unsupported)
+                _run(
+                    files,
+                    config,
+                    s,
+                    seed,
+                    until_s,
+                    dd,
+                    tty,
+                    pol,
+                    resize_interval,
+                    resize_cost,
+                    skip_unsupported,
+                    adaptive_batch,
+                )
             )
     results = [r for r, _ in runs]
     elastic = [e for _, e in runs if e is not None]

@@ -115,7 +115,7 @@ def load_traces(
     paths: list[str | Path], loaded: list[Loaded], problems: Problems, adaptive: bool = False
 ) -> list[Loaded]:
     """Trace files as loaded Volcano Jobs (plus the default cluster when ``loaded`` has no nodes)."""
-    from ..elastic.trace_readers import WorkloadError, read_workload
+    from ..elastic.trace_readers import WorkloadError, detect_format, read_workload
 
     out: list[Loaded] = []
     has_nodes = any(type(it.obj).__name__ in ("Node", "NodeGroup") for it in loaded)
@@ -128,6 +128,15 @@ def load_traces(
     names: set[str] = set()
     for p in paths:
         try:
+            if adaptive and detect_format(Path(p)) != "pollux":
+                problems.add(
+                    str(p),
+                    "",
+                    "",
+                    "--adaptive-batch needs a Pollux trace (its applications' gradient statistics decide the batch); "
+                    f"this is a {detect_format(Path(p))} trace",
+                )
+                continue
             specs = read_workload(Path(p), max_gpus=gpus, adaptive=adaptive)
         except WorkloadError as exc:
             problems.lines.append(str(exc))  # names file, line and column
