@@ -30,6 +30,7 @@ not know which source a job uses.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import json
 import math
@@ -428,7 +429,7 @@ def type_factor(app: str, gpu_type: str | None) -> float:
 _BEST_BATCH: dict[tuple, tuple[tuple[float, int], ...]] = {}  # per phase, then whole run
 _GAINS: dict[tuple[str, int, int], np.ndarray] = {}  # (app, phases, batch) -> gain per phase, whole run
 _PHASE_EPOCHS: dict[tuple[str, int], tuple[tuple[int, int], ...]] = {}  # first and last epoch per phase
-_PHASE_BOUNDS: dict[tuple[str, int], tuple[tuple[float, ...], np.ndarray]] = {}  # (app, phases) -> bounds
+_PHASE_BOUNDS: dict[tuple[str, int], tuple[float, ...]] = {}  # (app, phases) -> bounds
 # Training phases of about equal statistical progress in which an adaptive job re-chooses its
 # batch (Pollux's agent re-tunes it every epoch; 20 phases come within ~2 % of per-epoch re-tuning
 # in run time for the Pollux applications, with 5x fewer rate changes to simulate).
@@ -532,18 +533,19 @@ class PolluxJobSpeed:
         a fixed-batch job (its rate does not depend on progress)."""
         if not self.adaptive or self.phases <= 1:
             return ()
-        return self._bounds()[0]
+        return self._bounds()
 
-    def _bounds(self) -> tuple[tuple[float, ...], np.ndarray]:
-        """The phase bounds as a tuple and as an array, worked out once per application."""
+    def _bounds(self) -> tuple[float, ...]:
+        """The phase bounds, worked out once per application."""
         hit = self._bounds_memo
         if hit is not None and hit[0] == self.phases:
             return hit[1]
         key = (self.app, self.phases)
         found = _PHASE_BOUNDS.get(key)
         if found is None:
-            b = tuple(float(self.model.epoch_progress[hi]) for _, hi in self._phase_epochs[:-1])
-            found = _PHASE_BOUNDS[key] = (b, np.asarray(b))
+            found = _PHASE_BOUNDS[key] = tuple(
+                float(self.model.epoch_progress[hi]) for _, hi in self._phase_epochs[:-1]
+            )
         self._bounds_memo = (self.phases, found)
         return found
 
@@ -551,10 +553,10 @@ class PolluxJobSpeed:
         """The training phase a job is in after ``done`` work units."""
         if not self.adaptive or self.phases <= 1:
             return 0
-        b, arr = self._bounds()
+        b = self._bounds()
         if not b:
             return 0
-        return int(arr.searchsorted(done + 1e-9 * max(b[-1], 1.0), side="right"))
+        return bisect.bisect_right(b, done + 1e-9 * max(b[-1], 1.0))  # = searchsorted(side="right")
 
     def efficiency(self, batch_size: int) -> float:
         """Statistical efficiency: progress per sample relative to the smallest measured batch (<= 1)."""
