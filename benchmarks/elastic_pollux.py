@@ -6,7 +6,7 @@ controller and the scheduler's `elastic` action; the simulator runs it by its wo
 
 Usage: python benchmarks/elastic_pollux.py [--loads 1.0,0.5,1.5,2.0] [--workloads DIR]
            [--policies A,B,C+AB] [--adaptive-batch] [--only 1,5] [--procs 2]
-           [--resize-cost 30] [--interval S] [--param NAME=VALUE ...] [--json FILE]
+           [--resize-cost 30] [--interval S] [--param NAME=VALUE ...] [--fresh] [--json FILE]
 
 ``--loads`` picks Pollux's load variants (``workloads`` = 1.0, ``workloads-0.5`` ...), found like
 every other data file ($LAVAFLOW_DATA, ../shared/data, package copy); ``--workloads DIR`` gives one
@@ -17,7 +17,9 @@ parameters (e.g. ``--param prior=14400 --param switch_factor=24`` for Goodput, a
 ``elastic.policy.<NAME>`` in the scheduler configuration). Without ``--interval`` each policy runs at its own tick (60 s for the literature Tiresias,
 else 30 s). Prints avg JCT (hours) per policy per workload, the mean over workloads, the change
 against ``Tiresias`` (literature baseline), whether the policy reads remaining work (clairvoyant),
-and CPU seconds per replay (the whole replay: loading, admission, controllers, scheduler).
+and CPU seconds per replay (the whole replay: loading, admission, controllers, scheduler; with
+``--fresh`` each replay runs in a new process, so its CPU time also includes the imports and the
+speed tables a process builds once).
 """
 
 from __future__ import annotations
@@ -88,6 +90,12 @@ def main() -> None:
         help="reschedule rate limit (default: each policy's own tick, else 30 s)",
     )
     ap.add_argument("--procs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="each replay in a new process, so its CPU time includes the imports and the speed tables "
+        "(what one `lavaflow simulate TRACE.csv` pays); default: a process runs several replays",
+    )
     ap.add_argument("--param", action="append", default=[], help="NAME=VALUE policy parameter (repeatable)")
     ap.add_argument("--json", default=None, help="also write the raw figures here")
     args = ap.parse_args()
@@ -116,8 +124,8 @@ def main() -> None:
     print(
         f"# 16x4 GPUs; resize cost {args.resize_cost:g}s, interval "
         f"{args.interval if args.interval is not None else 'policy default'}; python {platform.python_version()}, "
-        f"nproc {os.cpu_count()}, {args.procs} processes, loadavg {os.getloadavg()[0]:.2f}"
-        + (f"; params {params}" if params else ""),
+        f"nproc {os.cpu_count()}, {args.procs} processes{' (a new one per replay)' if args.fresh else ''}, "
+        f"loadavg {os.getloadavg()[0]:.2f}" + (f"; params {params}" if params else ""),
         flush=True,
     )
     tasks = []
@@ -141,7 +149,8 @@ def main() -> None:
             for label, name, ada in rows
         ]
     table: dict[str, dict[str, dict[str, dict]]] = {}
-    with ProcessPoolExecutor(max_workers=args.procs) as ex:
+    # max_tasks_per_child starts every worker anew (spawn): nothing is imported or cached yet
+    with ProcessPoolExecutor(max_workers=args.procs, max_tasks_per_child=1 if args.fresh else None) as ex:
         for label_set, wl, label, s in ex.map(run_one, tasks):
             table.setdefault(label_set, {}).setdefault(label, {})[wl] = s
             print(
