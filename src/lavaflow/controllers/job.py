@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..api import admission
@@ -461,9 +462,12 @@ class JobController(Controller):
         per_job[task.name] = (sig, pod, names)
         return pod, names
 
-    def _new_pod(self, job: Job, task: TaskSpec, index: int) -> Pod:
-        """Pod ``index`` of ``task``: a copy of the task's template, not validated again field by field."""
-        base, names = self._template(job, task)
+    def _new_pod(self, job: Job, task: TaskSpec, index: int, template: tuple[Pod, list[str]] | None = None) -> Pod:
+        """Pod ``index`` of ``task``: a copy of the task's template, not validated again field by field.
+
+        ``template``: what :meth:`_template` returned for the task, if the caller has it already.
+        """
+        base, names = template if template is not None else self._template(job, task)
         bm = base.metadata
         labels = dict(bm.labels)
         annotations = dict(bm.annotations)
@@ -481,8 +485,9 @@ class JobController(Controller):
         pod = _clone(
             base, {"metadata": meta, "spec": _clone(base.spec, {}), "status": _clone(_BLANK_STATUS, {"conditions": []})}
         )
-        for plugin in plugins_for(job):
-            plugin.on_pod_create(job, task, index, pod)
+        if job.spec.plugins:
+            for plugin in plugins_for(job):
+                plugin.on_pod_create(job, task, index, pod)
         return pod
 
     def _validated_pod(self, job: Job, task: TaskSpec, index: int) -> Pod:
@@ -835,9 +840,10 @@ class JobController(Controller):
                 deps = [self._task_ready(job, d, pods) for d in task.depends_on.name]
                 if not (any(deps) if task.depends_on.iteration == "any" else all(deps)):
                     continue
-            for i, name in enumerate(self._template(job, task)[1]):
+            template = self._template(job, task)
+            for i, name in enumerate(template[1]):
                 if name not in pods:
-                    self.store.create(self._new_pod(job, task, i))
+                    self.store.create(self._new_pod(job, task, i, template))
             # Scale down: pods beyond replicas go.
             indices = tally.indices.get(task.name)
             if not indices or max(indices) < task.replicas:
@@ -967,24 +973,30 @@ _COUNT_FIELDS = (
     ("unknown", "Unknown"),
     ("terminating", "Terminating"),
 )
-_STATUS_FIELDS = tuple(JobStatus.model_fields)
-
-
-def _snapshot(status: JobStatus) -> list[Any]:
-    """A job status's values, cheap to compare (containers copied one level, models by their fields)."""
-    out: list[Any] = []
-    fields = status.__dict__
-    for name in _STATUS_FIELDS:
-        v = fields[name]
+def _status_layout() -> tuple[Callable[[dict[str, Any]], Any], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """JobStatus's fields by what their values are (judged from a blank status): scalars (one
+    itemgetter), models, dicts and lists."""
+    kinds: dict[str, list[str]] = {"scalar": [], "model": [], "dict": [], "list": []}
+    for name, v in JobStatus().__dict__.items():
         t = type(v)
-        if t is dict:
-            v = dict(v)
-        elif t is list:
-            v = list(v)
-        elif hasattr(t, "model_fields"):
-            v = tuple(v.__dict__.values())
-        out.append(v)
-    return out
+        kind = "dict" if t is dict else "list" if t is list else "model" if hasattr(t, "model_fields") else "scalar"
+        kinds[kind].append(name)
+    scalars = kinds["scalar"]
+    return itemgetter(*scalars, scalars[0]), tuple(kinds["model"]), tuple(kinds["dict"]), tuple(kinds["list"])
+
+
+_STATUS_SCALARS, _STATUS_MODELS, _STATUS_DICTS, _STATUS_LISTS = _status_layout()
+
+
+def _snapshot(status: JobStatus) -> tuple[Any, ...]:
+    """A job status's values, cheap to compare (containers copied one level, models by their fields)."""
+    fields = status.__dict__
+    return (
+        _STATUS_SCALARS(fields),
+        *[tuple(fields[n].__dict__.values()) for n in _STATUS_MODELS],
+        *[dict(fields[n]) for n in _STATUS_DICTS],
+        *[list(fields[n]) for n in _STATUS_LISTS],
+    )
 
 
 def generated_objects(job: Job) -> dict[str, list[str]]:

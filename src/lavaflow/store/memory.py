@@ -8,11 +8,15 @@ same controllers work against this store and the Kubernetes informer store alike
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..api.meta import set_fields
 from .base import ADDED, DELETED, MODIFIED, Handler
+
+# Version 4, RFC 4122 variant: the bits uuid.UUID(int=..., version=4) sets.
+_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_UUID4_SET = (0x8000 << 48) | (4 << 76)
 
 
 class AlreadyExists(KeyError):
@@ -29,7 +33,9 @@ class MemoryStore:
         self._generated = 0
 
     def new_uid(self) -> str:
-        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        """``str(uuid.UUID(int=<128 random bits>, version=4))``, without building the UUID object."""
+        h = "%032x" % (self._rng.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET)
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def get(self, kind: str, key: str) -> Any | None:
         return self._objects.get(kind, {}).get(key)
@@ -59,12 +65,14 @@ class MemoryStore:
         key = obj.key
         if key in bucket:
             raise AlreadyExists(f"{kind} {key} already exists")
-        if not meta.uid:
-            meta.uid = self.new_uid()
-        if meta.creation_timestamp is None:
-            meta.creation_timestamp = self.clock()
         self.version += 1
-        meta.resource_version = str(self.version)
+        # The fields the API server sets, written as pydantic's own assignment writes them.
+        fields = {"resource_version": str(self.version)}
+        if not meta.uid:
+            fields["uid"] = self.new_uid()
+        if meta.creation_timestamp is None:
+            fields["creation_timestamp"] = self.clock()
+        set_fields(meta, fields)
         bucket[key] = obj
         for h in self._handlers.get(kind, ()):
             h(ADDED, obj, None)
@@ -78,7 +86,7 @@ class MemoryStore:
         if key not in bucket:
             raise KeyError(f"{kind} {key} not found")
         self.version += 1
-        obj.metadata.resource_version = str(self.version)
+        set_fields(obj.metadata, {"resource_version": str(self.version)})
         bucket[key] = obj
         for h in self._handlers.get(kind, ()):
             h(MODIFIED, obj, old)
