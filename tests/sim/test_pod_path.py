@@ -150,3 +150,21 @@ def test_simulate_command_collects_garbage_in_fewer_larger_passes(monkeypatch, t
     finally:
         gc.set_threshold(*before)
     assert '"pods": [' in capsys.readouterr().out
+
+
+def test_request_cache_keeps_only_the_last_templates(monkeypatch):
+    """Pods decoded from an API server share no containers: the cache must not keep them all."""
+    from lavaflow.scheduler import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "_REQUESTS_KEPT", 3)
+    cache = SchedulerCache()
+    for i in range(10):
+        pod = Pod.model_validate(
+            {
+                "metadata": {"name": f"p{i}", "annotations": {"scheduling.k8s.io/group-name": "g"}},
+                "spec": {"schedulerName": "volcano", "containers": [{"resources": {"requests": {"cpu": str(i + 1)}}}]},
+            }
+        )
+        cache.on_pod(pod)
+        assert len(cache._requests) <= 3
+        assert cache.tasks[f"default/p{i}"].resreq[cache.index.pos["cpu"]] == i + 1

@@ -95,9 +95,10 @@ class TypedObject(K8sModel):
     @property
     def key(self) -> str:
         """``namespace/name`` for namespaced objects, ``name`` otherwise."""
+        meta = self.metadata
         if self.namespaced:
-            return f"{self.namespace}/{self.name}"
-        return self.name
+            return f"{meta.namespace or 'default'}/{meta.name}"
+        return meta.name
 
     def annotation(self, key: str, default: str | None = None) -> str | None:
         return self.metadata.annotations.get(key, default)

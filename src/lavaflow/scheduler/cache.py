@@ -94,6 +94,7 @@ class Decisions:
         return bool(self.binds or self.evictions or self.podgroups or self.queues)
 
 
+_REQUESTS_KEPT = 4096  # request vectors remembered by template (SchedulerCache._requests_of)
 _PLAIN_SIGNATURE = json.dumps([[], None, []], sort_keys=True)  # no selector, node affinity or toleration
 
 
@@ -292,7 +293,9 @@ class SchedulerCache:
         """A pod spec's request vector (with its pod slot) and whether it requests nothing.
 
         Pods made from one template share its containers (the job controller copies the spec
-        shallowly), so the vector is computed once per template and copied for each pod.
+        shallowly), so the vector is computed once per template and copied for each pod. Only the
+        last few thousand templates are kept: a controller creates a job's pods together, and pods
+        decoded from an API server share nothing (each entry holds its containers alive).
         """
         containers, init, overhead = spec.containers, spec.init_containers, spec.overhead
         hit = self._requests.get(id(containers))
@@ -308,7 +311,7 @@ class SchedulerCache:
         resreq = self._vector(amounts)
         resreq[PODS] = 1.0
         best_effort = not any(v > 0 for v in amounts.values())
-        if len(self._requests) > 100_000:
+        if len(self._requests) >= _REQUESTS_KEPT:
             self._requests.clear()
         self._requests[id(containers)] = (containers, init, overhead, resreq, best_effort)
         return resreq.copy(), best_effort
