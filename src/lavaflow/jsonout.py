@@ -76,7 +76,9 @@ def _flat(o: dict | list | tuple, values: Iterable[Any], inner: str) -> str | No
     if enc is None:
         if c_make_encoder is None:  # pragma: no cover (CPython always has it)
             return None
-        enc = _flat_encoders[inner] = c_make_encoder(None, _no_default, _str, None, ": ", "," + inner, False, False, True)
+        enc = _flat_encoders[inner] = c_make_encoder(
+            None, _no_default, _str, None, ": ", "," + inner, False, False, True
+        )
     return "".join(enc(o, 0))[1:-1]
 
 

@@ -973,6 +973,8 @@ _COUNT_FIELDS = (
     ("unknown", "Unknown"),
     ("terminating", "Terminating"),
 )
+
+
 def _status_layout() -> tuple[Callable[[dict[str, Any]], Any], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """JobStatus's fields by what their values are (judged from a blank status): scalars (one
     itemgetter), models, dicts and lists."""
