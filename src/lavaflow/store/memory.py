@@ -11,7 +11,6 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ..api.meta import set_fields
 from .base import ADDED, DELETED, MODIFIED, Handler
 
 # Version 4, RFC 4122 variant: the bits uuid.UUID(int=..., version=4) sets.
@@ -65,14 +64,12 @@ class MemoryStore:
         key = obj.key
         if key in bucket:
             raise AlreadyExists(f"{kind} {key} already exists")
-        self.version += 1
-        # The fields the API server sets, written as pydantic's own assignment writes them.
-        fields = {"resource_version": str(self.version)}
         if not meta.uid:
-            fields["uid"] = self.new_uid()
+            meta.uid = self.new_uid()
         if meta.creation_timestamp is None:
-            fields["creation_timestamp"] = self.clock()
-        set_fields(meta, fields)
+            meta.creation_timestamp = self.clock()
+        self.version += 1
+        meta.resource_version = str(self.version)
         bucket[key] = obj
         for h in self._handlers.get(kind, ()):
             h(ADDED, obj, None)
@@ -86,7 +83,7 @@ class MemoryStore:
         if key not in bucket:
             raise KeyError(f"{kind} {key} not found")
         self.version += 1
-        set_fields(obj.metadata, {"resource_version": str(self.version)})
+        obj.metadata.resource_version = str(self.version)
         bucket[key] = obj
         for h in self._handlers.get(kind, ()):
             h(MODIFIED, obj, old)
