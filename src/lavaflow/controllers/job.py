@@ -40,6 +40,8 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import BaseModel
+
 from ..api import admission
 from ..api.core import Pod, PodStatus
 from ..api.selectors import pod_requests
@@ -65,8 +67,6 @@ from .base import Controller
 from .job_plugins import plugins_for
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pydantic import BaseModel
-
     from ..api.meta import OwnerReference
     from ..api.volcano import Command, LifecyclePolicy
     from ..store.base import Store
@@ -949,19 +949,23 @@ def _resized_out(pod: Pod) -> bool:
 
 _BLANK_STATUS = PodStatus()
 _setattr = object.__setattr__
+_new = object.__new__  # what a pydantic model's __new__ resolves to, without the lookup
+# BaseModel's slots, set through their descriptors (object.__setattr__ looks each name up first)
+_SET_FIELDS_SET, _SET_EXTRA, _SET_PRIVATE = (
+    vars(BaseModel)[name].__set__ for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+)
 
 
 def _clone(model: M, changes: dict[str, Any]) -> M:
     """A shallow copy of a validated model with some fields replaced (values trusted, not validated)."""
-    cls = type(model)
-    c = cls.__new__(cls)
+    c = _new(type(model))
     values = model.__dict__.copy()
     values.update(changes)
     _setattr(c, "__dict__", values)
-    _setattr(c, "__pydantic_fields_set__", model.__pydantic_fields_set__ | changes.keys())
+    _SET_FIELDS_SET(c, model.__pydantic_fields_set__ | changes.keys())
     extra, private = model.__pydantic_extra__, model.__pydantic_private__
-    _setattr(c, "__pydantic_extra__", None if extra is None else dict(extra))
-    _setattr(c, "__pydantic_private__", None if private is None else dict(private))
+    _SET_EXTRA(c, None if extra is None else dict(extra))
+    _SET_PRIVATE(c, None if private is None else dict(private))
     return c
 
 
