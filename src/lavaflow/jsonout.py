@@ -3,11 +3,15 @@
 The standard library encodes indented JSON with a chain of Python generators (its C encoder
 does not indent); a simulation result holds hundreds of thousands of values, so the CLI uses
 this flat recursive encoder instead. Strings are escaped by the standard library's own C
-function, numbers formatted as it formats them.
+function, numbers formatted as it formats them. A dict or list holding only scalars (and empty
+containers), such as each pod's record, is written in one call to the standard library's C
+encoder, told to separate its items with the newline and indentation of that depth.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from json.encoder import c_make_encoder
 from json.encoder import encode_basestring_ascii as _str
 from typing import Any
 
@@ -52,6 +56,32 @@ def _bool(o: bool) -> str:
 _SCALAR = {str: _str, int: int.__repr__, float: _float, type(None): _null, bool: _bool}
 
 
+_FLAT_TYPES = frozenset(_SCALAR) | {dict, list, tuple}  # containers: only when empty
+_CONTAINERS = (dict, list, tuple)
+_flat_encoders: dict[str, Callable[[Any, int], Any]] = {}
+
+
+def _no_default(o: Any) -> Any:
+    raise TypeError(f"not a scalar: {o!r}")  # never reached: only flat containers are given
+
+
+def _flat(o: dict | list | tuple, values: Iterable[Any], inner: str) -> str | None:
+    """``o``'s items joined at indentation ``inner`` by the C encoder, or None if ``o`` (whose
+    values are ``values``) holds anything but scalars and empty containers."""
+    for v in values:
+        t = type(v)
+        if t not in _FLAT_TYPES or (v and t in _CONTAINERS):
+            return None
+    enc = _flat_encoders.get(inner)
+    if enc is None:
+        if c_make_encoder is None:  # pragma: no cover (CPython always has it)
+            return None
+        enc = _flat_encoders[inner] = c_make_encoder(
+            None, _no_default, _str, None, ": ", "," + inner, False, False, True
+        )
+    return "".join(enc(o, 0))[1:-1]
+
+
 def dumps(obj: Any) -> str:
     """``json.dumps(obj, indent=2, default=str)``."""
     return _encode(obj, "\n", set())
@@ -81,8 +111,11 @@ def _dict(d: dict, nl: str, markers: set[int]) -> str:
     i = id(d)
     if i in markers:
         raise ValueError("Circular reference detected")
-    markers.add(i)
     inner = nl + "  "
+    flat = _flat(d, d.values(), inner)
+    if flat is not None:
+        return "{" + inner + flat + nl + "}"
+    markers.add(i)
     scalar = _SCALAR.get
     parts = []
     for k, v in d.items():
@@ -100,8 +133,11 @@ def _list(lst: list | tuple, nl: str, markers: set[int]) -> str:
     i = id(lst)
     if i in markers:
         raise ValueError("Circular reference detected")
-    markers.add(i)
     inner = nl + "  "
+    flat = _flat(lst, lst, inner)
+    if flat is not None:
+        return "[" + inner + flat + nl + "]"
+    markers.add(i)
     scalar = _SCALAR.get
     parts = []
     for v in lst:

@@ -299,6 +299,7 @@ def test_invalid_set_with_valid_workload_is_not_simulated(tmp_path, cluster):
 # ---------------------------------------------------------------- the JSON writer
 def test_json_writer_matches_the_standard_library_byte_for_byte():
     """--output json uses lavaflow.jsonout; it must write what json.dumps(indent=2, default=str) writes."""
+    import collections
     import enum
 
     import numpy as np
@@ -333,6 +334,13 @@ def test_json_writer_matches_the_standard_library_byte_for_byte():
         {"tuple": (1, (2, [3])), "object": object, "path": Path("/tmp/x")},
         [[[]]],
         [{"p": {"q": [{}]}}],
+        # Flat containers (written by the C encoder at their depth), inside and outside others.
+        {"name": "p-0", "node": None, "start": 1.5, "exit": 0, "ok": True, "env": {}, "ports": [], "t": ()},
+        [{"a": 1, "b": "x"}, [1, 2.5, "y", None, float("nan")], {"deep": [{"c": -0.0, 3: 1e300}]}],
+        {"sub": collections.OrderedDict([("k", 1), ("v", 2)]), "dd": collections.defaultdict(int, {"n": 1})},
+        collections.OrderedDict([("k", [1, {"x": 1}])]),
+        {"ints": [Level.HIGH, 1], "strs": [Colour.RED], "np": {"x": np.float64(2.0)}, "obj": [object]},
+        {"nonempty-inside": {"a": [1], "b": {"c": 2}}, "one": [[1]]},
     ]
     result = simulate((EXAMPLES / "spark-wordcount.yaml").read_text())
     for obj in samples + [result]:

@@ -30,6 +30,14 @@ class K8sModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+def set_fields(model: BaseModel, values: dict[str, Any]) -> None:
+    """``setattr(model, name, value)`` for each field, as pydantic assigns a field without
+    validate_assignment (the value into ``__dict__``, the name into the set fields), without its
+    per-call dispatch: for the simulator's hot paths. ``values`` must name declared fields."""
+    model.__dict__.update(values)
+    model.__pydantic_fields_set__.update(values)
+
+
 def _quantity(value: Any) -> Decimal:
     return parse_quantity(value)
 
@@ -87,9 +95,10 @@ class TypedObject(K8sModel):
     @property
     def key(self) -> str:
         """``namespace/name`` for namespaced objects, ``name`` otherwise."""
+        meta = self.metadata
         if self.namespaced:
-            return f"{self.namespace}/{self.name}"
-        return self.name
+            return f"{meta.namespace or 'default'}/{meta.name}"
+        return meta.name
 
     def annotation(self, key: str, default: str | None = None) -> str | None:
         return self.metadata.annotations.get(key, default)

@@ -37,7 +37,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from ..api import admission
 from ..api.core import Pod, PodStatus
@@ -64,8 +67,6 @@ from .base import Controller
 from .job_plugins import plugins_for
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pydantic import BaseModel
-
     from ..api.meta import OwnerReference
     from ..api.volcano import Command, LifecyclePolicy
     from ..store.base import Store
@@ -461,9 +462,12 @@ class JobController(Controller):
         per_job[task.name] = (sig, pod, names)
         return pod, names
 
-    def _new_pod(self, job: Job, task: TaskSpec, index: int) -> Pod:
-        """Pod ``index`` of ``task``: a copy of the task's template, not validated again field by field."""
-        base, names = self._template(job, task)
+    def _new_pod(self, job: Job, task: TaskSpec, index: int, template: tuple[Pod, list[str]] | None = None) -> Pod:
+        """Pod ``index`` of ``task``: a copy of the task's template, not validated again field by field.
+
+        ``template``: what :meth:`_template` returned for the task, if the caller has it already.
+        """
+        base, names = template if template is not None else self._template(job, task)
         bm = base.metadata
         labels = dict(bm.labels)
         annotations = dict(bm.annotations)
@@ -481,8 +485,9 @@ class JobController(Controller):
         pod = _clone(
             base, {"metadata": meta, "spec": _clone(base.spec, {}), "status": _clone(_BLANK_STATUS, {"conditions": []})}
         )
-        for plugin in plugins_for(job):
-            plugin.on_pod_create(job, task, index, pod)
+        if job.spec.plugins:
+            for plugin in plugins_for(job):
+                plugin.on_pod_create(job, task, index, pod)
         return pod
 
     def _validated_pod(self, job: Job, task: TaskSpec, index: int) -> Pod:
@@ -835,9 +840,10 @@ class JobController(Controller):
                 deps = [self._task_ready(job, d, pods) for d in task.depends_on.name]
                 if not (any(deps) if task.depends_on.iteration == "any" else all(deps)):
                     continue
-            for i, name in enumerate(self._template(job, task)[1]):
+            template = self._template(job, task)
+            for i, name in enumerate(template[1]):
                 if name not in pods:
-                    self.store.create(self._new_pod(job, task, i))
+                    self.store.create(self._new_pod(job, task, i, template))
             # Scale down: pods beyond replicas go.
             indices = tally.indices.get(task.name)
             if not indices or max(indices) < task.replicas:
@@ -943,19 +949,23 @@ def _resized_out(pod: Pod) -> bool:
 
 _BLANK_STATUS = PodStatus()
 _setattr = object.__setattr__
+_new = object.__new__  # what a pydantic model's __new__ resolves to, without the lookup
+# BaseModel's slots, set through their descriptors (object.__setattr__ looks each name up first)
+_SET_FIELDS_SET, _SET_EXTRA, _SET_PRIVATE = (
+    vars(BaseModel)[name].__set__ for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+)
 
 
 def _clone(model: M, changes: dict[str, Any]) -> M:
     """A shallow copy of a validated model with some fields replaced (values trusted, not validated)."""
-    cls = type(model)
-    c = cls.__new__(cls)
+    c = _new(type(model))
     values = model.__dict__.copy()
     values.update(changes)
     _setattr(c, "__dict__", values)
-    _setattr(c, "__pydantic_fields_set__", model.__pydantic_fields_set__ | changes.keys())
+    _SET_FIELDS_SET(c, model.__pydantic_fields_set__ | changes.keys())
     extra, private = model.__pydantic_extra__, model.__pydantic_private__
-    _setattr(c, "__pydantic_extra__", None if extra is None else dict(extra))
-    _setattr(c, "__pydantic_private__", None if private is None else dict(private))
+    _SET_EXTRA(c, None if extra is None else dict(extra))
+    _SET_PRIVATE(c, None if private is None else dict(private))
     return c
 
 
@@ -967,24 +977,32 @@ _COUNT_FIELDS = (
     ("unknown", "Unknown"),
     ("terminating", "Terminating"),
 )
-_STATUS_FIELDS = tuple(JobStatus.model_fields)
 
 
-def _snapshot(status: JobStatus) -> list[Any]:
-    """A job status's values, cheap to compare (containers copied one level, models by their fields)."""
-    out: list[Any] = []
-    fields = status.__dict__
-    for name in _STATUS_FIELDS:
-        v = fields[name]
+def _status_layout() -> tuple[Callable[[dict[str, Any]], Any], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """JobStatus's fields by what their values are (judged from a blank status): scalars (one
+    itemgetter), models, dicts and lists."""
+    kinds: dict[str, list[str]] = {"scalar": [], "model": [], "dict": [], "list": []}
+    for name, v in JobStatus().__dict__.items():
         t = type(v)
-        if t is dict:
-            v = dict(v)
-        elif t is list:
-            v = list(v)
-        elif hasattr(t, "model_fields"):
-            v = tuple(v.__dict__.values())
-        out.append(v)
-    return out
+        kind = "dict" if t is dict else "list" if t is list else "model" if hasattr(t, "model_fields") else "scalar"
+        kinds[kind].append(name)
+    scalars = kinds["scalar"]
+    return itemgetter(*scalars, scalars[0]), tuple(kinds["model"]), tuple(kinds["dict"]), tuple(kinds["list"])
+
+
+_STATUS_SCALARS, _STATUS_MODELS, _STATUS_DICTS, _STATUS_LISTS = _status_layout()
+
+
+def _snapshot(status: JobStatus) -> tuple[Any, ...]:
+    """A job status's values, cheap to compare (containers copied one level, models by their fields)."""
+    fields = status.__dict__
+    return (
+        _STATUS_SCALARS(fields),
+        *[tuple(fields[n].__dict__.values()) for n in _STATUS_MODELS],
+        *[dict(fields[n]) for n in _STATUS_DICTS],
+        *[list(fields[n]) for n in _STATUS_LISTS],
+    )
 
 
 def generated_objects(job: Job) -> dict[str, list[str]]:

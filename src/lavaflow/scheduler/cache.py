@@ -94,6 +94,7 @@ class Decisions:
         return bool(self.binds or self.evictions or self.podgroups or self.queues)
 
 
+_REQUESTS_KEPT = 4096  # request vectors remembered by template (SchedulerCache._requests_of)
 _PLAIN_SIGNATURE = json.dumps([[], None, []], sort_keys=True)  # no selector, node affinity or toleration
 
 
@@ -110,6 +111,8 @@ class SchedulerCache:
         self.default_priority = 0
         self.static_masks: dict[Any, np.ndarray] = {}
         self._signatures: dict[int, tuple[Any, Any]] = {}
+        # id(containers) -> (containers, init containers, overhead, request vector, best effort)
+        self._requests: dict[int, tuple[Any, Any, Any, np.ndarray, bool]] = {}
         self.decisions = Decisions()
         self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
         self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
@@ -286,27 +289,54 @@ class SchedulerCache:
     def is_ours(self, pod: Pod) -> bool:
         return (pod.spec.scheduler_name or "default-scheduler") in self.scheduler_names
 
-    def _new_task(self, pod: Pod, job_uid: str) -> TaskInfo:
-        amounts = pod_requests(pod.spec)
+    def _requests_of(self, spec: Any) -> tuple[np.ndarray, bool]:
+        """A pod spec's request vector (with its pod slot) and whether it requests nothing.
+
+        Pods made from one template share its containers (the job controller copies the spec
+        shallowly), so the vector is computed once per template and copied for each pod. Only the
+        last few thousand templates are kept: a controller creates a job's pods together, and pods
+        decoded from an API server share nothing (each entry holds its containers alive).
+        """
+        containers, init, overhead = spec.containers, spec.init_containers, spec.overhead
+        hit = self._requests.get(id(containers))
+        if (
+            hit is not None
+            and hit[0] is containers
+            and hit[1] is init
+            and hit[2] is overhead
+            and len(hit[3]) == len(self.index)
+        ):
+            return hit[3].copy(), hit[4]
+        amounts = pod_requests(spec)
         resreq = self._vector(amounts)
         resreq[PODS] = 1.0
-        ann = pod.metadata.annotations
-        role = ann.get(TASK_SPEC_KEY) or pod.metadata.labels.get(TASK_SPEC_KEY, "")
+        best_effort = not any(v > 0 for v in amounts.values())
+        if len(self._requests) >= _REQUESTS_KEPT:
+            self._requests.clear()
+        self._requests[id(containers)] = (containers, init, overhead, resreq, best_effort)
+        return resreq.copy(), best_effort
+
+    def _new_task(self, pod: Pod, key: str, job_uid: str) -> TaskInfo:
+        meta, spec = pod.metadata, pod.spec
+        resreq, best_effort = self._requests_of(spec)
+        ann = meta.annotations
+        labels = meta.labels
+        role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY, "")
         try:
-            index = int(ann.get(TASK_INDEX_KEY) or pod.metadata.labels.get(TASK_INDEX_KEY, "0"))
+            index = int(ann.get(TASK_INDEX_KEY) or labels.get(TASK_INDEX_KEY, "0"))
         except ValueError:
             index = 0
-        priority = self.priority_of(pod.spec.priority_class_name, pod.spec.priority)
+        priority = self.priority_of(spec.priority_class_name, spec.priority)
         if TASK_PRIORITY_KEY in ann:
             try:
                 priority = int(ann[TASK_PRIORITY_KEY])
             except ValueError:
                 pass
-        best_effort = not any(v > 0 for k, v in amounts.items())
+        namespace = meta.namespace or "default"
         return TaskInfo(
-            uid=pod.key,
-            name=pod.name,
-            namespace=pod.namespace,
+            uid=key,
+            name=meta.name,
+            namespace=namespace,
             job=job_uid,
             role=role,
             index=index,
@@ -314,44 +344,47 @@ class SchedulerCache:
             priority=priority,
             best_effort=best_effort,
             preemptable=ann.get(PREEMPTABLE_KEY, "true").lower() != "false",
-            critical=pod.namespace == "kube-system" or (pod.spec.priority_class_name or "") in SYSTEM_CRITICAL,
-            preemption_policy=pod.spec.preemption_policy or "PreemptLowerPriority",
+            critical=namespace == "kube-system" or (spec.priority_class_name or "") in SYSTEM_CRITICAL,
+            preemption_policy=spec.preemption_policy or "PreemptLowerPriority",
             signature=self._signature(pod),
-            labels=pod.metadata.labels,
+            labels=labels,
             pod=pod,
-            creation=timestamp(pod.metadata.creation_timestamp),
+            creation=timestamp(meta.creation_timestamp),
         )
 
     def on_pod(self, pod: Pod, deleted: bool = False) -> None:
-        key = pod.key
-        node_name = pod.spec.node_name
-        if node_name and node_name not in self.nodes.pos:
+        meta, spec = pod.metadata, pod.spec
+        namespace = meta.namespace or "default"
+        key = f"{namespace}/{meta.name}"  # pod.key
+        node_name = spec.node_name
+        node_pos = self.nodes.pos
+        if node_name and node_name not in node_pos:
             waiting = self._before_node.setdefault(node_name, {})
             if deleted:
                 waiting.pop(key, None)
             else:
                 waiting[key] = pod
-        if not self.is_ours(pod):
+        if (spec.scheduler_name or "default-scheduler") not in self.scheduler_names:  # not is_ours(pod)
             self._on_foreign_pod(pod, deleted)
             return
-        group = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
+        group = meta.annotations.get(GROUP_NAME_ANNOTATION)
         task = self.tasks.get(key)
         if deleted or group is None:
             if task is not None:
                 self._drop_task(task)
             return
-        job_uid = f"{pod.namespace}/{group}"
+        job_uid = f"{namespace}/{group}"
         if task is not None and task.job != job_uid:
             self._drop_task(task)
             task = None
         job = self.jobs.get(job_uid)
         if job is None:
-            job = JobInfo(uid=job_uid, name=group, namespace=pod.namespace)
+            job = JobInfo(uid=job_uid, name=group, namespace=namespace)
             self.jobs[job_uid] = job
         status = task_status_of(pod)
-        node = self.nodes.pos.get(pod.spec.node_name, -1) if pod.spec.node_name else -1
+        node = node_pos.get(node_name, -1) if node_name else -1
         if task is None:
-            task = self._new_task(pod, job_uid)
+            task = self._new_task(pod, key, job_uid)
             task.status = status
             job.add(task)
             self.tasks[key] = task

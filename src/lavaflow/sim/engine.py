@@ -17,6 +17,7 @@ from typing import Any
 
 from ..api import sim_annotations as ann
 from ..api.core import Node, Pod
+from ..api.meta import set_fields
 from ..api.volcano import PodGroupCondition
 from ..controllers import build_controllers
 from ..controllers.job import generated_objects
@@ -231,10 +232,16 @@ class Simulation:
         pod = self.store.get("Pod", key)
         if pod is None or pod.spec.node_name:
             return
-        pod.spec.node_name = node
-        pod.status.phase = "Running"
-        pod.status.start_time = self.now
-        pod.status.conditions = [c for c in pod.status.conditions if c.type != "PodScheduled"]
+        set_fields(pod.spec, {"node_name": node})
+        status = pod.status
+        set_fields(
+            status,
+            {
+                "phase": "Running",
+                "start_time": self.now,
+                "conditions": [c for c in status.conditions if c.type != "PodScheduled"],
+            },
+        )
         self.store.update(pod)
         rec = self.pod_records[pod.metadata.uid]
         rec["startTime"] = self.now
