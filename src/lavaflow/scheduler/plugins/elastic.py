@@ -137,18 +137,9 @@ class ElasticPlugin(Plugin):
 
     def __init__(self, arguments: dict[str, Any] | None = None) -> None:
         super().__init__(arguments)
-        from ...elastic.policies import make_policy
-
-        a = self.arguments
-        self.policy_name = str(a.get("elastic.policy", "Lavaflow"))
-        self.resize_cost = parse_seconds(a.get("elastic.resizeCost"), 30.0)
-        self.type_label = str(a.get("elastic.gpuTypeLabel", "lavaflow.io/accelerator"))
-        self.gpu_resource = str(a.get("elastic.gpuResource", es.DEFAULT_GPU_RESOURCE))
-        params = {k[len("elastic.policy.") :]: v for k, v in a.items() if k.startswith("elastic.policy.")}
-        self.policy = make_policy(self.policy_name, resize_cost=self.resize_cost, **params)
-        # The policy's own scheduling tick (60 s for the literature Tiresias) unless configured.
-        own = self.policy.default_interval
-        self.interval = parse_seconds(a.get("elastic.resizeInterval"), own if own is not None else 30.0)
+        (self.policy_name, self.resize_cost, self.type_label, self.gpu_resource, self.policy, self.interval) = (
+            _parsed_arguments(self.arguments)
+        )
         self.jobs: dict[str, ElasticJob] = {}
         self.invalid: dict[str, str] = {}  # job uid -> why its annotations cannot be used
         self.state: ElasticState | None = None
@@ -393,6 +384,33 @@ class ElasticPlugin(Plugin):
 
 
 _BY_INDEX = operator.attrgetter("index", "uid")
+# The plugin is built anew every session: its arguments are parsed once per distinct set.
+_PARSED: dict[tuple[tuple[str, str], ...], tuple[str, float, str, str, Any, float]] = {}
+
+
+def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, float]:
+    """(policy name, resize cost, GPU type label, GPU resource, policy, interval) from the
+    plugin's arguments (policies are stateless, so one is shared by every session)."""
+    key = tuple(sorted((str(k), repr(v)) for k, v in a.items()))
+    hit = _PARSED.get(key)
+    if hit is None:
+        from ...elastic.policies import make_policy
+
+        name = str(a.get("elastic.policy", "Lavaflow"))
+        cost = parse_seconds(a.get("elastic.resizeCost"), 30.0)
+        params = {k[len("elastic.policy.") :]: v for k, v in a.items() if k.startswith("elastic.policy.")}
+        policy = make_policy(name, resize_cost=cost, **params)
+        # The policy's own scheduling tick (60 s for the literature Tiresias) unless configured.
+        own = policy.default_interval
+        hit = _PARSED[key] = (
+            name,
+            cost,
+            str(a.get("elastic.gpuTypeLabel", "lavaflow.io/accelerator")),
+            str(a.get("elastic.gpuResource", es.DEFAULT_GPU_RESOURCE)),
+            policy,
+            parse_seconds(a.get("elastic.resizeInterval"), own if own is not None else 30.0),
+        )
+    return hit
 
 
 def _shape(placement: dict[str, int]) -> tuple[int, ...]:
