@@ -21,13 +21,21 @@ def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
     tasks allocated, so that pods a running driver creates later (Spark
     executors) still find the room the PodGroup was admitted for.
     """
+    left = reserved_or_none(job, width)
+    return left if left is not None else np.zeros(width)
+
+
+def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
+    """:func:`reserved_by_admission`, None where that is nothing by rule (no minResources, or a
+    PodGroup neither Inqueue nor Running with its minimum allocated): callers summing many jobs
+    skip those."""
     if job.min_resources is None:
-        return np.zeros(width)
+        return None
     phase = job.sphase or job.phase
     if phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available):
         left: np.ndarray = np.maximum(job.min_resources - job.allocated_view(width), 0.0)
         return left
-    return np.zeros(width)
+    return None
 
 
 def elastic_of(job: JobInfo, width: int) -> np.ndarray:

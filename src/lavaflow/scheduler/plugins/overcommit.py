@@ -9,7 +9,7 @@ import numpy as np
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, amounts, describe, short_in
-from ._shares import preemptable_below, reserved_by_admission
+from ._shares import preemptable_below, reserved_or_none
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -46,7 +46,9 @@ class OvercommitPlugin(Plugin):
         used = ssn.nodes.view("used").sum(axis=0) if len(ssn.nodes) else np.zeros(width)
         self.inqueue = np.zeros(width)
         for job in ssn.jobs.values():
-            self.inqueue += reserved_by_admission(job, width)
+            left = reserved_or_none(job, width)
+            if left is not None:
+                self.inqueue += left
         limit = ssn.total * factor - used
         messages: dict[tuple[bytes, bytes], str] = {}  # many waiting jobs ask for the same amounts
 

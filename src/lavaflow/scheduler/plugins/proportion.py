@@ -20,7 +20,7 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..resources import EPS, amounts, describe, short_in
-from ._shares import elastic_of, preemptable_below, reserved_by_admission, share_queue_order
+from ._shares import elastic_of, preemptable_below, reserved_or_none, share_queue_order
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -145,7 +145,9 @@ class ProportionPlugin(Plugin):
                 # A PodGroup waiting for admission asks for at least its minResources,
                 # even before its pods exist (Volcano Jobs create them only once admitted).
                 a.request += np.maximum(job.min_resources - (pending if pending is not None else 0.0), 0.0)
-            a.inqueue += reserved_by_admission(job, width)
+            left = reserved_or_none(job, width)
+            if left is not None:
+                a.inqueue += left
             if holds:
                 a.elastic += elastic_of(job, width)
         attrs = sorted(self.attrs.values(), key=lambda a: a.name)
