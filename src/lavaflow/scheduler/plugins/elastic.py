@@ -125,10 +125,15 @@ class ElasticJob:
     attained: float
     state: JobState
     placement_seen: dict[str, int] | None = None
+    current: int = field(init=False)  # alive workers: the sum of ``placement``, read many times
 
-    @property
-    def current(self) -> int:
-        return sum(self.placement.values())
+    def __post_init__(self) -> None:
+        self.current = sum(self.placement.values())
+
+    def set_placement(self, placement: dict[str, int]) -> None:
+        """Replace the placement (never change it in place: ``current`` follows it here)."""
+        self.placement = placement
+        self.current = sum(placement.values())
 
 
 @register_plugin
