@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...elastic import spec as es
-from ...elastic.speed import advance
+from ...elastic.speed import advance, phase_bounds, rate_curve
 from ..framework.registry import Plugin, register_plugin
 from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
 
@@ -370,8 +370,6 @@ class ElasticPlugin(Plugin):
         """Rates per worker count and type; for a job whose rate depends on its progress (an
         adaptive batch re-chosen per training phase), those of the phase it is in now — its
         observed progress, which non-clairvoyant policies may read."""
-        from ...elastic.speed import phase_bounds, rate_curve
-
         assert self.state is not None  # set when the session opened
         sp = ej.speed.speed
         phase = sp.phase_of(max(ej.speed.work - ej.remaining, 0.0)) if phase_bounds(sp) else None
