@@ -482,6 +482,8 @@ class PolluxJobSpeed:
     # (placement as given, GPU type) -> rate in each training phase, then for the whole run
     _rates: dict[tuple, tuple[float, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _bounds_memo: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (phases, _bounds())
+    # fixed batch: rate per (placement as given, GPU type), the value rate() computes
+    _fixed: dict[tuple, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.phases is None or self.phases < 0:
@@ -627,7 +629,11 @@ class PolluxJobSpeed:
         if self.adaptive:
             rates = self.phase_rates(placement, gpu_type)
             return rates[-1 if phase is None or len(rates) == 1 else phase]
-        return self.model.rate(placement, self.batch_size) * self._factor(gpu_type)
+        key = (placement if isinstance(placement, tuple) else tuple(placement), gpu_type)
+        hit = self._fixed.get(key)
+        if hit is None:
+            hit = self._fixed[key] = self.model.rate(placement, self.batch_size) * self._factor(gpu_type)
+        return hit
 
     def phase_rates(self, placement, gpu_type: str | None = None) -> tuple[float, ...]:
         """An adaptive job's rate on ``placement`` in each training phase, then for the whole run

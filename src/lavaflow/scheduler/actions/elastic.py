@@ -129,26 +129,34 @@ class ElasticAction(Action):
         n = len(ns)
         if n == 0:
             return cap, nodes_out
-        elastic_used = np.zeros(n)
+        # GPUs held by elastic workers per node index (python floats: the same sums as before)
+        elastic_used: dict[int, float] = {}
         pos = ns.pos
         for ej in plugin.jobs.values():
+            g = ej.gpus_per_worker
             for node, k in ej.placement.items():
-                elastic_used[pos[node]] += k * ej.gpus_per_worker
+                i = pos[node]
+                elastic_used[i] = elastic_used.get(i, 0.0) + k * g
             if ej.info.counts[TaskStatus.RELEASING]:
                 for t in ej.workers:
                     if t.status == TaskStatus.RELEASING and t.node >= 0:
-                        elastic_used[t.node] += t.resreq[col]
+                        elastic_used[t.node] = elastic_used.get(t.node, 0.0) + float(t.resreq[col])
         alloc = ns.allocatable[:n, col]
         used = ns.used[:n, col]
-        for i in np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist():
-            other = used[i] - elastic_used[i]
-            slots = int(math.floor(alloc[i] - other + EPS))
-            ty = plugin.node_type(i)
+        live = np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist()
+        used_l = used[live].tolist()
+        alloc_l = alloc[live].tolist()
+        names = ns.names
+        node_type = plugin.node_type
+        for i, u, a in zip(live, used_l, alloc_l):
+            other = u - elastic_used.get(i, 0.0)
+            slots = int(math.floor(a - other + EPS))
+            ty = node_type(i)
             cap.setdefault(ty, 0)
             if slots <= 0:
                 continue
             cap[ty] += slots
-            nodes_out.append((ns.names[i], slots, ty))
+            nodes_out.append((names[i], slots, ty))
         return cap, nodes_out
 
     def _gpu_nodes(self, ssn: Session, plugin: ElasticPlugin) -> GpuNodes:
@@ -229,7 +237,7 @@ class ElasticAction(Action):
                 # A change decided earlier is still on its way (binds in flight, pods being
                 # recreated): the policy's own decision is the job's size.
                 ej.placement_seen = ej.placement
-                ej.placement = dict(js.target)
+                ej.set_placement(dict(js.target))
                 ej.gpu_type = js.target_type
             views.append(
                 JobView(
@@ -292,7 +300,8 @@ class ElasticAction(Action):
             n0, n1 = ej.current, new_n[nm]
             t0, t1 = ej.gpu_type if n0 else None, new_t[nm]
             if ej.placement_seen is not None:  # back to what the cluster holds now, for reconcile
-                ej.placement, ej.placement_seen = ej.placement_seen, None
+                ej.set_placement(ej.placement_seen)
+                ej.placement_seen = None
             js.target = {k: v for k, v in targets.get(nm, {}).items() if v > 0} if n1 else {}
             js.target_type = t1
             js.stuck_since = None

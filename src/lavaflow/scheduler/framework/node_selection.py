@@ -48,7 +48,8 @@ class NodeSelection:
 
     def forget_scores(self) -> None:
         """Drop every cached score (the node-order callbacks changed)."""
-        self._score_cache.clear()
+        if self._score_cache:
+            self._score_cache.clear()
 
     # ------------------------------------------------------------------ predicates and scores
     def static_mask(self, task: TaskInfo, key: Any, build: Callable[[], np.ndarray]) -> np.ndarray:

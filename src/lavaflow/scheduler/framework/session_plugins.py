@@ -63,9 +63,13 @@ class SessionPlugins:
 
     # ------------------------------------------------------------------ registration
     def _add(self, point: str, name: str, fn: Fn) -> None:
-        self.fns.setdefault(point, {})[name] = fn
-        self._tier_cache.clear()
-        self._order_fns.clear()
+        fns = self.fns.get(point)
+        if fns is None:
+            fns = self.fns[point] = {}
+        fns[name] = fn
+        if self._tier_cache or self._order_fns:
+            self._tier_cache.clear()
+            self._order_fns.clear()
         self._callbacks_changed()
 
     def _callbacks_changed(self) -> None:

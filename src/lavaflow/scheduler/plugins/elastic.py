@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...elastic import spec as es
-from ...elastic.speed import advance
+from ...elastic.speed import advance, phase_bounds, rate_curve
 from ..framework.registry import Plugin, register_plugin
 from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
 
@@ -125,10 +125,15 @@ class ElasticJob:
     attained: float
     state: JobState
     placement_seen: dict[str, int] | None = None
+    current: int = field(init=False)  # alive workers: the sum of ``placement``, read many times
 
-    @property
-    def current(self) -> int:
-        return sum(self.placement.values())
+    def __post_init__(self) -> None:
+        self.current = sum(self.placement.values())
+
+    def set_placement(self, placement: dict[str, int]) -> None:
+        """Replace the placement (never change it in place: ``current`` follows it here)."""
+        self.placement = placement
+        self.current = sum(placement.values())
 
 
 @register_plugin
@@ -365,8 +370,6 @@ class ElasticPlugin(Plugin):
         """Rates per worker count and type; for a job whose rate depends on its progress (an
         adaptive batch re-chosen per training phase), those of the phase it is in now — its
         observed progress, which non-clairvoyant policies may read."""
-        from ...elastic.speed import phase_bounds, rate_curve
-
         assert self.state is not None  # set when the session opened
         sp = ej.speed.speed
         phase = sp.phase_of(max(ej.speed.work - ej.remaining, 0.0)) if phase_bounds(sp) else None
