@@ -17,7 +17,11 @@ from the scheduler's start (includes its start-up and cache sync), and the time 
 binding. Bound pods are deleted (grace period 0) after each phase.
 
     python benchmarks/kube_throughput.py --kubeconfig admin.kubeconfig --kube-scheduler /path/kube-scheduler \\
-        --nodes 1000,5000 --pods 5000 [--json out.json]
+        --nodes 1000,5000 --pods 5000 [--json out.json] [--neighbour]
+
+``--neighbour`` runs a CPU-bound busy loop pinned to the machine's last core during each phase
+(the issue-16 "busy machine" case); each row also gives the 1-minute load average before and
+after its phase.
 """
 
 from __future__ import annotations
@@ -219,9 +223,11 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
     await watch.ready.wait()
     cmd = kube_scheduler_cmd(args, kubeconfig, tmp) if which == "kube" else lavaflow_cmd(args, kubeconfig)
     log = open(tmp / f"{which}-{nodes}.log", "w")
+    neighbour = start_neighbour() if args.neighbour else None
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     timed_out = False
+    load_before = os.getloadavg()
     try:
         while len(watch.bound) < n:
             if time.monotonic() - started > args.timeout:
@@ -238,6 +244,10 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
             proc.kill()
             proc.wait()
         log.close()
+        load_after = os.getloadavg()
+        if neighbour is not None:
+            neighbour.kill()
+            neighbour.wait()
         await asyncio.sleep(0.5)
         await watch.stop()
     times = sorted(watch.bound.values())
@@ -249,6 +259,8 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
         "bound": bound,
         "timed_out": timed_out,
         "rebinds": watch.rebinds,
+        "neighbour": bool(args.neighbour),
+        "load_1m_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
     }
     if bound:
         first, last = times[0], times[-1]
@@ -290,6 +302,13 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
     return res
 
 
+def start_neighbour() -> subprocess.Popen:
+    """A CPU-bound process (a busy loop) on the machine's last core, for the whole phase: the
+    schedulers, the API server and etcd then share what is left, as on a busy node."""
+    code = "import os\nn = os.cpu_count() or 1\ntry:\n    os.sched_setaffinity(0, {n - 1})\nexcept (AttributeError, OSError):\n    pass\nwhile True:\n    pass\n"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), required=not os.environ.get("KUBECONFIG"))
@@ -307,6 +326,9 @@ async def main() -> int:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--keep-nodes", action="store_true")
+    ap.add_argument(
+        "--neighbour", action="store_true", help="run a CPU-bound busy loop on the last core during each phase"
+    )
     args = ap.parse_args()
     kubeconfig = str(Path(args.kubeconfig).resolve())
     cfg = load_config(kubeconfig)
@@ -331,12 +353,16 @@ async def main() -> int:
                 await ensure_nodes(client, 0, args.node_cpu, args.node_memory, args.node_pods)
     finally:
         await client.close()
-    print("\n| nodes | pods | scheduler | pods/s (first→last bind) | pods/s (from start) | first bind | peak 1 s |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "\n| nodes | pods | scheduler | pods/s (first→last bind) | pods/s (from start) | first bind | peak 1 s "
+        "| neighbour | load 1 min before / after |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
             f"| {r['nodes']} | {r['pods']} | {r['scheduler']} | {r.get('pods_per_s_steady', 0)} | {r.get('pods_per_s_from_start', 0)} "
-            f"| {r.get('first_bind_s', '-')} s | {r.get('peak_1s', 0)} |"
+            f"| {r.get('first_bind_s', '-')} s | {r.get('peak_1s', 0)} | {'yes' if r['neighbour'] else 'no'} "
+            f"| {r['load_1m_before_after'][0]} / {r['load_1m_before_after'][1]} |"
         )
     if args.json:
         Path(args.json).write_text(
