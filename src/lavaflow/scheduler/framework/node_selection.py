@@ -8,7 +8,9 @@ index). Three caches keep the work per task small:
   sessions and reset whenever a node's labels, taints or membership change;
 - per task class (the node-order fns' ``cache_key``s), the scores over all nodes, and per request
   vector the resource fit over all nodes: only the rows of nodes whose usage changed since they
-  were computed are recomputed (``_class_array``).
+  were computed are recomputed (``_class_array``);
+- for a gang's run of same-class tasks, one plan (``plan_run``) for the whole run, rescoring only
+  the node each placement fills.
 """
 
 from __future__ import annotations
