@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from ..framework.node_selection import RunPlan
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ..model import TaskStatus
@@ -20,7 +23,7 @@ from ._queues import JobQueue, OrderedQueue, job_queue
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
     from ..framework.session_plugins import Domains
-    from ..model import JobInfo, QueueInfo
+    from ..model import JobInfo, QueueInfo, TaskInfo
 
 
 @register_action
@@ -144,13 +147,19 @@ class AllocateAction(Action):
         stmt = Statement(ssn)
         pending = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
         pending.sort(key=ssn.task_key)
+        plan: RunPlan | None = None
         for i, task in enumerate(pending):
             if not ssn.allocatable(queue, task):
                 # As Volcano's allocate: a task its queue refuses is skipped and the job's
                 # other tasks are still tried (a smaller one may fit the queue's room).
                 ssn.record(job, "allocate", job.job_fit_errors or f"queue {queue.name} cannot take task {task.name}")
                 continue
-            node, fits_idle = ssn.select_node(task, future=True)
+            plan = _planned(ssn, job, pending, i, plan)
+            if plan is not None:
+                node, fits_idle = plan.nodes[plan.used], True
+                plan.used += 1
+            else:
+                node, fits_idle = ssn.select_node(task, future=True)
             if node < 0:
                 job.fit_errors[task.uid] = ssn.fit_error(task)
                 ssn.record(job, "allocate", f"{task.name}: {job.fit_errors[task.uid]}")
@@ -165,6 +174,34 @@ class AllocateAction(Action):
             if ssn.job_ready(job):
                 return stmt, i + 1 < len(pending)
         return stmt, False
+
+
+def _planned(ssn: Session, job: JobInfo, pending: list[TaskInfo], i: int, plan: RunPlan | None) -> RunPlan | None:
+    """The run plan that places ``pending[i]`` (what select_node would choose, see
+    :meth:`NodeSelection.plan_run`), or None to ask select_node. A plan made for the tasks that
+    follow holds while each task has the plan's score class and predicate mask and every planned
+    placement was made (the loop stops at the first task placed otherwise)."""
+    task = pending[i]
+    sel = ssn.selection
+    if plan is not None and plan.used < len(plan.nodes):
+        key, apart = sel._class_key(task)
+        if key == plan.key and not apart and np.array_equal(sel.predicate_mask(task), plan.mask):
+            return plan
+        return None
+    # A new run: the tasks from here with the same requests and pod signature, as many as the
+    # gang still needs (more are placed one by one after it is ready).
+    need = job.min_available - job.ready_num
+    if need < 2 or task.best_effort:
+        return None
+    req = task.resreq.tobytes()
+    run = 1
+    for t in pending[i + 1 : i + need]:
+        if t.signature != task.signature or t.resreq.tobytes() != req:
+            break
+        run += 1
+    if run < 2:
+        return None
+    return sel.plan_run(task, run)
 
 
 def _need_continue(job: JobInfo) -> bool:

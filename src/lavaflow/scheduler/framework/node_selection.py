@@ -8,12 +8,15 @@ index). Three caches keep the work per task small:
   sessions and reset whenever a node's labels, taints or membership change;
 - per task class (the node-order fns' ``cache_key``s), the scores over all nodes, and per request
   vector the resource fit over all nodes: only the rows of nodes whose usage changed since they
-  were computed are recomputed (``_class_array``).
+  were computed are recomputed (``_class_array``);
+- for a gang's run of same-class tasks, one plan (``plan_run``) for the whole run, rescoring only
+  the node each placement fills.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +24,17 @@ import numpy as np
 from ..model import NodeSet, TaskInfo
 from ..resources import EPS, ResourceIndex
 from .session_plugins import UNCACHED, SessionPlugins
+
+
+@dataclass
+class RunPlan:
+    """Where a run of same-class tasks goes (:meth:`NodeSelection.plan_run`): valid for a task
+    whose score class and predicate mask are ``key`` and ``mask``, one placement after another."""
+
+    key: tuple[Any, ...]
+    mask: np.ndarray
+    nodes: list[int]
+    used: int = 0  # placements of the plan made so far
 
 
 class NodeSelection:
@@ -177,8 +191,17 @@ class NodeSelection:
         alloc = self.nodes.allocatable
         used = self.nodes.used
         want = req[nz]
+        cols: list[tuple[int, float]] | None = None
 
         def compute(rows: np.ndarray) -> np.ndarray:
+            nonlocal cols
+            if len(rows) == 1:
+                # The one node a placement changed: the same IEEE operations on Python floats.
+                if cols is None:
+                    cols = list(zip(nz.tolist(), want.tolist()))
+                i = int(rows[0])
+                a, u = alloc[i].tolist(), used[i].tolist()
+                return np.array([all(a[c] - u[c] + EPS >= w for c, w in cols)])
             idle = alloc[rows][:, nz] - used[rows][:, nz]
             fit: np.ndarray = np.all(idle + EPS >= want, axis=1)
             return fit
@@ -219,6 +242,76 @@ class NodeSelection:
                     reasons[f"Insufficient {self.index.names[r]}"] = c
         body = ", ".join(f"{c} {r}" for r, c in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
         return f"0/{n} nodes are available: {body}." if body else f"0/{n} nodes are available."
+
+    def plan_run(self, task: TaskInfo, count: int) -> RunPlan | None:
+        """The nodes :meth:`select_node` would give ``count`` tasks of ``task``'s class one after
+        the other, each allocated (on idle resources) where it was placed before the next is
+        chosen — worked out at once instead of rescoring after every placement.
+
+        Only the best ``count`` candidates (by score, then index) can be chosen: a node that got
+        no task keeps its score, and while fewer than ``count`` tasks are placed one of those is
+        untouched and beats every other candidate. Their scores and fit with 1, 2, ... more tasks
+        are computed with the node's usage raised exactly as an allocation raises it (the rows
+        are set for the call and put back). None when the shortcut does not apply (a node-order
+        callback that cannot be cached, no requests, no node that fits idle, NaN scores).
+        """
+        n = len(self.nodes)
+        if n == 0 or count < 2:
+            return None
+        key, apart = self._class_key(task)
+        if key is None or apart:
+            return None
+        req = task.resreq
+        nz = np.nonzero(req > 0)[0]
+        if not len(nz):
+            return None
+        mask = self.predicate_mask(task)
+        epoch = self._changed_rows()
+        cand = np.flatnonzero(mask & self._resource_fit(req, nz, epoch))
+        if not len(cand):
+            return None
+        full = self._class_array(("score", key), epoch, lambda rows: self.node_scores(task, rows, apart))
+        s0 = full[cand]
+        if np.isnan(s0).any():
+            return None
+        m = min(count, len(cand))
+        top = cand[np.lexsort((cand, -s0))[:m]]
+        nodes = top.tolist()
+        score = s0[np.searchsorted(cand, top)].tolist()
+        fits = [True] * m
+        used = self.nodes.used
+        alloc = self.nodes.allocatable
+        cols = list(zip(nz.tolist(), req[nz].tolist()))
+        saved: dict[int, np.ndarray] = {}
+        plan: list[int] = []
+        try:
+            for step in range(count):
+                best = -1
+                for r in range(m):
+                    if fits[r] and (
+                        best < 0 or score[r] > score[best] or (score[r] == score[best] and nodes[r] < nodes[best])
+                    ):
+                        best = r
+                if best < 0:
+                    break  # no node fits idle any more: select_node decides the rest (pipelining)
+                i = nodes[best]
+                plan.append(i)
+                if step == count - 1:
+                    break
+                # The node with one more task, as an allocation leaves it: its fit and score.
+                if i not in saved:
+                    saved[i] = used[i].copy()
+                used[i] += req
+                a, u = alloc[i].tolist(), used[i].tolist()
+                fits[best] = all(a[c] - u[c] + EPS >= w for c, w in cols)
+                sc = float(self.node_scores(task, np.array([i]), apart)[0])
+                if sc != sc:
+                    return None
+                score[best] = sc
+        finally:
+            for i, row in saved.items():
+                used[i] = row
+        return RunPlan(key=key, mask=mask, nodes=plan)
 
     def select_node(self, task: TaskInfo, future: bool = False) -> tuple[int, bool]:
         """Best node for ``task``: (index, fits idle). -1 when none fits.
