@@ -183,7 +183,11 @@ def test_a_server_without_the_api_leaves_the_feature_off():
                 return s.ready and s.cycles > 0
 
             await c.wait_for(ready, 10, "the scheduler's informers synced and a cycle run")
+            # a pod naming a Workload on such a server is a member of nothing: it waits
+            await c.create(pods("orphan", 1, {"name": "w", "podGroup": "g"}))
+            await asyncio.sleep(0.5)
             assert s.workloads.kinds == [] and not s.workloads.enabled
+            assert not any(":" in k for k in s.cache.jobs), "a gang was made without the API"
             assert "Workload" not in s.store.informers and "SchedulingPodGroup" not in s.store.informers
             # the probes were the only requests: 404s, never a watch
             assert c.double.call(lambda: c.double.counts.get("list/Workload", 0)) == 0  # unserved: never routed
