@@ -140,6 +140,22 @@ class Volume(K8sModel):
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
 
 
+class WorkloadReference(K8sModel):
+    """``spec.workloadRef`` (Kubernetes 1.35, feature gate GenericWorkload): the pod's group in a
+    ``scheduling.k8s.io/v1alpha1`` Workload. See api/workload_api.py."""
+
+    name: str = ""
+    pod_group: str = ""
+    pod_group_replica_key: str | None = None
+
+
+class PodSchedulingGroup(K8sModel):
+    """``spec.schedulingGroup`` (Kubernetes 1.36, replacing workloadRef): the pod's
+    ``scheduling.k8s.io/v1alpha2`` PodGroup. See api/workload_api.py."""
+
+    pod_group_name: str | None = None
+
+
 class PodSpec(K8sModel):
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
@@ -158,6 +174,8 @@ class PodSpec(K8sModel):
     resource_claims: list[Any] | None = None  # DRA: read only to warn that it is not implemented
     topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
     volumes: list[Volume] = Field(default_factory=list)
+    workload_ref: WorkloadReference | None = None
+    scheduling_group: PodSchedulingGroup | None = None
 
 
 class PodTemplateMeta(K8sModel):

@@ -25,6 +25,7 @@ from .core import (
 from .native_workloads import BatchJob, Deployment, NodeGroup, ReplicaSet, StatefulSet
 from .topology import HyperNode, Numatopology
 from .volcano import Command, Job, JobFlow, JobTemplate, PodGroup, PriorityClass, Queue
+from .workload_api import SchedulingPodGroup, Workload, WorkloadV1alpha2
 from .x_k8s_podgroup import CoschedulingPodGroup
 
 
@@ -120,6 +121,29 @@ ALL: tuple[Kind, ...] = (
         True,
         True,
         CoschedulingPodGroup,
+        loadable=True,
+    ),
+    # the Kubernetes Workload API (KEP-4671; built in, served where its feature gate and
+    # runtime-config are on): 1.35's Workload, 1.36's Workload templates and runtime PodGroups
+    Kind("Workload", "Workload", "scheduling.k8s.io/v1alpha1", "workloads", True, False, Workload, loadable=True),
+    Kind(
+        "WorkloadV1alpha2",
+        "Workload",
+        "scheduling.k8s.io/v1alpha2",
+        "workloads",
+        True,
+        False,
+        WorkloadV1alpha2,
+        loadable=True,
+    ),
+    Kind(
+        "SchedulingPodGroup",
+        "PodGroup",
+        "scheduling.k8s.io/v1alpha2",
+        "podgroups",
+        True,
+        True,
+        SchedulingPodGroup,
         loadable=True,
     ),
     Kind("Job", "Job", _VOLCANO_BATCH, "jobs", True, True, Job, loadable=True, webhook_ops=("CREATE", "UPDATE")),

@@ -18,6 +18,7 @@ from ..api.volcano import (
     QUEUE_NAME_ANNOTATION,
     PodGroup,
 )
+from ..api.workload_api import refers_to_workload_api
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from .base import Controller
 
@@ -42,9 +43,13 @@ class PodGroupController(Controller):
             self.mark(pod.key)
 
     def _needs_group(self, pod: Pod) -> bool:
-        # Pods labelled with a scheduler-plugins PodGroup belong to that group, not to one made here.
+        # Pods labelled with a scheduler-plugins PodGroup belong to that group, and pods naming a
+        # group of the Kubernetes Workload API (workloadRef, schedulingGroup) to theirs: the
+        # scheduler maps them; no PodGroup is made here.
         return (pod.spec.scheduler_name or "default-scheduler") in self.scheduler_names and (
-            GROUP_NAME_ANNOTATION not in pod.metadata.annotations and POD_GROUP_LABEL not in pod.metadata.labels
+            GROUP_NAME_ANNOTATION not in pod.metadata.annotations
+            and POD_GROUP_LABEL not in pod.metadata.labels
+            and not refers_to_workload_api(pod)
         )
 
     def _owner(self, pod: Pod) -> tuple[OwnerReference | None, Any]:

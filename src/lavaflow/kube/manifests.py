@@ -476,6 +476,9 @@ SCHEDULER_RULES = [
     # scheduler-plugins' PodGroups (gangs by the scheduling.x-k8s.io/pod-group label), where served
     _rule(["scheduling.x-k8s.io"], ["podgroups"], READ),
     _rule(["scheduling.x-k8s.io"], ["podgroups/status"], ["patch", "update"]),
+    # the Kubernetes Workload API (KEP-4671: 1.35 Workloads, 1.36 PodGroups), where served
+    _rule(["scheduling.k8s.io"], ["workloads", "podgroups"], READ),
+    _rule(["scheduling.k8s.io"], ["podgroups/status"], ["patch", "update"]),
     _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
 ]
 

@@ -44,6 +44,7 @@ from .dispatch import Dispatcher, RateLimiter
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
 from .store import KubeStore
+from .workload_api import WorkloadGangs
 from .x_k8s_podgroup import CoschedulingGroups
 
 log = logging.getLogger("lavaflow.kube")
@@ -98,6 +99,8 @@ class KubeScheduler:
         self.dispatch = Dispatcher(workers=bind_workers, status_workers=write_workers)
         # scheduler-plugins PodGroups (scheduling.x-k8s.io), when the API server serves them
         self.cosched = CoschedulingGroups(self)
+        # the Kubernetes Workload API (scheduling.k8s.io v1alpha1 Workloads, v1alpha2 PodGroups), where served
+        self.workloads = WorkloadGangs(self)
         # Evictions leave at most this fast, whatever preempt and reclaim decide (no eviction storm).
         self.evict_limit = RateLimiter(evictions_per_second, eviction_burst)
         # statuses decided but not yet written (the newest per object)
@@ -127,7 +130,7 @@ class KubeScheduler:
     # ------------------------------------------------------------------ cache feed
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
         key = pod.key
-        pod = self.cosched.on_pod(event, pod)
+        pod = self.workloads.on_pod(event, self.cosched.on_pod(event, pod))
         if event == DELETED:
             self.inflight.pop(key, None)
             self.cache.on_pod(pod, True)
@@ -157,6 +160,7 @@ class KubeScheduler:
     # ------------------------------------------------------------------ run
     async def start(self) -> None:
         await self.cosched.discover()
+        await self.workloads.discover()
         await self.store.start()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -237,7 +241,7 @@ class KubeScheduler:
                 continue
             status = pg.status.model_dump(by_alias=True, exclude_none=True, mode="json")
             status["phase"] = "Inqueue"
-            if self.cosched.decided(pg.key, status):
+            if self.cosched.decided(pg.key, status) or self.workloads.decided(pg.key, status):
                 n += 1
                 continue
             self.pg_wanted[pg.key] = status
@@ -291,7 +295,7 @@ class KubeScheduler:
             for _key, kind, _message, count in d.resizes:
                 self.metrics.elastic_resizes.labels(kind=kind.lower()).inc(count or 1)
             for key, status in d.podgroups:
-                if self.cosched.decided(key, status):
+                if self.cosched.decided(key, status) or self.workloads.decided(key, status):
                     continue
                 self.pg_wanted[key] = status
                 pg = self.store.get("PodGroup", key)
@@ -303,6 +307,7 @@ class KubeScheduler:
                     self.queue_wanted[name] = status
                     self.dispatch.status(("Queue", name), functools.partial(self._write_queue, name))
             self.cosched.after_cycle()
+            self.workloads.after_cycle()
             for key, message in self._unschedulable_pods():
                 self.condition_wanted[key] = message
                 self.dispatch.status(("Pod", key), functools.partial(self._pod_unschedulable, key))
@@ -408,7 +413,7 @@ class KubeScheduler:
             self.inflight.pop(key, None)
             pod = self.store.get("Pod", key)
             if pod is not None:
-                self.cache.on_pod(self.cosched.on_pod("MODIFIED", pod))
+                self.cache.on_pod(self.workloads.on_pod("MODIFIED", self.cosched.on_pod("MODIFIED", pod)))
 
     async def _evict(self, key: str, reason: str) -> None:
         wait = self.evict_limit.reserve()

@@ -31,6 +31,7 @@ from .inputs import Item, SimInput
 from .native_controllers import REPLACING, WorkloadController
 from .sampling import TimelineSampler
 from .training import TrainingModel
+from .workload_api import WorkloadGangs
 from .x_k8s_podgroup import CoschedulingPodGroups
 
 SCHEDULERS = ("lavaflow", "kube-default")
@@ -101,8 +102,16 @@ class Simulation:
                 }
             ),
         )
+        # the Kubernetes Workload API (KEP-4671): an internal PodGroup per gang instance
+        self.workload_gangs = WorkloadGangs(
+            self.store,
+            clock,
+            on_event=lambda kind, key, etype, reason, message: self.events.append(
+                {"time": self.now, "kind": kind, "object": key, "type": etype, "reason": reason, "message": message}
+            ),
+        )
         shared = built.all()  # jobflow first, then the PodGroup controller the stand-ins feed
-        self.controllers = [self.workload_ctrl, shared[0], self.cosched, *shared[1:]]
+        self.controllers = [self.workload_ctrl, shared[0], self.cosched, self.workload_gangs, *shared[1:]]
         for ctrl in self.controllers:
             ctrl.on_timer_added = lambda t, ctrl=ctrl: self._push(t, "timer", ctrl)
         # What the input asks for that this run ignores (a stderr line each, and "warnings").

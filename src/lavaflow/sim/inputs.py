@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..api import admission, validation, x_k8s_podgroup
+from ..api import admission, validation, workload_api, x_k8s_podgroup
 from ..api import sim_annotations as ann
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
@@ -349,6 +349,9 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     templates = {it.obj.key for it in items if isinstance(it.obj, JobTemplate)}
     volcano_podgroups = {it.obj.key for it in items if isinstance(it.obj, PodGroup)}
     x_podgroups = {it.obj.key for it in items if isinstance(it.obj, x_k8s_podgroup.CoschedulingPodGroup)}
+    workloads = {it.obj.key: it.obj for it in items if isinstance(it.obj, workload_api.Workload)}
+    workloads_v2 = {it.obj.key: it.obj for it in items if isinstance(it.obj, workload_api.WorkloadV1alpha2)}
+    k8s_podgroups = {it.obj.key for it in items if isinstance(it.obj, workload_api.SchedulingPodGroup)}
     latest_job: dict[str, Job] = {}
     ctx = admission.Context(queues=queues, scheduler_name=scheduler_name, existing=declared, templates=templates)
     for it in items:
@@ -370,8 +373,15 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                 )
         elif isinstance(obj, x_k8s_podgroup.CoschedulingPodGroup):
             found = x_k8s_podgroup.validate(obj, queues, volcano_podgroups)
+        elif isinstance(obj, workload_api.Workload):
+            found = workload_api.validate_workload(obj, queues)
+        elif isinstance(obj, workload_api.WorkloadV1alpha2):
+            found = workload_api.validate_workload_v1alpha2(obj)
+        elif isinstance(obj, workload_api.SchedulingPodGroup):
+            found = workload_api.validate_podgroup(obj, queues, workloads_v2)
         elif isinstance(obj, Pod):
             found = list(found) + x_k8s_podgroup.member_problems(obj, x_podgroups)
+            found += workload_api.member_problems(obj.spec, obj.namespace, workloads, k8s_podgroups)
             _check_pod_annotations(problems, src, _what(obj), "metadata", obj.metadata.annotations)
             parent = obj.metadata.annotations.get(ann.SPAWNED_BY)
             if parent is not None and f"{obj.namespace}/{parent}" not in pods_by_key:
@@ -395,6 +405,11 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
         elif rules is None:
             # Kinds no Volcano webhook sees: kube-apiserver's own checks.
             found = validation.validate_object(obj)
+            tmpl = getattr(getattr(obj, "spec", None), "template", None)
+            if tmpl is not None and hasattr(tmpl, "spec"):  # pods of native workloads naming a gang
+                found += workload_api.member_problems(
+                    tmpl.spec, obj.namespace, workloads, k8s_podgroups, "spec.template.spec"
+                )
             if hasattr(getattr(obj, "spec", None), "template"):
                 _check_pod_annotations(
                     problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations

@@ -6,9 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from ..api import workload_api
 from ..api.volcano import JOB_FINAL_PHASES
 from ..scheduler.model import TaskStatus
 from ..scheduler.plugins.gang import job_fit_error
+from .workload_api import workload_of
 
 FINISHED_POD = ("Succeeded", "Failed")
 
@@ -219,7 +221,14 @@ def build_result(sim) -> dict[str, Any]:
         for pg in sorted(_all_podgroups(sim), key=lambda p: p.key)
     ]
     for entry in podgroups_out:  # a scheduler-plugins PodGroup's own status, next to its stand-in's
-        group = store.get("CoschedulingPodGroup", f"{entry['namespace']}/{entry['name']}")
+        key = f"{entry['namespace']}/{entry['name']}"
+        stand_in = store.get("PodGroup", key)
+        if stand_in is not None and workload_api.is_stand_in(stand_in):  # a Workload API gang: its origin
+            entry["workload"] = workload_of(stand_in)
+            src = store.get(*workload_api.ref_of_stand_in(stand_in).source)
+            if isinstance(src, workload_api.SchedulingPodGroup):
+                entry["workload"]["status"] = workload_api.current_status(src)
+        group = store.get("CoschedulingPodGroup", key)
         if group is not None:
             entry["coscheduling"] = {
                 "apiVersion": group.api_version,

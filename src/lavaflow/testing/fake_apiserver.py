@@ -6,8 +6,13 @@ selectors) and watch with resourceVersions, bookmarks and 410 Gone after a
 compaction; create/get/update/patch/delete with optimistic concurrency (409
 Conflict on a stale resourceVersion); status subresources; pods/binding (409
 for a pod that is already bound) and pods/eviction; Leases and Events like any
-object. Faults can be injected: ``fail_next(kind, verb, status, n)`` and
-``compact()`` (every open watch gets a 410 and must relist).
+object. It serves every group/version of the table of kinds — the built-in ones
+behind feature gates too (``scheduling.k8s.io/v1alpha1`` Workloads,
+``v1alpha2`` Workloads and PodGroups) — unless told not to:
+``unserve(api_version)`` answers 404 for all of that group/version, as a server
+with the feature gate or runtime-config off does. Faults can be injected:
+``fail_next(kind, verb, status, n)`` and ``compact()`` (every open watch gets a
+410 and must relist).
 """
 
 from __future__ import annotations
@@ -136,6 +141,7 @@ class ApiDouble:
         self._started = threading.Event()
         self._stop: asyncio.Event | None = None
         self._plurals: dict[tuple[str, str], Kind] = {}
+        self.unserved: set[str] = set()  # group/versions answered with 404 (see unserve)
         for r in API_KINDS.values():
             self._plurals[(r.api_version, r.plural)] = r
 
@@ -207,6 +213,11 @@ class ApiDouble:
         return path
 
     # ------------------------------------------------------------------ faults and inspection
+    def unserve(self, api_version: str) -> None:
+        """Serve nothing of ``api_version`` (e.g. ``scheduling.k8s.io/v1alpha1``) from now on: every
+        request to it is a 404, as on a kube-apiserver where it is not enabled."""
+        self.call(lambda: self.unserved.add(api_version))
+
     def fail_next(self, kind: str, verb: str, status: int = 409, n: int = 1) -> None:
         """The next ``n`` requests ``verb`` (get/list/create/update/patch/delete/bind/evict) on ``kind`` fail."""
         self.call(lambda: self.faults[(kind, verb)].extend([status] * n))
@@ -295,7 +306,7 @@ class ApiDouble:
         ns = None
         if len(rest) >= 2 and rest[0] == "namespaces" and (len(rest) >= 3):
             ns, rest = rest[1], rest[2:]
-        if not rest:
+        if not rest or gv in self.unserved:
             return None
         res = self._plurals.get((gv, rest[0]))
         if res is None:

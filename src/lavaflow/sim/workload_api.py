@@ -1,0 +1,134 @@
+"""The Kubernetes Workload API (KEP-4671) in the simulator.
+
+The simulator's store plays the API server, so the translation is kept there, where every report
+sees it: for each gang instance pods name — a v1alpha1 Workload's podGroup and replica key
+(``spec.workloadRef``), or a v1alpha2 PodGroup (``spec.schedulingGroup``) — this controller keeps
+an internal PodGroup (api/workload_api.py names it) that the scheduler, the queue controller and
+the results work on, and puts the pods into it (the ``scheduling.k8s.io/group-name`` annotation).
+A v1alpha1 Workload has no status, so nothing is written back to it; a gang the scheduler finds
+unschedulable gets a Warning ``Unschedulable`` Event on its Workload (once, until it is placed),
+and its pods the core's ``PodScheduled=False`` condition as any pending pod. A v1alpha2 PodGroup
+gets its ``PodGroupScheduled`` condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..api import workload_api as wapi
+from ..api.volcano import GROUP_NAME_ANNOTATION
+from ..controllers.base import Controller
+from ..store.base import DELETED
+
+EventSink = Callable[[str, str, str, str, str], None]  # (kind, key, type, reason, message)
+EVENT_KIND = {wapi.WORKLOAD_KIND: "Workload", wapi.PODGROUP_KIND: "PodGroup"}
+
+
+class WorkloadGangs(Controller):
+    def __init__(self, store, clock, on_event: EventSink | None = None) -> None:
+        super().__init__(store, clock)
+        self.on_event = on_event
+        self.refs: dict[str, wapi.GangRef] = {}  # gang key -> the gang
+        self.members: dict[str, set[str]] = {}  # gang key -> keys of its pods
+        self.by_source: dict[tuple[str, str], set[str]] = {}  # (kind, key) of a Workload/PodGroup -> gang keys
+        self.reported: set[str] = set()  # gangs whose Unschedulable Event was recorded (until placed)
+        for kind in (wapi.WORKLOAD_KIND, wapi.PODGROUP_KIND):
+            store.watch(kind, lambda ev, obj, old, kind=kind: self._on_source(kind, obj.key))
+        store.watch("Pod", self._on_pod)
+        store.watch("PodGroup", lambda ev, pg, old: self.mark(pg.key) if wapi.is_stand_in(pg) else None)
+
+    def _on_source(self, kind: str, key: str) -> None:
+        for gang in sorted(self.by_source.get((kind, key), ())):
+            self.mark(gang)
+
+    def _on_pod(self, event: str, pod, old) -> None:
+        ref = wapi.gang_of(pod)
+        if ref is None:
+            return
+        key = ref.key
+        if event == DELETED:
+            self.members.get(key, set()).discard(pod.key)
+        else:
+            self.members.setdefault(key, set()).add(pod.key)
+            if key not in self.refs:
+                self.refs[key] = ref
+                self.by_source.setdefault(ref.source, set()).add(key)
+        self.mark(key)
+
+    def sync(self, key: str) -> None:
+        ref = self.refs.get(key)
+        if ref is None:
+            return
+        kind, source_key = ref.source
+        source = self.store.get(kind, source_key)
+        policy = wapi.policy_in(source, ref) if source is not None else None
+        internal = self.store.get("PodGroup", key)
+        if policy is None:  # the Workload (or its podGroup) or the PodGroup is gone: the pods wait
+            if internal is not None and wapi.is_stand_in(internal):
+                self.store.delete("PodGroup", key)
+            self.reported.discard(key)
+            return
+        want = wapi.internal_podgroup(ref, source, policy)
+        if internal is None:
+            internal = self.store.create(want)
+        elif internal.spec != want.spec:
+            internal.spec = want.spec
+            self.store.update(internal)
+        pods = [p for p in (self.store.get("Pod", k) for k in sorted(self.members.get(key, ()))) if p is not None]
+        for pod in pods:
+            if GROUP_NAME_ANNOTATION not in pod.metadata.annotations:
+                pod.metadata.annotations[GROUP_NAME_ANNOTATION] = ref.internal_name
+                self.store.update(pod)
+        placed = sum(
+            1 for p in pods if p.status.phase == "Succeeded" or (p.spec.node_name and p.status.phase != "Failed")
+        )
+        scheduled = placed >= internal.spec.min_member
+        why = next(
+            (
+                c.message or c.reason
+                for c in internal.status.conditions
+                if c.type == "Unschedulable" and c.status == "True"
+            ),
+            None,
+        )
+        if scheduled:
+            self.reported.discard(key)
+        elif why and key not in self.reported and wapi.is_gang(policy) and self.on_event is not None:
+            self.reported.add(key)
+            self.on_event(
+                EVENT_KIND[kind], source_key, "Warning", wapi.UNSCHEDULABLE_REASON, wapi.unschedulable_message(ref, why)
+            )
+        if isinstance(source, wapi.SchedulingPodGroup):
+            self._write_status(source, scheduled, why, placed, internal.spec.min_member)
+
+    def _write_status(
+        self, group: wapi.SchedulingPodGroup, scheduled: bool, why: str | None, placed: int, need: int
+    ) -> None:
+        """The v1alpha2 PodGroup's PodGroupScheduled condition (no condition before a decision)."""
+        if scheduled:
+            cond = wapi.scheduled_condition(True, f"{placed} of minimum {need} pods placed", self.clock(), group)
+        elif why:
+            cond = wapi.scheduled_condition(False, why, self.clock(), group)
+        else:
+            return
+        status = wapi.status_with(group, cond)
+        if status != wapi.current_status(group):
+            group.status = wapi.SchedulingPodGroupStatus.model_validate(status)
+            self.store.update(group)
+
+
+def workload_of(stand_in: Any) -> dict[str, Any]:
+    """What the results say of a stand-in's origin (JSON)."""
+    ref = wapi.ref_of_stand_in(stand_in)
+    out: dict[str, Any] = {
+        "apiVersion": ref.api_version,
+        "policy": stand_in.metadata.annotations.get(wapi.POLICY_ANNOTATION),
+    }
+    if ref.api_version == wapi.API_V1ALPHA1:
+        out.update({"workload": ref.workload, "podGroup": ref.pod_group})
+        if ref.replica_key:
+            out["podGroupReplicaKey"] = ref.replica_key
+    else:
+        out["podGroup"] = ref.pod_group
+    return out
