@@ -648,9 +648,17 @@ def test_both_backends_run_the_controllers_one_function_builds():
     assert [type(c) for c in kube.controllers] == built
     sim = Simulation(prepare(load_text("")), seed=0)
     # the simulator adds what it stands in for: kube-controller-manager's workload controllers and
-    # the scheduler-plugins PodGroup stand-ins (on a cluster the scheduler process keeps those)
+    # the scheduler-plugins and Workload API gang stand-ins (on a cluster the scheduler process
+    # keeps those)
+    from lavaflow.sim.workload_api import WorkloadGangs
     from lavaflow.sim.x_k8s_podgroup import CoschedulingPodGroups
 
-    assert [type(c) for c in sim.controllers] == [WorkloadController, built[0], CoschedulingPodGroups, *built[1:]]
+    assert [type(c) for c in sim.controllers] == [
+        WorkloadController,
+        built[0],
+        CoschedulingPodGroups,
+        WorkloadGangs,
+        *built[1:],
+    ]
     # the JobController keeps no per-job record for reports: the simulator holds them
     assert not hasattr(sim.job_ctrl, "history") and hasattr(sim, "job_history")
