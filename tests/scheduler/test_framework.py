@@ -718,6 +718,41 @@ def test_random_pod_events_keep_cache_consistent(events):
     assert (cache.nodes.view("releasing") >= -1e-9).all()
 
 
+PG_AND_POD_EVENTS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("pod"),
+            st.integers(0, 3),
+            st.sampled_from([None, "n1"]),
+            st.sampled_from(["Pending", "Running", "Succeeded"]),
+            st.booleans(),
+            st.sampled_from(["j", "k", "m"]),
+        ),
+        st.tuples(st.just("pg"), st.sampled_from(["j", "k", "m"]), st.booleans()),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=PG_AND_POD_EVENTS)
+def test_jobs_with_a_podgroup_and_orphans_follow_events_in_first_seen_order(events):
+    """Sessions read cache.pg_jobs (jobs with a PodGroup) and the queue write-back reads
+    cache.orphans (jobs without one that hold resources): both must equal what a scan of
+    cache.jobs gives, in its order, whatever the order of PodGroup and pod events."""
+    cache = make_cache([make_node("n1", 64, "128Gi")])
+    for ev in events:
+        if ev[0] == "pod":
+            _, p, node, phase, deleted, group = ev
+            cache.on_pod(make_pod(f"p{p}", group, node=node, phase=phase), deleted=deleted)
+        else:
+            _, name, deleted = ev
+            cache.on_podgroup(make_pg(name, 1), deleted=deleted)
+        cache.check_consistency()
+        ssn = open_session(cache)
+        assert list(ssn.jobs) == [u for u, j in cache.jobs.items() if j.pg is not None]
+
+
 def test_pods_bound_to_a_node_seen_later_count_once_the_node_arrives():
     # Informers list pods and nodes concurrently: a bound pod may arrive before its node.
     from lavaflow.scheduler.cache import SchedulerCache

@@ -326,7 +326,7 @@ class KubeScheduler:
         counts: dict[str, int] = {}
         for q in self.cache.queues:
             counts[q] = 0
-        for job in self.cache.jobs.values():
+        for job in self.cache.scheduled_jobs().values():
             pg = job.pg
             if pg is not None and (pg.status.phase or "Pending") in ("Pending", "Inqueue"):
                 counts[job.queue] = counts.get(job.queue, 0) + 1

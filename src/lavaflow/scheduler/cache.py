@@ -104,6 +104,14 @@ class SchedulerCache:
         self.index = ResourceIndex()
         self.nodes = NodeSet(len(self.index))
         self.jobs: dict[str, JobInfo] = {}
+        # The jobs a session schedules are those with a PodGroup; finished jobs keep their pods (and
+        # so their JobInfo) after the job controller deletes the PodGroup, so over a long run most of
+        # ``jobs`` is finished work. Sessions and the queue write-back read these instead, so their
+        # cost follows the live jobs, not every job ever seen. Both keep ``jobs``' order (``seq``).
+        self.pg_jobs: dict[str, JobInfo] = {}  # jobs with a PodGroup
+        self.orphans: dict[str, JobInfo] = {}  # jobs without one whose tasks still hold resources
+        self._pg_jobs_sorted = True
+        self._seq = 0
         self.queues: dict[str, QueueInfo] = {}
         self.tasks: dict[str, TaskInfo] = {}
         self.foreign: dict[str, tuple[int, np.ndarray]] = {}  # pods of other schedulers on nodes
@@ -244,14 +252,23 @@ class SchedulerCache:
             job = self.jobs.get(uid)
             if job is not None:
                 job.pg = None
+                self.pg_jobs.pop(uid, None)
                 if not job.tasks:
                     del self.jobs[uid]
+                else:
+                    self._track_orphan(job)
             return
         job = self.jobs.get(uid)
         if job is None:
-            job = JobInfo(uid=uid, name=pg.name, namespace=pg.namespace)
-            self.jobs[uid] = job
+            job = self._add_job(JobInfo(uid=uid, name=pg.name, namespace=pg.namespace))
+        if job.pg is None:
+            self.orphans.pop(uid, None)
+            pg_jobs = self.pg_jobs
+            if pg_jobs and self._pg_jobs_sorted and next(reversed(pg_jobs.values())).seq > job.seq:
+                self._pg_jobs_sorted = False  # a job seen before others regains its PodGroup
+            pg_jobs[uid] = job
         job.pg = pg
+        job.version += 1
         job.queue = pg.spec.queue or "default"
         job.min_available = pg.spec.min_member
         job.min_task_member = dict(pg.spec.min_task_member)
@@ -379,8 +396,7 @@ class SchedulerCache:
             task = None
         job = self.jobs.get(job_uid)
         if job is None:
-            job = JobInfo(uid=job_uid, name=group, namespace=namespace)
-            self.jobs[job_uid] = job
+            job = self._add_job(JobInfo(uid=job_uid, name=group, namespace=namespace))
         status = task_status_of(pod)
         node = node_pos.get(node_name, -1) if node_name else -1
         if task is None:
@@ -390,6 +406,8 @@ class SchedulerCache:
             self.tasks[key] = task
             if node >= 0 and status in (TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING):
                 self._occupy(task, node)
+            if job.pg is None:
+                self._track_orphan(job)
             return
         task.pod = pod
         task.labels = pod.metadata.labels
@@ -406,11 +424,42 @@ class SchedulerCache:
         job.set_status(task, status)
         if occupying_after and task.node < 0:
             self._occupy(task, node)
+        if job.pg is None:
+            self._track_orphan(job)
+
+    def _add_job(self, job: JobInfo) -> JobInfo:
+        self._seq += 1
+        job.seq = self._seq
+        self.jobs[job.uid] = job
+        return job
+
+    def _track_orphan(self, job: JobInfo) -> None:
+        """Keep ``orphans`` right for a job without a PodGroup after its tasks changed."""
+        if job.allocated_num and job.uid in self.jobs:
+            self.orphans[job.uid] = job
+        else:
+            self.orphans.pop(job.uid, None)
+
+    def scheduled_jobs(self) -> dict[str, JobInfo]:
+        """The jobs with a PodGroup, in the order they were first seen (that of ``jobs``)."""
+        if not self._pg_jobs_sorted:
+            self.pg_jobs = dict(sorted(self.pg_jobs.items(), key=lambda kv: kv[1].seq))
+            self._pg_jobs_sorted = True
+        return self.pg_jobs
+
+    def holding_jobs(self) -> list[JobInfo]:
+        """Every job that may hold resources (with a PodGroup, or without one but holding), in
+        the order of ``jobs``."""
+        jobs = list(self.scheduled_jobs().values())
+        if self.orphans:
+            jobs.extend(self.orphans.values())
+            jobs.sort(key=lambda j: j.seq)
+        return jobs
 
     def _occupy(self, task: TaskInfo, node: int) -> None:
         task.node = node
         self.nodes.used[node] += task.resreq
-        self.nodes.tasks[node][task.uid] = task
+        self.nodes.put_task(node, task)
         if task.status == TaskStatus.RELEASING:
             self.nodes.releasing[node] += task.resreq
 
@@ -419,7 +468,7 @@ class SchedulerCache:
         self.nodes.used[node] -= task.resreq
         if task.status == TaskStatus.RELEASING:
             self.nodes.releasing[node] -= task.resreq
-        self.nodes.tasks[node].pop(task.uid, None)
+        self.nodes.take_task(node, task.uid)
         task.node = -1
 
     def _drop_task(self, task: TaskInfo) -> None:
@@ -430,6 +479,8 @@ class SchedulerCache:
             job.remove(task)
             if not job.tasks and job.pg is None:
                 del self.jobs[job.uid]
+            if job.pg is None:
+                self._track_orphan(job)
         self.tasks.pop(task.uid, None)
 
     def _on_foreign_pod(self, pod: Pod, deleted: bool) -> None:
@@ -479,3 +530,12 @@ class SchedulerCache:
                 releasing[t.node] += t.resreq
         if not np.allclose(releasing, self.nodes.releasing[:n], atol=1e-6):
             raise AssertionError("node releasing arrays drifted from the releasing tasks placed on them")
+        anti = {t.uid for tasks in self.nodes.tasks for t in tasks.values() if t.anti_terms}
+        if set(self.nodes.anti) != anti:
+            raise AssertionError("the placed tasks with anti-affinity terms drifted from nodes.anti")
+        scheduled = [uid for uid, j in self.jobs.items() if j.pg is not None]
+        if list(self.scheduled_jobs()) != scheduled:
+            raise AssertionError("the jobs with a PodGroup drifted from pg_jobs (or from their order)")
+        orphans = {uid for uid, j in self.jobs.items() if j.pg is None and j.allocated_num}
+        if set(self.orphans) != orphans or any(self.jobs.get(u) is not j for u, j in self.orphans.items()):
+            raise AssertionError("the jobs without a PodGroup that hold resources drifted from orphans")

@@ -89,6 +89,14 @@ class TaskInfo:
         aff = self.pod.spec.affinity if self.pod is not None else None
         return aff is not None and (aff.pod_affinity is not None or aff.pod_anti_affinity is not None)
 
+    @property
+    def anti_terms(self) -> list[Any]:
+        """The pod's required anti-affinity terms (other pods must keep away from it), or []."""
+        aff = self.pod.spec.affinity if self.pod is not None else None
+        if aff is None or aff.pod_anti_affinity is None:
+            return []
+        return aff.pod_anti_affinity.required_during_scheduling_ignored_during_execution or []
+
 
 @dataclass(eq=False)
 class JobInfo:
@@ -98,6 +106,7 @@ class JobInfo:
     name: str
     namespace: str
     queue: str = "default"
+    seq: int = 0  # when the cache first saw it (the order of SchedulerCache.jobs)
     priority: int = 0
     min_available: int = 0
     min_task_member: dict[str, int] = field(default_factory=dict)
@@ -122,6 +131,10 @@ class JobInfo:
     # comes, goes or changes status.
     _allocated: tuple[int, np.ndarray] | None = None
     _pending: tuple[int, np.ndarray] | None = None
+    # Bumped whenever a task comes, goes or changes status, or the cache takes a new PodGroup:
+    # what is derived from the job alone can be kept between sessions under it.
+    version: int = 0
+    memo: dict[str, Any] = field(default_factory=dict)  # derived values, each kept with its version
 
     @property
     def phase(self) -> str:
@@ -129,6 +142,7 @@ class JobInfo:
 
     def add(self, task: TaskInfo) -> None:
         self._allocated = self._pending = None
+        self.version += 1
         self.tasks[task.uid] = task
         self.counts[task.status] += 1
         if task.best_effort and task.status == TaskStatus.PENDING:
@@ -136,6 +150,7 @@ class JobInfo:
 
     def remove(self, task: TaskInfo) -> None:
         self._allocated = self._pending = None
+        self.version += 1
         if self.tasks.pop(task.uid, None) is not None:
             self.counts[task.status] -= 1
             if task.best_effort and task.status == TaskStatus.PENDING:
@@ -143,6 +158,7 @@ class JobInfo:
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         self._allocated = self._pending = None
+        self.version += 1
         self.counts[task.status] -= 1
         if task.best_effort:
             self.be_pending += (status == TaskStatus.PENDING) - (task.status == TaskStatus.PENDING)
@@ -272,6 +288,10 @@ class NodeSet:
         self.labels: list[dict[str, str]] = []
         self.taints: list[list[Taint]] = []
         self.tasks: list[dict[str, TaskInfo]] = []
+        # The placed tasks whose pods carry required anti-affinity terms (the predicates plugin
+        # checks every new pod against them): kept as tasks are put and taken, so a session need
+        # not scan every placed task to find the few (usually none) that have such terms.
+        self.anti: dict[str, TaskInfo] = {}
         self.version = 0  # bumped when labels/taints/membership change
 
     def __len__(self) -> int:
@@ -299,6 +319,15 @@ class NodeSet:
         sched = np.zeros(cap, dtype=bool)
         sched[: len(self.schedulable)] = self.schedulable
         self.schedulable = sched
+
+    def put_task(self, node: int, task: TaskInfo) -> None:
+        self.tasks[node][task.uid] = task
+        if task.anti_terms:
+            self.anti[task.uid] = task
+
+    def take_task(self, node: int, uid: str) -> None:
+        if self.tasks[node].pop(uid, None) is not None and self.anti:
+            self.anti.pop(uid, None)
 
     def upsert(
         self, name: str, allocatable: np.ndarray, labels: dict[str, str], taints: list[Taint], schedulable: bool

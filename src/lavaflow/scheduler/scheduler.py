@@ -81,6 +81,11 @@ class Scheduler:
             pg = job.pg
             if pg is None:
                 continue
+            # Nothing to write when neither the job, its PodGroup nor what this session decided
+            # for it changed since a session found the PodGroup already saying it.
+            key = (job.version, id(pg), pg.metadata.resource_version, job.sphase, job.condition, job.extra_conditions)
+            if job.memo.get("pg_status_kept") == key:
+                continue
             status = pg_status(job, pg.status.phase, job.sphase or pg.status.phase)
             # Unknown: running tasks but the gang is broken this session.
             if (
@@ -92,7 +97,9 @@ class Scheduler:
                 status["phase"] = "Unknown"
             wanted = ([job.condition] if job.condition is not None else []) + job.extra_conditions
             if _same_counts(pg.status, status) and _conditions_kept(pg.status.conditions, wanted):
-                continue  # what this session decided is what the PodGroup already says
+                # What this session decided is what the PodGroup already says.
+                job.memo["pg_status_kept"] = (*key[:5], list(job.extra_conditions))
+                continue
             conditions = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in pg.status.conditions]
             for ctype, reason, message in wanted:
                 conditions = upsert_condition(conditions, ctype, reason, message, now)
@@ -103,7 +110,7 @@ class Scheduler:
     def _write_queues(self, ssn: Session) -> None:
         width = len(ssn.index)
         allocated = {name: np.zeros(width) for name in ssn.queues}
-        for job in self.cache.jobs.values():
+        for job in self.cache.holding_jobs():
             # Jobs holding nothing (finished ones keep their tasks) add nothing: skip their tasks.
             c = job.counts
             if job.queue in allocated and c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]:

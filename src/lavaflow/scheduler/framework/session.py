@@ -45,9 +45,8 @@ class Session(SessionPlugins):
         self.nodes: NodeSet = cache.nodes
         self.queues: dict[str, QueueInfo] = cache.queues
         # Only jobs with a PodGroup and an existing queue are scheduled (Volcano's snapshot rule).
-        self.jobs: dict[str, JobInfo] = {
-            uid: j for uid, j in cache.jobs.items() if j.pg is not None and j.queue in cache.queues
-        }
+        queues = cache.queues
+        self.jobs: dict[str, JobInfo] = {uid: j for uid, j in cache.scheduled_jobs().items() if j.queue in queues}
         self.total = self.nodes.view("allocatable").sum(axis=0) if len(self.nodes) else np.zeros(len(self.index))
         self.plugins: dict[str, Plugin] = {}
         # Per-session decisions, read by the backend and by explanations.
@@ -127,7 +126,7 @@ class Session(SessionPlugins):
             if task.status == TaskStatus.PIPELINED:
                 job = self.cache.jobs.get(task.job)
                 self.nodes.pipelined[task.node] -= task.resreq
-                self.nodes.tasks[task.node].pop(task.uid, None)
+                self.nodes.take_task(task.node, task.uid)
                 if job is not None:
                     job.set_status(task, TaskStatus.PENDING)
                 task.node = -1
@@ -242,7 +241,7 @@ class Session(SessionPlugins):
 
     def _place(self, job: JobInfo, task: TaskInfo, node: int, status: TaskStatus) -> None:
         task.node = node
-        self.nodes.tasks[node][task.uid] = task
+        self.nodes.put_task(node, task)
         if status == TaskStatus.PIPELINED:
             self.nodes.pipelined[node] += task.resreq
             self.pipelined.append(task)
@@ -257,6 +256,6 @@ class Session(SessionPlugins):
             self.nodes.pipelined[node] -= task.resreq
         else:
             self.nodes.used[node] -= task.resreq
-        self.nodes.tasks[node].pop(task.uid, None)
+        self.nodes.take_task(node, task.uid)
         job.set_status(task, TaskStatus.PENDING)
         task.node = -1

@@ -31,18 +31,31 @@ def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
     skip those."""
     if job.min_resources is None:
         return None
+    # Read by several plugins in every session: kept under the job's version (a read-only array).
+    key = (job.version, job.sphase, width)
+    known = job.memo.get("reserved")
+    if known is not None and known[0] == key:
+        return known[1]  # type: ignore[no-any-return]
     phase = job.sphase or job.phase
+    left: np.ndarray | None = None
     if phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available):
-        left: np.ndarray = np.maximum(job.min_resources - job.allocated_view(width), 0.0)
-        return left
-    return None
+        left = np.maximum(job.min_resources - job.allocated_view(width), 0.0)
+        left.flags.writeable = False
+    job.memo["reserved"] = (key, left)
+    return left
 
 
 def elastic_of(job: JobInfo, width: int) -> np.ndarray:
     """Resources a job holds beyond its minResources (preemptible headroom)."""
     if job.min_resources is None:
         return np.zeros(width)
+    key = (job.version, width)
+    known = job.memo.get("elastic")
+    if known is not None and known[0] == key:
+        return known[1]  # type: ignore[no-any-return]
     extra: np.ndarray = np.maximum(job.allocated_view(width) - job.min_resources, 0.0)
+    extra.flags.writeable = False  # kept under the job's version: callers only read it
+    job.memo["elastic"] = (key, extra)
     return extra
 
 

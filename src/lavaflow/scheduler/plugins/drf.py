@@ -126,10 +126,23 @@ class DRFPlugin(Plugin):
         self.total = total
         self.allocated: dict[str, np.ndarray] = {}
         self.share: dict[str, float] = {}
+        # A job's share only changes with the job or the cluster's total: kept under the job's
+        # version and the total (the same bytes object while the total stays the same).
+        tkey = total.tobytes()
+        kept = ssn.cache.plugin_memo.setdefault("drf", {})
+        if kept.get("total") == tkey:
+            tkey = kept["total"]
+        else:
+            kept["total"] = tkey
         for uid, job in ssn.jobs.items():
             alloc = job.allocated_vector(width)
             self.allocated[uid] = alloc
-            self.share[uid] = self._share(alloc)
+            known = job.memo.get("drf_share")
+            if known is not None and known[0] == job.version and known[1] is tkey:
+                self.share[uid] = known[2]
+            else:
+                share = self.share[uid] = self._share(alloc)
+                job.memo["drf_share"] = (job.version, tkey, share)
 
         def job_order(l: JobInfo, r: JobInfo) -> int:
             ls, rs = self.share.get(l.uid, 0.0), self.share.get(r.uid, 0.0)

@@ -27,13 +27,20 @@ def task_minimums_apply(job: JobInfo) -> bool:
 def task_minimums_met(job: JobInfo, statuses: frozenset[TaskStatus] = READY) -> bool:
     """Every task (role) has its minimum placed; as in Volcano's CheckTaskReady/Pipelined, a
     pending best-effort pod counts as placed: it needs no room, and backfill places it."""
+    # The answer only changes with the job's tasks or PodGroup: kept under the job's version.
+    known = job.memo.get("task_minimums_met")
+    if known is not None and known[0] == job.version and known[1] is statuses:
+        return bool(known[2])
     if not task_minimums_apply(job):
+        job.memo["task_minimums_met"] = (job.version, statuses, True)
         return True
     counts: dict[str, int] = {}
     for t in job.tasks.values():
         if t.status in statuses or (t.best_effort and t.status == TaskStatus.PENDING):
             counts[t.role] = counts.get(t.role, 0) + 1
-    return all(counts.get(role, 0) >= m for role, m in job.min_task_member.items() if m > 0)
+    met = all(counts.get(role, 0) >= m for role, m in job.min_task_member.items() if m > 0)
+    job.memo["task_minimums_met"] = (job.version, statuses, met)
+    return met
 
 
 def job_fit_error(job: JobInfo) -> str:

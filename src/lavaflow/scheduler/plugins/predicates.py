@@ -90,8 +90,6 @@ class PredicatesPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         nodes = ssn.nodes
-        # Placed tasks carrying required anti-affinity terms (checked for symmetry).
-        self.anti_holders: list[tuple[int, TaskInfo, list[PodAffinityTerm]]] | None = None
 
         def node_labels_mask(task: TaskInfo) -> np.ndarray:
             spec = task.pod.spec if task.pod is not None else None
@@ -115,16 +113,11 @@ class PredicatesPlugin(Plugin):
                     yield i, t
 
         def anti_holders() -> list[tuple[int, TaskInfo, list[PodAffinityTerm]]]:
-            if self.anti_holders is None:
-                holders: list[tuple[int, TaskInfo, list[PodAffinityTerm]]] = []
-                for i, t in placed_tasks():
-                    aff = t.pod.spec.affinity if t.pod is not None else None
-                    if aff is not None and aff.pod_anti_affinity is not None:
-                        terms = aff.pod_anti_affinity.required_during_scheduling_ignored_during_execution
-                        if terms:
-                            holders.append((i, t, terms))
-                self.anti_holders = holders
-            return self.anti_holders
+            # Placed tasks with required anti-affinity terms, as the node set keeps them (the
+            # order does not matter: each one only narrows the mask).
+            if not nodes.anti:
+                return []
+            return [(t.node, t, t.anti_terms) for t in nodes.anti.values()]
 
         def pod_affinity_mask(task: TaskInfo) -> tuple[np.ndarray, np.ndarray]:
             """(affinity ok, anti-affinity ok) over nodes."""
@@ -311,10 +304,4 @@ class PredicatesPlugin(Plugin):
                 reasons[r] = reasons.get(r, 0) + 1
             return reasons
 
-        def on_change(task: TaskInfo) -> None:
-            aff = task.pod.spec.affinity if task.pod is not None else None
-            if aff is not None and aff.pod_anti_affinity is not None:
-                self.anti_holders = None  # rebuilt lazily
-
         ssn.add_predicate_fn(self.name, predicate)
-        ssn.add_event_handler(on_change, on_change)

@@ -110,12 +110,25 @@ class ProportionPlugin(Plugin):
         guarantee_sum = np.zeros(width)
         for qi in ssn.queues.values():
             guarantee_sum += qi.guarantee if qi.guarantee is not None else 0.0
+        # Each job's vectors are gathered first and summed per queue at the end with np.add.at,
+        # which adds them one by one in this order: the same sums, to the bit, as adding them
+        # here, without a numpy call per job and vector.
+        made: list[QueueAttr] = []
+        slot: dict[str, int] = {}
+        alloc_at: list[int] = []
+        alloc_rows: list[np.ndarray] = []
+        request_at: list[int] = []
+        request_rows: list[np.ndarray] = []
+        inqueue_at: list[int] = []
+        inqueue_rows: list[np.ndarray] = []
+        elastic_at: list[int] = []
+        elastic_rows: list[np.ndarray] = []
         for job in ssn.jobs.values():
             q = ssn.queues.get(job.queue)
             if q is None:
                 continue
-            a = self.attrs.get(q.name)
-            if a is None:
+            i = slot.get(q.name)
+            if i is None:
                 guarantee = q.guarantee if q.guarantee is not None else np.zeros(width)
                 capability = q.capability if q.capability is not None else np.full(width, np.inf)
                 a = QueueAttr(
@@ -130,26 +143,45 @@ class ProportionPlugin(Plugin):
                 )
                 a.real_capability = np.minimum(capability, total - guarantee_sum + guarantee)
                 self.attrs[q.name] = a
+                i = slot[q.name] = len(made)
+                made.append(a)
             c = job.counts
             holds = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
             if holds:
                 held = job.allocated_view(width)
-                a.allocated += held
-                a.request += held
+                alloc_at.append(i)
+                alloc_rows.append(held)
+                request_at.append(i)
+                request_rows.append(held)
             pending = job.pending_view(width) if c[_PENDING] else None
             if pending is not None:
-                a.request += pending
+                request_at.append(i)
+                request_rows.append(pending)
             if job.min_resources is None:
                 continue
             if (job.sphase or job.phase) in ("", "Pending"):
                 # A PodGroup waiting for admission asks for at least its minResources,
                 # even before its pods exist (Volcano Jobs create them only once admitted).
-                a.request += np.maximum(job.min_resources - (pending if pending is not None else 0.0), 0.0)
+                request_at.append(i)
+                request_rows.append(np.maximum(job.min_resources - (pending if pending is not None else 0.0), 0.0))
             left = reserved_or_none(job, width)
             if left is not None:
-                a.inqueue += left
+                inqueue_at.append(i)
+                inqueue_rows.append(left)
             if holds:
-                a.elastic += elastic_of(job, width)
+                elastic_at.append(i)
+                elastic_rows.append(elastic_of(job, width))
+        for name, at, rows in (
+            ("allocated", alloc_at, alloc_rows),
+            ("request", request_at, request_rows),
+            ("inqueue", inqueue_at, inqueue_rows),
+            ("elastic", elastic_at, elastic_rows),
+        ):
+            if rows:
+                sums = np.zeros((len(made), width))
+                np.add.at(sums, np.array(at, dtype=np.intp), np.array(rows))
+                for a, row in zip(made, sums, strict=True):
+                    setattr(a, name, row.copy())
         attrs = sorted(self.attrs.values(), key=lambda a: a.name)
         water_fill_kept(attrs, total, ssn.cache.plugin_memo.setdefault("proportion", {}))
         for a in attrs:
