@@ -1020,8 +1020,15 @@ def test_workload_api_v1alpha2_podgroups_are_gang_scheduled_on_a_real_api_server
                 ps, cond = await c.wait_for(workers_bound, 30, "the workers bound and their PodGroupScheduled True")
                 assert all(p["spec"]["schedulingGroup"] == {"podGroupName": "train-workers"} for p in ps)
                 assert cond["reason"] == "Scheduled" and cond["lastTransitionTime"]
-                # the evaluators: room for one pod of three, so none of them may be bound
-                await c.create([podgroup("train-evaluators", "evaluators", 3), *members("e", 3, "train-evaluators")])
+                # the evaluators: room for one pod of three, so none of them may be bound. Their pods
+                # come first (the API allows it): naming a PodGroup not yet seen, they wait, loose
+                # pods of no gang would take the free CPU
+                await c.create(members("e", 3, "train-evaluators"))
+                await asyncio.sleep(1.0)
+                assert not [
+                    p for p in await c.pods(ns) if p["spec"].get("nodeName") and p["metadata"]["name"][0] == "e"
+                ]
+                await c.create([podgroup("train-evaluators", "evaluators", 3)])
 
                 async def evaluators_refused():
                     pg = next(
