@@ -7,7 +7,9 @@ objects made by a test are removed afterwards. kube-scheduler should be absent o
 schedulerName "volcano". Except in the webhook test, no admission webhook runs: objects are
 defaulted by lavaflow's admission code before being created, as the webhook would. The webhook test
 serves lavaflow's webhook on 127.0.0.1, so the API server must run on this machine (its
-configurations match only that test's namespace and labelled queues).
+configurations match only that test's namespace and labelled queues). The Workload API test needs
+kube-apiserver 1.36 started with --feature-gates=GenericWorkload=true
+--runtime-config=scheduling.k8s.io/v1alpha2=true and skips on a server that does not serve it.
 """
 
 from __future__ import annotations

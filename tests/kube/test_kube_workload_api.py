@@ -3,7 +3,8 @@
 status to write: Events and the pods' PodScheduled condition only) and 1.36's
 `scheduling.k8s.io/v1alpha2` PodGroup (`spec.schedulingGroup`; its PodGroupScheduled condition);
 a server that does not serve the API; a restarted scheduler. (The simulator:
-tests/sim/test_workload_api.py. A real kube-apiserver >= 1.35 is not available here yet.)"""
+tests/sim/test_workload_api.py. A real kube-apiserver 1.36 serving v1alpha2:
+tests/kube/test_kube_real.py; no real 1.35 server, so v1alpha1 is tested here only.)"""
 
 from __future__ import annotations
 
