@@ -1031,6 +1031,20 @@ def test_workload_api_v1alpha2_podgroups_are_gang_scheduled_on_a_real_api_server
                     p for p in await c.pods(ns) if p["spec"].get("nodeName") and p["metadata"]["name"][0] == "e"
                 ]
                 await c.create([podgroup("train-evaluators", "evaluators", 3)])
+                # a condition another component writes (kube-scheduler's preemption): left alone
+                other = {
+                    "type": "DisruptionTarget",
+                    "status": "False",
+                    "reason": "Other",
+                    "message": "written by someone else",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+                await c.api.request(
+                    "PATCH",
+                    resource("SchedulingPodGroup").path(ns, "train-evaluators", "status"),
+                    body={"status": {"conditions": [other]}},
+                    content_type="application/merge-patch+json",
+                )
 
                 async def evaluators_refused():
                     pg = next(
@@ -1085,6 +1099,10 @@ def test_workload_api_v1alpha2_podgroups_are_gang_scheduled_on_a_real_api_server
                     evaluators_bound, 30, "the evaluators bound whole once they fit, condition True"
                 )
                 assert cond["reason"] == "Scheduled"
+                pg = next(
+                    g for g in await c.objects("SchedulingPodGroup", ns) if g["metadata"]["name"] == "train-evaluators"
+                )
+                assert [x for x in pg["status"]["conditions"] if x["type"] == "DisruptionTarget"] == [other]
                 # every node exactly full: 3 + 2 + 2 CPUs for 7 pods
                 usage = node_usage(await c.pods(ns))
                 assert usage == {n["metadata"]["name"]: float(n["status"]["capacity"]["cpu"]) for n in nodes + extra}
