@@ -131,8 +131,15 @@ class Cluster:
             self.double.stop()
 
     # ------------------------------------------------------------------ components
-    def start_scheduler(self, identity: str = "sched-a", lease_duration: float = 2.0, **kw: Any) -> KubeScheduler:
-        client = self.client()
+    def start_scheduler(
+        self, identity: str = "sched-a", lease_duration: float = 2.0, client: KubeClient | None = None, **kw: Any
+    ) -> KubeScheduler:
+        """``client``: the scheduler's own (e.g. with a service account's token); default a new
+        client of the cluster's."""
+        if client is None:
+            client = self.client()
+        else:
+            self.clients.append(client)
         elector = None
         if self.lease:
             elector = LeaderElector(

@@ -7,7 +7,9 @@ objects made by a test are removed afterwards. kube-scheduler should be absent o
 schedulerName "volcano". Except in the webhook test, no admission webhook runs: objects are
 defaulted by lavaflow's admission code before being created, as the webhook would. The webhook test
 serves lavaflow's webhook on 127.0.0.1, so the API server must run on this machine (its
-configurations match only that test's namespace and labelled queues).
+configurations match only that test's namespace and labelled queues). The Workload API test needs
+kube-apiserver 1.36 started with --feature-gates=GenericWorkload=true
+--runtime-config=scheduling.k8s.io/v1alpha2=true and skips on a server that does not serve it.
 """
 
 from __future__ import annotations
@@ -903,3 +905,291 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
                 await _cleanup(c.api, ns, nodes + extra)  # the CRD stays (deleting it takes a while)
 
     run(scenario())
+
+
+def test_workload_api_v1alpha2_podgroups_are_gang_scheduled_on_a_real_api_server():
+    """The Kubernetes Workload API of 1.36 (scheduling.k8s.io/v1alpha2, KEP-4671), served by
+    kube-apiserver itself: a Workload with two podGroupTemplates, a PodGroup made from each, pods
+    naming theirs with spec.schedulingGroup.podGroupName (1 CPU each), the scheduler running as a
+    service account with only the scheduler ClusterRole lavaflow installs. On 5 CPUs (3 + 2) the
+    4-pod gang (minCount 4) is bound whole; the 3-pod gang (minCount 3) then has 1 CPU, room for one
+    of its pods, and gets none bound; its PodGroup's PodGroupScheduled condition turns False with
+    reason Unschedulable (written through the status subresource, so the server accepts its form)
+    and a Warning Event names the PodGroup. With 2 more CPUs all three are bound, the nodes exactly
+    full, and the condition turns True. Skipped when the server does not serve
+    scheduling.k8s.io/v1alpha2 (kube-apiserver < 1.36, or without
+    --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true)."""
+    from kube_harness import Cluster, node_usage
+    from lavaflow.api.kinds import kind_info as resource
+    from lavaflow.kube.client import ApiError, KubeClient, load_config
+
+    async def served() -> bool:
+        api = KubeClient(load_config(KUBECONFIG))
+        try:
+            await api.request("GET", resource("SchedulingPodGroup").path(), params={"limit": 1})
+            return True
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        finally:
+            await api.close()
+
+    if not asyncio.run(served()):
+        pytest.skip("the API server does not serve scheduling.k8s.io/v1alpha2 PodGroups (Kubernetes 1.36 Workload API)")
+
+    V2 = "scheduling.k8s.io/v1alpha2"
+
+    def podgroup(name: str, template: str, min_count: int) -> dict:
+        return {
+            "apiVersion": V2,
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "podGroupTemplateRef": {"workload": {"workloadName": "train", "podGroupTemplateName": template}},
+                "schedulingPolicy": {"gang": {"minCount": min_count}},
+            },
+        }
+
+    def members(prefix: str, n: int, group: str) -> list[dict]:
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{prefix}-{i}",
+                    "namespace": ns,
+                    "annotations": {"sim.lavaflow.io/duration": "inf"},
+                },
+                "spec": {
+                    "schedulerName": "volcano",
+                    "schedulingGroup": {"podGroupName": group},
+                    "nodeSelector": {"lavaflow-test": suffix},
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+                },
+            }
+            for i in range(n)
+        ]
+
+    def condition(pg: dict) -> dict | None:
+        conds = (pg.get("status") or {}).get("conditions") or []
+        return next((x for x in conds if x["type"] == "PodGroupScheduled"), None)
+
+    suffix = uuid.uuid4().hex[:6]
+    ns = f"lavaflow-wl-{suffix}"
+    role = f"lavaflow-wl-{suffix}-scheduler"
+    workload = {
+        "apiVersion": V2,
+        "kind": "Workload",
+        "metadata": {"name": "train", "namespace": ns},
+        "spec": {
+            "podGroupTemplates": [
+                {"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}}},
+                {"name": "evaluators", "schedulingPolicy": {"gang": {"minCount": 3}}},
+            ]
+        },
+    }
+
+    async def scenario():
+        nodes = _labelled_nodes(suffix, 1, "3", "8Gi") + _labelled_nodes(suffix, 1, "2", "8Gi", start=1)
+        extra = _labelled_nodes(suffix, 1, "2", "8Gi", start=2)
+        async with Cluster(nodes, real=True, period=0.2) as c:
+            try:
+                await _install_crds(c.api)
+                await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+                c.start_controllers()  # lavaflow's PodGroup controller must leave these pods alone
+                # the scheduler as a service account with only lavaflow's scheduler ClusterRole
+                s = c.start_scheduler(client=await _service_account_client(c.api, ns, role))
+                await c.until_ready()
+
+                async def watching():
+                    return s.ready and s.workloads.enabled
+
+                await c.wait_for(watching, 30, "the scheduler watching scheduling.k8s.io/v1alpha2 PodGroups")
+                assert s.workloads.kinds == ["SchedulingPodGroup"], s.workloads.kinds
+                # the workers first: 4 of the 5 CPUs
+                await c.create([workload, podgroup("train-workers", "workers", 4), *members("w", 4, "train-workers")])
+
+                async def workers_bound():
+                    ps = await c.pods(ns)
+                    pg = next(
+                        g for g in await c.objects("SchedulingPodGroup", ns) if g["metadata"]["name"] == "train-workers"
+                    )
+                    cond = condition(pg)
+                    ok = len(ps) == 4 and all(p["spec"].get("nodeName") for p in ps)
+                    return ok and cond and cond["status"] == "True" and (ps, cond)
+
+                ps, cond = await c.wait_for(workers_bound, 30, "the workers bound and their PodGroupScheduled True")
+                assert all(p["spec"]["schedulingGroup"] == {"podGroupName": "train-workers"} for p in ps)
+                assert cond["reason"] == "Scheduled" and cond["lastTransitionTime"]
+                # the evaluators: room for one pod of three, so none of them may be bound. Their pods
+                # come first (the API allows it): naming a PodGroup not yet seen, they wait, loose
+                # pods of no gang would take the free CPU
+                await c.create(members("e", 3, "train-evaluators"))
+                await asyncio.sleep(1.0)
+                assert not [
+                    p for p in await c.pods(ns) if p["spec"].get("nodeName") and p["metadata"]["name"][0] == "e"
+                ]
+                await c.create([podgroup("train-evaluators", "evaluators", 3)])
+                # a condition another component writes (kube-scheduler's preemption): left alone
+                other = {
+                    "type": "DisruptionTarget",
+                    "status": "False",
+                    "reason": "Other",
+                    "message": "written by someone else",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+                await c.api.request(
+                    "PATCH",
+                    resource("SchedulingPodGroup").path(ns, "train-evaluators", "status"),
+                    body={"status": {"conditions": [other]}},
+                    content_type="application/merge-patch+json",
+                )
+
+                async def evaluators_refused():
+                    pg = next(
+                        g
+                        for g in await c.objects("SchedulingPodGroup", ns)
+                        if g["metadata"]["name"] == "train-evaluators"
+                    )
+                    cond = condition(pg)
+                    return cond and cond["status"] == "False" and (pg, cond)
+
+                pg, cond = await c.wait_for(evaluators_refused, 30, "PodGroupScheduled=False on the evaluators")
+                assert cond["reason"] == "Unschedulable", cond
+                assert "tasks in gang unschedulable" in cond["message"], cond
+                assert cond["lastTransitionTime"].endswith("Z"), cond
+
+                async def event():
+                    return [e for e in await c.objects("Event", ns) if e["reason"] == "Unschedulable"]
+
+                ev = (await c.wait_for(event, 10, "an Unschedulable Event on the PodGroup"))[0]
+                assert ev["type"] == "Warning" and ev["involvedObject"]["name"] == "train-evaluators", ev
+                assert (ev["involvedObject"]["apiVersion"], ev["involvedObject"]["kind"]) == (V2, "PodGroup"), ev
+                assert ev["involvedObject"]["uid"] == pg["metadata"]["uid"], ev
+                assert ev["message"].startswith(f"PodGroup {ns}/train-evaluators: "), ev
+                assert "tasks in gang unschedulable" in ev["message"], ev
+                await asyncio.sleep(1.0)
+                ps = await c.pods(ns)
+                assert not [p for p in ps if p["metadata"]["name"].startswith("e-") and p["spec"].get("nodeName")], (
+                    "part of a gang was bound"
+                )
+                assert await c.objects("PodGroup", ns) == [], "a Volcano PodGroup was made for these pods"
+                # steady: a condition equal to the server's is not written again
+                rv = pg["metadata"]["resourceVersion"]
+                await asyncio.sleep(1.5)
+                again = [
+                    g for g in await c.objects("SchedulingPodGroup", ns) if g["metadata"]["name"] == "train-evaluators"
+                ]
+                assert again[0]["metadata"]["resourceVersion"] == rv, condition(again[0])
+                await c.create(extra)
+
+                async def evaluators_bound():
+                    ps = [p for p in await c.pods(ns) if p["metadata"]["name"].startswith("e-")]
+                    pg = next(
+                        g
+                        for g in await c.objects("SchedulingPodGroup", ns)
+                        if g["metadata"]["name"] == "train-evaluators"
+                    )
+                    cond = condition(pg)
+                    ok = len(ps) == 3 and all(p["spec"].get("nodeName") for p in ps)
+                    return ok and cond and cond["status"] == "True" and cond
+
+                cond = await c.wait_for(
+                    evaluators_bound, 30, "the evaluators bound whole once they fit, condition True"
+                )
+                assert cond["reason"] == "Scheduled"
+                pg = next(
+                    g for g in await c.objects("SchedulingPodGroup", ns) if g["metadata"]["name"] == "train-evaluators"
+                )
+                assert [x for x in pg["status"]["conditions"] if x["type"] == "DisruptionTarget"] == [other]
+                # every node exactly full: 3 + 2 + 2 CPUs for 7 pods
+                usage = node_usage(await c.pods(ns))
+                assert usage == {n["metadata"]["name"]: float(n["status"]["capacity"]["cpu"]) for n in nodes + extra}
+            finally:
+                await _cleanup_workload_api(c.api, ns)
+                for path in (f"{RBAC}/clusterrolebindings/{role}", f"{RBAC}/clusterroles/{role}"):
+                    try:
+                        await c.api.request("DELETE", path)
+                    except ApiError:
+                        pass
+                await _cleanup(c.api, ns, nodes + extra)
+
+    run(scenario())
+
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+async def _service_account_client(api, ns: str, role: str):
+    """A client of the API server acting as a new service account ``ns/scheduler`` bound to a
+    ClusterRole ``role`` with lavaflow's scheduler rules (kube/manifests.py, as the Helm chart
+    grants them): so what the scheduler reads and writes is checked against them. The token comes
+    from the TokenRequest API (no token controller needed)."""
+    from lavaflow.kube.client import KubeClient, load_config
+    from lavaflow.kube.manifests import SCHEDULER_RULES
+
+    await api.request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/serviceaccounts",
+        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "scheduler", "namespace": ns}},
+    )
+    await api.request(
+        "POST",
+        f"{RBAC}/clusterroles",
+        body={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role},
+            "rules": SCHEDULER_RULES,
+        },
+    )
+    await api.request(
+        "POST",
+        f"{RBAC}/clusterrolebindings",
+        body={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "scheduler", "namespace": ns}],
+        },
+    )
+    tr = await api.request(
+        "POST",
+        f"/api/v1/namespaces/{ns}/serviceaccounts/scheduler/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+    )
+    cfg = load_config(KUBECONFIG)
+    cfg.token, cfg.cert_file, cfg.key_file, cfg.cert_data, cfg.key_data = tr["status"]["token"], None, None, None, None
+    cfg.exec_cmd, cfg.qps, cfg.burst = None, 0, 0
+    return KubeClient(cfg)
+
+
+async def _cleanup_workload_api(api, ns: str) -> None:
+    """Delete a namespace's v1alpha2 PodGroups and Workloads. A PodGroup carries the finalizer
+    scheduling.k8s.io/podgroup-protection, which kube-controller-manager removes; a bare control
+    plane has none, so it is patched away here."""
+    from lavaflow.api.kinds import kind_info as resource
+    from lavaflow.kube.client import MERGE_PATCH, ApiError
+
+    try:
+        listed = await api.request("GET", resource("SchedulingPodGroup").path(ns))
+        for pg in listed.get("items") or []:
+            await api.request(
+                "PATCH",
+                resource("SchedulingPodGroup").path(ns, pg["metadata"]["name"]),
+                body={"metadata": {"finalizers": None}},
+                content_type=MERGE_PATCH,
+            )
+    except ApiError:
+        pass
+    for kind in ("SchedulingPodGroup", "WorkloadV1alpha2"):
+        try:
+            await api.request(
+                "DELETE",
+                resource(kind).path(ns),
+                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+            )
+        except ApiError:
+            pass

@@ -3,7 +3,8 @@
 status to write: Events and the pods' PodScheduled condition only) and 1.36's
 `scheduling.k8s.io/v1alpha2` PodGroup (`spec.schedulingGroup`; its PodGroupScheduled condition);
 a server that does not serve the API; a restarted scheduler. (The simulator:
-tests/sim/test_workload_api.py. A real kube-apiserver >= 1.35 is not available here yet.)"""
+tests/sim/test_workload_api.py. A real kube-apiserver 1.36 serving v1alpha2:
+tests/kube/test_kube_real.py; no real 1.35 server, so v1alpha1 is tested here only.)"""
 
 from __future__ import annotations
 
@@ -144,12 +145,31 @@ def test_a_v1alpha2_podgroup_is_gang_scheduled_and_gets_its_condition():
                     "schedulingPolicy": {"gang": {"minCount": 3}},
                 },
             }
-            await c.create([pg, *pods("p", 3, {"podGroupName": "job-0"}, field="schedulingGroup")])
+            await c.create([pg])
+            # a condition another component wrote (kube-scheduler's preemption): left as it is
+            other = {
+                "type": "DisruptionTarget",
+                "status": "False",
+                "reason": "Other",
+                "message": "written by someone else",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+            await c.api.request(
+                "PATCH",
+                "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/job-0/status",
+                body={"status": {"conditions": [other]}},
+                content_type="application/merge-patch+json",
+            )
+            await c.create(pods("p", 3, {"podGroupName": "job-0"}, field="schedulingGroup"))
+
+            def ours(g: dict) -> dict | None:
+                conds = (g.get("status") or {}).get("conditions") or []
+                assert [x for x in conds if x["type"] == "DisruptionTarget"] == [other], conds
+                return next((x for x in conds if x["type"] == "PodGroupScheduled"), None)
 
             async def unschedulable():
-                g = (await c.objects("SchedulingPodGroup", "default"))[0]
-                conds = (g.get("status") or {}).get("conditions") or []
-                return conds and conds[0]["status"] == "False" and conds[0]
+                cond = ours((await c.objects("SchedulingPodGroup", "default"))[0])
+                return cond and cond["status"] == "False" and cond
 
             cond = await c.wait_for(unschedulable, 10, "PodGroupScheduled=False")
             assert cond["type"] == "PodGroupScheduled" and cond["reason"] == "Unschedulable"
@@ -158,15 +178,15 @@ def test_a_v1alpha2_podgroup_is_gang_scheduled_and_gets_its_condition():
             await c.create([fake_node("n1", cpu="1")])
 
             async def scheduled():
-                g = (await c.objects("SchedulingPodGroup", "default"))[0]
-                conds = (g.get("status") or {}).get("conditions") or []
-                return len(c.bindings()) == 3 and conds and conds[0]["status"] == "True" and conds[0]
+                cond = ours((await c.objects("SchedulingPodGroup", "default"))[0])
+                return len(c.bindings()) == 3 and cond and cond["status"] == "True" and cond
 
             cond = await c.wait_for(scheduled, 15, "all bound and PodGroupScheduled=True")
             assert cond["reason"] == "Scheduled" and cond["lastTransitionTime"]
             patches = c.double.call(lambda: c.double.counts["patch/SchedulingPodGroup"])
             await asyncio.sleep(0.8)  # a status equal to the server's is not written again
             assert c.double.call(lambda: c.double.counts["patch/SchedulingPodGroup"]) == patches
+            ours((await c.objects("SchedulingPodGroup", "default"))[0])  # the other condition kept
 
     run(scenario())
 

@@ -336,6 +336,12 @@ def current_status(pg: SchedulingPodGroup) -> dict[str, Any]:
     return pg.status.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+def current_scheduled_condition(pg: SchedulingPodGroup) -> dict[str, Any] | None:
+    """The PodGroup's ``PodGroupScheduled`` condition in the form :func:`scheduled_condition`
+    gives (None if it has none)."""
+    return next((c for c in current_status(pg).get("conditions", []) if c.get("type") == SCHEDULED_CONDITION), None)
+
+
 def unschedulable_message(ref: GangRef, why: str) -> str:
     return f"{ref.describe()}: {why}"
 

@@ -11,8 +11,9 @@ appears.
 
 Status: a v1alpha1 Workload has none, so nothing is written to it — an unschedulable gang gets a
 Warning ``Unschedulable`` Event on its Workload (once, until it is placed) and its pending pods the
-core's ``PodScheduled=False`` condition. A v1alpha2 PodGroup gets its ``PodGroupScheduled``
-condition through the status subresource. The core's own phase of a gang stays in this process; a
+core's ``PodScheduled=False`` condition. A v1alpha2 PodGroup gets the same Event and its
+``PodGroupScheduled`` condition through the status subresource (a strategic merge patch of that one
+condition: the server merges conditions by type, so others are left alone). The core's own phase of a gang stays in this process; a
 restarted scheduler starts every gang ``Pending``, and one with bound pods is taken over as admitted
 (see the failover notes in docs/kubernetes.md), so its bound pods are not counted twice.
 """
@@ -50,7 +51,7 @@ class WorkloadGangs:
         self.by_source: dict[tuple[str, str], set[str]] = {}  # (kind, key) of a Workload/PodGroup -> gangs
         self.fed: set[str] = set()  # gangs whose internal PodGroup the cache holds
         self.decided_status: dict[str, dict[str, Any]] = {}  # gang key -> internal status the core decided
-        self.wanted: dict[str, dict[str, Any]] = {}  # v1alpha2 PodGroup key -> status waiting to be written
+        self.wanted: dict[str, dict[str, Any]] = {}  # v1alpha2 PodGroup key -> condition waiting to be written
         self.dirty: set[str] = set()
         self.reported: set[str] = set()  # gangs whose Unschedulable Event went out (until placed)
 
@@ -183,30 +184,32 @@ class WorkloadGangs:
             cond = wapi.scheduled_condition(False, why, now, group)
         else:
             return
-        status = wapi.status_with(group, cond)
-        have = self.wanted.get(source_key) or wapi.current_status(group)
-        if status == have:
+        have = self.wanted.get(source_key) or wapi.current_scheduled_condition(group)
+        if cond == have:
             return
-        self.wanted[source_key] = status
+        self.wanted[source_key] = cond
         self.sched.dispatch.status((kind, source_key), functools.partial(self._write, source_key))
 
     async def _write(self, key: str) -> None:
+        """A strategic merge patch of the one condition: the server merges status.conditions by
+        type, so conditions other components write (DisruptionTarget) are never overwritten from
+        this process's possibly older view of them."""
         from .scheduler_process import _settle
 
-        status = self.wanted.get(key)
-        if status is None or self.sched._fenced("status", key):
+        cond = self.wanted.get(key)
+        if cond is None or self.sched._fenced("status", key):
             return
         try:
-            body = {"status": codec._times_out(status)}
-            raw = await self.sched.store.patch(wapi.PODGROUP_KIND, key, body, sub="status")
+            body = {"status": {"conditions": [codec._times_out(cond)]}}
+            raw = await self.sched.store.patch(wapi.PODGROUP_KIND, key, body, sub="status", strategic=True)
         except Exception as exc:  # gone, refused or a dropped connection: decided again next cycle
             if not (isinstance(exc, ApiError) and exc.not_found):
                 log.warning("PodGroup %s (scheduling.k8s.io/v1alpha2) status: %s: %s", key, type(exc).__name__, exc)
 
             def back() -> None:
-                if _settle(self.wanted, key, status):
+                if _settle(self.wanted, key, cond):
                     self.dirty.update(self.by_source.get((wapi.PODGROUP_KIND, key), ()))
 
             self.sched._under_lock(back)
             return
-        self.sched._observe(wapi.PODGROUP_KIND, raw, then=functools.partial(_settle, self.wanted, key, status))
+        self.sched._observe(wapi.PODGROUP_KIND, raw, then=functools.partial(_settle, self.wanted, key, cond))
