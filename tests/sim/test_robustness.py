@@ -582,3 +582,49 @@ def test_allocate_goes_on_past_a_task_that_fits_no_node_when_other_roles_can_mak
     assert len(b) == 2 and all(p["phase"] == "Succeeded" for p in b)
     assert [s["name"] for s in r["stuck"]] == ["j"]
     assert "Insufficient cpu" in r["stuck"][0]["reason"]  # "a" fits no node
+
+
+def test_objects_saved_with_kubectl_get_keep_their_meaning(tmp_path):
+    """``kubectl get -o yaml`` output carries what the API server set (creationTimestamp as an
+    RFC 3339 string, resourceVersion, uid): the simulator stamps its own, as the server would on
+    create, instead of failing on the string."""
+    text = """apiVersion: v1
+kind: Node
+metadata: {name: n1, creationTimestamp: "2026-11-27T10:00:00Z", resourceVersion: "17", uid: 5c1d6d0e-aaaa-bbbb-cccc-000000000001}
+status: {allocatable: {cpu: "4", memory: 8Gi, pods: "110"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: g, namespace: default, creationTimestamp: "2026-11-27T10:00:00Z", resourceVersion: "123"}
+spec: {minMember: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p0
+  namespace: default
+  creationTimestamp: "2026-11-27T10:00:01Z"
+  resourceVersion: "124"
+  uid: 5c1d6d0e-aaaa-bbbb-cccc-000000000002
+  annotations: {scheduling.k8s.io/group-name: g, sim.lavaflow.io/duration: "30"}
+spec:
+  schedulerName: volcano
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p1
+  namespace: default
+  creationTimestamp: "2026-11-27T10:00:02Z"
+  annotations: {scheduling.k8s.io/group-name: g, sim.lavaflow.io/duration: "30"}
+spec:
+  schedulerName: volcano
+  containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]
+"""
+    proc = _run_cli(tmp_path, text)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout)
+    assert r["summary"]["completed"] == 1 and r["summary"]["jctMean"] == 30
+    pods = {p["name"]: p for p in r["pods"]}
+    assert pods["p0"]["startTime"] == pods["p1"]["startTime"] == 0.0

@@ -169,6 +169,17 @@ def _pod_specs_of(obj) -> list:
     return [tmpl.spec] if tmpl is not None and hasattr(tmpl, "spec") else []
 
 
+def _server_fields(items: list[Item]) -> None:
+    """Objects saved with ``kubectl get -o yaml`` carry fields the API server sets on create and
+    ignores in a request: creationTimestamp (an RFC 3339 string there, a simulated time here)
+    and resourceVersion. The simulated store sets them when the object is submitted, as the API
+    server would; uid is kept (owner references may name it)."""
+    for it in items:
+        meta = it.obj.metadata
+        meta.creation_timestamp = None
+        meta.resource_version = None
+
+
 def _kubelet_defaults(items: list[Item]) -> None:
     """What a real node has without being told: the kubelet's labels, and ephemeral-storage
     (added only when some pod asks for it, so other inputs keep their resource columns)."""
@@ -331,6 +342,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     problems = Problems()
     out = SimInput()
     items = _expand(loaded, problems)
+    _server_fields(items)
     _kubelet_defaults(items)
     _times(items, problems)
     _duplicates(items, problems)
