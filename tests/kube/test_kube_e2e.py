@@ -363,3 +363,43 @@ def test_hard_network_topology_gang_lands_in_one_hypernode_on_a_cluster():
             assert len({p["spec"]["nodeName"][0] for p in got}) == 1, [p["spec"]["nodeName"] for p in got]
 
     run(scenario())
+
+
+def test_scheduler_command_pauses_the_collector_while_its_informers_sync():
+    """`lavaflow scheduler` (pause_gc_while_syncing) collects no garbage while the first lists are
+    applied, then freezes what they built and turns the collector back on; it still binds."""
+    import gc
+
+    seen: list[bool] = []
+
+    async def scenario():
+        _, objs, _ = load_example("mpi-hello.yaml")
+        async with Cluster([fake_node("n0", cpu="8", memory="16Gi")]) as c:
+            c.start_controllers()
+            s = c.start_scheduler(pause_gc_while_syncing=True)
+            start = s.store.start
+
+            async def start_and_look() -> None:
+                seen.append(gc.isenabled())  # while the informers list
+                await start()
+
+            s.store.start = start_and_look  # type: ignore[method-assign]
+            await c.until_ready()
+            await c.create(objs)
+            await c.wait_for(lambda: _async_value(len(c.bindings()) == 4), 15, "the gang bound")
+            seen.append(gc.isenabled())
+            return gc.get_freeze_count()
+
+    was = gc.isenabled()
+    try:
+        frozen = asyncio.run(scenario())
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()
+    assert seen == [False, True]
+    assert frozen > 0
+
+
+async def _async_value(v):
+    return v

@@ -97,7 +97,15 @@ def scheduler_cmd(
             else None
         )
         sched = KubeScheduler(
-            client, conf, names, period, bind_workers, emit_events=events, identity=identity, elector=elector
+            client,
+            conf,
+            names,
+            period,
+            bind_workers,
+            emit_events=events,
+            identity=identity,
+            elector=elector,
+            pause_gc_while_syncing=True,
         )
         await _run_component(sched, client, listen_address, listen_port)
 

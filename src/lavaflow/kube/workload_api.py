@@ -20,6 +20,7 @@ restarted scheduler starts every gang ``Pending``, and one with bound pods is ta
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
@@ -62,10 +63,16 @@ class WorkloadGangs:
     # ------------------------------------------------------------------ start
     async def discover(self) -> list[str]:
         """Watch each version the API server serves (call before the store starts)."""
-        for kind, what in SOURCES:
-            try:
-                await self.sched.client.request("GET", resource(kind).path(), params={"limit": 1})
-            except ApiError as exc:
+        # Both versions are asked at once (start-up waits for these answers); handled in order.
+        answers = await asyncio.gather(
+            *(self.sched.client.request("GET", resource(kind).path(), params={"limit": 1}) for kind, _ in SOURCES),
+            return_exceptions=True,
+        )
+        for (kind, what), answer in zip(SOURCES, answers, strict=True):
+            if isinstance(answer, BaseException) and not isinstance(answer, ApiError):
+                raise answer  # not an answer of the server (connection lost ...): as before
+            if isinstance(answer, ApiError):
+                exc = answer
                 if exc.not_found:
                     log.info(
                         "%s are not served (feature gate GenericWorkload or runtime-config off): not watched", what
