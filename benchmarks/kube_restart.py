@@ -17,7 +17,10 @@ The machine may be busy: the load averages are printed with the figures. The nam
 between runs with ``--keep`` (populating takes minutes); ``--cleanup`` only deletes.
 
     python benchmarks/kube_restart.py --kubeconfig admin.kubeconfig --nodes 5000 --bound 140000 \\
-        --grouped 87000 --pending 100 [--restarts 2] [--keep]
+        --grouped 87000 --pending 100 [--restarts 2] [--keep] [--kube-scheduler PATH]
+
+With ``--kube-scheduler`` the same number of kube-scheduler starts follow, each over ``--pending``
+new pods of its own on the same cluster (first/last binding, peak RSS, CPU seconds).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kube_throughput import BindWatch, bounded, ensure_nodes, pod_doc, post  # noqa: E402
+from kube_throughput import BindWatch, bounded, ensure_nodes, kube_scheduler_cmd, pod_doc, post  # noqa: E402
 
 from lavaflow.kube.client import ApiError, KubeClient, load_config  # noqa: E402
 
@@ -224,7 +227,8 @@ async def one_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: i
 
 
 async def cleanup(client: KubeClient, args) -> None:
-    for ns in (NS, PENDING_NS):
+    kube_namespaces = [f"{PENDING_NS}-kube-{run}" for run in range(args.restarts)]
+    for ns in (NS, PENDING_NS, *kube_namespaces):
         for path in (f"/api/v1/namespaces/{ns}/pods", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups"):
             # the API server ends a deletecollection after its request timeout (60 s): repeat
             for _ in range(20):
@@ -247,6 +251,54 @@ async def cleanup(client: KubeClient, args) -> None:
         await ensure_nodes(client, 0, args.node_cpu, args.node_memory, args.node_pods)
 
 
+async def kube_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: int) -> dict[str, Any]:
+    """kube-scheduler started over the same populated cluster, binding ``--pending`` new pods of
+    its own (``schedulerName: default-scheduler``, in a namespace of their own): seconds from its
+    process start to the first and last binding, its peak RSS and CPU seconds."""
+    ns = f"{PENDING_NS}-kube-{run}"
+    await post(client, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    names = [f"k-{i:05d}" for i in range(args.pending)]
+    await bounded(
+        32,
+        (
+            post(client, f"/api/v1/namespaces/{ns}/pods", pod_doc(x, "default-scheduler", args.cpu, args.memory, None))
+            for x in names
+        ),
+    )
+    watch = BindWatch(client, ns)
+    watch.start()
+    await watch.ready.wait()
+    log = open(tmp / f"kube-scheduler-{run}.log", "w")
+    started = time.monotonic()
+    proc = subprocess.Popen(kube_scheduler_cmd(args, kubeconfig, tmp), stdout=log, stderr=subprocess.STDOUT)
+    peak, cpu = 0.0, 0.0
+    try:
+        while len(watch.bound) < args.pending and time.monotonic() - started < args.timeout:
+            rss, c = _proc_stats(proc.pid)
+            peak, cpu = max(peak, rss), max(cpu, c)
+            await asyncio.sleep(0.1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        await watch.stop()
+    times = sorted(watch.bound.values())
+    return {
+        "scheduler": "kube-scheduler",
+        "run": run,
+        "bound": len(times),
+        "first_bind_s": round(times[0] - started, 2) if times else None,
+        "last_bind_s": round(times[-1] - started, 2) if times else None,
+        "cpu_s_to_last_bind": round(cpu, 1),
+        "peak_rss_mib": round(peak),
+        "load": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), required=not os.environ.get("KUBECONFIG"))
@@ -261,6 +313,9 @@ async def main() -> int:
     ap.add_argument("--node-memory", default="128Gi")
     ap.add_argument("--node-pods", default="110")
     ap.add_argument("--qps", type=float, default=2000.0)
+    ap.add_argument(
+        "--kube-scheduler", help="kube-scheduler binary: also time its starts over the same cluster, after lavaflow's"
+    )
     ap.add_argument("--drain-window", type=float, default=20.0)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--keep", action="store_true", help="keep the populated namespace (and nodes) for the next run")
@@ -286,6 +341,11 @@ async def main() -> int:
             for run in range(args.restarts):
                 r = await one_start(client, args, args.kubeconfig, Path(tmp), run)
                 print(f"  start {run}: {json.dumps(r)}", flush=True)
+                results.append(r)
+            # kube-scheduler over the same cluster, after lavaflow's starts (their pods stay bound)
+            for run in range(args.restarts if args.kube_scheduler else 0):
+                r = await kube_start(client, args, args.kubeconfig, Path(tmp), run)
+                print(f"  kube-scheduler start {run}: {json.dumps(r)}", flush=True)
                 results.append(r)
         if args.json:
             Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
