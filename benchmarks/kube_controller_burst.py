@@ -443,11 +443,29 @@ async def map_rounds(client: KubeClient, args, kubeconfig: str) -> dict[str, lis
         for k, v in sizes(kc).items():
             table.setdefault(k, []).append(v)
 
+    async def settled(timeout: float = 180.0) -> float:
+        """Wait until the controllers' own informers have seen the round's objects go (their store
+        holds no pod, PodGroup or Job) and no controller has work queued: only then do the maps say
+        what is kept after the objects are gone, not what is still on its way."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            left = sum(kc.store.count(kind) for kind in ("Pod", "PodGroup", "Job"))
+            if not left and not any(getattr(c, "dirty", None) for c in kc.controllers):
+                return time.monotonic() - t0
+            await asyncio.sleep(0.2)
+        print(f"  (controllers not settled after {timeout:.0f} s)", flush=True)
+        return timeout
+
     record()
     try:
         for r in range(1, args.map_rounds + 1):
             await one_round(client, args, args.round_jobs, f"m{r}")
-            await asyncio.sleep(3.0)
+            waited = await settled()
+            await asyncio.sleep(1.0)
+            print(
+                f"  map round {r}: the controllers' informers saw the round's objects go {waited:.1f} s later",
+                flush=True,
+            )
             record()
     finally:
         stop.set()
