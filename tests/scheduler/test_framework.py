@@ -788,3 +788,40 @@ def test_on_bind_receives_each_jobs_binds_as_its_statement_commits():
     order = [k for k, _ in seen]
     assert abs(order.index("default/a") - order.index("default/b")) == 1  # a gang's binds leave together
     assert d.binds == []
+
+
+def test_pod_signature_is_equal_exactly_when_the_scheduling_constraints_are():
+    """The signature keys the static predicate and score caches: pods with the same node selector,
+    node affinity and tolerations share it, and any difference in them (a toleration's operator,
+    seconds or order included) gives another."""
+    cache = make_cache([make_node("n1")], pgs=[make_pg("j", 1)])
+    not_ready = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
+    aff = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+            }
+        }
+    }
+    variants = {
+        "plain": {},
+        "sel": {"node_selector": {"zone": "a", "disk": "ssd"}},
+        "sel-other-order": {"node_selector": {"disk": "ssd", "zone": "a"}},
+        "tol": {"tolerations": [not_ready]},
+        "tol-seconds": {"tolerations": [{**not_ready, "tolerationSeconds": 300}]},
+        "tol-equal": {"tolerations": [{**not_ready, "operator": "Equal"}]},
+        "tol-two": {"tolerations": [not_ready, {"key": "gpu", "operator": "Exists"}]},
+        "tol-two-swapped": {"tolerations": [{"key": "gpu", "operator": "Exists"}, not_ready]},
+        "aff": {"affinity": aff},
+        "aff-tol": {"affinity": aff, "tolerations": [not_ready]},
+    }
+    sig = {}
+    for name, kw in variants.items():
+        for copy in ("a", "b"):  # two pods each: separate spec objects
+            cache.on_pod(make_pod(f"{name}-{copy}", "j", **kw))
+        a, b = cache.tasks[f"default/{name}-a"].signature, cache.tasks[f"default/{name}-b"].signature
+        assert a == b and hash(a) == hash(b), name
+        sig[name] = a
+    assert sig["sel"] == sig["sel-other-order"]  # a selector is a map: its order does not matter
+    distinct = [n for n in variants if n != "sel-other-order"]
+    assert len({sig[n] for n in distinct}) == len(distinct)

@@ -290,13 +290,14 @@ class SchedulerCache:
         aff = spec.affinity.node_affinity if spec.affinity is not None else None
         if not spec.node_selector and aff is None and not spec.tolerations:
             return _PLAIN_SIGNATURE
-        key = json.dumps(
-            [
-                sorted(spec.node_selector.items()),
-                aff.model_dump(mode="json", exclude_none=True) if aff is not None else None,
-                [t.model_dump(mode="json", exclude_none=True) for t in spec.tolerations],
-            ],
-            sort_keys=True,
+        # Equal keys for equal constraints (what the key is for: the static predicate and score
+        # caches): tuples of the selector and of every toleration's fields, which nearly every
+        # pod carries (the API server's default not-ready/unreachable tolerations); node affinity,
+        # rarer and nested, as sorted JSON.
+        key = (
+            tuple(sorted(spec.node_selector.items())),
+            json.dumps(aff.model_dump(mode="json", exclude_none=True), sort_keys=True) if aff is not None else None,
+            tuple((t.key, t.operator, t.value, t.effect, t.toleration_seconds) for t in spec.tolerations),
         )
         if len(self._signatures) > 100_000:
             self._signatures.clear()
