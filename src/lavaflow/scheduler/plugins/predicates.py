@@ -112,13 +112,6 @@ class PredicatesPlugin(Plugin):
                 for t in tasks.values():
                     yield i, t
 
-        def anti_holders() -> list[tuple[int, TaskInfo, list[PodAffinityTerm]]]:
-            # Placed tasks with required anti-affinity terms, as the node set keeps them (the
-            # order does not matter: each one only narrows the mask).
-            if not nodes.anti:
-                return []
-            return [(t.node, t, t.anti_terms) for t in nodes.anti.values()]
-
         def pod_affinity_mask(task: TaskInfo) -> tuple[np.ndarray, np.ndarray]:
             """(affinity ok, anti-affinity ok) over nodes."""
             n = len(nodes)
@@ -140,11 +133,13 @@ class PredicatesPlugin(Plugin):
                     hosts = [i for i, t in placed_tasks() if t is not task and _matches(term, task.namespace, t)]
                     if hosts:
                         anti_ok &= ~_in_domains(nodes, term.topology_key, _domains(nodes, term.topology_key, hosts))
-            # Symmetry: existing pods' anti-affinity against this pod.
-            for i, holder, terms in anti_holders():
+            # Symmetry: existing pods' anti-affinity against this pod (the node set keeps the placed
+            # tasks that carry such terms; the order does not matter, each only narrows the mask).
+            for holder in nodes.anti.values():
                 if holder is task:
                     continue
-                for term in terms:
+                i = holder.node
+                for term in holder.anti_terms:
                     if _matches(term, holder.namespace, task):
                         key = term.topology_key
                         dom = nodes.labels[i].get(key)
@@ -154,7 +149,7 @@ class PredicatesPlugin(Plugin):
 
         def predicate(task: TaskInfo) -> tuple[np.ndarray, Explain]:
             mask = node_labels_mask(task)
-            if task.has_pod_affinity or anti_holders():
+            if task.has_pod_affinity or nodes.anti:
                 aff_ok, anti_ok = pod_affinity_mask(task)
                 mask = mask & aff_ok & anti_ok
             spec = task.pod.spec if task.pod is not None else None
@@ -278,7 +273,7 @@ class PredicatesPlugin(Plugin):
             reasons: dict[str, int] = {}
             spec = task.pod.spec if task.pod is not None else None
             aff_ok = anti_ok = None
-            if task.has_pod_affinity or anti_holders():
+            if task.has_pod_affinity or nodes.anti:
                 aff_ok, anti_ok = pod_affinity_mask(task)
             for i in np.flatnonzero(failing):
                 if spec is not None and not pod_fits_node_labels(spec, nodes.labels[i], nodes.names[i]):
