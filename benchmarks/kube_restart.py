@@ -40,7 +40,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kube_throughput import BindWatch, bounded, ensure_nodes, kube_scheduler_cmd, pod_doc, post  # noqa: E402
+from kube_throughput import (  # noqa: E402
+    BindWatch,
+    bounded,
+    ensure_nodes,
+    kube_scheduler_cmd,
+    pod_doc,
+    post,
+    stop_process,
+)
 
 from lavaflow.kube.client import ApiError, KubeClient, load_config  # noqa: E402
 
@@ -213,12 +221,7 @@ async def one_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: i
         res["cpu_s_total"] = round(_proc_stats(proc.pid)[1], 1)
     finally:
         t0 = time.monotonic()
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         res["stop_s"] = round(time.monotonic() - t0, 2)
         log.close()
         await watch.stop()
@@ -278,12 +281,7 @@ async def kube_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: 
             peak, cpu = max(peak, rss), max(cpu, c)
             await asyncio.sleep(0.1)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
         await watch.stop()
     times = sorted(watch.bound.values())

@@ -174,6 +174,16 @@ class BindWatch:
                 pass
 
 
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 20 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def kube_scheduler_cmd(args, kubeconfig: str, tmp: Path) -> list[str]:
     conf = tmp / "kube-scheduler.yaml"
     conf.write_text(
@@ -237,12 +247,7 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
                 raise RuntimeError(f"{which} scheduler exited with {proc.returncode}; see {log.name}")
             await asyncio.sleep(0.05)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
         load_after = os.getloadavg()
         if neighbour is not None:
