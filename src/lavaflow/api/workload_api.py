@@ -38,7 +38,8 @@ from pydantic import Field
 
 from . import validation as api
 from .meta import K8sModel, TypedObject
-from .volcano import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, PodGroup
+from .volcano import GROUP_NAME_ANNOTATION, PodGroup
+from .x_k8s_podgroup import check_queue, queue_of
 
 API_V1ALPHA1 = "scheduling.k8s.io/v1alpha1"
 API_V1ALPHA2 = "scheduling.k8s.io/v1alpha2"
@@ -245,13 +246,6 @@ def is_gang(policy: PodGroupPolicy) -> bool:
     return policy.gang is not None
 
 
-def queue_of(source: Any) -> str:
-    """The API has no queue: ``scheduling.volcano.sh/queue-name`` on the Workload (v1alpha1) or the
-    PodGroup (v1alpha2), annotation or label, else the ``default`` queue."""
-    meta = source.metadata
-    return meta.annotations.get(QUEUE_NAME_ANNOTATION) or meta.labels.get(QUEUE_NAME_ANNOTATION) or "default"
-
-
 def internal_podgroup(
     ref: GangRef, source: Any, policy: PodGroupPolicy, status: Mapping[str, Any] | None = None
 ) -> PodGroup:
@@ -375,19 +369,6 @@ def _check_controller_ref(ref: TypedLocalObjectReference | None, out: list[api.P
             out.append(api.Problem(f"spec.controllerRef.{fld}", f"{fld} is required in controllerRef."))
 
 
-def _check_queue(source: Any, queues: Mapping[str, Any] | None, out: list[api.Problem]) -> None:
-    if queues is None:
-        return
-    name = queue_of(source)
-    if name not in queues:
-        out.append(
-            api.Problem(
-                f"metadata.annotations[{QUEUE_NAME_ANNOTATION}]",
-                f"Queue {name!r} does not exist; existing queues are: {', '.join(sorted(queues)) or 'none'}.",
-            )
-        )
-
-
 def _check_groups(names: list[str], policies: list[PodGroupPolicy], field: str, policy_field: str) -> list[api.Problem]:
     out: list[api.Problem] = []
     if not names:
@@ -422,7 +403,7 @@ def validate_workload(wl: Workload, queues: Mapping[str, Any] | None = None) -> 
     groups = wl.spec.pod_groups
     out += _check_groups([g.name for g in groups], [g.policy for g in groups], "podGroups", "policy")
     _check_controller_ref(wl.spec.controller_ref, out)
-    _check_queue(wl, queues, out)
+    check_queue(wl, queues, out)
     return out
 
 
@@ -472,7 +453,7 @@ def validate_podgroup(
                             f"Workload {wl.key} has no podGroupTemplate {w.pod_group_template_name!r}.",
                         )
                     )
-    _check_queue(pg, queues, out)
+    check_queue(pg, queues, out)
     return out
 
 

@@ -67,11 +67,25 @@ def group_of(pod: Any) -> str | None:
     return name
 
 
-def queue_of(pg: CoschedulingPodGroup) -> str:
+def queue_of(pg: Any) -> str:
     """The API has no queue: ``scheduling.volcano.sh/queue-name`` on the PodGroup (annotation or
-    label) picks one, else the ``default`` queue."""
+    label) picks one, else the ``default`` queue (the Workload API's gangs use the same rule)."""
     meta = pg.metadata
     return meta.annotations.get(QUEUE_NAME_ANNOTATION) or meta.labels.get(QUEUE_NAME_ANNOTATION) or "default"
+
+
+def check_queue(obj: Any, queues: Mapping[str, Any] | None, out: list[api.Problem]) -> None:
+    """The queue :func:`queue_of` picks must exist (when the queues are known)."""
+    if queues is None:
+        return
+    name = queue_of(obj)
+    if name not in queues:
+        out.append(
+            api.Problem(
+                f"metadata.annotations[{QUEUE_NAME_ANNOTATION}]",
+                f"Queue {name!r} does not exist; existing queues are: {', '.join(sorted(queues)) or 'none'}.",
+            )
+        )
 
 
 def timeout_of(pg: CoschedulingPodGroup) -> int:
@@ -234,13 +248,5 @@ def validate(
             api.check_int32(t, "spec.scheduleTimeoutSeconds", out, "scheduleTimeoutSeconds")
     if pg.spec.min_resources:
         api.check_resources(pg.spec.min_resources, "spec.minResources", out, "minResources")
-    if queues is not None:
-        name = queue_of(pg)
-        if name not in queues:
-            out.append(
-                api.Problem(
-                    f"metadata.annotations[{QUEUE_NAME_ANNOTATION}]",
-                    f"Queue {name!r} does not exist; existing queues are: {', '.join(sorted(queues)) or 'none'}.",
-                )
-            )
+    check_queue(pg, queues, out)
     return out

@@ -20,6 +20,7 @@ from ..api import workload_api as wapi
 from ..api.volcano import GROUP_NAME_ANNOTATION
 from ..controllers.base import Controller
 from ..store.base import DELETED
+from .x_k8s_podgroup import upsert_stand_in
 
 EventSink = Callable[[str, str, str, str, str], None]  # (kind, key, type, reason, message)
 EVENT_KIND = {wapi.WORKLOAD_KIND: "Workload", wapi.PODGROUP_KIND: "PodGroup"}
@@ -69,12 +70,7 @@ class WorkloadGangs(Controller):
                 self.store.delete("PodGroup", key)
             self.reported.discard(key)
             return
-        want = wapi.internal_podgroup(ref, source, policy)
-        if internal is None:
-            internal = self.store.create(want)
-        elif internal.spec != want.spec:
-            internal.spec = want.spec
-            self.store.update(internal)
+        internal = upsert_stand_in(self.store, internal, wapi.internal_podgroup(ref, source, policy))
         pods = [p for p in (self.store.get("Pod", k) for k in sorted(self.members.get(key, ()))) if p is not None]
         for pod in pods:
             if GROUP_NAME_ANNOTATION not in pod.metadata.annotations:

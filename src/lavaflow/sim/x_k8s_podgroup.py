@@ -55,12 +55,7 @@ class CoschedulingPodGroups(Controller):
             return
         if internal is not None and not xpg.is_stand_in(internal):
             return  # a Volcano PodGroup of this name (refused in the input; kept as it is)
-        want = xpg.internal_podgroup(group)
-        if internal is None:
-            internal = self.store.create(want)
-        elif internal.spec != want.spec:
-            internal.spec = want.spec
-            self.store.update(internal)
+        internal = upsert_stand_in(self.store, internal, xpg.internal_podgroup(group))
         pods = [p for p in (self.store.get("Pod", k) for k in sorted(self.members.get(key, ()))) if p is not None]
         for pod in pods:
             if xpg.group_of(pod) is not None:  # labelled, not yet in a group
@@ -98,6 +93,18 @@ class CoschedulingPodGroups(Controller):
         )
         if self.on_event is not None:
             self.on_event(xpg.STORE_KIND, key, "Warning", xpg.TIMEOUT_REASON, xpg.timeout_message(group, why))
+
+
+def upsert_stand_in(store: Any, internal: PodGroup | None, want: PodGroup) -> PodGroup:
+    """The internal PodGroup standing in for another API's gang: created as ``want``, or its
+    spec brought to ``want``'s (the other stand-in controllers use it too)."""
+    if internal is None:
+        created: PodGroup = store.create(want)
+        return created
+    if internal.spec != want.spec:
+        internal.spec = want.spec
+        store.update(internal)
+    return internal
 
 
 def _counts(pods: list[Any]) -> xpg.Counts:
