@@ -207,6 +207,91 @@ def test_store_relist_delivers_deletions_and_update_retries_conflicts():
     run(scenario())
 
 
+def _queue_raw(name: str) -> dict:
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": {}}
+
+
+@pytest.mark.parametrize(
+    ("version", "watch_list", "streams"),
+    [((1, 36), True, True), ((1, 36), False, False), ((1, 31), True, False)],
+    ids=["streaming-list", "server-cannot-stream", "server-before-1.32"],
+)
+def test_informer_starts_from_a_streaming_list_when_the_server_can_send_one(version, watch_list, streams):
+    """From 1.32 an informer asks its watch for the initial state (sendInitialEvents) instead of
+    listing: objects arrive one at a time and are applied as they come. A server that answers with
+    an ERROR event (its etcd cannot report progress) gets a list instead, and an older server, which
+    would ignore the parameter and never end the initial state, is never asked."""
+
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        double.version = version
+        double.watch_list = watch_list
+        try:
+            for name in ("a", "b", "c"):
+                double.put_object(_queue_raw(name))
+            client = KubeClient(ClientConfig(server=double.url, qps=0))
+            store = KubeStore(client)
+            store.inform("Queue")
+            events = []
+            store.watch("Queue", lambda ev, obj, old: events.append((ev, obj.name)))
+            await store.start()
+            assert await store.wait_synced(5)
+            assert sorted(e[1] for e in events) == ["a", "b", "c"]
+            inf = store.informers["Queue"]
+            assert bool(store.watch_list and inf.streaming) is streams
+            assert (double.counts["list/Queue"] == 0) is streams
+            # the same stream goes on as a watch: a change after the initial state arrives
+            double.put_object(_queue_raw("d"))
+            for _ in range(100):
+                if ("ADDED", "d") in events:
+                    break
+                await asyncio.sleep(0.02)
+            assert ("ADDED", "d") in events
+            # history compacted while an object vanished: the next initial state (or list) drops it
+            double.call(lambda: double.objects["scheduling.volcano.sh/v1beta1/queues"].pop((None, "b")))
+            double.compact()
+            for _ in range(100):
+                if ("DELETED", "b") in events:
+                    break
+                await asyncio.sleep(0.05)
+            assert ("DELETED", "b") in events and inf.relists >= 1
+            assert sorted(q.name for q in store.list("Queue")) == ["a", "c", "d"]
+            assert (double.counts["list/Queue"] == 0) is streams
+            await store.stop()
+            await client.close()
+        finally:
+            double.stop()
+
+    run(scenario())
+
+
+def test_a_one_page_list_applies_every_object_in_the_server_order():
+    """A first list from the watch cache comes in one page; its objects are applied (and freed) one
+    by one in the order the server sent them, which is the order jobs are first seen in."""
+
+    async def scenario():
+        double = ApiDouble().start()
+        double.watch_list = False
+        try:
+            names = [f"q{i:02d}" for i in range(30)]
+            for name in names:
+                double.put_object(_queue_raw(name))
+            client = KubeClient(ClientConfig(server=double.url, qps=0))
+            store = KubeStore(client)
+            store.inform("Queue")
+            seen = []
+            store.watch("Queue", lambda ev, obj, old: seen.append(obj.name))
+            await store.start()
+            assert await store.wait_synced(5)
+            assert seen == names
+            await store.stop()
+            await client.close()
+        finally:
+            double.stop()
+
+    run(scenario())
+
+
 # ---------------------------------------------------------------------- webhook
 
 
@@ -662,3 +747,60 @@ def test_both_backends_run_the_controllers_one_function_builds():
     ]
     # the JobController keeps no per-job record for reports: the simulator holds them
     assert not hasattr(sim.job_ctrl, "history") and hasattr(sim, "job_history")
+
+
+# ---------------------------------------------------------------------- other schedulers' pods
+
+
+def _bound_pod(name: str, scheduler: str, cpu: str, **meta) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "5", **meta},
+        "spec": {
+            "schedulerName": scheduler,
+            "nodeName": "n0",
+            "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}],
+            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def test_pods_of_other_schedulers_are_kept_as_node_usage_only():
+    """The scheduler keeps of another scheduler's pod only what the cache reads of it (node, phase,
+    resources): its labels, tolerations and conditions are not held for 50,000 such pods. A pod of
+    ours, or one naming a gang of any of the three gang APIs, is read whole."""
+    from lavaflow.kube.scheduler_process import KubeScheduler
+    from lavaflow.scheduler.resources import CPU, PODS
+
+    async def scenario():
+        s = KubeScheduler(KubeClient(ClientConfig(server="http://127.0.0.1:9")), emit_events=False)
+        st = s.store
+        st._apply(
+            kind_info("Node"),
+            "ADDED",
+            {**fake_node("n0", cpu="4", memory="8Gi"), "metadata": {"name": "n0", "uid": "n0"}},
+        )
+        pod = kind_info("Pod")
+        st._apply(pod, "ADDED", _bound_pod("web", "default-scheduler", "500m", labels={"app": "web"}))
+        st._apply(pod, "ADDED", _bound_pod("mine", "lavaflow", "1", annotations={"scheduling.k8s.io/group-name": "g"}))
+        st._apply(
+            pod,
+            "ADDED",
+            _bound_pod("coflow", "default-scheduler", "250m", labels={"scheduling.x-k8s.io/pod-group": "x"}),
+        )
+        web = st.get("Pod", "ns/web")
+        assert web.metadata.labels == {} and web.spec.tolerations == [] and web.status.conditions == []
+        assert web.spec.node_name == "n0" and web.status.phase == "Running" and web.metadata.uid == "uid-web"
+        mine = st.get("Pod", "ns/mine")
+        assert mine.metadata.annotations == {"scheduling.k8s.io/group-name": "g"} and mine.spec.tolerations
+        assert st.get("Pod", "ns/coflow").metadata.labels == {"scheduling.x-k8s.io/pod-group": "x"}
+        node = s.cache.nodes.pos["n0"]
+        # web and coflow as usage; mine as a task of its gang: all three on the node
+        assert s.cache.nodes.used[node][CPU] == pytest.approx(1.75)
+        assert s.cache.nodes.used[node][PODS] == 3
+        st._apply(pod, "DELETED", _bound_pod("web", "default-scheduler", "500m"))
+        assert s.cache.nodes.used[node][CPU] == pytest.approx(1.25)
+
+    run(scenario())

@@ -142,6 +142,11 @@ class ApiDouble:
         self._stop: asyncio.Event | None = None
         self._plurals: dict[tuple[str, str], Kind] = {}
         self.unserved: set[str] = set()  # group/versions answered with 404 (see unserve)
+        # /version's answer, and whether a watch may ask for its initial state (sendInitialEvents,
+        # on from 1.32): False answers it with the ERROR event a server on an etcd without
+        # progress requests sends.
+        self.version = (1, 36)
+        self.watch_list = True
         for r in API_KINDS.values():
             self._plurals[(r.api_version, r.plural)] = r
 
@@ -324,6 +329,9 @@ class ApiDouble:
     async def _handle(self, request):
         from aiohttp import web
 
+        if request.path == "/version":
+            major, minor = self.version
+            return web.json_response({"major": str(major), "minor": str(minor), "gitVersion": f"v{major}.{minor}.0"})
         route = self._route(request.path)
         if route is None:
             return web.json_response(_status(404, "NotFound", f"the server could not find {request.path}"), status=404)
@@ -531,6 +539,20 @@ class ApiDouble:
         queue: asyncio.Queue = asyncio.Queue()
         self.watchers[b].append(queue)
         try:
+            if q.get("sendInitialEvents") in ("1", "true"):
+                if not self.watch_list:
+                    message = "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled"
+                    await send({"type": "ERROR", "object": _status(500, "InternalError", message)})
+                    return resp
+                for obj in list(self.objects[b].values()):
+                    if visible(obj):
+                        await send({"type": "ADDED", "object": obj})
+                start = self.current_rv
+                end = {"resourceVersion": str(start), "annotations": {"k8s.io/initial-events-end": "true"}}
+                await send(
+                    {"type": "BOOKMARK", "object": {"kind": res.api_kind, "apiVersion": res.api_version, "metadata": end}}
+                )
+                rv_param = str(start)
             start = int(rv_param)
             if start == 0:
                 for obj in list(self.objects[b].values()):
