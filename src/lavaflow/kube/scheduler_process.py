@@ -97,6 +97,7 @@ class KubeScheduler:
         for kind in dict.fromkeys(k for plugin, kinds in PLUGIN_KIND_OF.items() if plugin in configured for k in kinds):
             self.store.inform(kind)
         self.cache = SchedulerCache(scheduler_names=scheduler_names)
+        self.store.ours = frozenset(self.cache.scheduler_names)
         self.scheduler = Scheduler(self.cache, self.conf)
         self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound
         self.dispatch = Dispatcher(workers=bind_workers, status_workers=write_workers)
