@@ -14,6 +14,7 @@ strings on the wire.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import logging
 from typing import Any
 
@@ -39,11 +40,18 @@ TIME_KEYS = frozenset(
 
 def parse_time(value: Any) -> Any:
     if isinstance(value, str) and value:
-        try:
-            return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return value
+        return _parse_time_str(value)
     return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_time_str(value: str) -> Any:
+    # Objects created together share their timestamps (seconds): a whole cluster's list parses
+    # each distinct one once.
+    try:
+        return _dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return value
 
 
 def format_time(value: Any) -> Any:
@@ -61,19 +69,25 @@ def micro_time(t: float) -> str:
 
 
 def _times_in(obj: Any, depth: int) -> Any:
-    """A copy of ``obj`` (dicts and lists only) with RFC 3339 times turned into floats."""
+    """``obj`` (dicts and lists only) with RFC 3339 times turned into floats: a copy along the paths
+    that hold one, the same object where nothing changes."""
     if isinstance(obj, dict):
-        out = {}
+        out = None
         for k, v in obj.items():
             if k in TIME_KEYS:
-                out[k] = parse_time(v)
+                nv = parse_time(v)
             elif depth > 0 and isinstance(v, (dict, list)):
-                out[k] = _times_in(v, depth - 1)
+                nv = _times_in(v, depth - 1)
             else:
-                out[k] = v
-        return out
+                continue
+            if nv is not v:
+                if out is None:
+                    out = dict(obj)
+                out[k] = nv
+        return obj if out is None else out
     if isinstance(obj, list):
-        return [_times_in(v, depth) for v in obj]
+        items = [_times_in(v, depth) for v in obj]
+        return obj if all(a is b for a, b in zip(items, obj)) else items
     return obj
 
 
