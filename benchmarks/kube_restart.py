@@ -21,6 +21,11 @@ between runs with ``--keep`` (populating takes minutes); ``--cleanup`` only dele
 
 With ``--kube-scheduler`` the same number of kube-scheduler starts follow, each over ``--pending``
 new pods of its own on the same cluster (first/last binding, peak RSS, CPU seconds).
+
+The PodGroups are created without a status, so the first start also writes ~``--grouped`` statuses
+(what a first installation over running gangs does). With ``--settle`` one untimed start writes
+them all first (reporting the drain rate), so that every timed start is a restart over the state a
+running scheduler leaves: PodGroups with their status.
 """
 
 from __future__ import annotations
@@ -254,6 +259,55 @@ async def cleanup(client: KubeClient, args) -> None:
         await ensure_nodes(client, 0, args.node_cpu, args.node_memory, args.node_pods)
 
 
+async def settle(args, kubeconfig: str, tmp: Path) -> dict[str, Any]:
+    """One lavaflow start that writes the status of every PodGroup created without one, run until
+    its status backlog is empty: what a scheduler that ran before a restart leaves on the server.
+    Reports how many were queued and how fast they drained."""
+    cmd = [
+        str(Path(sys.executable).parent / "lavaflow"), "scheduler", "--kubeconfig", kubeconfig, "--no-leader-elect",
+        "--kube-api-qps", str(args.qps), "--kube-api-burst", str(int(args.qps)), "--listen-address", "127.0.0.1",
+        "--listen-port", str(PORT), "--scheduler-name", "lavaflow", "--no-events",
+    ]  # fmt: skip
+    log = open(tmp / "settle.log", "w")
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    peak = first = zero_since = None
+    samples: list[tuple[float, int]] = []
+    try:
+        while time.monotonic() - started < args.timeout * 3:
+            await asyncio.sleep(1.0)
+            b = _status_backlog()
+            if b is None:
+                continue
+            now = time.monotonic()
+            samples.append((now, b))
+            if b > 0 and first is None:
+                first = now
+            peak = b if peak is None else max(peak, b)
+            if b == 0:
+                zero_since = zero_since or now
+                if first is not None or now - zero_since > 30:
+                    break
+            else:
+                zero_since = None
+    finally:
+        stop_process(proc)
+        log.close()
+    end = samples[-1][0] if samples else time.monotonic()
+    busy = [(t, b) for t, b in samples if b > 0]
+    rate = None
+    if len(busy) >= 2 and busy[-1][0] > busy[0][0]:
+        rate = round((busy[0][1] - busy[-1][1]) / (busy[-1][0] - busy[0][0]), 1)
+    return {
+        "settle": True,
+        "status_backlog_peak": peak,
+        "drained": bool(samples) and samples[-1][1] == 0,
+        "seconds": round(end - started, 1),
+        "status_drained_per_s": rate,
+        "load": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 async def kube_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: int) -> dict[str, Any]:
     """kube-scheduler started over the same populated cluster, binding ``--pending`` new pods of
     its own (``schedulerName: default-scheduler``, in a namespace of their own): seconds from its
@@ -319,6 +373,11 @@ async def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the populated namespace (and nodes) for the next run")
     ap.add_argument("--keep-nodes", action="store_true")
     ap.add_argument("--cleanup", action="store_true", help="only delete what an earlier --keep run left")
+    ap.add_argument(
+        "--settle",
+        action="store_true",
+        help="first run lavaflow until every PodGroup has a status (a restart, not a first start, is then timed)",
+    )
     ap.add_argument("--json")
     args = ap.parse_args()
     args.grouped = min(args.grouped, args.bound)
@@ -336,6 +395,10 @@ async def main() -> int:
         await populate(client, args)
         results = []
         with tempfile.TemporaryDirectory() as tmp:
+            if args.settle:
+                r = await settle(args, args.kubeconfig, Path(tmp))
+                print(f"  settle: {json.dumps(r)}", flush=True)
+                results.append(r)
             for run in range(args.restarts):
                 r = await one_start(client, args, args.kubeconfig, Path(tmp), run)
                 print(f"  start {run}: {json.dumps(r)}", flush=True)
