@@ -141,22 +141,27 @@ class ElasticAction(Action):
                 for t in ej.workers:
                     if t.status == TaskStatus.RELEASING and t.node >= 0:
                         elastic_used[t.node] = elastic_used.get(t.node, 0.0) + float(t.resreq[col])
-        alloc = ns.allocatable[:n, col]
-        used = ns.used[:n, col]
-        live = np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist()
-        used_l = used[live].tolist()
-        alloc_l = alloc[live].tolist()
-        names = ns.names
-        node_type = plugin.node_type
-        for i, u, a in zip(live, used_l, alloc_l):
+        # The schedulable GPU nodes, their GPUs, names and types change only with the node set
+        # (NodeSet.version): kept under it; only the nodes' usage is read every session.
+        assert plugin.state is not None
+        key = (ns.version, n, col, plugin.type_label)
+        memo = plugin.state.gpu_rows
+        if memo is None or memo[0] != key:
+            alloc = ns.allocatable[:n, col]
+            live = np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist()
+            names = ns.names
+            node_type = plugin.node_type
+            rows = [(i, a, names[i], node_type(i)) for i, a in zip(live, alloc[live].tolist())]
+            memo = plugin.state.gpu_rows = (key, live, rows)
+        used_l = ns.used[memo[1], col].tolist()
+        for (i, a, name, ty), u in zip(memo[2], used_l):
             other = u - elastic_used.get(i, 0.0)
             slots = int(math.floor(a - other + EPS))
-            ty = node_type(i)
             cap.setdefault(ty, 0)
             if slots <= 0:
                 continue
             cap[ty] += slots
-            nodes_out.append((names[i], slots, ty))
+            nodes_out.append((name, slots, ty))
         return cap, nodes_out
 
     def _gpu_nodes(self, ssn: Session, plugin: ElasticPlugin) -> GpuNodes:
