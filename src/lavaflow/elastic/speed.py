@@ -750,6 +750,15 @@ def next_bound(speed, done: float) -> float:
 
 def advance(speed, shape, gpu_type: str | None, done: float, seconds: float, limit: float = math.inf) -> float:
     """Work done after running ``seconds`` on ``shape`` from ``done`` (phase by phase), at most ``limit``."""
+    if not phase_bounds(speed):
+        # One rate and no bound but ``limit``: the loop below in closed form (the same operations).
+        if seconds > 0 and done < limit:
+            r = float(speed.rate(shape, gpu_type))
+            if not r <= 0:  # (a NaN rate runs on, as in the loop)
+                if (limit - done) / r >= seconds:
+                    return min(done + r * seconds, limit)
+                return limit
+        return min(done, limit)
     rates = _phase_rates(speed, shape, gpu_type)
     if rates is not None:  # the same steps as below, with the phases' rates looked up once
         b = speed.phase_bounds
