@@ -97,7 +97,7 @@ class _Static:
     ids: tuple[int, ...]  # ids of the job's TaskInfo objects, in order, when ``split`` was made
     split: tuple[list[TaskInfo], list[TaskInfo], float]  # (workers by index, other tasks, GPUs per worker)
     parts: tuple[Any, ...]  # (speed spec, knobs, progress, workers, others, GPUs per worker, min, max,
-    # placement, GPU type, pinned type, name)
+    # placement, GPU type, pinned type, name, placement shape)
 
 
 # (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
@@ -251,9 +251,7 @@ class ElasticPlugin(Plugin):
         if pg is None or col is None or not job.tasks:
             return None
         assert self.state is not None and self.ssn is not None  # set when the session opened
-        ann = pg.metadata.annotations
-        if not es.has_speed_model(ann):
-            return None
+        ann = pg.metadata.annotations  # with a speed model (on_session_open asks only for those)
         # What only changes with the PodGroup or the job's tasks is kept between sessions, under
         # ``sig``.  The job's version moves with every change of its tasks' number or statuses
         # (and with a new PodGroup): while it stands (same JobInfo, PodGroup and arguments), the
@@ -305,7 +303,7 @@ class ElasticPlugin(Plugin):
                 self.state.static[job.uid] = _Static(
                     sig, job, job.version, pg, rv, col, self.type_label, (sp, kn, prog, rng), ids, split, parts
                 )
-        sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name = hit
+        sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, shape = hit
         st = self.state.jobs.get(job.uid)
         if st is None:
             st = JobState(seen_at=ssn.now, wait_since=ssn.now)
@@ -329,7 +327,7 @@ class ElasticPlugin(Plugin):
             attained = prog.gpu_seconds
             if prog.time is not None and n and ssn.now > prog.time:
                 # extrapolated with the speed model, phase by phase where the rate depends on progress
-                done = advance(sp.speed, _shape(placement), gtype, done, ssn.now - prog.time, sp.work)
+                done = advance(sp.speed, shape, gtype, done, ssn.now - prog.time, sp.work)
                 attained += n * gpw * (ssn.now - prog.time)
         remaining = max(sp.work - done, 0.0)
         requested = min(max(kn.requested if kn.requested is not None else hi, lo), hi)
@@ -390,7 +388,7 @@ class ElasticPlugin(Plugin):
             sel = pod.spec.node_selector or {}
             v = sel.get(self.type_label) or next((sel[k] for k in es.DEFAULT_GPU_TYPE_LABELS if sel.get(k)), None)
             pinned = str(v).lower() if v else None
-        return (sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, _job_name(job))
+        return (sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, _job_name(job), _shape(placement))
 
     def node_type(self, i: int) -> str:
         """The GPU type of node ``i`` (its label), cached until a node's labels change."""
