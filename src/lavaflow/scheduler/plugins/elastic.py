@@ -120,6 +120,10 @@ class ElasticState:
     static: dict[str, _Static] = field(default_factory=dict)  # job uid -> what its PodGroup and tasks give
     node_types: dict[Any, Any] = field(default_factory=dict)  # node index -> GPU type, and "version"
     gpu_nodes: tuple[tuple[int, int, str], GpuNodes] | None = None  # ((NodeSet version, column, label), GPU nodes)
+    # (policy, its Tiresias thresholds, promotion factor, thresholds less their tolerance)
+    tiresias: tuple[Any, tuple[float, ...], float, tuple[float, ...]] | None = None
+    # placement's Node for each (name, free GPUs, type) a reschedule has seen (they are immutable)
+    placement_nodes: dict[tuple[str, int, str], Any] = field(default_factory=dict)
     # ((NodeSet version, nodes, column, label), live node indices, (index, GPUs, name, type) of each)
     gpu_rows: tuple[tuple[int, int, int, str], list[int], list[tuple[int, float, str, str]]] | None = None
 
