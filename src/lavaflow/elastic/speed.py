@@ -62,12 +62,22 @@ REFERENCE_TYPE = "p100"
 REFERENCE_ALIASES = {"t4", "p100", "default", ""}
 
 
+_CANONICAL: dict[tuple, tuple[int, ...]] = {}
+
+
 def canonical_placement(placement) -> tuple[int, ...]:
-    """Drop empty nodes; rotate to the lexicographically smallest rotation (as the traces do)."""
-    p = tuple(int(x) for x in placement if x)
-    if not p:
-        return ()
-    return min(p[i:] + p[:i] for i in range(len(p)))
+    """Drop empty nodes; rotate to the lexicographically smallest rotation (as the traces do).
+    Kept per placement (equal placements have equal canonical forms): the speed models ask for
+    the same few placements thousands of times."""
+    key = placement if type(placement) is tuple else tuple(placement)
+    hit = _CANONICAL.get(key)
+    if hit is not None:
+        return hit
+    p = tuple(int(x) for x in key if x)
+    out = min(p[i:] + p[:i] for i in range(len(p))) if p else ()
+    if len(_CANONICAL) < 65536:
+        _CANONICAL[key] = out
+    return out
 
 
 def consolidated_placement(n: int, gpus_per_node: int) -> tuple[int, ...]:
