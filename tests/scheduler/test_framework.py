@@ -20,6 +20,7 @@ from lavaflow.scheduler.framework.session import ABSTAIN, PERMIT, REJECT, Sessio
 from lavaflow.scheduler.framework.statement import Statement
 from lavaflow.scheduler.model import TaskStatus
 from scheduler_helpers import (
+    conf_of,
     make_cache,
     make_node,
     make_pg,
@@ -825,3 +826,36 @@ def test_pod_signature_is_equal_exactly_when_the_scheduling_constraints_are():
     assert sig["sel"] == sig["sel-other-order"]  # a selector is a map: its order does not matter
     distinct = [n for n in variants if n != "sel-other-order"]
     assert len({sig[n] for n in distinct}) == len(distinct)
+
+
+def test_a_session_is_freed_without_the_cycle_collector_once_the_next_opens():
+    """Plugin callbacks close over their session: the scheduler unties a session when it opens the
+    next one, so that reference counting frees it (and its plugins' per-session state) instead of
+    leaving it to the collector; what is read after a session (its log, plugins) stays until then."""
+    import gc
+    import weakref
+
+    from lavaflow.scheduler.scheduler import Scheduler
+
+    cache = make_cache(
+        nodes=[make_node("n1", cpu=4)],
+        pgs=[make_pg("pg1", min_member=1)],
+        pods=[make_pod("p1", group="pg1")],
+    )
+    sched = Scheduler(cache, conf_of(None), reraise=True)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        first = sched.run_once(0.0)
+        assert first.log and first.plugins["proportion"] is first.proportion
+        assert first.fns  # the finished session still holds its callbacks until the next one opens
+        ref = weakref.ref(first)
+        plugin_ref = weakref.ref(first.plugins["gang"])
+        del first
+        assert ref() is not None  # the scheduler still holds it
+        second = sched.run_once(1.0)
+        assert ref() is None and plugin_ref() is None
+        assert second.fns  # the new session is whole
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -62,12 +62,22 @@ REFERENCE_TYPE = "p100"
 REFERENCE_ALIASES = {"t4", "p100", "default", ""}
 
 
+_CANONICAL: dict[tuple, tuple[int, ...]] = {}
+
+
 def canonical_placement(placement) -> tuple[int, ...]:
-    """Drop empty nodes; rotate to the lexicographically smallest rotation (as the traces do)."""
-    p = tuple(int(x) for x in placement if x)
-    if not p:
-        return ()
-    return min(p[i:] + p[:i] for i in range(len(p)))
+    """Drop empty nodes; rotate to the lexicographically smallest rotation (as the traces do).
+    Kept per placement (equal placements have equal canonical forms): the speed models ask for
+    the same few placements thousands of times."""
+    key = placement if type(placement) is tuple else tuple(placement)
+    hit = _CANONICAL.get(key)
+    if hit is not None:
+        return hit
+    p = tuple(int(x) for x in key if x)
+    out = min(p[i:] + p[:i] for i in range(len(p))) if p else ()
+    if len(_CANONICAL) < 65536:
+        _CANONICAL[key] = out
+    return out
 
 
 def consolidated_placement(n: int, gpus_per_node: int) -> tuple[int, ...]:
@@ -750,6 +760,15 @@ def next_bound(speed, done: float) -> float:
 
 def advance(speed, shape, gpu_type: str | None, done: float, seconds: float, limit: float = math.inf) -> float:
     """Work done after running ``seconds`` on ``shape`` from ``done`` (phase by phase), at most ``limit``."""
+    if not phase_bounds(speed):
+        # One rate and no bound but ``limit``: the loop below in closed form (the same operations).
+        if seconds > 0 and done < limit:
+            r = float(speed.rate(shape, gpu_type))
+            if not r <= 0:  # (a NaN rate runs on, as in the loop)
+                if (limit - done) / r >= seconds:
+                    return min(done + r * seconds, limit)
+                return limit
+        return min(done, limit)
     rates = _phase_rates(speed, shape, gpu_type)
     if rates is not None:  # the same steps as below, with the phases' rates looked up once
         b = speed.phase_bounds

@@ -234,9 +234,15 @@ class JobInfo:
         task comes, goes or changes status (the kept array itself: callers must not change it)."""
         total = np.zeros(width)
         if any(self.counts[st] for st in statuses):
-            for t in self.tasks.values():
-                if t.status in statuses:
-                    total[: len(t.resreq)] += t.resreq
+            rows = [t.resreq for t in self.tasks.values() if t.status in statuses]
+            if rows and all(len(r) == width for r in rows):
+                # The same additions in the same order as the loop below (add.accumulate runs
+                # along the rows one after another, from the zero row), in one numpy call.
+                rows.insert(0, total)
+                total = np.add.accumulate(np.array(rows), axis=0)[-1].copy()
+            else:
+                for r in rows:
+                    total[: len(r)] += r
         total.flags.writeable = False
         setattr(self, memo, (width, total))
         return total
@@ -371,4 +377,10 @@ class NodeSet:
         return self.allocatable[:n] - self.used[:n] + self.releasing[:n] - self.pipelined[:n]
 
     def fits_idle(self, i: int, req: np.ndarray) -> bool:
-        return bool(np.all(self.allocatable[i] - self.used[i] + EPS >= req))
+        """Whether ``req`` fits in node ``i``'s idle resources: ``np.all(allocatable[i] - used[i]
+        + EPS >= req)``, column by column on Python floats (the same IEEE operations, so the same
+        answer, NaN included; rows of unequal width raise as numpy's broadcast would)."""
+        for a, u, r in zip(self.allocatable[i].tolist(), self.used[i].tolist(), req.tolist(), strict=True):
+            if not a - u + EPS >= r:
+                return False
+        return True

@@ -42,6 +42,7 @@ class Scheduler:
         self.cycles = 0
         self.failed_cycles = 0  # sessions an action or plugin raised in
         self.last_error: BaseException | None = None
+        self._previous: Session | None = None  # the last session, disposed of when the next opens
         if reraise is not None:
             self.reraise = reraise
 
@@ -55,7 +56,10 @@ class Scheduler:
         logged and counted in ``failed_cycles`` (and re-raised when ``reraise`` is set); the next
         run_once starts from that consistent state.
         """
-        ssn = Session(self.cache, self.conf, now)
+        previous, self._previous = self._previous, None
+        if previous is not None:
+            previous.dispose()  # its callbacks and plugins' session state are freed with it, not by the collector
+        ssn = self._previous = Session(self.cache, self.conf, now)
         try:
             ssn.open()
             for action in self.actions:

@@ -141,22 +141,27 @@ class ElasticAction(Action):
                 for t in ej.workers:
                     if t.status == TaskStatus.RELEASING and t.node >= 0:
                         elastic_used[t.node] = elastic_used.get(t.node, 0.0) + float(t.resreq[col])
-        alloc = ns.allocatable[:n, col]
-        used = ns.used[:n, col]
-        live = np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist()
-        used_l = used[live].tolist()
-        alloc_l = alloc[live].tolist()
-        names = ns.names
-        node_type = plugin.node_type
-        for i, u, a in zip(live, used_l, alloc_l):
+        # The schedulable GPU nodes, their GPUs, names and types change only with the node set
+        # (NodeSet.version): kept under it; only the nodes' usage is read every session.
+        assert plugin.state is not None
+        key = (ns.version, n, col, plugin.type_label)
+        memo = plugin.state.gpu_rows
+        if memo is None or memo[0] != key:
+            alloc = ns.allocatable[:n, col]
+            live = np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist()
+            names = ns.names
+            node_type = plugin.node_type
+            rows = [(i, a, names[i], node_type(i)) for i, a in zip(live, alloc[live].tolist())]
+            memo = plugin.state.gpu_rows = (key, live, rows)
+        used_l = ns.used[memo[1], col].tolist()
+        for (i, a, name, ty), u in zip(memo[2], used_l):
             other = u - elastic_used.get(i, 0.0)
             slots = int(math.floor(a - other + EPS))
-            ty = node_type(i)
             cap.setdefault(ty, 0)
             if slots <= 0:
                 continue
             cap[ty] += slots
-            nodes_out.append((names[i], slots, ty))
+            nodes_out.append((name, slots, ty))
         return cap, nodes_out
 
     def _gpu_nodes(self, ssn: Session, plugin: ElasticPlugin) -> GpuNodes:
@@ -179,13 +184,27 @@ class ElasticAction(Action):
     # ------------------------------------------------------------------ Tiresias
     def _priority_change(self, plugin: ElasticPlugin, jobs: dict[str, ElasticJob], now: float) -> tuple[float, bool]:
         """(when the next Tiresias queue change is due, whether a job changed queue now)."""
-        thresholds, knob = _tiresias_params(plugin.policy)
+        assert plugin.state is not None
+        memo = plugin.state.tiresias
+        if memo is None or memo[0] is not plugin.policy:
+            thresholds, knob = _tiresias_params(plugin.policy)
+            # each threshold less its tolerance, as the comparisons below read it
+            memo = plugin.state.tiresias = (
+                plugin.policy,
+                thresholds,
+                knob,
+                tuple(th - 1e-6 * max(th, 1.0) for th in thresholds),
+            )
+        _, thresholds, knob, marks = memo
         best = math.inf
         moved = False
         for ej in jobs.values():
             js = ej.state
             qs = ej.attained - js.queue_offset
-            level = sum(1 for th in thresholds if qs >= th - 1e-6 * max(th, 1.0))
+            level = 0
+            for mark in marks:
+                if qs >= mark:
+                    level += 1
             if level != js.queue_level:
                 # demoted (or back after a promotion): when it crossed, from its current rate
                 rate = ej.current * ej.gpus_per_worker
@@ -194,8 +213,8 @@ class ElasticAction(Action):
                 js.queue_level = level
                 moved = True
             if ej.current:
-                for th in thresholds:
-                    if qs < th - 1e-6 * max(th, 1.0):
+                for th, mark in zip(thresholds, marks):
+                    if qs < mark:
                         best = min(best, now + (th - qs) / (ej.current * ej.gpus_per_worker))
                         break
             elif knob and math.isfinite(knob) and js.last_run_len > 0 and qs > 0 and js.wait_since is not None:
@@ -224,6 +243,14 @@ class ElasticAction(Action):
         assert st is not None
         now = ssn.now
         st.last_resched = now
+        kept_nodes = st.placement_nodes
+
+        def node_of(row: tuple[str, int, str]) -> Node:
+            nd = kept_nodes.get(row)
+            if nd is None:
+                nd = kept_nodes[row] = Node(*row)
+            return nd
+
         st.reschedules += 1
         types = sorted(capacity)
         col = plugin.gpu_col
@@ -274,7 +301,8 @@ class ElasticAction(Action):
         targets: dict[str, dict[str, int]] = {}
         moved: dict[str, int] = {}
         for ty in types:
-            ty_nodes = [Node(nm, slots, t) for nm, slots, t in nodes if t == ty]
+            # (Node objects are immutable: the same ones are handed out again for the same row)
+            ty_nodes = [node_of(row) for row in nodes if row[2] == ty]
             # in the policy's order (the artifact's Tiresias places jobs in its queue order)
             reqs = {nm: new_n[nm] for nm in order if new_t[nm] == ty}
             cur: dict[str, dict[str, int]] = {}

@@ -49,6 +49,25 @@ def _cmp_default(l_creation: float, l_uid: str, r_creation: float, r_uid: str) -
     return 0
 
 
+# (id of a tiers list, switch) -> (the list, per tier the names of its plugins with the switch on)
+_ENABLED: dict[tuple[int, str], tuple[Sequence[Tier], tuple[tuple[str, ...], ...]]] = {}
+
+
+def enabled_names(tiers: Sequence[Tier], switch: str) -> tuple[tuple[str, ...], ...]:
+    """Per tier, in order, the names of the plugins whose switch ``switch`` is on: the same for
+    every session of a configuration, so worked out once per tiers list (kept with the list, so
+    that its id is not reused while the entry stands)."""
+    key = (id(tiers), switch)
+    hit = _ENABLED.get(key)
+    if hit is not None and hit[0] is tiers:
+        return hit[1]
+    names = tuple(tuple(opt.name for opt in tier.plugins if opt.enabled(switch)) for tier in tiers)
+    if len(_ENABLED) > 256:
+        _ENABLED.clear()
+    _ENABLED[key] = (tiers, names)
+    return names
+
+
 class SessionPlugins:
     """The plugins' callbacks by extension point, and their combination by tier."""
 
@@ -181,14 +200,13 @@ class SessionPlugins:
         fns = self.fns.get(point)
         if not fns:
             return []
-        switch = switch or point
         out = []
-        for tier in self.tiers:
+        for names in enabled_names(self.tiers, switch or point):
             found = []
-            for opt in tier.plugins:
-                fn = fns.get(opt.name)
-                if fn is not None and opt.enabled(switch):
-                    found.append((opt.name, fn))
+            for name in names:
+                fn = fns.get(name)
+                if fn is not None:
+                    found.append((name, fn))
             out.append(found)
         return out
 

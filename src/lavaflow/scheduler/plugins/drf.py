@@ -25,6 +25,7 @@ import numpy as np
 
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT
+from ..framework.session_plugins import enabled_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -372,7 +373,7 @@ def _saturated(allocated: np.ndarray, request: np.ndarray, demanding: set[int]) 
 
 
 def _switch(ssn: Session, name: str, point: str) -> bool:
-    return any(opt.name == name and opt.enabled(point) for tier in ssn.tiers for opt in tier.plugins)
+    return any(name in names for names in enabled_names(ssn.tiers, point))
 
 
 NAMESPACE_WEIGHT_KEY = "volcano.sh/namespace.weight"

@@ -82,6 +82,24 @@ class JobState:
     migrations: int = 0
 
 
+@dataclass(slots=True, eq=False)
+class _Static:
+    """What an elastic job's PodGroup and tasks give, kept between sessions under ``sig``."""
+
+    sig: tuple[Any, ...]  # (PodGroup resourceVersion, id, tasks, status counts, GPU column, type label)
+    job: JobInfo  # the JobInfo and its version at which ``sig`` was last seen to hold
+    version: int
+    pg: Any  # the PodGroup and its resourceVersion ``parsed`` was read from
+    rv: str | None
+    col: int
+    label: str
+    parsed: tuple[Any, ...]  # (speed spec, knobs, progress, workers range) from the annotations
+    ids: tuple[int, ...]  # ids of the job's TaskInfo objects, in order, when ``split`` was made
+    split: tuple[list[TaskInfo], list[TaskInfo], float]  # (workers by index, other tasks, GPUs per worker)
+    parts: tuple[Any, ...]  # (speed spec, knobs, progress, workers, others, GPUs per worker, min, max,
+    # placement, GPU type, pinned type, name, placement shape)
+
+
 # (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
 GpuNodes = tuple[tuple[str, float, str], ...]
 
@@ -99,12 +117,18 @@ class ElasticState:
     curves: dict[tuple[int, str, int, int, Any], tuple[float, ...]] = field(default_factory=dict)
     reschedules: int = 0
     adopted: bool = False
-    static: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # job uid -> (signature, parsed parts)
+    static: dict[str, _Static] = field(default_factory=dict)  # job uid -> what its PodGroup and tasks give
     node_types: dict[Any, Any] = field(default_factory=dict)  # node index -> GPU type, and "version"
     gpu_nodes: tuple[tuple[int, int, str], GpuNodes] | None = None  # ((NodeSet version, column, label), GPU nodes)
+    # (policy, its Tiresias thresholds, promotion factor, thresholds less their tolerance)
+    tiresias: tuple[Any, tuple[float, ...], float, tuple[float, ...]] | None = None
+    # placement's Node for each (name, free GPUs, type) a reschedule has seen (they are immutable)
+    placement_nodes: dict[tuple[str, int, str], Any] = field(default_factory=dict)
+    # ((NodeSet version, nodes, column, label), live node indices, (index, GPUs, name, type) of each)
+    gpu_rows: tuple[tuple[int, int, int, str], list[int], list[tuple[int, float, str, str]]] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class ElasticJob:
     """One elastic job as this session sees it."""
 
@@ -231,78 +255,59 @@ class ElasticPlugin(Plugin):
         if pg is None or col is None or not job.tasks:
             return None
         assert self.state is not None and self.ssn is not None  # set when the session opened
-        ann = pg.metadata.annotations
-        if not es.has_speed_model(ann):
-            return None
-        # What only changes with the PodGroup or the job's tasks is kept between sessions.
-        sig = (pg.metadata.resource_version, id(pg), len(job.tasks), tuple(job.counts), col, self.type_label)
-        hit = self.state.static.get(job.uid)
-        if hit is not None and hit[0] == sig:
-            _, sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name = hit
+        ann = pg.metadata.annotations  # with a speed model (on_session_open asks only for those)
+        # What only changes with the PodGroup or the job's tasks is kept between sessions, under
+        # ``sig``.  The job's version moves with every change of its tasks' number or statuses
+        # (and with a new PodGroup): while it stands (same JobInfo, PodGroup and arguments), the
+        # signature is the one last checked and need not be built again.
+        rv = pg.metadata.resource_version
+        kept = self.state.static.get(job.uid)
+        if (
+            kept is not None
+            and kept.job is job
+            and kept.version == job.version
+            and kept.pg is pg
+            and kept.rv == rv
+            and kept.col == col
+            and kept.label == self.type_label
+        ):
+            hit = kept.parts
         else:
-            try:
-                sp = es.speed_spec(ann)
-                kn = es.knobs(ann)
-            except es.SpecError as exc:
-                self.invalid[job.uid] = f"{exc.field}: {exc.message}"
-                return None
-            try:
-                prog = es.progress(ann, parse_time=_time_parser)
-            except es.SpecError:
-                prog = None  # a bad progress report is ignored: the job is still the policy's
-            workers = []
-            others = []
-            gpw = 0.0
-            for t in job.tasks.values():
-                g = float(t.resreq[col]) if col < len(t.resreq) else 0.0
-                if g > 0:
-                    workers.append(t)
-                    gpw = max(gpw, g)
-                else:
-                    others.append(t)
-            if not workers:
-                return None
-            # minMember covering every pod makes a rigid job (min = max): the policy still sizes it.
-            rng = es.workers_range(ann)
-            if rng is not None:
-                lo, hi = rng
-                if len(workers) < hi and not any(t.status in ALIVE for t in workers):
-                    return None  # its pods are still being created
-                hi = max(min(hi, len(workers)), lo)
+            sig = (rv, id(pg), len(job.tasks), tuple(job.counts), col, self.type_label)
+            if kept is not None and kept.sig == sig:
+                hit = kept.parts
+                kept.job, kept.version, kept.pg = job, job.version, pg
             else:
-                lo = max(1, job.min_available - len(others))
-                hi = len(workers)
-            workers.sort(key=_BY_INDEX)
-            placement = {}
-            gtype = None
-            names = self.ssn.nodes.names
-            for t in workers:
-                if t.status in ALIVE and t.node >= 0:
-                    node = names[t.node]
-                    placement[node] = placement.get(node, 0) + 1
-                    gtype = gtype or self.node_type(t.node)
-            pinned = None
-            pod = workers[0].pod
-            if pod is not None:
-                sel = pod.spec.node_selector or {}
-                v = sel.get(self.type_label) or next((sel[k] for k in es.DEFAULT_GPU_TYPE_LABELS if sel.get(k)), None)
-                pinned = str(v).lower() if v else None
-            name = _job_name(job)
-            self.state.static[job.uid] = (
-                sig,
-                sp,
-                kn,
-                prog,
-                workers,
-                others,
-                gpw,
-                lo,
-                hi,
-                placement,
-                gtype,
-                pinned,
-                name,
-            )
+                # The annotations' parts, parsed again only for a new PodGroup (or version of it).
+                if kept is not None and kept.pg is pg and kept.rv == rv:
+                    sp, kn, prog, rng = kept.parsed
+                else:
+                    try:
+                        sp = es.speed_spec(ann)
+                        kn = es.knobs(ann)
+                    except es.SpecError as exc:
+                        self.invalid[job.uid] = f"{exc.field}: {exc.message}"
+                        return None
+                    try:
+                        prog = es.progress(ann, parse_time=_time_parser)
+                    except es.SpecError:
+                        prog = None  # a bad progress report is ignored: the job is still the policy's
+                    rng = es.workers_range(ann)
+                # The job's GPU workers (by index), other tasks and GPUs per worker: the same while
+                # its tasks are the same TaskInfo objects (kept alive here, so ids are not reused).
+                ids = tuple(map(id, job.tasks.values()))
+                if kept is not None and kept.ids == ids and kept.col == col:
+                    split = kept.split
+                else:
+                    split = _split_tasks(job, col)
+                parts = self._task_parts(job, sp, kn, prog, rng, split)
+                if parts is None:
+                    return None
+                hit = parts
+                self.state.static[job.uid] = _Static(
+                    sig, job, job.version, pg, rv, col, self.type_label, (sp, kn, prog, rng), ids, split, parts
+                )
+        sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, shape = hit
         st = self.state.jobs.get(job.uid)
         if st is None:
             st = JobState(seen_at=ssn.now, wait_since=ssn.now)
@@ -326,7 +331,7 @@ class ElasticPlugin(Plugin):
             attained = prog.gpu_seconds
             if prog.time is not None and n and ssn.now > prog.time:
                 # extrapolated with the speed model, phase by phase where the rate depends on progress
-                done = advance(sp.speed, _shape(placement), gtype, done, ssn.now - prog.time, sp.work)
+                done = advance(sp.speed, shape, gtype, done, ssn.now - prog.time, sp.work)
                 attained += n * gpw * (ssn.now - prog.time)
         remaining = max(sp.work - done, 0.0)
         requested = min(max(kn.requested if kn.requested is not None else hi, lo), hi)
@@ -348,6 +353,46 @@ class ElasticPlugin(Plugin):
             attained=attained,
             state=st,
         )
+
+    def _task_parts(
+        self,
+        job: JobInfo,
+        sp: Any,
+        kn: Any,
+        prog: Any,
+        rng: tuple[int, int] | None,
+        split: tuple[list[TaskInfo], list[TaskInfo], float],
+    ) -> tuple[Any, ...] | None:
+        """The parts of an elastic job that follow from its tasks (and annotations), or None
+        when it is not (yet) the policy's: no GPU task, or its pods are still being created."""
+        assert self.ssn is not None
+        workers, others, gpw = split
+        if not workers:
+            return None
+        # minMember covering every pod makes a rigid job (min = max): the policy still sizes it.
+        if rng is not None:
+            lo, hi = rng
+            if len(workers) < hi and not any(t.status in ALIVE for t in workers):
+                return None  # its pods are still being created
+            hi = max(min(hi, len(workers)), lo)
+        else:
+            lo = max(1, job.min_available - len(others))
+            hi = len(workers)
+        placement: dict[str, int] = {}
+        gtype = None
+        names = self.ssn.nodes.names
+        for t in workers:
+            if t.status in ALIVE and t.node >= 0:
+                node = names[t.node]
+                placement[node] = placement.get(node, 0) + 1
+                gtype = gtype or self.node_type(t.node)
+        pinned = None
+        pod = workers[0].pod
+        if pod is not None:
+            sel = pod.spec.node_selector or {}
+            v = sel.get(self.type_label) or next((sel[k] for k in es.DEFAULT_GPU_TYPE_LABELS if sel.get(k)), None)
+            pinned = str(v).lower() if v else None
+        return (sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, _job_name(job), _shape(placement))
 
     def node_type(self, i: int) -> str:
         """The GPU type of node ``i`` (its label), cached until a node's labels change."""
@@ -387,6 +432,24 @@ class ElasticPlugin(Plugin):
 
 
 _BY_INDEX = operator.attrgetter("index", "uid")
+
+
+def _split_tasks(job: JobInfo, col: int) -> tuple[list[TaskInfo], list[TaskInfo], float]:
+    """(GPU workers sorted by index, the other tasks, GPUs per worker) of a job."""
+    workers = []
+    others = []
+    gpw = 0.0
+    for t in job.tasks.values():
+        g = float(t.resreq[col]) if col < len(t.resreq) else 0.0
+        if g > 0:
+            workers.append(t)
+            gpw = max(gpw, g)
+        else:
+            others.append(t)
+    workers.sort(key=_BY_INDEX)
+    return workers, others, gpw
+
+
 # The plugin is built anew every session: its arguments are parsed once per distinct set.
 _PARSED: dict[tuple[tuple[str, str], ...], tuple[str, float, str, str, Any, float]] = {}
 

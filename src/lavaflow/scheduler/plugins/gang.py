@@ -148,7 +148,9 @@ class GangPlugin(Plugin):
                 job.condition = None
                 continue
             tentative = getattr(self, "tentative", ())
-            schedulable = job.ready_num + sum(1 for t in job.tasks_with(TaskStatus.PENDING) if t.uid in tentative)
+            schedulable = job.ready_num
+            if tentative:  # most sessions allocate nothing: no pending task to look up then
+                schedulable += sum(1 for t in job.tasks_with(TaskStatus.PENDING) if t.uid in tentative)
             unready = max(job.min_available - schedulable, 0)
             total = len(job.tasks) or job.min_available  # before its pods exist: the gang it asks for
             msg = f"{unready}/{total} tasks in gang unschedulable: {job_fit_error(job)}"

@@ -44,11 +44,20 @@ class OvercommitPlugin(Plugin):
             factor = 1.2
         width = len(ssn.index)
         used = ssn.nodes.view("used").sum(axis=0) if len(ssn.nodes) else np.zeros(width)
-        self.inqueue = np.zeros(width)
-        for job in ssn.jobs.values():
-            left = reserved_or_none(job, width)
-            if left is not None:
+        # The admitted-but-unallocated resources, summed in job order; the reserved vectors are
+        # kept under each job's version, so the same vectors (the same objects, held here so
+        # that their ids stay theirs) in the same order give the same sum as last session.
+        lefts = [left for job in ssn.jobs.values() if (left := reserved_or_none(job, width)) is not None]
+        ident = (width, tuple(map(id, lefts)))
+        memo = ssn.cache.plugin_memo.setdefault("overcommit", {})
+        kept = memo.get("inqueue")
+        if kept is not None and kept[0] == ident:
+            self.inqueue = kept[2].copy()
+        else:
+            self.inqueue = np.zeros(width)
+            for left in lefts:
                 self.inqueue += left
+            memo["inqueue"] = (ident, lefts, self.inqueue.copy())
         limit = ssn.total * factor - used
         messages: dict[tuple[bytes, bytes], str] = {}  # many waiting jobs ask for the same amounts
 

@@ -11,6 +11,7 @@ allocated and admitted.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -92,11 +93,87 @@ def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, memo: dict[str, A
     memo["water_fill"] = (key, [a.deserved.copy() for a in attrs])
 
 
+def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
+    """A job's vectors for its queue's sums, kept under its version: (allocated or None, pending
+    or None, the part of minResources beyond its pending tasks while its PodGroup waits for
+    admission or None, reserved by admission or None, held beyond minResources or None)."""
+    key = (job.version, job.sphase, width)
+    known = job.memo.get("proportion")
+    if known is not None and known[0] == key:
+        return known[1]  # type: ignore[no-any-return]
+    c = job.counts
+    holds = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
+    held = job.allocated_view(width) if holds else None
+    pending = job.pending_view(width) if c[_PENDING] else None
+    wanted = left = extra = None
+    if job.min_resources is not None:
+        if (job.sphase or job.phase) in ("", "Pending"):
+            # A PodGroup waiting for admission asks for at least its minResources,
+            # even before its pods exist (Volcano Jobs create them only once admitted).
+            wanted = np.maximum(job.min_resources - (pending if pending is not None else 0.0), 0.0)
+            wanted.flags.writeable = False
+        left = reserved_or_none(job, width)
+        if holds:
+            extra = elastic_of(job, width)
+    rows = (held, pending, wanted, left, extra)
+    job.memo["proportion"] = (key, rows)
+    return rows
+
+
+def _queue_sums(entries: list[tuple[int, tuple[Any, ...]]], queues: int, width: int) -> list[np.ndarray | None]:
+    """Per queue slot, the sums of its jobs' allocated, requested, admitted-but-unallocated and
+    elastic vectors (None for a kind no job has), each added in job order by np.add.at."""
+    alloc_at: list[int] = []
+    alloc_rows: list[np.ndarray] = []
+    request_at: list[int] = []
+    request_rows: list[np.ndarray] = []
+    inqueue_at: list[int] = []
+    inqueue_rows: list[np.ndarray] = []
+    elastic_at: list[int] = []
+    elastic_rows: list[np.ndarray] = []
+    for i, (held, pending, wanted, left, extra) in entries:
+        if held is not None:
+            alloc_at.append(i)
+            alloc_rows.append(held)
+            request_at.append(i)
+            request_rows.append(held)
+        if pending is not None:
+            request_at.append(i)
+            request_rows.append(pending)
+        if wanted is not None:
+            request_at.append(i)
+            request_rows.append(wanted)
+        if left is not None:
+            inqueue_at.append(i)
+            inqueue_rows.append(left)
+        if extra is not None:
+            elastic_at.append(i)
+            elastic_rows.append(extra)
+    out: list[np.ndarray | None] = []
+    for at, rows in (
+        (alloc_at, alloc_rows),
+        (request_at, request_rows),
+        (inqueue_at, inqueue_rows),
+        (elastic_at, elastic_rows),
+    ):
+        if rows:
+            sums = np.zeros((queues, width))
+            np.add.at(sums, np.array(at, dtype=np.intp), np.array(rows))
+            out.append(sums)
+        else:
+            out.append(None)
+    return out
+
+
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
     """``np.allclose(a, b)`` (rtol 1e-5, atol 1e-8; equal infinities are close), without its
-    overhead on these short vectors."""
-    with np.errstate(invalid="ignore"):
-        return bool(np.all((a == b) | (np.isfinite(b) & (np.abs(a - b) <= 1e-8 + 1e-5 * np.abs(b)))))
+    overhead on these short vectors: element by element on Python floats (the same IEEE
+    operations, so the same answer, NaN included), with no ``np.errstate`` per call."""
+    isfinite = math.isfinite
+    for x, y in zip(a.tolist(), b.tolist()):
+        if x != y and not (isfinite(y) and abs(x - y) <= 1e-8 + 1e-5 * abs(y)):
+            return False
+    return True
 
 
 @register_plugin
@@ -112,17 +189,12 @@ class ProportionPlugin(Plugin):
             guarantee_sum += qi.guarantee if qi.guarantee is not None else 0.0
         # Each job's vectors are gathered first and summed per queue at the end with np.add.at,
         # which adds them one by one in this order: the same sums, to the bit, as adding them
-        # here, without a numpy call per job and vector.
+        # here, without a numpy call per job and vector.  A job's vectors are kept under its
+        # version (job_rows); the sums under the very sequence of those kept entries (the same
+        # objects in the same order give the same sums), which most sessions share with the last.
         made: list[QueueAttr] = []
         slot: dict[str, int] = {}
-        alloc_at: list[int] = []
-        alloc_rows: list[np.ndarray] = []
-        request_at: list[int] = []
-        request_rows: list[np.ndarray] = []
-        inqueue_at: list[int] = []
-        inqueue_rows: list[np.ndarray] = []
-        elastic_at: list[int] = []
-        elastic_rows: list[np.ndarray] = []
+        entries: list[tuple[Any, ...]] = []
         for job in ssn.jobs.values():
             q = ssn.queues.get(job.queue)
             if q is None:
@@ -145,42 +217,18 @@ class ProportionPlugin(Plugin):
                 self.attrs[q.name] = a
                 i = slot[q.name] = len(made)
                 made.append(a)
-            c = job.counts
-            holds = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
-            if holds:
-                held = job.allocated_view(width)
-                alloc_at.append(i)
-                alloc_rows.append(held)
-                request_at.append(i)
-                request_rows.append(held)
-            pending = job.pending_view(width) if c[_PENDING] else None
-            if pending is not None:
-                request_at.append(i)
-                request_rows.append(pending)
-            if job.min_resources is None:
-                continue
-            if (job.sphase or job.phase) in ("", "Pending"):
-                # A PodGroup waiting for admission asks for at least its minResources,
-                # even before its pods exist (Volcano Jobs create them only once admitted).
-                request_at.append(i)
-                request_rows.append(np.maximum(job.min_resources - (pending if pending is not None else 0.0), 0.0))
-            left = reserved_or_none(job, width)
-            if left is not None:
-                inqueue_at.append(i)
-                inqueue_rows.append(left)
-            if holds:
-                elastic_at.append(i)
-                elastic_rows.append(elastic_of(job, width))
-        for name, at, rows in (
-            ("allocated", alloc_at, alloc_rows),
-            ("request", request_at, request_rows),
-            ("inqueue", inqueue_at, inqueue_rows),
-            ("elastic", elastic_at, elastic_rows),
-        ):
-            if rows:
-                sums = np.zeros((len(made), width))
-                np.add.at(sums, np.array(at, dtype=np.intp), np.array(rows))
-                for a, row in zip(made, sums, strict=True):
+            entries.append((i, job_rows(job, width)))
+        memo = ssn.cache.plugin_memo.setdefault("proportion", {})
+        ident = tuple((i, id(e)) for i, e in entries)
+        kept = memo.get("sums")
+        if kept is not None and kept[0] == ident and kept[1] == width:
+            sums = kept[3]
+        else:
+            sums = _queue_sums(entries, len(made), width)
+            memo["sums"] = (ident, width, entries, sums)  # the entries keep their ids from being reused
+        for name, rows in zip(("allocated", "request", "inqueue", "elastic"), sums):
+            if rows is not None:
+                for a, row in zip(made, rows, strict=True):
                     setattr(a, name, row.copy())
         attrs = sorted(self.attrs.values(), key=lambda a: a.name)
         water_fill_kept(attrs, total, ssn.cache.plugin_memo.setdefault("proportion", {}))
