@@ -44,6 +44,7 @@ from pydantic import BaseModel
 
 from ..api import admission
 from ..api.core import Pod, PodStatus
+from ..api.meta import clone
 from ..api.selectors import pod_requests
 from ..api.volcano import (
     GROUP_NAME_ANNOTATION,
@@ -472,18 +473,18 @@ class JobController(Controller):
         labels = dict(bm.labels)
         annotations = dict(bm.annotations)
         labels[TASK_INDEX_KEY] = annotations[TASK_INDEX_KEY] = str(index)
-        meta = _clone(
+        meta = clone(
             bm,
             {
                 "name": names[index] if index < len(names) else pod_name(job, task, index),
                 "labels": labels,
                 "annotations": annotations,
-                "owner_references": [_clone(r, {}) for r in bm.owner_references],
+                "owner_references": [clone(r, {}) for r in bm.owner_references],
             },
         )
         # Shallow copy of the template's spec: plugins replace (never mutate) what they change.
-        pod = _clone(
-            base, {"metadata": meta, "spec": _clone(base.spec, {}), "status": _clone(_BLANK_STATUS, {"conditions": []})}
+        pod = clone(
+            base, {"metadata": meta, "spec": clone(base.spec, {}), "status": clone(_BLANK_STATUS, {"conditions": []})}
         )
         if job.spec.plugins:
             for plugin in plugins_for(job):
@@ -948,27 +949,6 @@ def _resized_out(pod: Pod) -> bool:
 
 
 _BLANK_STATUS = PodStatus()
-_setattr = object.__setattr__
-_new = object.__new__  # what a pydantic model's __new__ resolves to, without the lookup
-# BaseModel's slots, set through their descriptors (object.__setattr__ looks each name up first)
-_SET_FIELDS_SET, _SET_EXTRA, _SET_PRIVATE = (
-    vars(BaseModel)[name].__set__ for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
-)
-
-
-def _clone(model: M, changes: dict[str, Any]) -> M:
-    """A shallow copy of a validated model with some fields replaced (values trusted, not validated)."""
-    c = _new(type(model))
-    values = model.__dict__.copy()
-    values.update(changes)
-    _setattr(c, "__dict__", values)
-    _SET_FIELDS_SET(c, model.__pydantic_fields_set__ | changes.keys())
-    extra, private = model.__pydantic_extra__, model.__pydantic_private__
-    _SET_EXTRA(c, None if extra is None else dict(extra))
-    _SET_PRIVATE(c, None if private is None else dict(private))
-    return c
-
-
 _COUNT_FIELDS = (
     ("pending", "Pending"),
     ("running", "Running"),

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RESTART_PAUSE = "sim.lavaflow.io/restart-pause"
 EPS = 1e-9
+_GPUS_KEPT = 4096  # GPU counts remembered by template (TrainingModel._gpus_of)
 
 
 @dataclass
@@ -69,6 +70,7 @@ class TrainingModel:
         # Jobs whose running pods changed since the last flush (several pods of a job usually
         # start or go at the same instant: their rate and progress report are worked out once).
         self._dirty: dict[str, TrainState] = {}
+        self._gpus: dict[int, tuple[Any, Any, Any, float]] = {}  # see _gpus_of
         sim.store.watch("PodGroup", self._on_podgroup)
         sim.store.watch("Pod", self._on_pod)
 
@@ -100,9 +102,20 @@ class TrainingModel:
             key=pg.key, job=job, speed=sp, pause=pause, submit=submit, t_last=self.sim.now, application=sp.application
         )
 
-    @staticmethod
-    def _gpus_of(pod) -> float:
-        return sum(v for k, v in pod_requests(pod.spec).items() if es.is_gpu(k))
+    def _gpus_of(self, pod) -> float:
+        """The GPUs a pod requests. A job's pods share their template's containers (the job
+        controller copies the spec shallowly): worked out once per containers object, kept with
+        the objects it was worked out from."""
+        spec = pod.spec
+        containers, init, overhead = spec.containers, spec.init_containers, spec.overhead
+        hit = self._gpus.get(id(containers))
+        if hit is not None and hit[0] is containers and hit[1] is init and hit[2] is overhead:
+            return hit[3]
+        gpus = sum(v for k, v in pod_requests(spec).items() if es.is_gpu(k))
+        if len(self._gpus) >= _GPUS_KEPT:
+            self._gpus.clear()
+        self._gpus[id(containers)] = (containers, init, overhead, gpus)
+        return gpus
 
     def _on_pod(self, event: str, pod, old) -> None:
         pgname = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
