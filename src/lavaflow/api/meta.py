@@ -54,9 +54,12 @@ def clone(model: M, changes: dict[str, Any]) -> M:
     For the simulator's hot paths."""
     c = _new(type(model))
     values = model.__dict__.copy()
-    values.update(changes)
+    fields_set = set(model.__pydantic_fields_set__)
+    if changes:
+        values.update(changes)
+        fields_set.update(changes)
     _setattr(c, "__dict__", values)
-    _SET_FIELDS_SET(c, model.__pydantic_fields_set__ | changes.keys())
+    _SET_FIELDS_SET(c, fields_set)
     extra, private = model.__pydantic_extra__, model.__pydantic_private__
     _SET_EXTRA(c, None if extra is None else dict(extra))
     _SET_PRIVATE(c, None if private is None else dict(private))
