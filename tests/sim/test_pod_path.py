@@ -278,3 +278,95 @@ def test_podgroup_conditions_written_back_equal_validated_ones():
     assert type(c.last_transition_time) is float and type(a.last_transition_time) is int
     d = sim._condition({**raw, "lastTransitionTime": [1]})  # unhashable: validated as it is
     assert d.last_transition_time == [1]
+
+
+def test_store_stamps_objects_as_attribute_assignment_does():
+    """create/update/delete write uid, creationTimestamp, resourceVersion and deletionTimestamp
+    into __dict__ and the set fields, as pydantic's assignment does (exclude_unset dumps see them)."""
+    store = MemoryStore(clock=lambda: 7.0, seed=1)
+    pod = store.create(Pod.model_validate({"metadata": {"name": "p"}}))
+    rng = random.Random(1)
+    ref = Pod.model_validate({"metadata": {"name": "p"}})
+    ref.metadata.namespace = "default"
+    ref.metadata.uid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    ref.metadata.creation_timestamp = 7.0
+    ref.metadata.resource_version = "1"
+    assert pod.model_dump() == ref.model_dump()
+    assert pod.metadata.model_fields_set == ref.metadata.model_fields_set
+    assert pod.model_dump(exclude_unset=True) == ref.model_dump(exclude_unset=True)
+    store.update(pod)
+    assert pod.metadata.resource_version == "2"
+    store.delete("Pod", "default/p")
+    assert pod.metadata.deletion_timestamp == 7.0 and "deletion_timestamp" in pod.metadata.model_fields_set
+    # a given uid and creation time are kept
+    kept = store.create(Pod.model_validate({"metadata": {"name": "q", "uid": "u", "creationTimestamp": 1.0}}))
+    assert (kept.metadata.uid, kept.metadata.creation_timestamp, kept.metadata.resource_version) == ("u", 1.0, "4")
+
+
+def test_job_controller_finds_a_pods_job_as_job_key_of_does():
+    sim = _sim()
+    sim.run()
+    ctrl = sim.job_ctrl
+    base = {
+        "namespace": "ns",
+        "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "o", "uid": "x"}],
+    }
+    cases = [
+        {"labels": {"volcano.sh/job-name": "l"}},
+        {"labels": {"volcano.sh/job-name": ""}, "annotations": {"volcano.sh/job-name": "a"}},
+        {"labels": {"volcano.sh/job-name": ""}},  # empty: the owner's name
+        {},
+    ]
+    for i, extra in enumerate(cases):
+        pod = Pod.model_validate({"metadata": {"name": f"p{i}", **base, **extra}})
+        key = ctrl._job_key_of(pod)
+        ctrl._on_pod("ADDED", pod, None)
+        assert pod.metadata.name in ctrl.pods_by_job[key]
+    orphan = Pod.model_validate({"metadata": {"name": "x", "labels": {"volcano.sh/job-name": ""}}})
+    before = {k: dict(v) for k, v in ctrl.pods_by_job.items()}
+    ctrl._on_pod("ADDED", orphan, None)  # no job: ignored
+    assert {k: dict(v) for k, v in ctrl.pods_by_job.items()} == before
+
+
+def test_tally_put_counts_as_removing_then_adding_the_pods_entry():
+    """_Tally.put's shortcut for a phase change keeps every count, and each task's phase order,
+    as taking the pod's previous entry out and putting the new one in does."""
+    from lavaflow.controllers.job import _Tally
+
+    rng = random.Random(5)
+    fast, ref = _Tally(), _Tally()
+    phases = ["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+    for _ in range(3000):
+        name = f"p{rng.randrange(12)}"
+        if rng.random() < 0.1:
+            fast.drop(name)
+            ref.drop(name)
+            continue
+        labels = {"volcano.sh/task-spec": rng.choice(["a", "b"])}
+        if rng.random() < 0.9:
+            labels["volcano.sh/task-index"] = str(rng.randrange(3)) if rng.random() < 0.95 else "x"
+        pod = Pod.model_validate(
+            {"metadata": {"name": name, "labels": labels}, "status": {"phase": rng.choice(phases)}}
+        )
+        if rng.random() < 0.2:
+            pod.metadata.deletion_timestamp = 1.0
+        fast.put(pod)
+        # the plain way
+        meta = pod.metadata
+        raw = pod.status.phase
+        entry = (
+            labels.get("volcano.sh/task-spec", ""),
+            "Terminating" if meta.deletion_timestamp is not None else raw,
+            raw,
+            int(labels["volcano.sh/task-index"]) if labels.get("volcano.sh/task-index", "x").isdigit() else None,
+        )
+        prev = ref.seen.get(name)
+        if prev != entry:
+            if prev is not None:
+                ref._add(prev, -1)
+            ref.seen[name] = entry
+            ref._add(entry, 1)
+        assert fast.seen == ref.seen and fast.counts == ref.counts
+        assert {t: list(c.items()) for t, c in fast.tasks.items()} == {t: list(c.items()) for t, c in ref.tasks.items()}
+        assert fast.raw == ref.raw and fast.indices == ref.indices
+        assert fast.status() == ref.status()
