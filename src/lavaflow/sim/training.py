@@ -64,6 +64,7 @@ class TrainingModel:
         self.sim = sim
         self.restart_pause = restart_pause
         self.jobs: dict[str, TrainState] = {}
+        self._running: dict[str, TrainState] = {}  # the jobs not finished, in the order of ``jobs``
         self.finished: list[TrainState] = []
         self.timeline: list[tuple[float, dict[str, int]]] = []
         self._tokens = 0
@@ -98,7 +99,7 @@ class TrainingModel:
         submit = self.sim.now
         if vcjob is not None and isinstance(vcjob.metadata.creation_timestamp, (int, float)):
             submit = float(vcjob.metadata.creation_timestamp)
-        self.jobs[pg.key] = TrainState(
+        self.jobs[pg.key] = self._running[pg.key] = TrainState(
             key=pg.key, job=job, speed=sp, pause=pause, submit=submit, t_last=self.sim.now, application=sp.application
         )
 
@@ -236,6 +237,7 @@ class TrainingModel:
             return
         st.done = st.speed.work
         st.finish = now
+        del self._running[st.key]
         st.history.append((now, 0, None))
         self.finished.append(st)
         pods = list(st.pods.items())
@@ -268,8 +270,8 @@ class TrainingModel:
 
     def _record_alloc(self, now: float) -> None:
         alloc: dict[str, int] = {}
-        for st in self.jobs.values():
-            if st.finish is None and st.placement:
+        for st in self._running.values():
+            if st.placement:
                 t = st.gpu_type or "default"
                 alloc[t] = alloc.get(t, 0) + sum(st.placement.values())
         if self.timeline and self.timeline[-1][0] == now:
