@@ -62,19 +62,25 @@ def timestamp(value: Any) -> float:
         return 0.0
 
 
+# The statuses as module constants: reading an enum member off its class costs several times a
+# global lookup, and the pod handlers below run for every pod event.
+_PENDING, _BOUND, _RUNNING, _RELEASING = TaskStatus.PENDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING
+_BY_PHASE = {
+    "Running": _RUNNING,
+    "Succeeded": TaskStatus.SUCCEEDED,
+    "Failed": TaskStatus.FAILED,
+    "Unknown": TaskStatus.UNKNOWN,
+}
+_OCCUPYING = frozenset((_BOUND, _RUNNING, _RELEASING))  # a task in these holds its node's resources
+
+
 def task_status_of(pod: Pod) -> TaskStatus:
     if pod.metadata.deletion_timestamp is not None:
-        return TaskStatus.RELEASING
-    phase = pod.status.phase
-    if phase == "Running":
-        return TaskStatus.RUNNING
-    if phase == "Succeeded":
-        return TaskStatus.SUCCEEDED
-    if phase == "Failed":
-        return TaskStatus.FAILED
-    if phase == "Unknown":
-        return TaskStatus.UNKNOWN
-    return TaskStatus.BOUND if pod.spec.node_name else TaskStatus.PENDING
+        return _RELEASING
+    status = _BY_PHASE.get(pod.status.phase)
+    if status is not None:
+        return status
+    return _BOUND if pod.spec.node_name else _PENDING
 
 
 @dataclass
@@ -446,7 +452,7 @@ class SchedulerCache:
             task.status = status
             job.add(task)
             self.tasks[key] = task
-            if node >= 0 and status in (TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING):
+            if node >= 0 and status in _OCCUPYING:
                 self._occupy(task, node)
             if job.pg is None:
                 self._track_orphan(job)
@@ -454,12 +460,12 @@ class SchedulerCache:
         task.pod = pod
         task.labels = pod.metadata.labels
         occupying_before = task.node >= 0
-        occupying_after = node >= 0 and status in (TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING)
+        occupying_after = node >= 0 and status in _OCCUPYING
         if occupying_before and (not occupying_after or node != task.node):
             self._vacate(task)
-        if task.node >= 0 and (task.status == TaskStatus.RELEASING) != (status == TaskStatus.RELEASING):
+        if task.node >= 0 and (task.status == _RELEASING) != (status == _RELEASING):
             # Still on the same node: only the releasing part changes.
-            if status == TaskStatus.RELEASING:
+            if status == _RELEASING:
                 self.nodes.releasing[task.node] += task.resreq
             else:
                 self.nodes.releasing[task.node] -= task.resreq
@@ -502,13 +508,13 @@ class SchedulerCache:
         task.node = node
         self.nodes.used[node] += task.resreq
         self.nodes.put_task(node, task)
-        if task.status == TaskStatus.RELEASING:
+        if task.status == _RELEASING:
             self.nodes.releasing[node] += task.resreq
 
     def _vacate(self, task: TaskInfo) -> None:
         node = task.node
         self.nodes.used[node] -= task.resreq
-        if task.status == TaskStatus.RELEASING:
+        if task.status == _RELEASING:
             self.nodes.releasing[node] -= task.resreq
         self.nodes.take_task(node, task.uid)
         task.node = -1

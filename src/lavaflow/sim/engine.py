@@ -406,18 +406,25 @@ class Simulation:
         for key, reason in decisions.evictions:
             pod = self.store.get("Pod", key)
             if pod is not None:
-                pod.status.reason = RESIZE_REASON if reason.startswith(RESIZE_REASON) else "Evicted"
-                pod.status.message = reason
+                set_fields(
+                    pod.status,
+                    {"reason": RESIZE_REASON if reason.startswith(RESIZE_REASON) else "Evicted", "message": reason},
+                )
                 self.store.delete("Pod", key)
         for key, status in decisions.podgroups:
             pg = self.store.get("PodGroup", key)
             if pg is None:
                 continue
-            pg.status.phase = status["phase"]
-            pg.status.running = status["running"]
-            pg.status.succeeded = status["succeeded"]
-            pg.status.failed = status["failed"]
-            pg.status.conditions = [self._condition(c) for c in status["conditions"]]
+            set_fields(
+                pg.status,
+                {
+                    "phase": status["phase"],
+                    "running": status["running"],
+                    "succeeded": status["succeeded"],
+                    "failed": status["failed"],
+                    "conditions": [self._condition(c) for c in status["conditions"]],
+                },
+            )
             self.store.update(pg)
         for key, kind, _message, count in decisions.resizes:
             self.training.on_resize(key, kind, count)
@@ -431,7 +438,7 @@ class Simulation:
         for name, status in decisions.queues:
             q = self.store.get("Queue", name)
             if q is not None:
-                q.status.allocated = {k: v for k, v in status["allocated"].items()}
+                set_fields(q.status, {"allocated": {k: v for k, v in status["allocated"].items()}})
                 self.store.update(q)
 
     def _condition(self, raw: dict[str, Any]) -> PodGroupCondition:

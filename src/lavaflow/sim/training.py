@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..api import sim_annotations as ann
+from ..api.meta import set_fields
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION
 from ..elastic import spec as es
@@ -211,7 +212,7 @@ class TrainingModel:
         a[es.PROGRESS] = repr(float(min(st.done / st.speed.work, 1.0) if st.speed.work > 0 else 1.0))
         a[es.PROGRESS_TIME] = repr(float(at))
         a[es.GPU_SECONDS] = repr(float(st.gpu_seconds + n * (at - now)))
-        pg.metadata.annotations = a
+        set_fields(pg.metadata, {"annotations": a})
         self.sim.store.update(pg)
 
     def stale(self, key: str, token: int) -> bool:
