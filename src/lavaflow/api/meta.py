@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
 
 from .quantity import parse_quantity
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class K8sModel(BaseModel):
@@ -36,6 +38,32 @@ def set_fields(model: BaseModel, values: dict[str, Any]) -> None:
     per-call dispatch: for the simulator's hot paths. ``values`` must name declared fields."""
     model.__dict__.update(values)
     model.__pydantic_fields_set__.update(values)
+
+
+_new = object.__new__  # what a pydantic model's __new__ resolves to, without the lookup
+_setattr = object.__setattr__
+# BaseModel's slots, set through their descriptors (object.__setattr__ looks each name up first)
+_SET_FIELDS_SET, _SET_EXTRA, _SET_PRIVATE = (
+    vars(BaseModel)[name].__set__ for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+)
+
+
+def clone(model: M, changes: dict[str, Any]) -> M:
+    """A shallow copy of a validated model with some fields replaced (values trusted, not
+    validated): what ``model.model_copy(update=changes)`` gives, without its per-call overhead.
+    For the simulator's hot paths."""
+    c = _new(type(model))
+    values = model.__dict__.copy()
+    fields_set = set(model.__pydantic_fields_set__)
+    if changes:
+        values.update(changes)
+        fields_set.update(changes)
+    _setattr(c, "__dict__", values)
+    _SET_FIELDS_SET(c, fields_set)
+    extra, private = model.__pydantic_extra__, model.__pydantic_private__
+    _SET_EXTRA(c, None if extra is None else dict(extra))
+    _SET_PRIVATE(c, None if private is None else dict(private))
+    return c
 
 
 def _quantity(value: Any) -> Decimal:

@@ -44,6 +44,7 @@ from pydantic import BaseModel
 
 from ..api import admission
 from ..api.core import Pod, PodStatus
+from ..api.meta import clone
 from ..api.selectors import pod_requests
 from ..api.volcano import (
     GROUP_NAME_ANNOTATION,
@@ -137,20 +138,35 @@ class _Tally:
 
     def put(self, pod: Pod) -> None:
         meta = pod.metadata
+        labels = meta.labels
         raw = pod.status.phase
-        entry = (
-            meta.labels.get(TASK_SPEC_KEY, ""),
-            "Terminating" if meta.deletion_timestamp is not None else raw,
-            raw,
-            _int(meta.labels.get(TASK_INDEX_KEY)),
-        )
-        prev = self.seen.get(meta.name)
+        counted = "Terminating" if meta.deletion_timestamp is not None else raw
+        task = labels.get(TASK_SPEC_KEY, "")
+        index = _int(labels.get(TASK_INDEX_KEY))
+        entry = (task, counted, raw, index)
+        seen = self.seen
+        prev = seen.get(meta.name)
         if prev == entry:
             return
-        if prev is not None:
+        seen[meta.name] = entry
+        if prev is None:
+            self._add(entry, 1)
+            return
+        if prev[0] != task or prev[3] != index:
             self._add(prev, -1)
-        self.seen[meta.name] = entry
-        self._add(entry, 1)
+            self._add(entry, 1)
+            return
+        # The same task and index (a pod's phase changed): what _add(prev, -1) then _add(entry, 1)
+        # do, in the same order, without the index count that would go down and up again.
+        before, before_raw = prev[1], prev[2]
+        counts, by_phase, by_raw = self.counts, self.tasks[task], self.raw[task]
+        counts[before] = counts.get(before, 0) - 1
+        _bump(by_phase, before, -1)
+        _bump(by_raw, before_raw, -1)
+        counts[counted] = counts.get(counted, 0) + 1
+        _bump(by_phase, counted, 1)
+        _bump(by_raw, raw, 1)
+        self.dirty = True
 
     def drop(self, name: str) -> None:
         prev = self.seen.pop(name, None)
@@ -220,6 +236,7 @@ class JobController(Controller):
         self._templates: dict[
             str, dict[str, tuple[tuple[Any, ...], Pod, list[str]]]
         ] = {}  # job key -> task -> pod template
+        self._name_sets: dict[str, dict[str, frozenset[str]]] = {}  # job key -> task -> its pods' names
         # (Job resourceVersion, lavaflow.io/* annotations) last copied to the PodGroup
         self._elastic_seen: dict[str, tuple[str, dict[str, str]]] = {}
         self._timer_tokens: dict[int, tuple[str, str]] = {}  # live delayed actions: token -> (job, scope)
@@ -259,17 +276,22 @@ class JobController(Controller):
         return f"{obj.namespace}/{name}" if name else None
 
     def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
-        key = self._job_key_of(pod)
-        if key is None:
-            return
-        uid = pod.metadata.uid
-        task = pod.metadata.labels.get(TASK_SPEC_KEY, "")
-        version = _int(pod.metadata.annotations.get(JOB_VERSION_KEY))
+        meta = pod.metadata
+        labels = meta.labels
+        name = labels.get(JOB_NAME_KEY) or meta.annotations.get(JOB_NAME_KEY)
+        if not name:
+            key = self._job_key_of(pod)
+            if key is None:
+                return
+        else:
+            key = f"{meta.namespace or 'default'}/{name}"  # _job_key_of(pod)
+        uid = meta.uid
+        pod_name = meta.name
         if event == "DELETED":
             pods = self.pods_by_job.get(key)
-            if pods is not None and pods.get(pod.name) is pod:
-                del pods[pod.name]
-                self.tallies[key].drop(pod.name)
+            if pods is not None and pods.get(pod_name) is pod:
+                del pods[pod_name]
+                self.tallies[key].drop(pod_name)
             before = self.pod_phase.pop(uid, None)
             if uid in self.killing:
                 self.killing.discard(uid)
@@ -279,32 +301,42 @@ class JobController(Controller):
                 # (no PodEvicted policy, no restart).
                 self.mark(key)
             elif before in ALIVE:
-                self._request(key, Request("PodEvicted", task, pod.name, version=version))
+                version = _int(meta.annotations.get(JOB_VERSION_KEY))
+                self._request(key, Request("PodEvicted", labels.get(TASK_SPEC_KEY, ""), pod_name, version=version))
             else:
                 self.mark(key)
             return
         pods = self.pods_by_job.get(key)
         if pods is None:
             pods = self.pods_by_job[key] = {}
-            self.tallies[key] = _Tally()
-        pods[pod.name] = pod
-        self.tallies[key].put(pod)
-        before = self.pod_phase.get(uid)
+            tally = self.tallies[key] = _Tally()
+        else:
+            tally = self.tallies[key]
+        pods[pod_name] = pod
+        tally.put(pod)
         now = pod.status.phase
-        self.pod_phase[uid] = now
+        pod_phase = self.pod_phase
+        before = pod_phase.get(uid)
+        pod_phase[uid] = now
         if before == now:
             self.mark(key)
             return
         if event == "ADDED" or now == "Pending":
-            self._request(key, Request("PodPending", task, pod.name, version=version))
+            event = "PodPending"
         elif now == "Running":
-            self._request(key, Request("PodRunning", task, pod.name, version=version))
+            event = "PodRunning"
         elif now == "Failed":
-            self._request(key, Request("PodFailed", task, pod.name, pod.status.exit_code, version=version))
+            version = _int(meta.annotations.get(JOB_VERSION_KEY))
+            task = labels.get(TASK_SPEC_KEY, "")
+            self._request(key, Request("PodFailed", task, pod_name, pod.status.exit_code, version=version))
+            return
         elif now == "Succeeded":
-            self._request(key, Request("PodSucceeded", task, pod.name, version=version))
+            event = "PodSucceeded"
         else:
             self.mark(key)
+            return
+        version = _int(meta.annotations.get(JOB_VERSION_KEY))
+        self._request(key, Request(event, labels.get(TASK_SPEC_KEY, ""), pod_name, None, None, version))
 
     def _on_pg(self, event: str, pg: PodGroup, old: PodGroup | None) -> None:
         for ref in pg.metadata.owner_references:
@@ -460,6 +492,7 @@ class JobController(Controller):
         pod = self._validated_pod(job, task, 0)
         names = [pod_name(job, task, i) for i in range(task.replicas)]
         per_job[task.name] = (sig, pod, names)
+        self._name_sets.setdefault(job.key, {})[task.name] = frozenset(names)
         return pod, names
 
     def _new_pod(self, job: Job, task: TaskSpec, index: int, template: tuple[Pod, list[str]] | None = None) -> Pod:
@@ -472,18 +505,18 @@ class JobController(Controller):
         labels = dict(bm.labels)
         annotations = dict(bm.annotations)
         labels[TASK_INDEX_KEY] = annotations[TASK_INDEX_KEY] = str(index)
-        meta = _clone(
+        meta = clone(
             bm,
             {
                 "name": names[index] if index < len(names) else pod_name(job, task, index),
                 "labels": labels,
                 "annotations": annotations,
-                "owner_references": [_clone(r, {}) for r in bm.owner_references],
+                "owner_references": [clone(r, {}) for r in bm.owner_references],
             },
         )
         # Shallow copy of the template's spec: plugins replace (never mutate) what they change.
-        pod = _clone(
-            base, {"metadata": meta, "spec": _clone(base.spec, {}), "status": _clone(_BLANK_STATUS, {"conditions": []})}
+        pod = clone(
+            base, {"metadata": meta, "spec": clone(base.spec, {}), "status": clone(_BLANK_STATUS, {"conditions": []})}
         )
         if job.spec.plugins:
             for plugin in plugins_for(job):
@@ -604,6 +637,7 @@ class JobController(Controller):
             self.tallies.pop(key, None)
         self.task_restarts.pop(key, None)
         self._templates.pop(key, None)
+        self._name_sets.pop(key, None)
         self._elastic_seen.pop(key, None)
 
     def _initiate(self, job: Job) -> None:
@@ -841,9 +875,11 @@ class JobController(Controller):
                 if not (any(deps) if task.depends_on.iteration == "any" else all(deps)):
                     continue
             template = self._template(job, task)
-            for i, name in enumerate(template[1]):
-                if name not in pods:
-                    self.store.create(self._new_pod(job, task, i, template))
+            names = template[1]
+            if not pods.keys() >= self._name_sets[job.key][task.name]:  # (usually all are there)
+                for i, name in enumerate(names):
+                    if name not in pods:
+                        self.store.create(self._new_pod(job, task, i, template))
             # Scale down: pods beyond replicas go.
             indices = tally.indices.get(task.name)
             if not indices or max(indices) < task.replicas:
@@ -948,27 +984,6 @@ def _resized_out(pod: Pod) -> bool:
 
 
 _BLANK_STATUS = PodStatus()
-_setattr = object.__setattr__
-_new = object.__new__  # what a pydantic model's __new__ resolves to, without the lookup
-# BaseModel's slots, set through their descriptors (object.__setattr__ looks each name up first)
-_SET_FIELDS_SET, _SET_EXTRA, _SET_PRIVATE = (
-    vars(BaseModel)[name].__set__ for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
-)
-
-
-def _clone(model: M, changes: dict[str, Any]) -> M:
-    """A shallow copy of a validated model with some fields replaced (values trusted, not validated)."""
-    c = _new(type(model))
-    values = model.__dict__.copy()
-    values.update(changes)
-    _setattr(c, "__dict__", values)
-    _SET_FIELDS_SET(c, model.__pydantic_fields_set__ | changes.keys())
-    extra, private = model.__pydantic_extra__, model.__pydantic_private__
-    _SET_EXTRA(c, None if extra is None else dict(extra))
-    _SET_PRIVATE(c, None if private is None else dict(private))
-    return c
-
-
 _COUNT_FIELDS = (
     ("pending", "Pending"),
     ("running", "Running"),

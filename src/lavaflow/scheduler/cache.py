@@ -62,19 +62,25 @@ def timestamp(value: Any) -> float:
         return 0.0
 
 
+# The statuses as module constants: reading an enum member off its class costs several times a
+# global lookup, and the pod handlers below run for every pod event.
+_PENDING, _BOUND, _RUNNING, _RELEASING = TaskStatus.PENDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING
+_BY_PHASE = {
+    "Running": _RUNNING,
+    "Succeeded": TaskStatus.SUCCEEDED,
+    "Failed": TaskStatus.FAILED,
+    "Unknown": TaskStatus.UNKNOWN,
+}
+_OCCUPYING = frozenset((_BOUND, _RUNNING, _RELEASING))  # a task in these holds its node's resources
+
+
 def task_status_of(pod: Pod) -> TaskStatus:
     if pod.metadata.deletion_timestamp is not None:
-        return TaskStatus.RELEASING
-    phase = pod.status.phase
-    if phase == "Running":
-        return TaskStatus.RUNNING
-    if phase == "Succeeded":
-        return TaskStatus.SUCCEEDED
-    if phase == "Failed":
-        return TaskStatus.FAILED
-    if phase == "Unknown":
-        return TaskStatus.UNKNOWN
-    return TaskStatus.BOUND if pod.spec.node_name else TaskStatus.PENDING
+        return _RELEASING
+    status = _BY_PHASE.get(pod.status.phase)
+    if status is not None:
+        return status
+    return _BOUND if pod.spec.node_name else _PENDING
 
 
 @dataclass
@@ -121,6 +127,10 @@ class SchedulerCache:
         self._signatures: dict[int, tuple[Any, Any]] = {}
         # id(containers) -> (containers, init containers, overhead, request vector, best effort)
         self._requests: dict[int, tuple[Any, Any, Any, np.ndarray, bool]] = {}
+        # PodGroup key -> (resource count, its minResources, their vector); Queue name -> (resource
+        # count, (capability, guarantee, deserved), their vectors): see on_podgroup and on_queue.
+        self._min_resources: dict[str, tuple[int, dict[str, Any], np.ndarray]] = {}
+        self._queue_vectors: dict[str, tuple[int, Any, np.ndarray, np.ndarray, np.ndarray | None]] = {}
         self.decisions = Decisions()
         self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
         self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
@@ -214,8 +224,21 @@ class SchedulerCache:
     def on_queue(self, queue: Queue, deleted: bool = False) -> None:
         if deleted:
             self.queues.pop(queue.name, None)
+            self._queue_vectors.pop(queue.name, None)
             return
         spec = queue.spec
+        info = self.queues.get(queue.name)
+        # Most Queue events are status writes (the allocation): the vectors come from the spec's
+        # amounts, kept with what they were computed from (and the resource count then).
+        source = (spec.capability, spec.guarantee.resource, spec.deserved)
+        kept = self._queue_vectors.get(queue.name)
+        if info is not None and kept is not None and kept[0] == len(self.index) and kept[1] == source:
+            _, _, capability, guarantee, deserved = kept
+            self._set_queue(
+                info, queue, capability.copy(), guarantee.copy(), None if deserved is None else deserved.copy()
+            )
+            return
+        width = len(self.index)
         cap = self._vector({k: float(v) for k, v in spec.capability.items()}) if spec.capability else None
         capability = np.full(len(self.index), np.inf)
         if cap is not None:
@@ -230,13 +253,28 @@ class SchedulerCache:
             for k in spec.deserved:
                 if k in self.index.pos:
                     deserved[self.index.pos[k]] = vec[self.index.pos[k]]
-        info = self.queues.get(queue.name)
+        guarantee = pad(guarantee, len(self.index))
+        if len(self.index) == width:  # (vectors made while the index grew may be of mixed widths)
+            self._queue_vectors[queue.name] = (
+                width,
+                (dict(spec.capability), dict(spec.guarantee.resource), dict(spec.deserved)),
+                capability.copy(),
+                guarantee.copy(),
+                None if deserved is None else deserved.copy(),
+            )
         if info is None:
             info = QueueInfo(name=queue.name)
             self.queues[queue.name] = info
+        self._set_queue(info, queue, capability, guarantee, deserved)
+
+    @staticmethod
+    def _set_queue(
+        info: QueueInfo, queue: Queue, capability: np.ndarray, guarantee: np.ndarray, deserved: np.ndarray | None
+    ) -> None:
+        spec = queue.spec
         info.weight = spec.weight or 1
         info.capability = capability
-        info.guarantee = pad(guarantee, len(self.index))
+        info.guarantee = guarantee
         info.deserved = deserved
         info.parent = spec.parent or ("" if queue.name == "root" else "root")
         info.priority = spec.priority
@@ -249,6 +287,7 @@ class SchedulerCache:
     def on_podgroup(self, pg: PodGroup, deleted: bool = False) -> None:
         uid = pg.key
         if deleted:
+            self._min_resources.pop(uid, None)
             job = self.jobs.get(uid)
             if job is not None:
                 job.pg = None
@@ -274,11 +313,19 @@ class SchedulerCache:
         job.min_task_member = dict(pg.spec.min_task_member)
         job.priority = self.priority_of(pg.spec.priority_class_name)
         job.creation = timestamp(pg.metadata.creation_timestamp)
-        if pg.spec.min_resources:
-            job.min_resources = pad(
-                self._vector({k: float(v) for k, v in pg.spec.min_resources.items()}), len(self.index)
-            )
+        amounts = pg.spec.min_resources
+        if amounts:
+            # PodGroup events are mostly status writes: the vector is kept with the amounts it was
+            # computed from (and the resource count then), and copied while they stay the same.
+            kept = self._min_resources.get(uid)
+            if kept is not None and kept[0] == len(self.index) and kept[1] == amounts:
+                job.min_resources = kept[2].copy()
+            else:
+                vec = pad(self._vector({k: float(v) for k, v in amounts.items()}), len(self.index))
+                self._min_resources[uid] = (len(self.index), dict(amounts), vec.copy())
+                job.min_resources = vec
         else:
+            self._min_resources.pop(uid, None)
             job.min_resources = None
 
     # ------------------------------------------------------------------ pods
@@ -405,7 +452,7 @@ class SchedulerCache:
             task.status = status
             job.add(task)
             self.tasks[key] = task
-            if node >= 0 and status in (TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING):
+            if node >= 0 and status in _OCCUPYING:
                 self._occupy(task, node)
             if job.pg is None:
                 self._track_orphan(job)
@@ -413,12 +460,12 @@ class SchedulerCache:
         task.pod = pod
         task.labels = pod.metadata.labels
         occupying_before = task.node >= 0
-        occupying_after = node >= 0 and status in (TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING)
+        occupying_after = node >= 0 and status in _OCCUPYING
         if occupying_before and (not occupying_after or node != task.node):
             self._vacate(task)
-        if task.node >= 0 and (task.status == TaskStatus.RELEASING) != (status == TaskStatus.RELEASING):
+        if task.node >= 0 and (task.status == _RELEASING) != (status == _RELEASING):
             # Still on the same node: only the releasing part changes.
-            if status == TaskStatus.RELEASING:
+            if status == _RELEASING:
                 self.nodes.releasing[task.node] += task.resreq
             else:
                 self.nodes.releasing[task.node] -= task.resreq
@@ -461,13 +508,13 @@ class SchedulerCache:
         task.node = node
         self.nodes.used[node] += task.resreq
         self.nodes.put_task(node, task)
-        if task.status == TaskStatus.RELEASING:
+        if task.status == _RELEASING:
             self.nodes.releasing[node] += task.resreq
 
     def _vacate(self, task: TaskInfo) -> None:
         node = task.node
         self.nodes.used[node] -= task.resreq
-        if task.status == TaskStatus.RELEASING:
+        if task.status == _RELEASING:
             self.nodes.releasing[node] -= task.resreq
         self.nodes.take_task(node, task.uid)
         task.node = -1

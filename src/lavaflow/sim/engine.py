@@ -17,7 +17,7 @@ from typing import Any
 
 from ..api import sim_annotations as ann
 from ..api.core import Node, Pod
-from ..api.meta import set_fields
+from ..api.meta import clone, set_fields
 from ..api.volcano import PodGroupCondition
 from ..controllers import build_controllers
 from ..controllers.job import generated_objects
@@ -38,6 +38,7 @@ SCHEDULERS = ("lavaflow", "kube-default")
 # In the simulator one scheduler runs the whole cluster: pods of every schedulerName are its.
 SIM_SCHEDULER_NAMES = ("lavaflow", "volcano", "default-scheduler", "kube-scheduler")
 MAX_IDLE_CYCLES = 10_000
+_CONDITIONS_KEPT = 4096  # PodGroup conditions remembered validated (Simulation._condition)
 
 
 class Simulation:
@@ -143,6 +144,7 @@ class Simulation:
         self.decisions: dict[str, list[dict[str, Any]]] = {}  # PodGroup key -> what the scheduler decided, when
         self.cycles = 0
         self.last_session = None
+        self._conditions: dict[tuple[Any, ...], PodGroupCondition] = {}  # see _condition
         self.store.watch("Pod", self._record_pod)
         self.training = TrainingModel(self, restart_pause)
         self.events: list[dict[str, Any]] = []  # Events the scheduler recorded (e.g. elastic resizes)
@@ -404,18 +406,25 @@ class Simulation:
         for key, reason in decisions.evictions:
             pod = self.store.get("Pod", key)
             if pod is not None:
-                pod.status.reason = RESIZE_REASON if reason.startswith(RESIZE_REASON) else "Evicted"
-                pod.status.message = reason
+                set_fields(
+                    pod.status,
+                    {"reason": RESIZE_REASON if reason.startswith(RESIZE_REASON) else "Evicted", "message": reason},
+                )
                 self.store.delete("Pod", key)
         for key, status in decisions.podgroups:
             pg = self.store.get("PodGroup", key)
             if pg is None:
                 continue
-            pg.status.phase = status["phase"]
-            pg.status.running = status["running"]
-            pg.status.succeeded = status["succeeded"]
-            pg.status.failed = status["failed"]
-            pg.status.conditions = [PodGroupCondition.model_validate(c) for c in status["conditions"]]
+            set_fields(
+                pg.status,
+                {
+                    "phase": status["phase"],
+                    "running": status["running"],
+                    "succeeded": status["succeeded"],
+                    "failed": status["failed"],
+                    "conditions": [self._condition(c) for c in status["conditions"]],
+                },
+            )
             self.store.update(pg)
         for key, kind, _message, count in decisions.resizes:
             self.training.on_resize(key, kind, count)
@@ -429,8 +438,24 @@ class Simulation:
         for name, status in decisions.queues:
             q = self.store.get("Queue", name)
             if q is not None:
-                q.status.allocated = {k: v for k, v in status["allocated"].items()}
+                set_fields(q.status, {"allocated": {k: v for k, v in status["allocated"].items()}})
                 self.store.update(q)
+
+    def _condition(self, raw: dict[str, Any]) -> PodGroupCondition:
+        """``PodGroupCondition.model_validate(raw)``: each session writes back mostly the conditions
+        it wrote before, so each distinct one is validated once and copied (its fields are strings,
+        numbers or None)."""
+        try:
+            key = tuple((k, type(v), v) for k, v in raw.items())
+            hit = self._conditions.get(key)
+        except TypeError:  # an unhashable value
+            return PodGroupCondition.model_validate(raw)
+        if hit is None:
+            hit = PodGroupCondition.model_validate(raw)
+            if len(self._conditions) >= _CONDITIONS_KEPT:
+                self._conditions.clear()
+            self._conditions[key] = hit
+        return clone(hit, {})
 
     def _remember(self, ssn) -> None:
         """Keep each job's decision history (for --explain), without consecutive repeats."""

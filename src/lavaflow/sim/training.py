@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..api import sim_annotations as ann
+from ..api.meta import set_fields
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION
 from ..elastic import spec as es
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RESTART_PAUSE = "sim.lavaflow.io/restart-pause"
 EPS = 1e-9
+_GPUS_KEPT = 4096  # GPU counts remembered by template (TrainingModel._gpus_of)
 
 
 @dataclass
@@ -63,12 +65,14 @@ class TrainingModel:
         self.sim = sim
         self.restart_pause = restart_pause
         self.jobs: dict[str, TrainState] = {}
+        self._running: dict[str, TrainState] = {}  # the jobs not finished, in the order of ``jobs``
         self.finished: list[TrainState] = []
         self.timeline: list[tuple[float, dict[str, int]]] = []
         self._tokens = 0
         # Jobs whose running pods changed since the last flush (several pods of a job usually
         # start or go at the same instant: their rate and progress report are worked out once).
         self._dirty: dict[str, TrainState] = {}
+        self._gpus: dict[int, tuple[Any, Any, Any, float]] = {}  # see _gpus_of
         sim.store.watch("PodGroup", self._on_podgroup)
         sim.store.watch("Pod", self._on_pod)
 
@@ -96,13 +100,24 @@ class TrainingModel:
         submit = self.sim.now
         if vcjob is not None and isinstance(vcjob.metadata.creation_timestamp, (int, float)):
             submit = float(vcjob.metadata.creation_timestamp)
-        self.jobs[pg.key] = TrainState(
+        self.jobs[pg.key] = self._running[pg.key] = TrainState(
             key=pg.key, job=job, speed=sp, pause=pause, submit=submit, t_last=self.sim.now, application=sp.application
         )
 
-    @staticmethod
-    def _gpus_of(pod) -> float:
-        return sum(v for k, v in pod_requests(pod.spec).items() if es.is_gpu(k))
+    def _gpus_of(self, pod) -> float:
+        """The GPUs a pod requests. A job's pods share their template's containers (the job
+        controller copies the spec shallowly): worked out once per containers object, kept with
+        the objects it was worked out from."""
+        spec = pod.spec
+        containers, init, overhead = spec.containers, spec.init_containers, spec.overhead
+        hit = self._gpus.get(id(containers))
+        if hit is not None and hit[0] is containers and hit[1] is init and hit[2] is overhead:
+            return hit[3]
+        gpus = sum(v for k, v in pod_requests(spec).items() if es.is_gpu(k))
+        if len(self._gpus) >= _GPUS_KEPT:
+            self._gpus.clear()
+        self._gpus[id(containers)] = (containers, init, overhead, gpus)
+        return gpus
 
     def _on_pod(self, event: str, pod, old) -> None:
         pgname = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
@@ -197,7 +212,7 @@ class TrainingModel:
         a[es.PROGRESS] = repr(float(min(st.done / st.speed.work, 1.0) if st.speed.work > 0 else 1.0))
         a[es.PROGRESS_TIME] = repr(float(at))
         a[es.GPU_SECONDS] = repr(float(st.gpu_seconds + n * (at - now)))
-        pg.metadata.annotations = a
+        set_fields(pg.metadata, {"annotations": a})
         self.sim.store.update(pg)
 
     def stale(self, key: str, token: int) -> bool:
@@ -223,6 +238,7 @@ class TrainingModel:
             return
         st.done = st.speed.work
         st.finish = now
+        del self._running[st.key]
         st.history.append((now, 0, None))
         self.finished.append(st)
         pods = list(st.pods.items())
@@ -255,8 +271,8 @@ class TrainingModel:
 
     def _record_alloc(self, now: float) -> None:
         alloc: dict[str, int] = {}
-        for st in self.jobs.values():
-            if st.finish is None and st.placement:
+        for st in self._running.values():
+            if st.placement:
                 t = st.gpu_type or "default"
                 alloc[t] = alloc.get(t, 0) + sum(st.placement.values())
         if self.timeline and self.timeline[-1][0] == now:

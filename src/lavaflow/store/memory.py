@@ -18,6 +18,19 @@ _UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
 _UUID4_SET = (0x8000 << 48) | (4 << 76)
 
 
+def _stamp(meta: Any, values: dict[str, Any]) -> None:
+    """``setattr(meta, name, value)`` for each of ``values``: for a pydantic model (as assignment
+    without validation does it: the value into ``__dict__``, the name into the set fields) without
+    its per-call dispatch, as the store stamps every object it writes."""
+    fields_set = getattr(meta, "__pydantic_fields_set__", None)
+    if fields_set is None:
+        for name, value in values.items():
+            setattr(meta, name, value)
+        return
+    meta.__dict__.update(values)
+    fields_set.update(values)
+
+
 class AlreadyExists(KeyError):
     pass
 
@@ -64,12 +77,13 @@ class MemoryStore:
         key = obj.key
         if key in bucket:
             raise AlreadyExists(f"{kind} {key} already exists")
-        if not meta.uid:
-            meta.uid = self.new_uid()
-        if meta.creation_timestamp is None:
-            meta.creation_timestamp = self.clock()
         self.version += 1
-        meta.resource_version = str(self.version)
+        stamp: dict[str, Any] = {"resource_version": str(self.version)}
+        if not meta.uid:
+            stamp["uid"] = self.new_uid()
+        if meta.creation_timestamp is None:
+            stamp["creation_timestamp"] = self.clock()
+        _stamp(meta, stamp)
         bucket[key] = obj
         for h in self._handlers.get(kind, ()):
             h(ADDED, obj, None)
@@ -83,7 +97,7 @@ class MemoryStore:
         if key not in bucket:
             raise KeyError(f"{kind} {key} not found")
         self.version += 1
-        obj.metadata.resource_version = str(self.version)
+        _stamp(obj.metadata, {"resource_version": str(self.version)})
         bucket[key] = obj
         for h in self._handlers.get(kind, ()):
             h(MODIFIED, obj, old)
@@ -94,6 +108,6 @@ class MemoryStore:
         if obj is None:
             return None
         self.version += 1
-        obj.metadata.deletion_timestamp = self.clock()
+        _stamp(obj.metadata, {"deletion_timestamp": self.clock()})
         self._notify(kind, DELETED, obj, None)
         return obj
