@@ -550,7 +550,10 @@ class ApiDouble:
                 start = self.current_rv
                 end = {"resourceVersion": str(start), "annotations": {"k8s.io/initial-events-end": "true"}}
                 await send(
-                    {"type": "BOOKMARK", "object": {"kind": res.api_kind, "apiVersion": res.api_version, "metadata": end}}
+                    {
+                        "type": "BOOKMARK",
+                        "object": {"kind": res.api_kind, "apiVersion": res.api_version, "metadata": end},
+                    }
                 )
                 rv_param = str(start)
             start = int(rv_param)
