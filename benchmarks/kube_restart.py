@@ -141,19 +141,24 @@ async def populate(client: KubeClient, args) -> None:
     )
 
 
-async def new_pending(client: KubeClient, args) -> None:
-    """(Re)create the pending pods and their PodGroups in their own namespace."""
+async def empty_namespace(client: KubeClient, ns: str) -> None:
+    """Delete the pods and PodGroups an earlier run left in ``ns`` and wait until they are gone."""
     try:
         await client.request(
             "DELETE",
-            f"/api/v1/namespaces/{PENDING_NS}/pods",
+            f"/api/v1/namespaces/{ns}/pods",
             body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
         )
-        await client.request("DELETE", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{PENDING_NS}/podgroups")
+        await client.request("DELETE", f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups")
     except ApiError:
         pass
-    while await count(client, f"/api/v1/namespaces/{PENDING_NS}/pods"):
+    while await count(client, f"/api/v1/namespaces/{ns}/pods"):
         await asyncio.sleep(0.5)
+
+
+async def new_pending(client: KubeClient, args) -> None:
+    """(Re)create the pending pods and their PodGroups in their own namespace."""
+    await empty_namespace(client, PENDING_NS)
     await post(
         client, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PENDING_NS}}
     )
@@ -313,6 +318,7 @@ async def kube_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: 
     its own (``schedulerName: default-scheduler``, in a namespace of their own): seconds from its
     process start to the first and last binding, its peak RSS and CPU seconds."""
     ns = f"{PENDING_NS}-kube-{run}"
+    await empty_namespace(client, ns)  # pods an earlier --keep run left bound there
     await post(client, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     names = [f"k-{i:05d}" for i in range(args.pending)]
     await bounded(
