@@ -541,7 +541,8 @@ class SchedulerCache:
         node = self.nodes.pos.get(pod.spec.node_name)
         if node is None:
             return
-        vec = self._vector(pod_requests(pod.spec))
+        # A pydantic Pod, or the Kubernetes store's usage-only pod, which carries its requests.
+        vec = self._vector(pod_requests(pod.spec) if isinstance(pod, Pod) else pod.requests)
         vec[PODS] = 1.0
         self.nodes.used[node] += vec
         self.foreign[key] = (node, vec)
