@@ -27,6 +27,14 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
+async def _seen(events: list, event: tuple, seconds: float = 5.0) -> None:
+    """Wait (up to ``seconds``) until a store handler has recorded ``event``; the caller asserts it."""
+    for _ in range(int(seconds / 0.05)):
+        if event in events:
+            return
+        await asyncio.sleep(0.05)
+
+
 # ---------------------------------------------------------------------- codec
 
 
@@ -185,10 +193,7 @@ def test_store_relist_delivers_deletions_and_update_retries_conflicts():
             assert inf.bookmarks > 0
             double.call(lambda: double.objects["scheduling.volcano.sh/v1beta1/queues"].pop((None, "b")))
             double.compact()
-            for _ in range(100):
-                if ("DELETED", "b") in events:
-                    break
-                await asyncio.sleep(0.05)
+            await _seen(events, ("DELETED", "b"))
             assert ("DELETED", "b") in events and inf.relists >= 1
             # Conflicts: the update is re-applied on a fresh copy.
             double.fail_next("Queue", "update", 409, 2)
@@ -242,18 +247,12 @@ def test_informer_starts_from_a_streaming_list_when_the_server_can_send_one(vers
             assert (double.counts["list/Queue"] == 0) is streams
             # the same stream goes on as a watch: a change after the initial state arrives
             double.put_object(_queue_raw("d"))
-            for _ in range(100):
-                if ("ADDED", "d") in events:
-                    break
-                await asyncio.sleep(0.02)
+            await _seen(events, ("ADDED", "d"))
             assert ("ADDED", "d") in events
             # history compacted while an object vanished: the next initial state (or list) drops it
             double.call(lambda: double.objects["scheduling.volcano.sh/v1beta1/queues"].pop((None, "b")))
             double.compact()
-            for _ in range(100):
-                if ("DELETED", "b") in events:
-                    break
-                await asyncio.sleep(0.05)
+            await _seen(events, ("DELETED", "b"))
             assert ("DELETED", "b") in events and inf.relists >= 1
             assert sorted(q.name for q in store.list("Queue")) == ["a", "c", "d"]
             assert (double.counts["list/Queue"] == 0) is streams
