@@ -798,15 +798,20 @@ def test_pods_of_other_schedulers_are_kept_as_node_usage_only():
         mine = st.get("Pod", "ns/mine")
         assert mine.metadata.annotations == {"scheduling.k8s.io/group-name": "g"} and mine.spec.tolerations
         assert st.get("Pod", "ns/coflow").metadata.labels == {"scheduling.x-k8s.io/pod-group": "x"}
+        # pods read whole are compacted: one field set per shape, repeated strings shared
+        st._apply(pod, "ADDED", _bound_pod("mine2", "lavaflow", "1", annotations={"scheduling.k8s.io/group-name": "g"}))
+        mine2 = st.get("Pod", "ns/mine2")
+        assert mine2.metadata.__pydantic_fields_set__ is mine.metadata.__pydantic_fields_set__
+        assert mine2.spec.node_name is mine.spec.node_name
         node = s.cache.nodes.pos["n0"]
-        # web and coflow as usage; mine as a task of its gang: all three on the node
-        assert s.cache.nodes.used[node][CPU] == pytest.approx(1.75)
-        assert s.cache.nodes.used[node][PODS] == 3
+        # web and coflow as usage; mine and mine2 as tasks of their gang: all four on the node
+        assert s.cache.nodes.used[node][CPU] == pytest.approx(2.75)
+        assert s.cache.nodes.used[node][PODS] == 4
         st._apply(pod, "DELETED", _bound_pod("web", "default-scheduler", "500m"))
-        assert s.cache.nodes.used[node][CPU] == pytest.approx(1.25)
+        assert s.cache.nodes.used[node][CPU] == pytest.approx(2.25)
         # resources that do not read: the whole decode reports the pod and it is ignored, as before
         st._apply(pod, "ADDED", _bound_pod("bad", "default-scheduler", "lots"))
         assert st.get("Pod", "ns/bad") is None
-        assert s.cache.nodes.used[node][CPU] == pytest.approx(1.25)
+        assert s.cache.nodes.used[node][CPU] == pytest.approx(2.25)
 
     run(scenario())

@@ -34,6 +34,7 @@ from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec
 from .client import ApiError, KubeClient
+from .compact import compact
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -562,6 +563,8 @@ class KubeStore:
             obj = usage_only_pod(raw, self.ours) if self.ours is not None and res.kind == "Pod" else None
             if obj is None:
                 obj = codec.decode(res, raw if slim is None else slim(raw))
+                if obj is not None:
+                    compact(obj)
         if obj is None:
             return
         if cur is not None and cur_uid and uid and cur_uid != uid:
