@@ -35,8 +35,9 @@ _LONGEST_INTERNED = 100  # longer strings (messages, JSON in annotations) are ra
 _SHAPES_KEPT = 4096
 
 _shapes: dict[frozenset[str], set[str]] = {}
-# class -> (model fields, list-of-model fields, str fields, dict-of-str fields)
-_plans: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+# class -> {field name: what it can hold} for the fields worth visiting
+_STR, _DICT, _MODEL, _LIST = 1, 2, 3, 4
+_plans: dict[type, dict[str, int]] = {}
 
 
 def _holds_model(tp: Any) -> bool:
@@ -45,36 +46,34 @@ def _holds_model(tp: Any) -> bool:
     return any(_holds_model(a) for a in typing.get_args(tp))
 
 
-def _kind(tp: Any) -> str:
-    """'model', 'list', 'str', 'dict' or '' for a field annotation."""
+def _kind(tp: Any) -> int:
+    """What a field annotation can hold: _STR, _DICT (of str), _MODEL, _LIST (of models) or 0."""
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:
         return _kind(typing.get_args(tp)[0])
     if origin in (typing.Union, types.UnionType):
         kinds = {_kind(a) for a in typing.get_args(tp) if a is not type(None)}
-        return kinds.pop() if len(kinds) == 1 else ""
+        return kinds.pop() if len(kinds) == 1 else 0
     if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return "model"
+        return _MODEL
     if tp is str:
-        return "str"
+        return _STR
     if origin is list and _holds_model(tp):
-        return "list"
+        return _LIST
     if origin is dict and typing.get_args(tp)[1:] == (str,):
-        return "dict"
-    return ""
+        return _DICT
+    return 0
 
 
-def _plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def _plan(cls: type) -> dict[str, int]:
     plan = _plans.get(cls)
     if plan is None:
-        by: dict[str, list[str]] = {"model": [], "list": [], "str": [], "dict": []}
+        plan = {}
         for name, info in cls.model_fields.items():  # type: ignore[attr-defined]
             kind = _kind(info.annotation)
-            if kind == "str" and name in _UNIQUE:
-                continue
-            if kind:
-                by[kind].append(name)
-        plan = _plans[cls] = (tuple(by["model"]), tuple(by["list"]), tuple(by["str"]), tuple(by["dict"]))
+            if kind and not (kind == _STR and name in _UNIQUE):
+                plan[name] = kind
+        _plans[cls] = plan
     return plan
 
 
@@ -90,23 +89,25 @@ def compact(model: BaseModel) -> None:
         _shapes[key] = fields_set
     elif shared is not fields_set:
         _SET_FIELDS_SET(model, shared)
-    models, lists, strs, dicts = _plan(type(model))
+    plan = _plans.get(type(model)) or _plan(type(model))
     d = model.__dict__
-    for name in strs:
-        v = d.get(name)
-        if type(v) is str and len(v) <= _LONGEST_INTERNED:
-            d[name] = _intern(v)
-    for name in dicts:
-        v = d.get(name)
-        if v:
+    # Only the fields the input gave can differ from their defaults (shared constants).
+    for name in key:
+        kind = plan.get(name)
+        if not kind:
+            continue
+        v = d[name]
+        if kind == _STR:
+            if type(v) is str and len(v) <= _LONGEST_INTERNED:
+                d[name] = _intern(v)
+        elif kind == _MODEL:
+            if v is not None:
+                compact(v)
+        elif kind == _LIST:
+            for x in v or ():
+                if isinstance(x, BaseModel):
+                    compact(x)
+        elif v:
             for k, s in v.items():
                 if type(s) is str and len(s) <= _LONGEST_INTERNED:
                     v[k] = _intern(s)
-    for name in models:
-        v = d.get(name)
-        if isinstance(v, BaseModel):
-            compact(v)
-    for name in lists:
-        for v in d.get(name) or ():
-            if isinstance(v, BaseModel):
-                compact(v)
