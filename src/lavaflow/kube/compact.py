@@ -34,7 +34,10 @@ _UNIQUE = frozenset({"name", "uid", "resource_version", "generate_name", "messag
 _LONGEST_INTERNED = 100  # longer strings (messages, JSON in annotations) are rarely shared
 _SHAPES_KEPT = 4096
 
-_shapes: dict[frozenset[str], set[str]] = {}
+# class -> {the names of the fields given: (the set shared by all such objects, the fields to visit)}
+_shapes: dict[type, dict[frozenset[str], tuple[set[str], tuple[tuple[str, int], ...]]]] = {}
+_last: dict[type, tuple[set[str], tuple[tuple[str, int], ...]]] = {}  # the shape each class last had
+_NO_SHAPES: dict[frozenset[str], tuple[set[str], tuple[tuple[str, int], ...]]] = {}
 # class -> {field name: what it can hold} for the fields worth visiting
 _STR, _DICT, _MODEL, _LIST = 1, 2, 3, 4
 _plans: dict[type, dict[str, int]] = {}
@@ -77,25 +80,30 @@ def _plan(cls: type) -> dict[str, int]:
     return plan
 
 
+def _shape(cls: type, fields_set: set[str], key: frozenset[str]) -> tuple[set[str], tuple[tuple[str, int], ...]]:
+    shapes = _shapes.setdefault(cls, {})
+    if len(shapes) >= _SHAPES_KEPT:
+        shapes.clear()
+    plan = _plan(cls)
+    # Only the fields the input gave can differ from their defaults (shared constants).
+    visit = tuple(sorted((name, plan[name]) for name in key if name in plan))
+    shape = shapes[key] = (fields_set, visit)
+    return shape
+
+
 def compact(model: BaseModel) -> None:
     """Share ``model``'s (and its nested models') field sets by shape and intern its repeated
     strings, in place."""
     fields_set = model.__pydantic_fields_set__
-    key = frozenset(fields_set)
-    shared = _shapes.get(key)
-    if shared is None:
-        if len(_shapes) >= _SHAPES_KEPT:
-            _shapes.clear()
-        _shapes[key] = fields_set
-    elif shared is not fields_set:
-        _SET_FIELDS_SET(model, shared)
-    plan = _plans.get(type(model)) or _plan(type(model))
+    cls = type(model)
+    shape = _last.get(cls)
+    if shape is None or shape[0] != fields_set:  # objects of a kind mostly come in one shape
+        key = frozenset(fields_set)
+        shape = _last[cls] = _shapes.get(cls, _NO_SHAPES).get(key) or _shape(cls, fields_set, key)
+    if shape[0] is not fields_set:
+        _SET_FIELDS_SET(model, shape[0])
     d = model.__dict__
-    # Only the fields the input gave can differ from their defaults (shared constants).
-    for name in key:
-        kind = plan.get(name)
-        if not kind:
-            continue
+    for name, kind in shape[1]:
         v = d[name]
         if kind == _STR:
             if type(v) is str and len(v) <= _LONGEST_INTERNED:

@@ -166,7 +166,11 @@ class JobInfo:
         self.counts[status] += 1
 
     def count(self, statuses: Iterable[TaskStatus]) -> int:
-        return sum(self.counts[s] for s in statuses)
+        c = self.counts
+        n = 0
+        for s in statuses:
+            n += c[s]
+        return n
 
     @property
     def ready_num(self) -> int:
@@ -235,7 +239,10 @@ class JobInfo:
         total = np.zeros(width)
         if any(self.counts[st] for st in statuses):
             rows = [t.resreq for t in self.tasks.values() if t.status in statuses]
-            if rows and all(len(r) == width for r in rows):
+            if len(rows) == 1 and len(rows[0]) == width:
+                # One task (most jobs of a big cluster): 0 + r is r (requests are never -0.0).
+                total = rows[0].copy()
+            elif rows and all(len(r) == width for r in rows):
                 # The same additions in the same order as the loop below (add.accumulate runs
                 # along the rows one after another, from the zero row), in one numpy call.
                 rows.insert(0, total)
