@@ -715,6 +715,13 @@ def test_the_schedulers_pods_keep_only_what_scheduling_reads():
     assert slim["spec"] == {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
     assert slim["status"] == {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
     assert "ownerReferences" in raw["metadata"] and len(raw["status"]["conditions"]) == 2  # the input is untouched
+    # on a node: tolerations and the PodScheduled condition only served choosing the node
+    raw["spec"]["nodeName"] = "n0"
+    raw["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "effect": "NoExecute"}]
+    slim = slim_pod(raw)
+    assert slim["spec"] == {"nodeName": "n0", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    assert slim["status"] == {"phase": "Running"}
+    assert raw["spec"]["tolerations"] and len(raw["status"]["conditions"]) == 2
 
 
 def test_both_backends_run_the_controllers_one_function_builds():
@@ -796,7 +803,7 @@ def test_pods_of_other_schedulers_are_kept_as_node_usage_only():
         assert web.spec.node_name == "n0" and web.status.phase == "Running" and web.metadata.uid == "uid-web"
         assert web.key == "ns/web" and web.requests == {"cpu": 0.5}
         mine = st.get("Pod", "ns/mine")
-        assert mine.metadata.annotations == {"scheduling.k8s.io/group-name": "g"} and mine.spec.tolerations
+        assert mine.metadata.annotations == {"scheduling.k8s.io/group-name": "g"} and mine.spec.containers
         assert st.get("Pod", "ns/coflow").metadata.labels == {"scheduling.x-k8s.io/pod-group": "x"}
         # pods read whole are compacted: one field set per shape, repeated strings shared
         st._apply(pod, "ADDED", _bound_pod("mine2", "lavaflow", "1", annotations={"scheduling.k8s.io/group-name": "g"}))

@@ -96,7 +96,9 @@ _META_DROP = ("managedFields", "ownerReferences", "finalizers")
 def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
     """The parts of a pod the scheduler reads (memory at 150,000 pods): metadata without owner
     references, finalizers and managed fields; containers keep only name, resources, restartPolicy
-    and ports; status keeps phase, startTime and the PodScheduled condition."""
+    and ports; status keeps phase, startTime and, while the pod waits for a node, the PodScheduled
+    condition. A pod on a node also drops its tolerations: they only choose a node (the static
+    predicates and scores of a pending task), and a bound pod never chooses again."""
     spec = raw.get("spec")
     if not isinstance(spec, dict):
         return raw
@@ -109,15 +111,19 @@ def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
         if key in spec:
             spec[key] = [{k: c[k] for k in _CONTAINER_KEEP if k in c} for c in spec[key] or []]
     spec.pop("volumes", None)
+    bound = bool(spec.get("nodeName"))
+    if bound:
+        spec.pop("tolerations", None)
     out["spec"] = spec
     status = raw.get("status")
     if isinstance(status, dict):
         out["status"] = {k: status[k] for k in ("phase", "startTime", "reason", "message") if k in status}
-        scheduled = [
-            c for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "PodScheduled"
-        ]
-        if scheduled:
-            out["status"]["conditions"] = scheduled
+        if not bound:
+            scheduled = [
+                c for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "PodScheduled"
+            ]
+            if scheduled:
+                out["status"]["conditions"] = scheduled
     return out
 
 
