@@ -19,6 +19,10 @@ between runs with ``--keep`` (populating takes minutes); ``--cleanup`` only dele
     python benchmarks/kube_restart.py --kubeconfig admin.kubeconfig --nodes 5000 --bound 140000 \\
         --grouped 87000 --pending 100 [--restarts 2] [--keep] [--kube-scheduler PATH]
 
+With ``--floor`` each start is preceded by a client that only streams nodes, pods and PodGroups as
+the scheduler's informers do and decodes each object: the time the API server alone needs to hand
+over that state on this machine, below which no scheduler that reads it can bind.
+
 With ``--kube-scheduler`` the same number of kube-scheduler starts follow, each over ``--pending``
 new pods of its own on the same cluster (first/last binding, peak RSS, CPU seconds).
 
@@ -239,6 +243,67 @@ async def one_start(client: KubeClient, args, kubeconfig: str, tmp: Path, run: i
     return res
 
 
+STREAMED = ("/api/v1/nodes", "/api/v1/pods", "/apis/scheduling.volcano.sh/v1beta1/podgroups")
+
+
+async def stream_only(kubeconfig: str) -> None:
+    """The --stream-only child: what the API server alone takes to hand a client the state a
+    restarted scheduler reads (nodes, pods and PodGroups, streamed at once as the scheduler's
+    informers do). It decodes each object's JSON and keeps nothing; prints the counts."""
+    cfg = load_config(kubeconfig)
+    cfg.qps, cfg.burst = 0, 0
+    client = KubeClient(cfg)
+    params = {
+        "watch": True,
+        "sendInitialEvents": True,
+        "resourceVersionMatch": "NotOlderThan",
+        "allowWatchBookmarks": True,
+        "timeoutSeconds": 600,
+    }
+
+    async def one(path: str) -> int:
+        n = 0
+        async for ev in client.stream(path, params, 600):
+            if ev.get("type") == "BOOKMARK":
+                ann = ((ev.get("object") or {}).get("metadata") or {}).get("annotations") or {}
+                if ann.get("k8s.io/initial-events-end") == "true":
+                    return n
+            elif ev.get("type") == "ERROR":
+                raise RuntimeError(f"{path}: {ev.get('object')}")
+            else:
+                n += 1
+        raise RuntimeError(f"{path}: the stream ended before its initial events")
+
+    try:
+        counts = await asyncio.gather(*(one(p) for p in STREAMED))
+    finally:
+        await client.close()
+    print(json.dumps(dict(zip(("nodes", "pods", "podgroups"), counts))))
+
+
+def stream_floor(kubeconfig: str) -> dict[str, Any]:
+    """Run the --stream-only child once: seconds from its start to the end of the last initial
+    stream, and its CPU seconds (the API server's share of a restart, with a client that does
+    nothing but decode)."""
+    started = time.monotonic()
+    before = os.times()
+    out = subprocess.run(
+        [sys.executable, __file__, "--kubeconfig", kubeconfig, "--stream-only"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    after = os.times()
+    return {
+        "stream_only_s": round(time.monotonic() - started, 1),
+        "client_cpu_s": round(
+            after.children_user - before.children_user + after.children_system - before.children_system, 1
+        ),
+        "objects": json.loads(out.stdout.strip().splitlines()[-1]),
+        "load": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 async def cleanup(client: KubeClient, args) -> None:
     kube_namespaces = [f"{PENDING_NS}-kube-{run}" for run in range(args.restarts)]
     for ns in (NS, PENDING_NS, *kube_namespaces):
@@ -384,8 +449,17 @@ async def main() -> int:
         action="store_true",
         help="first run lavaflow until every PodGroup has a status (a restart, not a first start, is then timed)",
     )
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="before each start, time a client that only streams and decodes nodes, pods and PodGroups",
+    )
+    ap.add_argument("--stream-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.stream_only:
+        await stream_only(args.kubeconfig)
+        return 0
     args.grouped = min(args.grouped, args.bound)
     cfg = load_config(args.kubeconfig)
     cfg.qps, cfg.burst = 0, 0
@@ -406,6 +480,10 @@ async def main() -> int:
                 print(f"  settle: {json.dumps(r)}", flush=True)
                 results.append(r)
             for run in range(args.restarts):
+                if args.floor:
+                    f = stream_floor(args.kubeconfig)
+                    print(f"  stream only {run}: {json.dumps(f)}", flush=True)
+                    results.append({"stream_only": run, **f})
                 r = await one_start(client, args, args.kubeconfig, Path(tmp), run)
                 print(f"  start {run}: {json.dumps(r)}", flush=True)
                 results.append(r)

@@ -127,6 +127,7 @@ class SchedulerCache:
         self._signatures: dict[int, tuple[Any, Any]] = {}
         # id(containers) -> (containers, init containers, overhead, request vector, best effort)
         self._requests: dict[int, tuple[Any, Any, Any, np.ndarray, bool]] = {}
+        self._vectors: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
         # PodGroup key -> (resource count, its minResources, their vector); Queue name -> (resource
         # count, (capability, guarantee, deserved), their vectors): see on_podgroup and on_queue.
         self._min_resources: dict[str, tuple[int, dict[str, Any], np.ndarray]] = {}
@@ -153,10 +154,19 @@ class SchedulerCache:
 
     # ------------------------------------------------------------------ resources
     def _vector(self, amounts: dict[str, float]) -> np.ndarray:
-        before = len(self.index)
+        """The vector of ``amounts`` (a new array: callers may change it). A cluster repeats a
+        few request shapes across its pods and PodGroups, so vectors are kept by value."""
+        key = tuple(amounts.items())
+        width = len(self.index)
+        kept = self._vectors.get(key)
+        if kept is not None and len(kept) == width:
+            return kept.copy()
         vec = self.index.vector(amounts)
-        if len(self.index) != before:
+        if len(self.index) != width:
             self._widen()
+        if len(self._vectors) >= _REQUESTS_KEPT:
+            self._vectors.clear()
+        self._vectors[key] = vec.copy()
         return vec
 
     def _widen(self) -> None:
