@@ -97,7 +97,7 @@ class _Static:
     ids: tuple[int, ...]  # ids of the job's TaskInfo objects, in order, when ``split`` was made
     split: tuple[list[TaskInfo], list[TaskInfo], float]  # (workers by index, other tasks, GPUs per worker)
     parts: tuple[Any, ...]  # (speed spec, knobs, progress, workers, others, GPUs per worker, min, max,
-    # placement, GPU type, pinned type, name, placement shape)
+    # placement, GPU type, pinned type, name, placement shape, alive workers, requested workers)
 
 
 # (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
@@ -148,11 +148,8 @@ class ElasticJob:
     remaining: float
     attained: float
     state: JobState
+    current: int  # alive workers: the sum of ``placement``, read many times
     placement_seen: dict[str, int] | None = None
-    current: int = field(init=False)  # alive workers: the sum of ``placement``, read many times
-
-    def __post_init__(self) -> None:
-        self.current = sum(self.placement.values())
 
     def set_placement(self, placement: dict[str, int]) -> None:
         """Replace the placement (never change it in place: ``current`` follows it here)."""
@@ -307,7 +304,7 @@ class ElasticPlugin(Plugin):
                 self.state.static[job.uid] = _Static(
                     sig, job, job.version, pg, rv, col, self.type_label, (sp, kn, prog, rng), ids, split, parts
                 )
-        sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, shape = hit
+        sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, shape, n, requested = hit
         st = self.state.jobs.get(job.uid)
         if st is None:
             st = JobState(seen_at=ssn.now, wait_since=ssn.now)
@@ -323,7 +320,6 @@ class ElasticPlugin(Plugin):
                     if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None
                 ]
                 st.first_start = st.run_start = min(starts, default=ssn.now)
-        n = sum(placement.values())
         done = 0.0
         attained = 0.0
         if prog is not None:
@@ -333,25 +329,25 @@ class ElasticPlugin(Plugin):
                 # extrapolated with the speed model, phase by phase where the rate depends on progress
                 done = advance(sp.speed, shape, gtype, done, ssn.now - prog.time, sp.work)
                 attained += n * gpw * (ssn.now - prog.time)
-        remaining = max(sp.work - done, 0.0)
-        requested = min(max(kn.requested if kn.requested is not None else hi, lo), hi)
+        left = sp.work - done
         return ElasticJob(
             info=job,
             name=name,
             speed=sp,
-            min_workers=min(lo, hi),
+            min_workers=lo,
             max_workers=hi,
             requested=requested,
             priority=kn.priority,
             pinned=pinned,
             workers=workers,
             others=others,
-            gpus_per_worker=gpw or 1.0,
+            gpus_per_worker=gpw,
             placement=dict(placement),
             gpu_type=gtype,
-            remaining=remaining,
+            remaining=0.0 if left < 0.0 else left,  # max(left, 0.0)
             attained=attained,
             state=st,
+            current=n,
         )
 
     def _task_parts(
@@ -392,7 +388,24 @@ class ElasticPlugin(Plugin):
             sel = pod.spec.node_selector or {}
             v = sel.get(self.type_label) or next((sel[k] for k in es.DEFAULT_GPU_TYPE_LABELS if sel.get(k)), None)
             pinned = str(v).lower() if v else None
-        return (sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, _job_name(job), _shape(placement))
+        requested = min(max(kn.requested if kn.requested is not None else hi, lo), hi)
+        return (
+            sp,
+            kn,
+            prog,
+            workers,
+            others,
+            gpw or 1.0,  # GPUs per worker as the policy reads it
+            min(lo, hi),  # minimum workers
+            hi,
+            placement,
+            gtype,
+            pinned,
+            _job_name(job),
+            _shape(placement),
+            sum(placement.values()),
+            requested,
+        )
 
     def node_type(self, i: int) -> str:
         """The GPU type of node ``i`` (its label), cached until a node's labels change."""
