@@ -35,7 +35,8 @@ class _Queue:
     __slots__ = ("running", "sums", "scale", "odd")
 
     def __init__(self) -> None:
-        self.running: dict[str, tuple[int, np.ndarray]] = {}  # pod key -> (cache order, requests)
+        # pod key -> (cache order, requests, their units as _units gave them when added)
+        self.running: dict[str, tuple[int, np.ndarray, list[tuple[int, int]] | None]] = {}
         self.sums: list[int] = []  # per resource, in 1/1024 units, of requests with a scale
         self.scale: list[int] = []  # per resource, the largest scale ever added
         self.odd = 0  # running pods with a request finer than 1/1024
@@ -123,8 +124,8 @@ class TimelineSampler:
         if q is None:
             q = self.queues[queue] = _Queue()
         resreq = task.resreq
-        q.running[key] = (self.order[key][1], resreq)
         units = self._units(resreq)
+        q.running[key] = (self.order[key][1], resreq, units)
         if units is None:
             q.odd += 1
             return
@@ -139,8 +140,7 @@ class TimelineSampler:
     def _remove(self, key: str, queue: str) -> None:
         self.running -= 1
         q = self.queues[queue]
-        _, resreq = q.running.pop(key)
-        units = self._units(resreq)
+        _, _, units = q.running.pop(key)  # (a task's requests do not change while it runs)
         if units is None:
             q.odd -= 1
         else:
@@ -165,7 +165,7 @@ class TimelineSampler:
             return {nm: sums[i] / _UNIT for i, nm in enumerate(names) if nm != "pods" and i < len(sums) and sums[i]}
         # Sum in cache order, exactly as the figures were always computed.
         acc = np.zeros(len(names))
-        for _, resreq in sorted(q.running.values(), key=lambda e: e[0]):
+        for _, resreq, _ in sorted(q.running.values(), key=lambda e: e[0]):
             acc[: len(resreq)] += resreq
         return {nm: float(acc[i]) for i, nm in enumerate(names) if nm != "pods" and acc[i]}
 
