@@ -86,11 +86,14 @@ class JobState:
 class _Static:
     """What an elastic job's PodGroup and tasks give, kept between sessions under ``sig``."""
 
-    sig: tuple[Any, ...]  # (PodGroup resourceVersion, id, tasks, status counts, GPU column, type label)
+    # (PodGroup id, its owner references' id, minMember, the tasks' ids, (status, node) of each
+    # task, GPU column, type label)
+    sig: tuple[Any, ...]
     job: JobInfo  # the JobInfo and its version at which ``sig`` was last seen to hold
     version: int
-    pg: Any  # the PodGroup and its resourceVersion ``parsed`` was read from
+    pg: Any  # the PodGroup, a resourceVersion of it with the annotations ``ann`` ``parsed`` was read from
     rv: str | None
+    ann: dict[str, str]  # (a copy)
     col: int
     label: str
     parsed: tuple[Any, ...]  # (speed spec, knobs, progress, workers range) from the annotations
@@ -270,14 +273,30 @@ class ElasticPlugin(Plugin):
         ):
             hit = kept.parts
         else:
-            sig = (rv, id(pg), len(job.tasks), tuple(job.counts), col, self.type_label)
-            if kept is not None and kept.sig == sig:
+            # The parts follow from the PodGroup's annotations (parsed), minMember and owner (the
+            # job's name), and from the job's tasks: the same TaskInfo objects with the same
+            # statuses on the same nodes give the same parts.  Most PodGroup updates only write
+            # its status (a new resourceVersion, the same annotations): the parts stand.
+            tasks = job.tasks.values()
+            ids = tuple(map(id, tasks))
+            sig = (
+                id(pg),
+                id(pg.metadata.owner_references),
+                job.min_available,
+                ids,
+                tuple([(t.status, t.node) for t in tasks]),
+                col,
+                self.type_label,
+            )
+            same_ann = kept is not None and kept.pg is pg and (kept.rv == rv or kept.ann == ann)
+            if kept is not None and same_ann and kept.sig == sig:
                 hit = kept.parts
-                kept.job, kept.version, kept.pg = job, job.version, pg
+                kept.job, kept.version, kept.rv = job, job.version, rv
             else:
-                # The annotations' parts, parsed again only for a new PodGroup (or version of it).
-                if kept is not None and kept.pg is pg and kept.rv == rv:
+                # The annotations' parts, parsed again only when they changed (or for a new PodGroup).
+                if kept is not None and same_ann:
                     sp, kn, prog, rng = kept.parsed
+                    ann_seen = kept.ann
                 else:
                     try:
                         sp = es.speed_spec(ann)
@@ -290,9 +309,9 @@ class ElasticPlugin(Plugin):
                     except es.SpecError:
                         prog = None  # a bad progress report is ignored: the job is still the policy's
                     rng = es.workers_range(ann)
+                    ann_seen = dict(ann)  # a copy: compared with the annotations of later versions
                 # The job's GPU workers (by index), other tasks and GPUs per worker: the same while
                 # its tasks are the same TaskInfo objects (kept alive here, so ids are not reused).
-                ids = tuple(map(id, job.tasks.values()))
                 if kept is not None and kept.ids == ids and kept.col == col:
                     split = kept.split
                 else:
@@ -302,7 +321,18 @@ class ElasticPlugin(Plugin):
                     return None
                 hit = parts
                 self.state.static[job.uid] = _Static(
-                    sig, job, job.version, pg, rv, col, self.type_label, (sp, kn, prog, rng), ids, split, parts
+                    sig,
+                    job,
+                    job.version,
+                    pg,
+                    rv,
+                    ann_seen,
+                    col,
+                    self.type_label,
+                    (sp, kn, prog, rng),
+                    ids,
+                    split,
+                    parts,
                 )
         sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, shape, n, requested = hit
         st = self.state.jobs.get(job.uid)
