@@ -636,7 +636,12 @@ def test_frozen_leader_does_not_bind_from_a_stale_view_on_a_real_api_server(tmp_
                 await create_manifest(api, d)
             await _wait(lambda: _is(_holder(api, ns, suffix), f"b-{suffix}"), 30, "the standby to take over")
             took_over = time.monotonic() - frozen_at
-            await _wait(lambda: _at_least(bound, 12), 60, "the standby to fill the cluster")
+            try:
+                await _wait(lambda: _at_least(bound, 12), 60, "the standby to fill the cluster")
+            except AssertionError as exc:  # say where each gang stands
+                pods = await list_objects(api, "Pod", ns)
+                tail = (tmp_path / "b.log").read_text()[-1500:]
+                raise AssertionError(f"{exc}; bound per gang {_bound_per_gang(pods)}; standby log: {tail}") from None
             a.send_signal(signal.SIGCONT)
             await asyncio.sleep(4)  # the old leader's queued bindings would go out now
             pods = await list_objects(api, "Pod", ns)
@@ -731,6 +736,16 @@ def test_killed_leader_leaves_no_gang_half_bound_on_a_real_api_server(tmp_path):
             await api.close()
 
     run(scenario())
+
+
+def _bound_per_gang(pods: list[dict]) -> dict[str, str]:
+    out: dict[str, list[int]] = {}
+    for p in pods:
+        group = (p["metadata"].get("annotations") or {}).get("scheduling.k8s.io/group-name", "")
+        seen = out.setdefault(group, [0, 0])
+        seen[0] += bool(p["spec"].get("nodeName"))
+        seen[1] += 1
+    return {g: f"{b}/{n}" for g, (b, n) in sorted(out.items())}
 
 
 async def _at_least(count, n: int) -> bool:
