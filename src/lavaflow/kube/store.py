@@ -395,65 +395,83 @@ class Informer:
             "timeoutSeconds": timeout,
             **self._selectors(),
         }
+        seen: set[str] = set()
+        t0 = time.monotonic()
+        busy = 0.0
         if initial:
             params.update(sendInitialEvents=True, resourceVersionMatch="NotOlderThan")
-            seen: set[str] = set()
-            t0 = time.monotonic()
-            busy = 0.0
         else:
             params["resourceVersion"] = self.rv
         path = self.res.path(self.namespace)
         try:
-            events = self.store.client.stream(path, params, timeout)
-            async for ev in events:
-                etype = ev.get("type")
-                obj = ev.get("object") or {}
-                if etype == "ERROR":
-                    if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
-                        raise Gone()
-                    if initial:
-                        raise StreamingUnsupported(obj.get("message") or obj.get("reason") or "error event")
-                    raise ApiError(int(obj.get("code") or 500), obj, "WATCH", path)
-                rv = _rv(obj)
-                if etype == "BOOKMARK":
-                    self.bookmarks += 1
-                    if initial:
-                        ann = (obj.get("metadata") or {}).get("annotations") or {}
-                        if ann.get(INITIAL_EVENTS_END) != "true":
-                            continue  # a progress bookmark inside the initial state: not a place to resume
+            async for batch in self.store.client.stream_batches(path, params, timeout):
+                run: list[dict[str, Any]] = []  # initial ADDED objects, applied under one hold of the lock
+                for ev in batch:
+                    etype = ev.get("type")
+                    obj = ev.get("object") or {}
+                    if initial and etype == "ADDED":
+                        obj.setdefault("apiVersion", self.res.api_version)
+                        obj.setdefault("kind", self.res.api_kind)
+                        run.append(obj)
+                        continue
+                    if run:
+                        busy += await self._apply_run(run, seen)
+                        run = []
+                    if etype == "ERROR":
+                        if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
+                            raise Gone()
+                        if initial:
+                            raise StreamingUnsupported(obj.get("message") or obj.get("reason") or "error event")
+                        raise ApiError(int(obj.get("code") or 500), obj, "WATCH", path)
+                    rv = _rv(obj)
+                    if etype == "BOOKMARK":
+                        self.bookmarks += 1
+                        if initial:
+                            ann = (obj.get("metadata") or {}).get("annotations") or {}
+                            if ann.get(INITIAL_EVENTS_END) != "true":
+                                continue  # a progress bookmark inside the initial state: not a place to resume
+                            async with self.store.lock:
+                                self.store._drop_unseen(self.res, seen)
+                            initial = False
+                            self.synced.set()
+                            log.info(
+                                "%s: streamed %d in %.2fs (%.2fs of it applying)",
+                                self.res.kind,
+                                len(seen),
+                                time.monotonic() - t0,
+                                busy,
+                            )
+                            seen = set()
+                        if rv:
+                            self.rv = rv
+                        continue
+                    obj.setdefault("apiVersion", self.res.api_version)
+                    obj.setdefault("kind", self.res.api_kind)
+                    if initial:  # anything but ADDED inside the initial state: applied as it comes
                         async with self.store.lock:
-                            self.store._drop_unseen(self.res, seen)
-                        initial = False
-                        self.synced.set()
-                        log.info(
-                            "%s: streamed %d in %.2fs (%.2fs of it applying)",
-                            self.res.kind,
-                            len(seen),
-                            time.monotonic() - t0,
-                            busy,
-                        )
-                        del seen
+                            self.store._apply_page(self.res, [obj], seen)
+                        self.events += 1
+                        continue
+                    async with self.store.lock:
+                        self.store._apply(self.res, etype, obj)
+                    self.events += 1
                     if rv:
                         self.rv = rv
-                    continue
-                obj.setdefault("apiVersion", self.res.api_version)
-                obj.setdefault("kind", self.res.api_kind)
-                if initial:
-                    async with self.store.lock:
-                        t1 = time.monotonic()
-                        self.store._apply_page(self.res, [obj], seen)
-                        busy += time.monotonic() - t1
-                    self.events += 1
-                    continue
-                async with self.store.lock:
-                    self.store._apply(self.res, etype, obj)
-                self.events += 1
-                if rv:
-                    self.rv = rv
+                if run:
+                    busy += await self._apply_run(run, seen)
         except ApiError as exc:
             if initial and not exc.gone and exc.status in (400, 403, 404, 405, 422, 500, 501):
                 raise StreamingUnsupported(str(exc)) from exc
             raise
+
+    async def _apply_run(self, run: list[dict[str, Any]], seen: set[str]) -> float:
+        """Apply initial objects as one page; the seconds it took."""
+        async with self.store.lock:
+            t1 = time.monotonic()
+            self.store._apply_page(self.res, run, seen)
+            took = time.monotonic() - t1
+        self.events += len(run)
+        return took
 
 
 class KubeStore:
