@@ -237,18 +237,17 @@ class JobInfo:
         """The summed requests of the tasks in ``statuses``, kept in attribute ``memo`` until a
         task comes, goes or changes status (the kept array itself: callers must not change it)."""
         tasks = self.tasks
-        if len(tasks) == 1:
-            # One task (most jobs of a big cluster): 0 + r is r (requests are never -0.0).
-            (task,) = tasks.values()
-            r = task.resreq
-            total = r.copy() if task.status in statuses and len(r) == width else np.zeros(width)
-            if len(r) != width and task.status in statuses:
-                total[: len(r)] += r
-            total.flags.writeable = False
-            setattr(self, memo, (width, total))
-            return total
         total = np.zeros(width)
-        if any(self.counts[st] for st in statuses):
+        if len(tasks) == 1:
+            # One task (most jobs of a big cluster), without the generator and list below.
+            (task,) = tasks.values()
+            if task.status in statuses:
+                r = task.resreq
+                if len(r) == width:
+                    total = r.copy()  # 0 + r is r (requests are never -0.0)
+                else:
+                    total[: len(r)] += r
+        elif any(self.counts[st] for st in statuses):
             rows = [t.resreq for t in tasks.values() if t.status in statuses]
             if rows and all(len(r) == width for r in rows):
                 # The same additions in the same order as the loop below (add.accumulate runs
