@@ -822,3 +822,36 @@ def test_pods_of_other_schedulers_are_kept_as_node_usage_only():
         assert s.cache.nodes.used[node][CPU] == pytest.approx(2.25)
 
     run(scenario())
+
+
+def test_a_streamed_initial_state_applies_each_event_as_its_type_says():
+    """Inside a streaming list's initial state a server sends ADDED events; should another type
+    come, it is applied as that type (a DELETED object stays deleted, not re-added), and only the
+    end bookmark is a version to resume from."""
+    from lavaflow.kube.store import Informer
+
+    def pod(name: str, rv: str) -> dict:
+        return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": rv}, "spec": {}}
+
+    end = {"metadata": {"resourceVersion": "9", "annotations": {"k8s.io/initial-events-end": "true"}}}
+    batches = [
+        [{"type": "ADDED", "object": pod("a", "3")}, {"type": "ADDED", "object": pod("b", "4")}],
+        [{"type": "DELETED", "object": pod("b", "5")}, {"type": "MODIFIED", "object": pod("a", "6")}],
+        [{"type": "BOOKMARK", "object": end}],
+    ]
+
+    class Client:
+        async def stream_batches(self, path, params, timeout):
+            assert params["sendInitialEvents"] is True
+            for b in batches:
+                yield b
+
+    async def scenario():
+        store = KubeStore(Client(), keep_raw=True)  # type: ignore[arg-type]
+        inf = Informer(store, kind_info("Pod"))
+        await inf._watch(initial=True)
+        assert sorted(store.objects["Pod"]) == ["ns/a"]
+        assert store.objects["Pod"]["ns/a"].metadata.resource_version == "6"
+        assert inf.synced.is_set() and inf.rv == "9"
+
+    run(scenario())

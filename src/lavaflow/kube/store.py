@@ -447,15 +447,12 @@ class Informer:
                         continue
                     obj.setdefault("apiVersion", self.res.api_version)
                     obj.setdefault("kind", self.res.api_kind)
-                    if initial:  # anything but ADDED inside the initial state: applied as it comes
-                        async with self.store.lock:
-                            self.store._apply_page(self.res, [obj], seen)
-                        self.events += 1
-                        continue
+                    if initial and etype != DELETED:
+                        seen.add(key_of(self.res, obj))
                     async with self.store.lock:
                         self.store._apply(self.res, etype, obj)
                     self.events += 1
-                    if rv:
+                    if rv and not initial:  # inside the initial state only its end is a place to resume
                         self.rv = rv
                 if run:
                     busy += await self._apply_run(run, seen)
