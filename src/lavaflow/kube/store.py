@@ -24,17 +24,14 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import ValidationError
-
-from ..api.core import PodSpec
 from ..api.kinds import Kind, kind_info
-from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec
 from .client import ApiError, KubeClient
 from .compact import compact
+from .lightpod import _INVALID, _USAGE_KEEP, LightPod, light_pod, spec_requests
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -209,34 +206,25 @@ class UsageOnlyPod:
         return f"{self.namespace}/{self.metadata.name}"
 
 
-def usage_only_pod(raw: dict[str, Any], ours: frozenset[str]) -> UsageOnlyPod | None:
+def usage_only_pod(raw: dict[str, Any], ours: frozenset[str]) -> UsageOnlyPod | LightPod | None:
     """A pod of another scheduler that belongs to no gang, kept as node usage only (see
-    UsageOnlyPod). None for any other pod, which is read whole: ours, one naming a group of any
-    gang API, or one whose resources do not read."""
+    UsageOnlyPod); one of ours bound in a Volcano PodGroup, as a LightPod when it reads plainly
+    (see lightpod). None for any other pod, which is read whole: one naming a group of any gang
+    API, or one whose resources do not read."""
     spec = raw.get("spec")
     meta = raw.get("metadata")
     if type(spec) is not dict or type(meta) is not dict:
         return None
     if (spec.get("schedulerName") or "default-scheduler") in ours:
-        return None
+        return light_pod(raw)
     if spec.get("workloadRef") is not None or spec.get("schedulingGroup") is not None:
         return None
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     if any(k in labels for k in _GANG_LABELS) or any(k in annotations for k in _GANG_ANNOTATIONS):
         return None
-    part: dict[str, Any] = {}
-    if "overhead" in spec:
-        part["overhead"] = spec["overhead"]
-    for key in ("containers", "initContainers"):
-        if key in spec:
-            part[key] = [
-                {k: c[k] for k in ("name", "resources", "restartPolicy") if k in c} if isinstance(c, dict) else c
-                for c in spec[key] or []
-            ]
-    try:
-        requests = pod_requests(PodSpec.model_validate(part))
-    except (ValidationError, ValueError, ArithmeticError):
+    requests, _ = spec_requests(spec, _USAGE_KEEP)
+    if requests is _INVALID:
         return None  # the whole decode reports it
     return UsageOnlyPod(raw, requests)
 

@@ -125,7 +125,8 @@ class SchedulerCache:
         self.default_priority = 0
         self.static_masks: dict[Any, np.ndarray] = {}
         self._signatures: dict[int, tuple[Any, Any]] = {}
-        # id(containers) -> (containers, init containers, overhead, request vector, best effort)
+        # id(containers) -> (containers, init containers, overhead, request vector, best effort), or
+        # id(requests) -> (requests, None, None, request vector, best effort) for pods carrying theirs
         self._requests: dict[int, tuple[Any, Any, Any, np.ndarray, bool]] = {}
         self._vectors: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
         # PodGroup key -> (resource count, its minResources, their vector); Queue name -> (resource
@@ -391,9 +392,26 @@ class SchedulerCache:
         self._requests[id(containers)] = (containers, init, overhead, resreq, best_effort)
         return resreq.copy(), best_effort
 
+    def _carried_requests_of(self, amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
+        """``_requests_of`` for a pod that carries its requests (the Kubernetes store's light pods,
+        whose pods of one template share one dict of them): kept by that dict."""
+        hit = self._requests.get(id(amounts))
+        if hit is not None and hit[0] is amounts and len(hit[3]) == len(self.index):
+            return hit[3].copy(), hit[4]
+        resreq = self._vector(amounts)
+        resreq[PODS] = 1.0
+        best_effort = not any(v > 0 for v in amounts.values())
+        if len(self._requests) >= _REQUESTS_KEPT:
+            self._requests.clear()
+        self._requests[id(amounts)] = (amounts, None, None, resreq, best_effort)
+        return resreq.copy(), best_effort
+
     def _new_task(self, pod: Pod, key: str, job_uid: str) -> TaskInfo:
         meta, spec = pod.metadata, pod.spec
-        resreq, best_effort = self._requests_of(spec)
+        # a pydantic Pod, or one that carries its requests (the Kubernetes store's light pods)
+        resreq, best_effort = (
+            self._requests_of(spec) if isinstance(pod, Pod) else self._carried_requests_of(pod.requests)
+        )
         ann = meta.annotations
         labels = meta.labels
         role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY, "")

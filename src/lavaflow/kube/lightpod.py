@@ -1,0 +1,350 @@
+"""Pods of ours bound to a node, read straight from their JSON.
+
+On a restart the scheduler reads every pod it bound before: at the scale of Volcano issue #5819,
+~87,000 of them, each validated into a pydantic Pod (~30 µs of CPU apiece, most of the time
+before the first cycle). Of a bound pod the cache reads a handful of scalars (name, node, phase,
+priority, labels, annotations...) and its request vector; plugins read more of it only now and
+then (its affinity, host ports, containers...).
+
+``light_pod(raw)`` keeps such a pod as a ``LightPod`` when it can tell, by the types of the JSON
+values alone, that the full decode would succeed: the fields the cache reads are taken from the
+JSON as the model would hold them, and the requests come from a memo keyed by the content of the
+containers (pods of one template share it). Anything else read of it (``pod.spec.containers``,
+``pod.model_dump()``...) decodes the whole model once, from the same parts of the JSON that
+``slim_pod`` keeps, so it reads exactly as the pod read whole would. Whatever is not plainly of its
+type (a number as a string, an unknown quantity, a field given by its Python name...) sends the pod
+down the whole decode, which reports it and skips it as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..api.core import Pod, PodSpec, PodStatus
+from ..api.kinds import kind_info
+from ..api.meta import ObjectMeta
+from ..api.selectors import pod_requests
+from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
+from ..api.x_k8s_podgroup import POD_GROUP_LABEL
+from . import codec
+from .compact import compact
+
+_POD = kind_info("Pod")
+_PHASES = frozenset(("Pending", "Running", "Succeeded", "Failed", "Unknown"))
+_KEPT = 4096  # request memo entries (a cluster has a few hundred pod templates)
+
+
+def _keys(cls: type[BaseModel]) -> frozenset[str]:
+    """Every key of a dict that ``cls`` reads: each field's name and its alias."""
+    out: set[str] = set()
+    for name, info in cls.model_fields.items():
+        out.add(name)
+        if info.alias:
+            out.add(info.alias)
+        if isinstance(info.validation_alias, str):
+            out.add(info.validation_alias)
+    return frozenset(out)
+
+
+# ------------------------------------------------------------------ requests memo
+def _frozen(v: Any) -> Any:
+    """A hashable image of a JSON value that tells apart what validates differently (1, 1.0,
+    True and "1" are four keys)."""
+    t = type(v)
+    if t is str:
+        return v
+    if t is dict:
+        return (dict, *[(_frozen(k), _frozen(x)) for k, x in v.items()])
+    if t is list:
+        return (list, *[_frozen(x) for x in v])
+    return (t, v)
+
+
+_USAGE_KEEP = ("name", "resources", "restartPolicy")
+_LIGHT_KEEP = ("name", "resources", "restartPolicy", "ports")  # slim_pod's containers
+_memos: dict[tuple[str, ...], dict[Any, dict[str, float] | None]] = {_USAGE_KEEP: {}, _LIGHT_KEEP: {}}
+_INVALID = object()
+
+
+def spec_requests(spec: dict[str, Any], keep: tuple[str, ...]) -> tuple[Any, dict[str, Any]]:
+    """What ``pod_requests`` gives for the containers (each cut to the keys ``keep``), init
+    containers and overhead of a pod's JSON ``spec``, or ``_INVALID`` when those parts do not
+    validate as a PodSpec's; with the parts themselves (the containers cut). Pods made from one
+    template share the answer: it is kept by their content."""
+    part: dict[str, Any] = {}
+    if "overhead" in spec:
+        part["overhead"] = spec["overhead"]
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            part[key] = [{k: c[k] for k in keep if k in c} if isinstance(c, dict) else c for c in spec[key] or []]
+    memo = _memos[keep]
+    try:
+        memo_key = _frozen(part)
+        hit = memo.get(memo_key, _INVALID)
+    except TypeError:  # something unhashable (not JSON): validate it each time
+        memo_key, hit = None, _INVALID
+    if hit is not _INVALID:
+        return (_INVALID if hit is None else hit), part
+    try:
+        requests: dict[str, float] | None = pod_requests(PodSpec.model_validate(part))
+    except (ValidationError, ValueError, ArithmeticError):
+        requests = None
+    if memo_key is not None:
+        if len(memo) >= _KEPT:
+            memo.clear()
+        memo[memo_key] = requests
+    return (_INVALID if requests is None else requests), part
+
+
+# ------------------------------------------------------------------ light pods
+_META_KEYS = _keys(ObjectMeta)
+_SPEC_KEYS = _keys(PodSpec)
+_STATUS_KEYS = _keys(PodStatus)
+_POD_KEYS = _keys(Pod)
+# keys slim_pod drops (so the whole decode never sees them) from a bound pod's parts
+_META_DROPPED = frozenset(("managedFields", "ownerReferences", "finalizers"))
+_SPEC_DROPPED = frozenset(("volumes", "tolerations"))
+_STR_OR_NONE = (str, type(None))
+
+
+def _str_map(v: Any) -> bool:
+    return type(v) is dict and all(type(k) is str and type(x) is str for k, x in v.items())
+
+
+class _Fallback:
+    """Reads what the light object does not hold from the pod's whole model (decoded once)."""
+
+    __slots__ = ()
+    _part: str
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            if name.startswith("__") and not name.startswith("__pydantic"):
+                raise AttributeError(name)
+            if name in ("_pod", "_part"):
+                raise AttributeError(name)
+        return getattr(getattr(self._pod.full(), self._part), name)  # type: ignore[attr-defined]
+
+
+class LightMeta(_Fallback):
+    __slots__ = (
+        "_pod",
+        "name",
+        "namespace",
+        "uid",
+        "resource_version",
+        "creation_timestamp",
+        "deletion_timestamp",
+        "labels",
+        "annotations",
+    )
+    _part = "metadata"
+
+
+class LightSpec(_Fallback):
+    __slots__ = (
+        "_pod",
+        "node_name",
+        "scheduler_name",
+        "priority",
+        "priority_class_name",
+        "preemption_policy",
+        "node_selector",
+    )
+    _part = "spec"
+    # what a light pod is known not to have (anything else makes it a whole pod)
+    affinity = None
+    workload_ref = None
+    scheduling_group = None
+
+    @property
+    def tolerations(self) -> list[Any]:
+        return []  # slim_pod drops a bound pod's tolerations
+
+
+class LightStatus(_Fallback):
+    __slots__ = ("_pod", "phase", "start_time", "reason", "message")
+    _part = "status"
+    exit_code = None  # what the store keeps of a pod's status has no container statuses
+
+    @property
+    def conditions(self) -> list[Any]:
+        return []  # slim_pod drops a bound pod's conditions
+
+
+class LightPod:
+    """A bound pod of ours as the scheduler keeps it (see the module): the scalars the cache reads,
+    its requests (shared by the pods of its template), and the parts of its JSON the whole model is
+    decoded from when anything else of it is read."""
+
+    __slots__ = ("metadata", "spec", "status", "requests", "_raw", "_full")
+    kind = "Pod"
+    namespaced = True
+
+    def __init__(self, raw: dict[str, Any], requests: dict[str, float]) -> None:
+        self._raw: dict[str, Any] | None = raw
+        self._full: Pod | None = None
+        self.requests = requests
+
+    def full(self) -> Pod:
+        """The whole model (decoded on first use, exactly as the store decodes a pod read whole)."""
+        full = self._full
+        if full is None:
+            full = codec.decode(_POD, self._raw)  # type: ignore[arg-type]
+            if full is None:  # light_pod checked that it reads: a bug if not
+                raise RuntimeError(f"light pod {self.key} does not decode")
+            compact(full)
+            self._full = full
+            self._raw = None
+        return full
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and not name.startswith("__pydantic"):
+            raise AttributeError(name)
+        if name in ("_raw", "_full"):
+            raise AttributeError(name)
+        return getattr(self.full(), name)
+
+    def __repr__(self) -> str:
+        return f"LightPod({self.key!r})"
+
+
+def light_pod(raw: dict[str, Any]) -> LightPod | None:
+    """``raw`` (a pod of ours, as listed or watched) as a LightPod, or None when it must be read
+    whole: not bound, not in a Volcano PodGroup, naming a group of another gang API, or carrying
+    anything whose decode this cannot vouch for."""
+    meta, spec, status = raw.get("metadata"), raw.get("spec"), raw.get("status", {})
+    if type(meta) is not dict or type(spec) is not dict or type(status) is not dict:
+        return None
+    node_name = spec.get("nodeName")
+    if type(node_name) is not str or not node_name:
+        return None
+    labels = meta.get("labels", {})
+    annotations = meta.get("annotations", {})
+    if not _str_map(labels) or not _str_map(annotations):
+        return None
+    if (
+        GROUP_NAME_ANNOTATION not in annotations
+        or VOLCANO_GROUP_NAME_ANNOTATION in annotations
+        or POD_GROUP_LABEL in labels
+    ):
+        return None
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        if k in ("metadata", "spec", "status"):
+            continue
+        if k in _POD_KEYS:
+            if k not in ("apiVersion", "kind") or type(v) is not str:
+                return None
+            out[k] = v
+    # metadata: every key the model reads must be plainly of its type
+    m: dict[str, Any] = {}
+    for k, v in meta.items():
+        if k in _META_DROPPED or k not in _META_KEYS:
+            continue
+        if k in ("name", "uid"):
+            if type(v) is not str:
+                return None
+        elif k in ("namespace", "resourceVersion", "generateName"):
+            if type(v) not in _STR_OR_NONE:
+                return None
+        elif k == "generation":
+            if v is not None and type(v) is not int:
+                return None
+        elif k not in ("labels", "annotations", "creationTimestamp", "deletionTimestamp"):
+            return None
+        m[k] = v
+    requests, part = spec_requests(spec, _LIGHT_KEEP)
+    if requests is _INVALID:
+        return None
+    s: dict[str, Any] = {}
+    for k, v in spec.items():
+        if k in _SPEC_DROPPED or k not in _SPEC_KEYS:
+            continue
+        if k in ("containers", "initContainers", "overhead"):
+            if k != "overhead" and any(type(c) is not dict for c in v or ()):
+                return None
+            s[k] = part[k]
+            continue
+        if k in (
+            "nodeName",
+            "schedulerName",
+            "priorityClassName",
+            "preemptionPolicy",
+            "restartPolicy",
+            "hostname",
+            "subdomain",
+        ):
+            if type(v) not in _STR_OR_NONE:
+                return None
+        elif k == "priority":
+            if v is not None and type(v) is not int:
+                return None
+        elif k == "nodeSelector":
+            if not _str_map(v):
+                return None
+        elif k not in ("affinity", "topologySpreadConstraints", "resourceClaims", "workloadRef", "schedulingGroup"):
+            return None  # a field given by its Python name, or one this does not check
+        elif v is not None:
+            return None
+        s[k] = v
+    st: dict[str, Any] = {}
+    for k in ("phase", "startTime", "reason", "message"):  # what slim_pod keeps of a bound pod's status
+        if k in status:
+            v = status[k]
+            if k == "phase":
+                if type(v) is not str or v not in _PHASES:
+                    return None
+            elif k != "startTime" and type(v) not in _STR_OR_NONE:
+                return None
+            st[k] = v
+    if "topologySpreadConstraints" in s:  # None does not validate as a list
+        return None
+    out["metadata"] = m
+    out["spec"] = s
+    if "status" in raw:
+        out["status"] = st
+
+    pod = LightPod(out, requests)
+    lm = LightMeta()
+    lm._pod = pod
+    lm.name = m.get("name", "")
+    lm.namespace = m.get("namespace")
+    lm.uid = m.get("uid", "")
+    lm.resource_version = m.get("resourceVersion")
+    lm.creation_timestamp = codec.parse_time(m.get("creationTimestamp"))
+    lm.deletion_timestamp = codec.parse_time(m.get("deletionTimestamp"))
+    lm.labels = labels if "labels" in m else {}
+    lm.annotations = annotations if "annotations" in m else {}
+    ls = LightSpec()
+    ls._pod = pod
+    ls.node_name = node_name
+    ls.scheduler_name = s.get("schedulerName")
+    ls.priority = s.get("priority")
+    ls.priority_class_name = s.get("priorityClassName")
+    ls.preemption_policy = s.get("preemptionPolicy")
+    ls.node_selector = s.get("nodeSelector", {})
+    lst = LightStatus()
+    lst._pod = pod
+    lst.phase = st.get("phase", "Pending")
+    lst.start_time = codec.parse_time(st.get("startTime"))
+    lst.reason = st.get("reason")
+    lst.message = st.get("message")
+    pod.metadata = lm
+    pod.spec = ls
+    pod.status = lst
+    return pod
