@@ -62,6 +62,19 @@ def _frozen(v: Any) -> Any:
     return (t, v)
 
 
+try:
+    import orjson
+
+    def _memo_key(part: dict[str, Any]) -> Any:
+        """The JSON text of ``part`` (what JSON cannot hold raises TypeError), or None when it has a
+        null: a float that is not finite is written as one too, and validates otherwise."""
+        key = orjson.dumps(part)
+        return None if b"null" in key else key
+
+except ImportError:  # pragma: no cover - the kube extra installs orjson
+    _memo_key = _frozen
+
+
 _USAGE_KEEP = ("name", "resources", "restartPolicy")
 _LIGHT_KEEP = ("name", "resources", "restartPolicy", "ports")  # slim_pod's containers
 _memos: dict[tuple[str, ...], dict[Any, dict[str, float] | None]] = {_USAGE_KEEP: {}, _LIGHT_KEEP: {}}
@@ -81,10 +94,10 @@ def spec_requests(spec: dict[str, Any], keep: tuple[str, ...]) -> tuple[Any, dic
             part[key] = [{k: c[k] for k in keep if k in c} if isinstance(c, dict) else c for c in spec[key] or []]
     memo = _memos[keep]
     try:
-        memo_key = _frozen(part)
-        hit = memo.get(memo_key, _INVALID)
-    except TypeError:  # something unhashable (not JSON): validate it each time
-        memo_key, hit = None, _INVALID
+        memo_key = _memo_key(part)
+    except TypeError:  # not JSON: validated each time
+        memo_key = None
+    hit = _INVALID if memo_key is None else memo.get(memo_key, _INVALID)
     if hit is not _INVALID:
         return (_INVALID if hit is None else hit), part
     try:
@@ -107,6 +120,59 @@ _POD_KEYS = _keys(Pod)
 _META_DROPPED = frozenset(("managedFields", "ownerReferences", "finalizers"))
 _SPEC_DROPPED = frozenset(("volumes", "tolerations"))
 _STR_OR_NONE = (str, type(None))
+_NONE = type(None)
+_ANY: frozenset[type] = frozenset((object,))  # (compared by identity): any value reads
+_REFUSE: frozenset[type] = frozenset()  # no value: the pod is read whole
+
+
+def _table(keys: frozenset[str], dropped: frozenset[str], types: dict[str, frozenset[type]]) -> dict[str, Any]:
+    """key -> the types its value may have (``_ANY``: any) for every key the model reads and
+    slim_pod keeps; a key the model reads that is not in ``types`` refuses the pod."""
+    out: dict[str, Any] = dict.fromkeys(keys - dropped, _REFUSE)
+    out.update(types)
+    return out
+
+
+_S, _SN, _IN = frozenset((str,)), frozenset((str, _NONE)), frozenset((int, _NONE))
+_META = _table(
+    _META_KEYS,
+    _META_DROPPED,
+    {
+        "name": _S,
+        "uid": _S,
+        "namespace": _SN,
+        "resourceVersion": _SN,
+        "generateName": _SN,
+        "generation": _IN,
+        "labels": _ANY,  # (checked before)
+        "annotations": _ANY,
+        "creationTimestamp": _ANY,
+        "deletionTimestamp": _ANY,
+    },
+)
+_SPEC = _table(
+    _SPEC_KEYS,
+    _SPEC_DROPPED,
+    {
+        "nodeName": _S,  # (checked before)
+        "schedulerName": _SN,
+        "priorityClassName": _SN,
+        "preemptionPolicy": _SN,
+        "restartPolicy": _SN,
+        "hostname": _SN,
+        "subdomain": _SN,
+        "priority": _IN,
+        "nodeSelector": _ANY,  # (checked after)
+        "containers": _ANY,  # (through the requests memo)
+        "initContainers": _ANY,
+        "overhead": _ANY,
+        # what a light pod is known not to have
+        "affinity": frozenset((_NONE,)),
+        "resourceClaims": frozenset((_NONE,)),
+        "workloadRef": frozenset((_NONE,)),
+        "schedulingGroup": frozenset((_NONE,)),
+    },
+)
 
 
 def _str_map(v: Any) -> bool:
@@ -251,57 +317,32 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
             if k not in ("apiVersion", "kind") or type(v) is not str:
                 return None
             out[k] = v
-    # metadata: every key the model reads must be plainly of its type
+    # every key the model reads must be plainly of its type
     m: dict[str, Any] = {}
     for k, v in meta.items():
-        if k in _META_DROPPED or k not in _META_KEYS:
+        types = _META.get(k)
+        if types is None:
             continue
-        if k in ("name", "uid"):
-            if type(v) is not str:
-                return None
-        elif k in ("namespace", "resourceVersion", "generateName"):
-            if type(v) not in _STR_OR_NONE:
-                return None
-        elif k == "generation":
-            if v is not None and type(v) is not int:
-                return None
-        elif k not in ("labels", "annotations", "creationTimestamp", "deletionTimestamp"):
+        if types is not _ANY and type(v) not in types:
             return None
         m[k] = v
+    s: dict[str, Any] = {}
+    for k, v in spec.items():
+        types = _SPEC.get(k)
+        if types is None:
+            continue
+        if types is not _ANY and type(v) not in types:
+            return None
+        s[k] = v
+    if "nodeSelector" in s and not _str_map(s["nodeSelector"]):
+        return None
+    for k in ("containers", "initContainers"):
+        if k in s and any(type(c) is not dict for c in s[k] or ()):
+            return None
     requests, part = spec_requests(spec, _LIGHT_KEEP)
     if requests is _INVALID:
         return None
-    s: dict[str, Any] = {}
-    for k, v in spec.items():
-        if k in _SPEC_DROPPED or k not in _SPEC_KEYS:
-            continue
-        if k in ("containers", "initContainers", "overhead"):
-            if k != "overhead" and any(type(c) is not dict for c in v or ()):
-                return None
-            s[k] = part[k]
-            continue
-        if k in (
-            "nodeName",
-            "schedulerName",
-            "priorityClassName",
-            "preemptionPolicy",
-            "restartPolicy",
-            "hostname",
-            "subdomain",
-        ):
-            if type(v) not in _STR_OR_NONE:
-                return None
-        elif k == "priority":
-            if v is not None and type(v) is not int:
-                return None
-        elif k == "nodeSelector":
-            if not _str_map(v):
-                return None
-        elif k not in ("affinity", "topologySpreadConstraints", "resourceClaims", "workloadRef", "schedulingGroup"):
-            return None  # a field given by its Python name, or one this does not check
-        elif v is not None:
-            return None
-        s[k] = v
+    s.update(part)  # the containers as slim_pod cuts them
     st: dict[str, Any] = {}
     for k in ("phase", "startTime", "reason", "message"):  # what slim_pod keeps of a bound pod's status
         if k in status:
@@ -312,8 +353,6 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
             elif k != "startTime" and type(v) not in _STR_OR_NONE:
                 return None
             st[k] = v
-    if "topologySpreadConstraints" in s:  # None does not validate as a list
-        return None
     out["metadata"] = m
     out["spec"] = s
     if "status" in raw:
