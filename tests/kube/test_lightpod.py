@@ -206,6 +206,14 @@ def test_requests_are_kept_by_content_with_types_apart():
     assert usage(1.5).requests == {"cpu": 1.5}
     assert usage("1").requests == {"cpu": 1.0}
 
+    def sidecar(policy) -> object:
+        raw = bound("s", spec__schedulerName="default-scheduler", metadata__annotations={})
+        raw["spec"]["initContainers"] = [{"name": "i", "restartPolicy": policy}]
+        return usage_only_pod(raw, ours)
+
+    assert sidecar(None) is not None and sidecar(None) is not None
+    assert sidecar(float("nan")) is None  # written as null too, but not a policy
+
 
 # Values of every JSON type for the fields a light pod checks: each pod built from them must either be
 # refused or read exactly as the pod read whole.
@@ -310,5 +318,69 @@ def test_updates_and_deletes_of_light_pods_change_the_cache_as_whole_pods_do():
         assert d.job == "ns/h" and d.resreq[CPU] == pytest.approx(2.11) and d.resreq[MEMORY] == 2**30
         assert "ns/c" not in light.cache.tasks
         assert all(p._full is None for p in light.store.objects["Pod"].values() if isinstance(p, LightPod))
+
+    asyncio.run(scenario())
+
+
+def test_a_session_decides_the_same_over_light_pods_as_over_whole_ones():
+    """Pending pods that must keep away from bound ones (host ports, anti-affinity, spread by
+    labels): binds decided over light pods are those decided over whole pods, and only the light
+    pods whose other parts a plugin read were decoded whole."""
+    pg_kind, queue_kind = kind_info("PodGroup"), kind_info("Queue")
+
+    def pg(name: str, phase: str) -> dict:
+        return {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"pg-{name}", "resourceVersion": "3"},
+            "spec": {"minMember": 1, "queue": "default"},
+            "status": {"phase": phase},
+        }
+
+    def pending(name: str, group: str, **spec) -> dict:
+        raw = bound(name, metadata__annotations={GROUP: group}, status__phase="Pending", **spec)
+        raw["spec"].pop("nodeName")
+        raw["spec"].pop("nodeSelector")
+        raw["status"].pop("startTime")
+        return raw
+
+    ports = [{"name": "c", "resources": {"requests": {"cpu": "1"}}, "ports": [{"containerPort": 80, "hostPort": 8080}]}]
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"role": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+    plain = [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]
+    bound_pods = [
+        bound("a", spec__nodeSelector={}, spec__containers=ports),
+        bound("b", spec__nodeName="n1", spec__nodeSelector={}, spec__containers=plain, metadata__labels={"role": "db"}),
+    ]
+    pods = [
+        pending("p", "gp", spec__containers=ports),  # n0's port is taken: n1
+        pending("q", "gq", spec__containers=plain, spec__affinity=anti),  # keeps away from b: n0
+    ]
+
+    async def scenario():
+        decided = []
+        for light in (True, False):
+            s = _scheduler()
+            if not light:
+                s.store.ours = None
+            s.store._apply(queue_kind, "ADDED", {"metadata": {"name": "default", "uid": "q"}, "spec": {"weight": 1}})
+            for name, phase in (("g", "Running"), ("gp", "Inqueue"), ("gq", "Inqueue")):
+                s.store._apply(pg_kind, "ADDED", pg(name, phase))
+            for raw in bound_pods + pods:
+                s.store._apply(POD, "ADDED", copy.deepcopy(raw))
+            s.scheduler.run_once(1e10)
+            d = s.cache.take_decisions()
+            decided.append((sorted(d.binds), sorted(d.evictions)))
+            if light:
+                a, b = s.store.get("Pod", "ns/a"), s.store.get("Pod", "ns/b")
+                assert isinstance(a, LightPod) and isinstance(b, LightPod)
+                assert a._full is not None  # its host ports were read
+        assert decided[0] == decided[1]
+        assert decided[0][0] == [("ns/p", "n1"), ("ns/q", "n0")]
 
     asyncio.run(scenario())
