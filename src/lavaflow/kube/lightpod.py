@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..api.core import Pod, PodSpec, PodStatus
+from ..api.core import Pod, PodSpec
 from ..api.kinds import kind_info
 from ..api.meta import ObjectMeta
 from ..api.selectors import pod_requests
@@ -114,7 +114,6 @@ def spec_requests(spec: dict[str, Any], keep: tuple[str, ...]) -> tuple[Any, dic
 # ------------------------------------------------------------------ light pods
 _META_KEYS = _keys(ObjectMeta)
 _SPEC_KEYS = _keys(PodSpec)
-_STATUS_KEYS = _keys(PodStatus)
 _POD_KEYS = _keys(Pod)
 # keys slim_pod drops (so the whole decode never sees them) from a bound pod's parts
 _META_DROPPED = frozenset(("managedFields", "ownerReferences", "finalizers"))
