@@ -855,3 +855,29 @@ def test_a_streamed_initial_state_applies_each_event_as_its_type_says():
         assert inf.synced.is_set() and inf.rv == "9"
 
     run(scenario())
+
+
+def test_the_controllers_wait_leaves_no_unawaited_waits_when_its_timeout_is_already_due():
+    """The controller loop waits for a stop or a wake with a timeout that can already be due: the
+    wait is then cancelled before it starts, and must not leave waits behind that are never awaited
+    (a RuntimeWarning at every such turn of the loop)."""
+    import gc
+    import warnings
+
+    from lavaflow.kube.controller_process import _first_set
+
+    async def scenario() -> None:
+        stop, wake = asyncio.Event(), asyncio.Event()
+        for _ in range(20):
+            try:
+                await asyncio.wait_for(_first_set(stop, wake), 0)
+            except TimeoutError:
+                pass
+        wake.set()
+        await asyncio.wait_for(_first_set(stop, wake), 5)  # returns once one is set
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(scenario())
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]

@@ -99,7 +99,7 @@ class KubeControllers:
             self.wake.clear()
             await self.reconcile()
             try:
-                await asyncio.wait_for(_first(stop.wait(), self.wake.wait()), self._next_timeout())
+                await asyncio.wait_for(_first_set(stop, self.wake), self._next_timeout())
             except TimeoutError:
                 pass
 
@@ -175,8 +175,10 @@ def _has_model(kind: str) -> bool:
     return kind_info(kind).model is not None
 
 
-async def _first(*aws) -> None:
-    tasks = [asyncio.ensure_future(a) for a in aws]
+async def _first_set(*events: asyncio.Event) -> None:
+    """Until one of ``events`` is set. The waits are made here, not by the caller: a caller's
+    timeout can cancel this before it starts, and waits made for it would then never be awaited."""
+    tasks = [asyncio.ensure_future(e.wait()) for e in events]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
