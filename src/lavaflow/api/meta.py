@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
@@ -105,20 +105,22 @@ class ObjectMeta(K8sModel):
     deletion_timestamp: Any = None
 
 
-class TypedObject(K8sModel):
-    namespaced: ClassVar[bool] = True
+class ObjectKeys:
+    """``name``, ``namespace`` and ``key`` of an object with a ``metadata`` (its name and namespace)
+    and a ``namespaced`` flag: the typed models, and the lighter pods the Kubernetes store keeps."""
 
-    api_version: str = ""
-    kind: str = ""
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    __slots__ = ()
+    if TYPE_CHECKING:  # (no annotations at run time: pydantic would read them as fields)
+        metadata: Any
+        namespaced: ClassVar[bool]
 
     @property
     def name(self) -> str:
-        return self.metadata.name
+        return self.metadata.name  # type: ignore[no-any-return]
 
     @property
     def namespace(self) -> str:
-        return self.metadata.namespace or "default"
+        return self.metadata.namespace or "default"  # type: ignore[no-any-return]
 
     @property
     def key(self) -> str:
@@ -126,7 +128,15 @@ class TypedObject(K8sModel):
         meta = self.metadata
         if self.namespaced:
             return f"{meta.namespace or 'default'}/{meta.name}"
-        return meta.name
+        return meta.name  # type: ignore[no-any-return]
+
+
+class TypedObject(K8sModel, ObjectKeys):
+    namespaced: ClassVar[bool] = True
+
+    api_version: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
     def annotation(self, key: str, default: str | None = None) -> str | None:
         return self.metadata.annotations.get(key, default)

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..api.core import Pod, PodSpec
 from ..api.kinds import kind_info
-from ..api.meta import ObjectMeta
+from ..api.meta import ObjectKeys, ObjectMeta
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
@@ -174,6 +174,20 @@ _SPEC = _table(
 )
 
 
+def _plain(d: dict[str, Any], table: dict[str, Any]) -> dict[str, Any] | None:
+    """The keys of ``d`` the model reads (those of ``table``), or None when one of their values is
+    not of a type ``table`` allows for it."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        types = table.get(k)
+        if types is None:
+            continue
+        if types is not _ANY and type(v) not in types:
+            return None
+        out[k] = v
+    return out
+
+
 def _str_map(v: Any) -> bool:
     return type(v) is dict and all(type(k) is str and type(x) is str for k, x in v.items())
 
@@ -239,7 +253,7 @@ class LightStatus(_Fallback):
         return []  # slim_pod drops a bound pod's conditions
 
 
-class LightPod:
+class LightPod(ObjectKeys):
     """A bound pod of ours as the scheduler keeps it (see the module): the scalars the cache reads,
     its requests (shared by the pods of its template), and the parts of its JSON the whole model is
     decoded from when anything else of it is read."""
@@ -264,18 +278,6 @@ class LightPod:
             self._full = full
             self._raw = None
         return full
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
-
-    @property
-    def key(self) -> str:
-        return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and not name.startswith("__pydantic"):
@@ -317,22 +319,10 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
                 return None
             out[k] = v
     # every key the model reads must be plainly of its type
-    m: dict[str, Any] = {}
-    for k, v in meta.items():
-        types = _META.get(k)
-        if types is None:
-            continue
-        if types is not _ANY and type(v) not in types:
-            return None
-        m[k] = v
-    s: dict[str, Any] = {}
-    for k, v in spec.items():
-        types = _SPEC.get(k)
-        if types is None:
-            continue
-        if types is not _ANY and type(v) not in types:
-            return None
-        s[k] = v
+    m = _plain(meta, _META)
+    s = _plain(spec, _SPEC)
+    if m is None or s is None:
+        return None
     if "nodeSelector" in s and not _str_map(s["nodeSelector"]):
         return None
     for k in ("containers", "initContainers"):

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..api.kinds import Kind, kind_info
+from ..api.meta import ObjectKeys
 from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
@@ -178,7 +179,7 @@ class _UsageStatus:
         self.phase = status.get("phase", "Pending") if isinstance(status, dict) else "Pending"
 
 
-class UsageOnlyPod:
+class UsageOnlyPod(ObjectKeys):
     """A pod of another scheduler as the scheduler keeps it: where it is, its phase and what it
     requests (the cache adds it to its node's usage and reads nothing else of it). A pydantic Pod
     costs ~7.5 KiB whatever it holds (every defaulted list, dict and field set); this ~0.6 KiB."""
@@ -192,18 +193,6 @@ class UsageOnlyPod:
         self.spec = _UsageSpec(raw["spec"])
         self.status = _UsageStatus(raw.get("status"))
         self.requests = requests
-
-    @property
-    def name(self) -> str:
-        return self.metadata.name
-
-    @property
-    def namespace(self) -> str:
-        return self.metadata.namespace or "default"
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.metadata.name}"
 
 
 def usage_only_pod(raw: dict[str, Any], ours: frozenset[str]) -> UsageOnlyPod | LightPod | None:

@@ -383,14 +383,7 @@ class SchedulerCache:
             and len(hit[3]) == len(self.index)
         ):
             return hit[3].copy(), hit[4]
-        amounts = pod_requests(spec)
-        resreq = self._vector(amounts)
-        resreq[PODS] = 1.0
-        best_effort = not any(v > 0 for v in amounts.values())
-        if len(self._requests) >= _REQUESTS_KEPT:
-            self._requests.clear()
-        self._requests[id(containers)] = (containers, init, overhead, resreq, best_effort)
-        return resreq.copy(), best_effort
+        return self._keep_requests((containers, init, overhead), pod_requests(spec))
 
     def _carried_requests_of(self, amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
         """``_requests_of`` for a pod that carries its requests (the Kubernetes store's light pods,
@@ -398,12 +391,18 @@ class SchedulerCache:
         hit = self._requests.get(id(amounts))
         if hit is not None and hit[0] is amounts and len(hit[3]) == len(self.index):
             return hit[3].copy(), hit[4]
+        return self._keep_requests((amounts, None, None), amounts)
+
+    def _keep_requests(self, owners: tuple[Any, Any, Any], amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
+        """The request vector of ``amounts`` (with its pod slot) and whether it requests nothing,
+        kept under the id of the first of ``owners`` (what a later pod must hold, by identity, to
+        share it)."""
         resreq = self._vector(amounts)
         resreq[PODS] = 1.0
         best_effort = not any(v > 0 for v in amounts.values())
         if len(self._requests) >= _REQUESTS_KEPT:
             self._requests.clear()
-        self._requests[id(amounts)] = (amounts, None, None, resreq, best_effort)
+        self._requests[id(owners[0])] = (*owners, resreq, best_effort)
         return resreq.copy(), best_effort
 
     def _new_task(self, pod: Pod, key: str, job_uid: str) -> TaskInfo:
