@@ -76,8 +76,11 @@ except ImportError:  # pragma: no cover - the kube extra installs orjson
 
 
 _USAGE_KEEP = ("name", "resources", "restartPolicy")
-_LIGHT_KEEP = ("name", "resources", "restartPolicy", "ports")  # slim_pod's containers
-_memos: dict[tuple[str, ...], dict[Any, dict[str, float] | None]] = {_USAGE_KEEP: {}, _LIGHT_KEEP: {}}
+# What the store's slim_pod keeps of a pod's containers and drops of its metadata (here, since
+# the store imports this module): a light pod is decoded from exactly those parts.
+CONTAINER_KEEP = ("name", "resources", "restartPolicy", "ports")
+META_DROP = frozenset(("managedFields", "ownerReferences", "finalizers"))
+_memos: dict[tuple[str, ...], dict[Any, dict[str, float] | None]] = {_USAGE_KEEP: {}, CONTAINER_KEEP: {}}
 _INVALID = object()
 
 
@@ -116,7 +119,6 @@ _META_KEYS = _keys(ObjectMeta)
 _SPEC_KEYS = _keys(PodSpec)
 _POD_KEYS = _keys(Pod)
 # keys slim_pod drops (so the whole decode never sees them) from a bound pod's parts
-_META_DROPPED = frozenset(("managedFields", "ownerReferences", "finalizers"))
 _SPEC_DROPPED = frozenset(("volumes", "tolerations"))
 _STR_OR_NONE = (str, type(None))
 _NONE = type(None)
@@ -135,7 +137,7 @@ def _table(keys: frozenset[str], dropped: frozenset[str], types: dict[str, froze
 _S, _SN, _IN = frozenset((str,)), frozenset((str, _NONE)), frozenset((int, _NONE))
 _META = _table(
     _META_KEYS,
-    _META_DROPPED,
+    META_DROP,
     {
         "name": _S,
         "uid": _S,
@@ -328,7 +330,7 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
     for k in ("containers", "initContainers"):
         if k in s and any(type(c) is not dict for c in s[k] or ()):
             return None
-    requests, part = spec_requests(spec, _LIGHT_KEEP)
+    requests, part = spec_requests(spec, CONTAINER_KEEP)
     if requests is _INVALID:
         return None
     s.update(part)  # the containers as slim_pod cuts them

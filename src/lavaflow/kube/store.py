@@ -32,7 +32,7 @@ from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec
 from .client import ApiError, KubeClient
 from .compact import compact
-from .lightpod import _INVALID, _USAGE_KEEP, LightPod, light_pod, spec_requests
+from .lightpod import _INVALID, _USAGE_KEEP, CONTAINER_KEEP, META_DROP, LightPod, light_pod, spec_requests
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -85,12 +85,6 @@ def _strip(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-_CONTAINER_KEEP = ("name", "resources", "restartPolicy", "ports")
-
-
-_META_DROP = ("managedFields", "ownerReferences", "finalizers")
-
-
 def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
     """The parts of a pod the scheduler reads (memory at 150,000 pods): metadata without owner
     references, finalizers and managed fields; containers keep only name, resources, restartPolicy
@@ -102,12 +96,12 @@ def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
         return raw
     out = dict(raw)
     meta = raw.get("metadata")
-    if isinstance(meta, dict) and any(k in meta for k in _META_DROP):
-        out["metadata"] = {k: v for k, v in meta.items() if k not in _META_DROP}
+    if isinstance(meta, dict) and any(k in meta for k in META_DROP):
+        out["metadata"] = {k: v for k, v in meta.items() if k not in META_DROP}
     spec = dict(spec)
     for key in ("containers", "initContainers"):
         if key in spec:
-            spec[key] = [{k: c[k] for k in _CONTAINER_KEEP if k in c} for c in spec[key] or []]
+            spec[key] = [{k: c[k] for k in CONTAINER_KEEP if k in c} for c in spec[key] or []]
     spec.pop("volumes", None)
     bound = bool(spec.get("nodeName"))
     if bound:
