@@ -1072,3 +1072,46 @@ def test_node_failure_example_recovers_by_restart():
     restarted = [j for j in jobs if j["retryCount"] > 0]
     assert restarted and all("Restarting" in [h["phase"] for h in j["phaseHistory"]] for j in restarted)
     assert any(p["reason"] == "NodeLost" for p in r["pods"])
+
+
+def test_job_reconciled_on_what_concerns_it_not_on_status_echoes():
+    """As Volcano's job controller: a PodGroup update concerns the job only when its phase moves,
+    and the controller's own status write of a phase that did not move asks for no reconcile;
+    a phase change (of either), another writer's update and every pod event still do."""
+    text = CLUSTER + vjob("j", [{"name": "t", "replicas": 2, "duration": "50s"}], min_available=1)
+    sim, r = run_sim(text, until=10)
+    ctrl, store = sim.job_ctrl, sim.store
+    assert not ctrl.dirty
+    pg = next(p for p in store.list("PodGroup") if p.name.startswith("j-"))
+    job = store.get("Job", "default/j")
+    assert pg.status.phase == "Running" and job.status.state.phase == "Running"
+
+    pg.status.running = 2  # a status write that leaves the phase
+    store.update(pg)
+    assert not ctrl.dirty
+    pg.status.phase = "Unknown"  # a phase that moved
+    store.update(pg)
+    assert "default/j" in ctrl.dirty
+    ctrl.run()
+    pg.status.phase = "Running"
+    store.update(pg)
+    assert "default/j" in ctrl.dirty
+    ctrl.run()
+    assert not ctrl.dirty
+
+    syncs: list[str] = []
+    writes: list[str] = []
+    sync = ctrl.sync
+    ctrl.sync = lambda key: (syncs.append(key), sync(key))[1]  # type: ignore[method-assign]
+    store.watch("Job", lambda ev, obj, old: writes.append(obj.status.state.phase))
+    pod = next(p for p in store.list("Pod") if p.metadata.labels.get("volcano.sh/job-name") == "j")
+    pod.status.phase = "Pending"  # a pod event that changes the counts, not the job's phase
+    store.update(pod)
+    ctrl.run()
+    assert syncs == ["default/j"] and writes == ["Running"] and job.status.pending == 1
+    assert not ctrl.dirty  # the controller's own count write asked for no second reconcile
+
+    store.update(job)  # another writer's update: reconciled
+    assert "default/j" in ctrl.dirty
+    ctrl.run()
+    assert syncs == ["default/j", "default/j"]

@@ -237,9 +237,12 @@ class JobController(Controller):
             str, dict[str, tuple[tuple[Any, ...], Pod, list[str]]]
         ] = {}  # job key -> task -> pod template
         self._name_sets: dict[str, dict[str, frozenset[str]]] = {}  # job key -> task -> its pods' names
-        # (Job resourceVersion, lavaflow.io/* annotations) last copied to the PodGroup
-        self._elastic_seen: dict[str, tuple[str, dict[str, str]]] = {}
+        # (Job resourceVersion, lavaflow.io/* annotations, the ``specs`` entry and all annotations
+        # they were worked out from) last copied to the PodGroup
+        self._elastic_seen: dict[str, tuple[str, dict[str, str], Any, dict[str, str]]] = {}
         self._timer_tokens: dict[int, tuple[str, str]] = {}  # live delayed actions: token -> (job, scope)
+        self._transitions = 0  # phase changes made so far (a sync tells whether it made any)
+        self._own_write: str | None = None  # the job whose status sync is writing, phase unmoved
         self._next_token = 0
         store.watch("Job", self._on_job)
         store.watch("Pod", self._on_pod)
@@ -258,7 +261,11 @@ class JobController(Controller):
             return
         prev = self.specs.get(job.key)
         if prev is not None and prev[0] is job.spec:
-            self.mark(job.key)  # a status write: the spec object is the one already seen
+            # A status write: the spec object is the one already seen. The controller's own write
+            # of a status whose phase did not move needs no reconcile (as Volcano ignores
+            # status-only updates): the sync that wrote it changed nothing else it reads.
+            if job.key != self._own_write:
+                self.mark(job.key)
             return
         spec = job.spec.model_dump()
         self.specs[job.key] = (job.spec, spec)
@@ -356,7 +363,9 @@ class JobController(Controller):
                     self.podgroups_of.setdefault(key, {})[pg.key] = None
                 if phase == "Unknown" and before != "Unknown":
                     self._request(key, Request("Unknown"))
-                else:
+                elif event != "MODIFIED" or phase != before:
+                    # As Volcano's updatePodGroup: only a new phase concerns the job (its sync
+                    # reads nothing else of an existing PodGroup but the annotations it copies).
                     self.mark(key)
 
     def _on_command(self, event: str, cmd: Command, old: Command | None) -> None:
@@ -397,6 +406,7 @@ class JobController(Controller):
         now = self.clock()
         previous = job.status.state.phase
         job.status.state.phase = phase
+        self._transitions += 1
         job.status.state.reason = reason or None
         job.status.state.message = message or None
         job.status.state.last_transition_time = now
@@ -603,6 +613,7 @@ class JobController(Controller):
             pods = self.pods_by_job[key] = {}
             self.tallies[key] = _Tally()
         before = _snapshot(job.status)
+        transitions = self._transitions
         if not job.status.state.phase:
             self._initiate(job)
         reqs = self.requests.pop(key, [])
@@ -618,7 +629,12 @@ class JobController(Controller):
                 continue
             self._handle(job, pods, req)
         if _snapshot(job.status) != before:
-            self.store.update(job)
+            if self._transitions == transitions:
+                self._own_write = key
+            try:
+                self.store.update(job)
+            finally:
+                self._own_write = None
 
     def _cleanup(self, key: str, pods: dict[str, Pod]) -> None:
         for p in list(pods.values()):
@@ -911,8 +927,13 @@ class JobController(Controller):
             return
         version = job.metadata.resource_version
         seen = self._elastic_seen.get(job.key)
-        if seen is not None and version and seen[0] == version:
-            return  # the Job has not changed since its annotations were last copied
+        accepted = self.specs.get(job.key)  # the spec as _on_job last accepted it (a new entry per change)
+        if seen is not None and (
+            (version and seen[0] == version) or (accepted is not None and seen[2] is accepted and seen[3] == ann)
+        ):
+            # The Job has not changed since its annotations were last copied, or only its status
+            # did (the spec _on_job accepted then, and annotations equal to those copied from).
+            return
         mine = {k: v for k, v in ann.items() if k.startswith(elastic_spec.PREFIX)}
         shape = elastic_spec.job_shape(job)
         if shape is not None:
@@ -920,7 +941,7 @@ class JobController(Controller):
         # Only what changed on the Job since it was last copied (the PodGroup may hold newer
         # progress reports of its own, e.g. from the simulator).
         last = seen[1] if seen is not None else None
-        self._elastic_seen[job.key] = (version or "", mine)
+        self._elastic_seen[job.key] = (version or "", mine, accepted, dict(ann))
         changed = {k: v for k, v in mine.items() if last is None or last.get(k) != v}
         theirs = pg.metadata.annotations
         if not changed or all(theirs.get(k) == v for k, v in changed.items()):
