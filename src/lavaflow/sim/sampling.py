@@ -31,6 +31,21 @@ def _scale(v: float) -> int | None:
     return None
 
 
+def _count_units(resreq: np.ndarray) -> list[tuple[int, int]] | None:
+    """Each request as (its value in 1/1024 units, its scale), or None if one is finer."""
+    out = []
+    for v in resreq.tolist():
+        k = _scale(v)
+        if k is None:
+            return None
+        out.append((int(v * (1 << k)) << (_MAX_SCALE - k), k))
+    return out
+
+
+_MISSING = object()
+_UNITS_KEPT = 4096  # distinct request vectors remembered (TimelineSampler._units)
+
+
 class _Queue:
     __slots__ = ("running", "sums", "scale", "odd")
 
@@ -55,6 +70,7 @@ class TimelineSampler:
         self.queues: dict[str, _Queue] = {}
         self._taken: tuple[int, Any] | None = None  # (store version, session) of the last point
         self.job_queues: dict[str, str] = {}  # PodGroup key -> the queue its tasks were last marked in
+        self._units_of: dict[bytes, list[tuple[int, int]] | None] = {}  # see _units
         # Registered after the scheduler cache's handlers: the cache has seen each event first.
         store.watch("Pod", self._on_pod)
         store.watch("PodGroup", self._on_podgroup)
@@ -149,15 +165,16 @@ class TimelineSampler:
         if not q.running:
             del self.queues[queue]
 
-    @staticmethod
-    def _units(resreq: np.ndarray) -> list[tuple[int, int]] | None:
-        out = []
-        for v in resreq.tolist():
-            k = _scale(v)
-            if k is None:
-                return None
-            out.append((int(v * (1 << k)) << (_MAX_SCALE - k), k))
-        return out
+    def _units(self, resreq: np.ndarray) -> list[tuple[int, int]] | None:
+        """``_count_units`` of a request vector, kept by its values (a job's pods, and every
+        incarnation of them, request the same)."""
+        raw = resreq.tobytes()
+        hit = self._units_of.get(raw, _MISSING)
+        if hit is _MISSING:
+            if len(self._units_of) >= _UNITS_KEPT:
+                self._units_of.clear()
+            hit = self._units_of[raw] = _count_units(resreq)
+        return hit  # type: ignore[return-value]
 
     def _queue_amounts(self, q: _Queue, names: list[str]) -> dict[str, float]:
         if not q.odd and all(s < (1 << (53 - k)) * _UNIT for s, k in zip(q.sums, q.scale)):
