@@ -257,9 +257,10 @@ class Simulation:
         rec = self.pod_records[pod.metadata.uid]
         rec["startTime"] = self.now
         rec["node"] = node
-        duration = self._duration_of(pod)
-        if math.isfinite(duration) and not self.training.owns(pod):  # training pods end with their work
-            self._push(self.now + duration, "finish", (key, pod.metadata.uid))
+        if not self.training.owns(pod):  # training pods end with their work
+            duration = self._duration_of(pod)
+            if math.isfinite(duration):
+                self._push(self.now + duration, "finish", (key, pod.metadata.uid))
         for child in self.held.pop(key, []):
             delay = ann.parse_duration(child.metadata.annotations.get(ann.SPAWN_DELAY, "0"))
             self._push(self.now + delay, "spawn", (child, key, pod.metadata.uid))

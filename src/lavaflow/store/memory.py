@@ -31,6 +31,16 @@ def _stamp(meta: Any, values: dict[str, Any]) -> None:
     fields_set.update(values)
 
 
+def _stamp1(meta: Any, name: str, value: Any) -> None:
+    """``_stamp(meta, {name: value})``, for the one field update and delete stamp."""
+    fields_set = getattr(meta, "__pydantic_fields_set__", None)
+    if fields_set is None:
+        setattr(meta, name, value)
+        return
+    meta.__dict__[name] = value
+    fields_set.add(name)
+
+
 class AlreadyExists(KeyError):
     pass
 
@@ -92,12 +102,12 @@ class MemoryStore:
     def update(self, obj: Any, old: Any = None) -> Any:
         """Store a changed object (objects are updated in place; ``old`` is an optional earlier copy)."""
         kind = type(obj).__name__
-        bucket = self._objects.setdefault(kind, {})
+        bucket = self._objects.get(kind)
         key = obj.key
-        if key not in bucket:
+        if bucket is None or key not in bucket:
             raise KeyError(f"{kind} {key} not found")
-        self.version += 1
-        _stamp(obj.metadata, {"resource_version": str(self.version)})
+        self.version = version = self.version + 1
+        _stamp1(obj.metadata, "resource_version", str(version))
         bucket[key] = obj
         for h in self._handlers.get(kind, ()):
             h(MODIFIED, obj, old)
@@ -108,6 +118,7 @@ class MemoryStore:
         if obj is None:
             return None
         self.version += 1
-        _stamp(obj.metadata, {"deletion_timestamp": self.clock()})
-        self._notify(kind, DELETED, obj, None)
+        _stamp1(obj.metadata, "deletion_timestamp", self.clock())
+        for h in self._handlers.get(kind, ()):
+            h(DELETED, obj, None)
         return obj
