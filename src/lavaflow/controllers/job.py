@@ -86,7 +86,7 @@ KILL_TO = {"AbortJob": "Aborting", "TerminateJob": "Terminating", "CompleteJob":
 SETTLE_TO = {"Aborting": "Aborted", "Terminating": "Terminated", "Completing": "Completed"}
 
 
-@dataclass
+@dataclass(slots=True)
 class Request:
     event: str
     task: str = ""

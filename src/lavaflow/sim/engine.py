@@ -185,44 +185,42 @@ class Simulation:
 
     # ------------------------------------------------------------------ pods
     def _record_pod(self, event: str, pod: Pod, old) -> None:
-        rec = self.pod_records.get(pod.metadata.uid)
-        if (
-            rec is None
-            and event == "ADDED"
-            and ann.DELETE_AT in pod.metadata.annotations
-            and pod.metadata.owner_references
-        ):
+        meta = pod.metadata
+        annotations = meta.annotations
+        uid = meta.uid
+        rec = self.pod_records.get(uid)
+        if rec is None and event == "ADDED" and ann.DELETE_AT in annotations and meta.owner_references:
             # A pod made from a template that carries delete-at: evicted at that time (if alive then).
             # A pod created at or after that instant (e.g. the replacement a RestartJob made in reaction
             # to the eviction itself) is not evicted again.
-            at = ann.parse_duration(pod.metadata.annotations[ann.DELETE_AT], allow_inf=True)
+            at = ann.parse_duration(annotations[ann.DELETE_AT], allow_inf=True)
             if math.isfinite(at) and at > self.now:
-                self._push(at, "evict", (pod.key, pod.metadata.uid))
+                self._push(at, "evict", (pod.key, uid))
+        job = annotations.get("volcano.sh/job-name") or annotations.get("scheduling.k8s.io/group-name")
+        spec = pod.spec
+        env: dict[str, str] = {}
+        for c in spec.containers:
+            for e in c.env:
+                if e.value is not None:
+                    env[e.name] = e.value
         if rec is None:
-            rec = {
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "job": None,
-                "task": pod.metadata.annotations.get("volcano.sh/task-spec") or None,
-                "node": None,
+            self.pod_records[uid] = rec = {
+                "namespace": meta.namespace or "default",
+                "name": meta.name,
+                "job": job,
+                "task": annotations.get("volcano.sh/task-spec") or None,
+                "node": spec.node_name,
                 "phase": "Pending",
                 "createTime": self.now,
                 "startTime": None,
                 "finishTime": None,
                 "exitCode": None,
-                "env": {},
+                "env": env,
             }
-            self.pod_records[pod.metadata.uid] = rec
-        rec["job"] = pod.metadata.annotations.get("volcano.sh/job-name") or pod.metadata.annotations.get(
-            "scheduling.k8s.io/group-name"
-        )
-        rec["node"] = pod.spec.node_name
-        env: dict[str, str] = {}
-        for c in pod.spec.containers:
-            for e in c.env:
-                if e.value is not None:
-                    env[e.name] = e.value
-        rec["env"] = env
+        else:
+            rec["job"] = job
+            rec["node"] = spec.node_name
+            rec["env"] = env
         if event == "DELETED":
             if rec["finishTime"] is None:
                 rec["finishTime"] = self.now

@@ -76,7 +76,8 @@ class TimelineSampler:
         store.watch("PodGroup", self._on_podgroup)
 
     def _on_pod(self, event: str, pod, old) -> None:
-        key = pod.key
+        meta = pod.metadata
+        key = f"{meta.namespace or 'default'}/{meta.name}"  # pod.key
         self.dirty[key] = None
         t = self.cache.tasks.get(key)
         if t is not None:

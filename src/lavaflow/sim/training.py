@@ -120,13 +120,15 @@ class TrainingModel:
         return gpus
 
     def _on_pod(self, event: str, pod, old) -> None:
-        pgname = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
+        meta = pod.metadata
+        pgname = meta.annotations.get(GROUP_NAME_ANNOTATION)
         if pgname is None:
             return
-        st = self.jobs.get(f"{pod.namespace}/{pgname}")
+        namespace = meta.namespace or "default"  # pod.namespace
+        st = self.jobs.get(f"{namespace}/{pgname}")
         if st is None or st.finish is not None:
             return
-        key = pod.key
+        key = f"{namespace}/{meta.name}"  # pod.key
         running = event != "DELETED" and pod.status.phase == "Running" and bool(pod.spec.node_name)
         had = key in st.pods
         if running and not had:
