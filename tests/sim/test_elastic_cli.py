@@ -321,6 +321,28 @@ def test_updated_speed_annotation_reaches_the_podgroup():
     assert "lavaflow.io/progress" in pg.metadata.annotations  # the simulator's metrics collector reports
 
 
+def test_annotation_changed_in_place_after_status_writes_reaches_the_podgroup():
+    """The copy to the PodGroup is skipped only while the Job's spec and annotations are those
+    last copied from: the controller's status writes (new resourceVersions) copy nothing again,
+    an annotation changed on the same object does reach the PodGroup."""
+    res, sim = simulate(
+        NODES + JOB.format(name="x", app="cifar10", bsz=1024, epochs=1, at="0s", min=1, max=2), until=30
+    )
+    ctrl = sim.job_ctrl
+    job = sim.store.get("Job", "default/x")
+    pg = next(g for g in sim.store.list("PodGroup"))
+    copied = dict(ctrl._elastic_seen["default/x"][1])
+    assert ctrl._elastic_seen["default/x"][0] != job.metadata.resource_version  # status writes since
+    pg.metadata.annotations = {k: v for k, v in pg.metadata.annotations.items() if k not in copied}
+    ctrl.mark("default/x")
+    sim._settle()
+    assert not any(k in pg.metadata.annotations for k in copied)  # nothing new on the Job: nothing copied
+    job.metadata.annotations["lavaflow.io/requested-workers"] = "1"
+    sim.store.update(job)
+    sim._settle()
+    assert pg.metadata.annotations["lavaflow.io/requested-workers"] == "1"
+
+
 def test_adaptive_batch_annotations():
     from lavaflow.elastic import spec as es
 
