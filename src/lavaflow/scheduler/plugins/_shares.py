@@ -80,7 +80,8 @@ def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:
 
 
 class _HasShare(Protocol):
-    share: float
+    @property
+    def share(self) -> float: ...
 
 
 def share_queue_order(attrs: Mapping[str, _HasShare]) -> Callable[[QueueInfo, QueueInfo], int]:

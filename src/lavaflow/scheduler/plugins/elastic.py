@@ -101,6 +101,10 @@ class _Static:
     split: tuple[list[TaskInfo], list[TaskInfo], float]  # (workers by index, other tasks, GPUs per worker)
     parts: tuple[Any, ...]  # (speed spec, knobs, progress, workers, others, GPUs per worker, min, max,
     # placement, GPU type, pinned type, name, placement shape, alive workers, requested workers)
+    # The ElasticJob the last session built from ``parts`` (None before one was): while the job's
+    # version, PodGroup and resourceVersion stand, the next session refreshes only what depends
+    # on the time (remaining work, attained service) and what actions may have changed.
+    ej: ElasticJob | None = None
 
 
 # (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
@@ -272,6 +276,17 @@ class ElasticPlugin(Plugin):
             and kept.label == self.type_label
         ):
             hit = kept.parts
+            ej = kept.ej
+            if ej is not None and ej.state is self.state.jobs.get(job.uid):
+                # The same job as the last session saw: reset what actions change on it (a
+                # reschedule shows the policy's target as its placement and type for a while),
+                # then the time-dependent parts.
+                placement, ej.gpu_type, n = hit[8], hit[9], hit[13]
+                ej.placement = dict(placement)
+                ej.current = n
+                ej.placement_seen = None
+                ej.remaining, ej.attained = _progress(hit, n, ssn.now)
+                return ej
         else:
             # The parts follow from the PodGroup's annotations (parsed), minMember and owner (the
             # job's name), and from the job's tasks: the same TaskInfo objects with the same
@@ -350,17 +365,8 @@ class ElasticPlugin(Plugin):
                     if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None
                 ]
                 st.first_start = st.run_start = min(starts, default=ssn.now)
-        done = 0.0
-        attained = 0.0
-        if prog is not None:
-            done = prog.fraction * sp.work
-            attained = prog.gpu_seconds
-            if prog.time is not None and n and ssn.now > prog.time:
-                # extrapolated with the speed model, phase by phase where the rate depends on progress
-                done = advance(sp.speed, shape, gtype, done, ssn.now - prog.time, sp.work)
-                attained += n * gpw * (ssn.now - prog.time)
-        left = sp.work - done
-        return ElasticJob(
+        remaining, attained = _progress(hit, n, ssn.now)
+        ej = ElasticJob(
             info=job,
             name=name,
             speed=sp,
@@ -374,11 +380,15 @@ class ElasticPlugin(Plugin):
             gpus_per_worker=gpw,
             placement=dict(placement),
             gpu_type=gtype,
-            remaining=0.0 if left < 0.0 else left,  # max(left, 0.0)
+            remaining=remaining,
             attained=attained,
             state=st,
             current=n,
         )
+        kept = self.state.static.get(job.uid)
+        if kept is not None and kept.parts is hit:
+            kept.ej = ej
+        return ej
 
     def _task_parts(
         self,
@@ -475,6 +485,23 @@ class ElasticPlugin(Plugin):
 
 
 _BY_INDEX = operator.attrgetter("index", "uid")
+
+
+def _progress(parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]:
+    """(remaining work, attained GPU-seconds) of an elastic job at ``now``, from its last progress
+    report, extrapolated with the speed model while ``n`` workers run it."""
+    sp, prog, gpw, gtype, shape = parts[0], parts[2], parts[5], parts[9], parts[12]
+    done = 0.0
+    attained = 0.0
+    if prog is not None:
+        done = prog.fraction * sp.work
+        attained = prog.gpu_seconds
+        if prog.time is not None and n and now > prog.time:
+            # extrapolated with the speed model, phase by phase where the rate depends on progress
+            done = advance(sp.speed, shape, gtype, done, now - prog.time, sp.work)
+            attained += n * gpw * (now - prog.time)
+    left = sp.work - done
+    return (0.0 if left < 0.0 else left), attained  # max(left, 0.0)
 
 
 def _split_tasks(job: JobInfo, col: int) -> tuple[list[TaskInfo], list[TaskInfo], float]:

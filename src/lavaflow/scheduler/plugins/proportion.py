@@ -41,7 +41,17 @@ class QueueAttr:
     # Both set as the session opens, before any use (None only while the attributes are built).
     real_capability: np.ndarray = field(default=None)  # type: ignore[arg-type]
     deserved: np.ndarray = field(default=None)  # type: ignore[arg-type]
-    share: float = 0.0
+    # The dominant share of ``allocated`` in ``deserved``; worked out again when read after the
+    # allocation changed (``stale``), not at every task allocated or released: a function of the
+    # two vectors alone, so the same value.
+    _share: float = 0.0
+    stale: bool = False
+
+    @property
+    def share(self) -> float:
+        if self.stale:
+            ProportionPlugin._update_share(self)
+        return self._share
 
 
 def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
@@ -316,14 +326,14 @@ class ProportionPlugin(Plugin):
             a = self.attrs.get(job.queue) if job is not None else None
             if a is not None:
                 a.allocated += task.resreq
-                self._update_share(a)
+                a.stale = True
 
         def on_deallocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             a = self.attrs.get(job.queue) if job is not None else None
             if a is not None:
                 a.allocated -= task.resreq
-                self._update_share(a)
+                a.stale = True
 
         def preemptive(queue: QueueInfo, task: TaskInfo) -> bool:
             """May this queue take resources back for ``task``? Only while it stays within its deserved share."""
@@ -379,11 +389,13 @@ class ProportionPlugin(Plugin):
                 if share is None or r > share:
                     share = r
             if share is not None:
-                a.share = share
+                a._share = share
+                a.stale = False
                 return
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.where(a.deserved > 0, a.allocated / a.deserved, np.where(a.allocated > 0, 1.0, 0.0))
-        a.share = float(np.max(ratios[[0, 1] + list(range(3, len(ratios)))])) if len(ratios) else 0.0
+        a._share = float(np.max(ratios[[0, 1] + list(range(3, len(ratios)))])) if len(ratios) else 0.0
+        a.stale = False
 
     def overused_reason(self, queue: str) -> str | None:
         """Why allocate skips an overused queue, naming its capability when that is its limit."""
