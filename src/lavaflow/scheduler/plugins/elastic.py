@@ -312,6 +312,15 @@ class ElasticPlugin(Plugin):
                 if kept is not None and same_ann:
                     sp, kn, prog, rng = kept.parsed
                     ann_seen = kept.ann
+                elif kept is not None and all(kept.ann.get(k) == ann.get(k) for k in _MODEL_KEYS):
+                    # Only the progress report changed (what the training job writes as it runs):
+                    # the speed model, knobs and worker range stand.
+                    sp, kn, _, rng = kept.parsed
+                    try:
+                        prog = es.progress(ann, parse_time=_time_parser)
+                    except es.SpecError:
+                        prog = None
+                    ann_seen = dict(ann)
                 else:
                     try:
                         sp = es.speed_spec(ann)
@@ -331,7 +340,17 @@ class ElasticPlugin(Plugin):
                     split = kept.split
                 else:
                     split = _split_tasks(job, col)
-                parts = self._task_parts(job, sp, kn, prog, rng, split)
+                if (
+                    kept is not None
+                    and kept.sig == sig
+                    and kept.parsed[0] is sp
+                    and kept.parsed[1] is kn
+                    and kept.parsed[3] == rng
+                ):
+                    # The same tasks and model: only the progress report is new (parts[2]).
+                    parts: tuple[Any, ...] | None = (*kept.parts[:2], prog, *kept.parts[3:])
+                else:
+                    parts = self._task_parts(job, sp, kn, prog, rng, split)
                 if parts is None:
                     return None
                 hit = parts
@@ -485,6 +504,8 @@ class ElasticPlugin(Plugin):
 
 
 _BY_INDEX = operator.attrgetter("index", "uid")
+# The annotations the speed model, knobs and worker range are read from (not the progress report).
+_MODEL_KEYS = (*es.STATIC_KEYS, es.WORKERS)
 
 
 def _progress(parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]:
