@@ -222,15 +222,47 @@ class ElasticPlugin(Plugin):
         self.state = ssn.cache.plugin_memo.setdefault("elastic", ElasticState())
         col = ssn.index.pos.get(self.gpu_resource)
         self.gpu_col = col
-        self.jobs = {}
+        self.jobs = jobs = {}
         modelled = []
+        static = self.state.static
+        states = self.state.jobs
+        label = self.type_label
+        now = ssn.now
         for uid, job in ssn.jobs.items():
-            if job.pg is None or not es.has_speed_model(job.pg.metadata.annotations):
+            pg = job.pg
+            if pg is None:
+                continue
+            kept = static.get(uid)
+            if (
+                kept is not None
+                and kept.job is job
+                and kept.version == job.version
+                and kept.pg is pg
+                and kept.rv == pg.metadata.resource_version
+                and kept.col == col
+                and kept.label == label
+                and (ej := kept.ej) is not None
+                and ej.state is states.get(uid)
+            ):
+                # The same job, PodGroup version and tasks as when the last session built ``ej``
+                # (so the same annotations, with a speed model): reset what actions change on it
+                # (a reschedule shows the policy's target as its placement and type for a
+                # while), then work out the time-dependent parts.
+                hit = kept.parts
+                placement, ej.gpu_type, n = hit[8], hit[9], hit[13]
+                ej.placement = dict(placement)
+                ej.current = n
+                ej.placement_seen = None
+                ej.remaining, ej.attained = _progress(hit, n, now)
+                modelled.append(uid)
+                jobs[uid] = ej
+                continue
+            if not es.has_speed_model(pg.metadata.annotations):
                 continue
             modelled.append(uid)
-            ej = self._elastic_job(ssn, job, col)
-            if ej is not None:
-                self.jobs[uid] = ej
+            made = self._elastic_job(ssn, job, col)
+            if made is not None:
+                jobs[uid] = made
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
         candidates = {uid for uid in modelled if uid not in self.invalid}
 
@@ -275,18 +307,7 @@ class ElasticPlugin(Plugin):
             and kept.col == col
             and kept.label == self.type_label
         ):
-            hit = kept.parts
-            ej = kept.ej
-            if ej is not None and ej.state is self.state.jobs.get(job.uid):
-                # The same job as the last session saw: reset what actions change on it (a
-                # reschedule shows the policy's target as its placement and type for a while),
-                # then the time-dependent parts.
-                placement, ej.gpu_type, n = hit[8], hit[9], hit[13]
-                ej.placement = dict(placement)
-                ej.current = n
-                ej.placement_seen = None
-                ej.remaining, ej.attained = _progress(hit, n, ssn.now)
-                return ej
+            hit = kept.parts  # (the job the last session built from them is reused when opening)
         else:
             # The parts follow from the PodGroup's annotations (parsed), minMember and owner (the
             # job's name), and from the job's tasks: the same TaskInfo objects with the same
