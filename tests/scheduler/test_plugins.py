@@ -823,3 +823,39 @@ def test_default_conf_packs_with_binpack_and_spreads_without():
     cache = _scoring_cache([make_pod("p", "j", cpu=1, mem="1Gi")])
     _, d = run_cycle(cache)  # shipped default includes binpack
     assert d.binds[0][0] == "default/p"
+
+
+def test_job_vectors_keep_their_identity_while_their_bits_stay_the_same():
+    """A job's allocation and pending vectors, its admission reservation and its proportion rows
+    are worked out again after every change of the job, but keep the very array (and rows) they
+    replace when the bits are the same, so that sums kept under their identities still hold; a
+    change of value gives new ones."""
+    from lavaflow.scheduler.plugins._shares import reserved_or_none
+    from lavaflow.scheduler.plugins.proportion import job_rows
+
+    cache = make_cache(
+        [make_node("n1", 8, "16Gi")],
+        pgs=[make_pg("a", 1)],
+        pods=[
+            make_pod("a-0", "a", cpu=1, mem="1Gi", node="n1", phase="Running"),
+            make_pod("a-1", "a", cpu=2, mem="1Gi"),
+        ],
+    )
+    job = cache.jobs["default/a"]
+    job.sphase = "Running"
+    width = len(cache.index)
+    held, pending = job.allocated_view(width), job.pending_view(width)
+    rows = job_rows(job, width)
+    left = reserved_or_none(job, width)
+    running = job.tasks["default/a-0"]
+    job.set_status(running, TaskStatus.BINDING)  # still allocated: the same sums
+    job.set_status(running, TaskStatus.RUNNING)
+    assert job.allocated_view(width) is held and job.pending_view(width) is pending
+    assert job_rows(job, width) is rows and reserved_or_none(job, width) is left
+    waiting = job.tasks["default/a-1"]
+    job.set_status(waiting, TaskStatus.ALLOCATED)  # the sums change
+    assert job.allocated_view(width) is not held
+    assert job.allocated_view(width)[0] == pytest.approx(held[0] + 2)
+    assert job.pending_view(width) is not pending and job.pending_view(width)[0] == 0.0
+    assert job_rows(job, width) is not rows
+    assert not job.allocated_view(width).flags.writeable

@@ -21,7 +21,7 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..resources import EPS, amounts, describe, short_in
-from ._shares import elastic_of, preemptable_below, reserved_or_none, share_queue_order
+from ._shares import elastic_of, preemptable_below, reserved_or_none, same_bits, share_queue_order
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -186,6 +186,15 @@ def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
         left = reserved_or_none(job, width)
         if holds:
             extra = elastic_of(job, width)
+    if known is not None:
+        # The same vectors as for the job's last version (a PodGroup status write, a task whose
+        # change left them as they were): the same entry, so the queue sums kept under the
+        # entries' identities still hold.
+        old = known[1]
+        wanted = same_bits(wanted, old[2])
+        if held is old[0] and pending is old[1] and wanted is old[2] and left is old[3] and extra is old[4]:
+            job.memo["proportion"] = (key, old)
+            return old  # type: ignore[no-any-return]
     rows = (held, pending, wanted, left, extra)
     job.memo["proportion"] = (key, rows)
     return rows
