@@ -127,12 +127,13 @@ class JobInfo:
     counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
     # Pending best-effort tasks (maintained with counts).
     be_pending: int = 0
-    # allocated_view's / pending_view's last answer (width, vector, ``_tasks_epoch`` it was
+    # allocated_view's / pending_view's last answer (width, vector, ``tasks_version`` it was
     # summed at): worked out again once a task came, went or changed status since.
     _allocated: tuple[int, np.ndarray, int] | None = None
     _pending: tuple[int, np.ndarray, int] | None = None
-    # Bumped whenever a task comes, goes or changes status (not with a new PodGroup).
-    _tasks_epoch: int = 0
+    # Bumped whenever a task comes, goes or changes status, node or pod (set_status), not with a
+    # new PodGroup: what is derived from the job's tasks alone can be kept under it.
+    tasks_version: int = 0
     # Bumped whenever a task comes, goes or changes status, or the cache takes a new PodGroup:
     # what is derived from the job alone can be kept between sessions under it.
     version: int = 0
@@ -143,7 +144,7 @@ class JobInfo:
         return self.pg.status.phase if self.pg is not None else ""
 
     def add(self, task: TaskInfo) -> None:
-        self._tasks_epoch += 1
+        self.tasks_version += 1
         self.version += 1
         self.tasks[task.uid] = task
         self.counts[task.status] += 1
@@ -151,7 +152,7 @@ class JobInfo:
             self.be_pending += 1
 
     def remove(self, task: TaskInfo) -> None:
-        self._tasks_epoch += 1
+        self.tasks_version += 1
         self.version += 1
         if self.tasks.pop(task.uid, None) is not None:
             self.counts[task.status] -= 1
@@ -159,7 +160,7 @@ class JobInfo:
                 self.be_pending -= 1
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
-        self._tasks_epoch += 1
+        self.tasks_version += 1
         self.version += 1
         self.counts[task.status] -= 1
         if task.best_effort:
@@ -224,14 +225,14 @@ class JobInfo:
     def allocated_view(self, width: int) -> np.ndarray:
         """:meth:`allocated_vector` without the copy, for callers that only read it."""
         known = self._allocated
-        if known is not None and known[2] == self._tasks_epoch and known[0] == width:
+        if known is not None and known[2] == self.tasks_version and known[0] == width:
             return known[1]
         return self._summed("_allocated", ALLOCATED, width)
 
     def pending_view(self, width: int) -> np.ndarray:
         """Requests of the pending tasks, for callers that only read them (not a copy)."""
         known = self._pending
-        if known is not None and known[2] == self._tasks_epoch and known[0] == width:
+        if known is not None and known[2] == self.tasks_version and known[0] == width:
             return known[1]
         return self._summed("_pending", _PENDING_ONLY, width)
 
@@ -267,7 +268,7 @@ class JobInfo:
             total = prev[1]
         else:
             total.flags.writeable = False
-        setattr(self, memo, (width, total, self._tasks_epoch))
+        setattr(self, memo, (width, total, self.tasks_version))
         return total
 
     def ready_by_role(self) -> dict[str, int]:

@@ -99,6 +99,7 @@ class _Static:
     parsed: tuple[Any, ...]  # (speed spec, knobs, progress, workers range) from the annotations
     ids: tuple[int, ...]  # ids of the job's TaskInfo objects, in order, when ``split`` was made
     split: tuple[list[TaskInfo], list[TaskInfo], float]  # (workers by index, other tasks, GPUs per worker)
+    tasks_version: int  # the job's tasks_version when ``sig`` was last seen to hold
     parts: tuple[Any, ...]  # (speed spec, knobs, progress, workers, others, GPUs per worker, min, max,
     # placement, GPU type, pinned type, name, placement shape, alive workers, requested workers)
     # The ElasticJob the last session built from ``parts`` (None before one was): while the job's
@@ -313,21 +314,36 @@ class ElasticPlugin(Plugin):
             # job's name), and from the job's tasks: the same TaskInfo objects with the same
             # statuses on the same nodes give the same parts.  Most PodGroup updates only write
             # its status (a new resourceVersion, the same annotations): the parts stand.
-            tasks = job.tasks.values()
-            ids = tuple(map(id, tasks))
-            sig = (
-                id(pg),
-                id(pg.metadata.owner_references),
-                job.min_available,
-                ids,
-                tuple([(t.status, t.node) for t in tasks]),
-                col,
-                self.type_label,
-            )
+            if (
+                kept is not None
+                and kept.job is job
+                and kept.tasks_version == job.tasks_version
+                and kept.sig[0] == id(pg)
+                and kept.sig[1] == id(pg.metadata.owner_references)
+                and kept.sig[2] == job.min_available
+                and kept.sig[5] == col
+                and kept.sig[6] == self.type_label
+            ):
+                # No task came, went or changed status or node since (a PodGroup write): the
+                # same signature, without walking the tasks.
+                sig = kept.sig
+                ids = sig[3]
+            else:
+                tasks = job.tasks.values()
+                ids = tuple(map(id, tasks))
+                sig = (
+                    id(pg),
+                    id(pg.metadata.owner_references),
+                    job.min_available,
+                    ids,
+                    tuple([(t.status, t.node) for t in tasks]),
+                    col,
+                    self.type_label,
+                )
             same_ann = kept is not None and kept.pg is pg and (kept.rv == rv or kept.ann == ann)
             if kept is not None and same_ann and kept.sig == sig:
                 hit = kept.parts
-                kept.job, kept.version, kept.rv = job, job.version, rv
+                kept.job, kept.version, kept.rv, kept.tasks_version = job, job.version, rv, job.tasks_version
             else:
                 # The annotations' parts, parsed again only when they changed (or for a new PodGroup).
                 if kept is not None and same_ann:
@@ -387,6 +403,7 @@ class ElasticPlugin(Plugin):
                     (sp, kn, prog, rng),
                     ids,
                     split,
+                    job.tasks_version,
                     parts,
                 )
         sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, shape, n, requested = hit
