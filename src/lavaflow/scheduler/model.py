@@ -127,10 +127,13 @@ class JobInfo:
     counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
     # Pending best-effort tasks (maintained with counts).
     be_pending: int = 0
-    # allocated_view's / pending_view's last answer (width, vector); dropped whenever a task
-    # comes, goes or changes status.
-    _allocated: tuple[int, np.ndarray] | None = None
-    _pending: tuple[int, np.ndarray] | None = None
+    # allocated_view's / pending_view's last answer (width, vector, ``tasks_version`` it was
+    # summed at): worked out again once a task came, went or changed status since.
+    _allocated: tuple[int, np.ndarray, int] | None = None
+    _pending: tuple[int, np.ndarray, int] | None = None
+    # Bumped whenever a task comes, goes or changes status, node or pod (set_status), not with a
+    # new PodGroup: what is derived from the job's tasks alone can be kept under it.
+    tasks_version: int = 0
     # Bumped whenever a task comes, goes or changes status, or the cache takes a new PodGroup:
     # what is derived from the job alone can be kept between sessions under it.
     version: int = 0
@@ -141,7 +144,7 @@ class JobInfo:
         return self.pg.status.phase if self.pg is not None else ""
 
     def add(self, task: TaskInfo) -> None:
-        self._allocated = self._pending = None
+        self.tasks_version += 1
         self.version += 1
         self.tasks[task.uid] = task
         self.counts[task.status] += 1
@@ -149,7 +152,7 @@ class JobInfo:
             self.be_pending += 1
 
     def remove(self, task: TaskInfo) -> None:
-        self._allocated = self._pending = None
+        self.tasks_version += 1
         self.version += 1
         if self.tasks.pop(task.uid, None) is not None:
             self.counts[task.status] -= 1
@@ -157,7 +160,7 @@ class JobInfo:
                 self.be_pending -= 1
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
-        self._allocated = self._pending = None
+        self.tasks_version += 1
         self.version += 1
         self.counts[task.status] -= 1
         if task.best_effort:
@@ -222,20 +225,23 @@ class JobInfo:
     def allocated_view(self, width: int) -> np.ndarray:
         """:meth:`allocated_vector` without the copy, for callers that only read it."""
         known = self._allocated
-        if known is not None and known[0] == width:
+        if known is not None and known[2] == self.tasks_version and known[0] == width:
             return known[1]
         return self._summed("_allocated", ALLOCATED, width)
 
     def pending_view(self, width: int) -> np.ndarray:
         """Requests of the pending tasks, for callers that only read them (not a copy)."""
         known = self._pending
-        if known is not None and known[0] == width:
+        if known is not None and known[2] == self.tasks_version and known[0] == width:
             return known[1]
         return self._summed("_pending", _PENDING_ONLY, width)
 
     def _summed(self, memo: str, statuses: frozenset[TaskStatus], width: int) -> np.ndarray:
         """The summed requests of the tasks in ``statuses``, kept in attribute ``memo`` until a
-        task comes, goes or changes status (the kept array itself: callers must not change it)."""
+        task comes, goes or changes status (the kept array itself: callers must not change it).
+        When the sum has exactly the bits it had before (a task went from binding to running, a
+        released one went away), the earlier array is kept, so that what callers keep under its
+        identity (queue sums) still holds."""
         tasks = self.tasks
         total = np.zeros(width)
         if len(tasks) == 1:
@@ -257,8 +263,12 @@ class JobInfo:
             else:
                 for r in rows:
                     total[: len(r)] += r
-        total.flags.writeable = False
-        setattr(self, memo, (width, total))
+        prev = getattr(self, memo)
+        if prev is not None and prev[0] == width and prev[1].tobytes() == total.tobytes():
+            total = prev[1]
+        else:
+            total.flags.writeable = False
+        setattr(self, memo, (width, total, self.tasks_version))
         return total
 
     def ready_by_role(self) -> dict[str, int]:

@@ -26,6 +26,7 @@ def elastic_tiresias_pool(
 ) -> dict[str, int]:
     order = tiresias_order(jobs, thresholds)
     rank = {j.name: i for i, j in enumerate(order)}
+    level = {j.name: queue_level(j, thresholds) for j in order}  # (a job's level is fixed here)
     free = gpus
     out: dict[str, int] = {}
     for j in order:
@@ -36,7 +37,7 @@ def elastic_tiresias_pool(
     waiting = [j for j in order if j.name not in out]
     if len(waiting) > compaction_trigger:
         for j in order:
-            if j.name in out and queue_level(j, thresholds) >= 1 and out[j.name] > j.min_workers:
+            if j.name in out and level[j.name] >= 1 and out[j.name] > j.min_workers:
                 free += out[j.name] - j.min_workers
                 out[j.name] = j.min_workers
 
@@ -49,7 +50,7 @@ def elastic_tiresias_pool(
     heap = []
     for j in order:
         if out.get(j.name, 0) < j.max_workers:
-            heap.append((-gain(j), queue_level(j, thresholds), rank[j.name], j))
+            heap.append((-gain(j), level[j.name], rank[j.name], j))
     heapq.heapify(heap)
     while heap and free > 0:
         g, _, _, j = heapq.heappop(heap)
@@ -62,7 +63,7 @@ def elastic_tiresias_pool(
         out[j.name] = n + step
         free -= step
         if out[j.name] < j.max_workers:
-            heapq.heappush(heap, (-gain(j), queue_level(j, thresholds), rank[j.name], j))
+            heapq.heappush(heap, (-gain(j), level[j.name], rank[j.name], j))
     return out
 
 

@@ -14,6 +14,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model import JobInfo, QueueInfo
 
 
+def same_bits(new: np.ndarray | None, old: np.ndarray | None) -> np.ndarray | None:
+    """``old`` when it holds exactly the bits of ``new``, else ``new``: a vector worked out again
+    for a job's new version keeps the identity of the equal one it replaces, so that sums kept
+    under the identities of the vectors they were made of (overcommit, proportion) still hold."""
+    if (
+        new is not None
+        and old is not None
+        and new.dtype == old.dtype
+        and new.shape == old.shape
+        and new.tobytes() == old.tobytes()
+    ):
+        return old
+    return new
+
+
 def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
     """The part of an admitted PodGroup's minResources not yet allocated.
 
@@ -41,6 +56,7 @@ def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
     if phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available):
         left = np.maximum(job.min_resources - job.allocated_view(width), 0.0)
         left.flags.writeable = False
+        left = same_bits(left, known[1] if known is not None else None)
     job.memo["reserved"] = (key, left)
     return left
 
@@ -55,8 +71,10 @@ def elastic_of(job: JobInfo, width: int) -> np.ndarray:
         return known[1]  # type: ignore[no-any-return]
     extra: np.ndarray = np.maximum(job.allocated_view(width) - job.min_resources, 0.0)
     extra.flags.writeable = False  # kept under the job's version: callers only read it
-    job.memo["elastic"] = (key, extra)
-    return extra
+    kept = same_bits(extra, known[1] if known is not None else None)
+    assert kept is not None
+    job.memo["elastic"] = (key, kept)
+    return kept
 
 
 def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:
@@ -80,7 +98,8 @@ def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:
 
 
 class _HasShare(Protocol):
-    share: float
+    @property
+    def share(self) -> float: ...
 
 
 def share_queue_order(attrs: Mapping[str, _HasShare]) -> Callable[[QueueInfo, QueueInfo], int]:

@@ -126,7 +126,8 @@ class DRFPlugin(Plugin):
         total[total <= 0] = np.inf
         self.total = total
         self.allocated: dict[str, np.ndarray] = {}
-        self.share: dict[str, float] = {}
+        self._shares: dict[str, float] = {}
+        self._stale: set[str] = set()
         # A job's share only changes with the job or the cluster's total: kept under the job's
         # version and the total (the same bytes object while the total stays the same).
         tkey = total.tobytes()
@@ -135,18 +136,29 @@ class DRFPlugin(Plugin):
             tkey = kept["total"]
         else:
             kept["total"] = tkey
+        # Without HDRF (whose tree leaves share these arrays) and namespace order, a job's
+        # allocation is the job's own read-only vector, copied only when a task of it is allocated
+        # or released this session, and its share is worked out again only when next read.
+        self.hierarchy = hierarchy = _hierarchy_enabled(ssn, self.name)
+        namespaced = _switch(ssn, self.name, "NamespaceOrder")
+        lazy = not hierarchy and not namespaced
         for uid, job in ssn.jobs.items():
-            alloc = job.allocated_vector(width)
+            alloc = job.allocated_view(width) if lazy else job.allocated_vector(width)
             self.allocated[uid] = alloc
             known = job.memo.get("drf_share")
             if known is not None and known[0] == job.version and known[1] is tkey:
-                self.share[uid] = known[2]
+                self._shares[uid] = known[2]
             else:
-                share = self.share[uid] = self._share(alloc)
+                share = self._shares[uid] = self._share(alloc)
                 job.memo["drf_share"] = (job.version, tkey, share)
 
+        stale = self._stale
+        shares = self._shares
+
         def job_order(l: JobInfo, r: JobInfo) -> int:
-            ls, rs = self.share.get(l.uid, 0.0), self.share.get(r.uid, 0.0)
+            if stale:
+                self._refresh()
+            ls, rs = shares.get(l.uid, 0.0), shares.get(r.uid, 0.0)
             if abs(ls - rs) <= SHARE_DELTA:
                 return 0
             return -1 if ls < rs else 1
@@ -165,24 +177,56 @@ class DRFPlugin(Plugin):
             a = self.allocated.get(task.job)
             if a is not None:
                 a += task.resreq
-                self.share[task.job] = self._share(a)
+                self._shares[task.job] = self._share(a)
 
         def on_deallocate(task: TaskInfo) -> None:
             a = self.allocated.get(task.job)
             if a is not None:
                 a -= task.resreq
-                self.share[task.job] = self._share(a)
+                self._shares[task.job] = self._share(a)
+
+        def on_allocate_lazy(task: TaskInfo) -> None:
+            a = self.allocated.get(task.job)
+            if a is not None:
+                if not a.flags.writeable:
+                    a = self.allocated[task.job] = a.copy()
+                a += task.resreq
+                stale.add(task.job)
+
+        def on_deallocate_lazy(task: TaskInfo) -> None:
+            a = self.allocated.get(task.job)
+            if a is not None:
+                if not a.flags.writeable:
+                    a = self.allocated[task.job] = a.copy()
+                a -= task.resreq
+                stale.add(task.job)
 
         handlers: tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]] = (on_allocate, on_deallocate)
-        if _switch(ssn, self.name, "NamespaceOrder"):
+        if namespaced:
             handlers = namespace_order(ssn, self, on_allocate, on_deallocate)
+        elif lazy:
+            handlers = (on_allocate_lazy, on_deallocate_lazy)
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_preemptable_fn(self.name, preemptable)
         ssn.add_event_handler(*handlers)
 
-        self.hierarchy = _hierarchy_enabled(ssn, self.name)
-        if self.hierarchy:
+        if hierarchy:
             self._open_hierarchy(ssn)
+
+    @property
+    def share(self) -> dict[str, float]:
+        """Each job's dominant share (job uid -> share), as of now."""
+        if self._stale:
+            self._refresh()
+        return self._shares
+
+    def _refresh(self) -> None:
+        # Jobs whose allocation changed since their share was last worked out: the share is a
+        # function of the allocation alone, so it is worked out when next read (job order), not
+        # at every task allocated or released (the same value, from the same vector).
+        for uid in self._stale:
+            self._shares[uid] = self._share(self.allocated[uid])
+        self._stale.clear()
 
     # ------------------------------------------------------------------ HDRF
     def _open_hierarchy(self, ssn: Session) -> None:

@@ -99,8 +99,13 @@ class _Static:
     parsed: tuple[Any, ...]  # (speed spec, knobs, progress, workers range) from the annotations
     ids: tuple[int, ...]  # ids of the job's TaskInfo objects, in order, when ``split`` was made
     split: tuple[list[TaskInfo], list[TaskInfo], float]  # (workers by index, other tasks, GPUs per worker)
+    tasks_version: int  # the job's tasks_version when ``sig`` was last seen to hold
     parts: tuple[Any, ...]  # (speed spec, knobs, progress, workers, others, GPUs per worker, min, max,
     # placement, GPU type, pinned type, name, placement shape, alive workers, requested workers)
+    # The ElasticJob the last session built from ``parts`` (None before one was): while the job's
+    # version, PodGroup and resourceVersion stand, the next session refreshes only what depends
+    # on the time (remaining work, attained service) and what actions may have changed.
+    ej: ElasticJob | None = None
 
 
 # (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
@@ -218,15 +223,47 @@ class ElasticPlugin(Plugin):
         self.state = ssn.cache.plugin_memo.setdefault("elastic", ElasticState())
         col = ssn.index.pos.get(self.gpu_resource)
         self.gpu_col = col
-        self.jobs = {}
+        self.jobs = jobs = {}
         modelled = []
+        static = self.state.static
+        states = self.state.jobs
+        label = self.type_label
+        now = ssn.now
         for uid, job in ssn.jobs.items():
-            if job.pg is None or not es.has_speed_model(job.pg.metadata.annotations):
+            pg = job.pg
+            if pg is None:
+                continue
+            kept = static.get(uid)
+            if (
+                kept is not None
+                and kept.job is job
+                and kept.version == job.version
+                and kept.pg is pg
+                and kept.rv == pg.metadata.resource_version
+                and kept.col == col
+                and kept.label == label
+                and (ej := kept.ej) is not None
+                and ej.state is states.get(uid)
+            ):
+                # The same job, PodGroup version and tasks as when the last session built ``ej``
+                # (so the same annotations, with a speed model): reset what actions change on it
+                # (a reschedule shows the policy's target as its placement and type for a
+                # while), then work out the time-dependent parts.
+                hit = kept.parts
+                placement, ej.gpu_type, n = hit[8], hit[9], hit[13]
+                ej.placement = dict(placement)
+                ej.current = n
+                ej.placement_seen = None
+                ej.remaining, ej.attained = _progress(hit, n, now)
+                modelled.append(uid)
+                jobs[uid] = ej
+                continue
+            if not es.has_speed_model(pg.metadata.annotations):
                 continue
             modelled.append(uid)
-            ej = self._elastic_job(ssn, job, col)
-            if ej is not None:
-                self.jobs[uid] = ej
+            made = self._elastic_job(ssn, job, col)
+            if made is not None:
+                jobs[uid] = made
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
         candidates = {uid for uid in modelled if uid not in self.invalid}
 
@@ -271,32 +308,56 @@ class ElasticPlugin(Plugin):
             and kept.col == col
             and kept.label == self.type_label
         ):
-            hit = kept.parts
+            hit = kept.parts  # (the job the last session built from them is reused when opening)
         else:
             # The parts follow from the PodGroup's annotations (parsed), minMember and owner (the
             # job's name), and from the job's tasks: the same TaskInfo objects with the same
             # statuses on the same nodes give the same parts.  Most PodGroup updates only write
             # its status (a new resourceVersion, the same annotations): the parts stand.
-            tasks = job.tasks.values()
-            ids = tuple(map(id, tasks))
-            sig = (
-                id(pg),
-                id(pg.metadata.owner_references),
-                job.min_available,
-                ids,
-                tuple([(t.status, t.node) for t in tasks]),
-                col,
-                self.type_label,
-            )
+            if (
+                kept is not None
+                and kept.job is job
+                and kept.tasks_version == job.tasks_version
+                and kept.sig[0] == id(pg)
+                and kept.sig[1] == id(pg.metadata.owner_references)
+                and kept.sig[2] == job.min_available
+                and kept.sig[5] == col
+                and kept.sig[6] == self.type_label
+            ):
+                # No task came, went or changed status or node since (a PodGroup write): the
+                # same signature, without walking the tasks.
+                sig = kept.sig
+                ids = sig[3]
+            else:
+                tasks = job.tasks.values()
+                ids = tuple(map(id, tasks))
+                sig = (
+                    id(pg),
+                    id(pg.metadata.owner_references),
+                    job.min_available,
+                    ids,
+                    tuple([(t.status, t.node) for t in tasks]),
+                    col,
+                    self.type_label,
+                )
             same_ann = kept is not None and kept.pg is pg and (kept.rv == rv or kept.ann == ann)
             if kept is not None and same_ann and kept.sig == sig:
                 hit = kept.parts
-                kept.job, kept.version, kept.rv = job, job.version, rv
+                kept.job, kept.version, kept.rv, kept.tasks_version = job, job.version, rv, job.tasks_version
             else:
                 # The annotations' parts, parsed again only when they changed (or for a new PodGroup).
                 if kept is not None and same_ann:
                     sp, kn, prog, rng = kept.parsed
                     ann_seen = kept.ann
+                elif kept is not None and all(kept.ann.get(k) == ann.get(k) for k in _MODEL_KEYS):
+                    # Only the progress report changed (what the training job writes as it runs):
+                    # the speed model, knobs and worker range stand.
+                    sp, kn, _, rng = kept.parsed
+                    try:
+                        prog = es.progress(ann, parse_time=_time_parser)
+                    except es.SpecError:
+                        prog = None
+                    ann_seen = dict(ann)
                 else:
                     try:
                         sp = es.speed_spec(ann)
@@ -316,7 +377,17 @@ class ElasticPlugin(Plugin):
                     split = kept.split
                 else:
                     split = _split_tasks(job, col)
-                parts = self._task_parts(job, sp, kn, prog, rng, split)
+                if (
+                    kept is not None
+                    and kept.sig == sig
+                    and kept.parsed[0] is sp
+                    and kept.parsed[1] is kn
+                    and kept.parsed[3] == rng
+                ):
+                    # The same tasks and model: only the progress report is new (parts[2]).
+                    parts: tuple[Any, ...] | None = (*kept.parts[:2], prog, *kept.parts[3:])
+                else:
+                    parts = self._task_parts(job, sp, kn, prog, rng, split)
                 if parts is None:
                     return None
                 hit = parts
@@ -332,6 +403,7 @@ class ElasticPlugin(Plugin):
                     (sp, kn, prog, rng),
                     ids,
                     split,
+                    job.tasks_version,
                     parts,
                 )
         sp, kn, prog, workers, others, gpw, lo, hi, placement, gtype, pinned, name, shape, n, requested = hit
@@ -350,17 +422,8 @@ class ElasticPlugin(Plugin):
                     if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None
                 ]
                 st.first_start = st.run_start = min(starts, default=ssn.now)
-        done = 0.0
-        attained = 0.0
-        if prog is not None:
-            done = prog.fraction * sp.work
-            attained = prog.gpu_seconds
-            if prog.time is not None and n and ssn.now > prog.time:
-                # extrapolated with the speed model, phase by phase where the rate depends on progress
-                done = advance(sp.speed, shape, gtype, done, ssn.now - prog.time, sp.work)
-                attained += n * gpw * (ssn.now - prog.time)
-        left = sp.work - done
-        return ElasticJob(
+        remaining, attained = _progress(hit, n, ssn.now)
+        ej = ElasticJob(
             info=job,
             name=name,
             speed=sp,
@@ -374,11 +437,15 @@ class ElasticPlugin(Plugin):
             gpus_per_worker=gpw,
             placement=dict(placement),
             gpu_type=gtype,
-            remaining=0.0 if left < 0.0 else left,  # max(left, 0.0)
+            remaining=remaining,
             attained=attained,
             state=st,
             current=n,
         )
+        kept = self.state.static.get(job.uid)
+        if kept is not None and kept.parts is hit:
+            kept.ej = ej
+        return ej
 
     def _task_parts(
         self,
@@ -475,6 +542,25 @@ class ElasticPlugin(Plugin):
 
 
 _BY_INDEX = operator.attrgetter("index", "uid")
+# The annotations the speed model, knobs and worker range are read from (not the progress report).
+_MODEL_KEYS = (*es.STATIC_KEYS, es.WORKERS)
+
+
+def _progress(parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]:
+    """(remaining work, attained GPU-seconds) of an elastic job at ``now``, from its last progress
+    report, extrapolated with the speed model while ``n`` workers run it."""
+    sp, prog, gpw, gtype, shape = parts[0], parts[2], parts[5], parts[9], parts[12]
+    done = 0.0
+    attained = 0.0
+    if prog is not None:
+        done = prog.fraction * sp.work
+        attained = prog.gpu_seconds
+        if prog.time is not None and n and now > prog.time:
+            # extrapolated with the speed model, phase by phase where the rate depends on progress
+            done = advance(sp.speed, shape, gtype, done, now - prog.time, sp.work)
+            attained += n * gpw * (now - prog.time)
+    left = sp.work - done
+    return (0.0 if left < 0.0 else left), attained  # max(left, 0.0)
 
 
 def _split_tasks(job: JobInfo, col: int) -> tuple[list[TaskInfo], list[TaskInfo], float]:

@@ -75,6 +75,16 @@ class GangPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         def job_valid(job: JobInfo) -> tuple[bool, str]:
+            # A function of the job's tasks and PodGroup alone, asked every session for every job
+            # with pending tasks: kept under the job's version.
+            known = job.memo.get("gang_valid")
+            if known is not None and known[0] == job.version:
+                return known[1]  # type: ignore[no-any-return]
+            answer = _job_valid(job)
+            job.memo["gang_valid"] = (job.version, answer)
+            return answer
+
+        def _job_valid(job: JobInfo) -> tuple[bool, str]:
             valid = job.valid_task_num()
             if valid < job.min_available:
                 return False, (
@@ -150,7 +160,15 @@ class GangPlugin(Plugin):
             tentative = getattr(self, "tentative", ())
             schedulable = job.ready_num
             if tentative:  # most sessions allocate nothing: no pending task to look up then
-                schedulable += sum(1 for t in job.tasks_with(TaskStatus.PENDING) if t.uid in tentative)
+                # The job's pending tasks that are among the tentative ones, counted from the
+                # smaller side (a few tentative tasks, often many pending workers).
+                if len(tentative) < job.counts[TaskStatus.PENDING]:
+                    tasks = job.tasks
+                    schedulable += sum(
+                        1 for uid in tentative if (t := tasks.get(uid)) is not None and t.status == TaskStatus.PENDING
+                    )
+                else:
+                    schedulable += sum(1 for t in job.tasks_with(TaskStatus.PENDING) if t.uid in tentative)
             unready = max(job.min_available - schedulable, 0)
             total = len(job.tasks) or job.min_available  # before its pods exist: the gang it asks for
             msg = f"{unready}/{total} tasks in gang unschedulable: {job_fit_error(job)}"

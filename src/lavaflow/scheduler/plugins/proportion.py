@@ -21,7 +21,7 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..resources import EPS, amounts, describe, short_in
-from ._shares import elastic_of, preemptable_below, reserved_or_none, share_queue_order
+from ._shares import elastic_of, preemptable_below, reserved_or_none, same_bits, share_queue_order
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -41,12 +41,28 @@ class QueueAttr:
     # Both set as the session opens, before any use (None only while the attributes are built).
     real_capability: np.ndarray = field(default=None)  # type: ignore[arg-type]
     deserved: np.ndarray = field(default=None)  # type: ignore[arg-type]
-    share: float = 0.0
+    # The dominant share of ``allocated`` in ``deserved``; worked out again when read after the
+    # allocation changed (``stale``), not at every task allocated or released: a function of the
+    # two vectors alone, so the same value.
+    _share: float = 0.0
+    stale: bool = False
+
+    @property
+    def share(self) -> float:
+        if self.stale:
+            ProportionPlugin._update_share(self)
+        return self._share
 
 
 def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
     """Volcano's proportion loop: hand out the remaining resources by weight until
     every queue is satisfied or nothing changes."""
+    if not _water_fill_floats(attrs, total):
+        _water_fill_arrays(attrs, total)
+
+
+def _water_fill_arrays(attrs: list[QueueAttr], total: np.ndarray) -> None:
+    """:func:`water_fill` on numpy vectors (any inputs, NaN included)."""
     for a in attrs:
         a.deserved = np.zeros_like(total)
     remaining = total.copy()
@@ -73,6 +89,61 @@ def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
         remaining = remaining - increased + decreased
         if np.all(remaining <= EPS) or _close(remaining, old_remaining):
             break
+
+
+def _water_fill_floats(attrs: list[QueueAttr], total: np.ndarray) -> bool:
+    """:func:`water_fill` on Python floats, column by column: the same IEEE operations in the same
+    order, so the same deserved shares to the bit (``np.minimum``/``np.maximum`` give their second
+    argument on a tie, which the comparisons below keep, signed zeros included).  Only for
+    finite totals, requests and guarantees and capabilities without NaN (where the numpy forms'
+    NaN propagation could differ); returns False, doing nothing, otherwise."""
+    isfinite = math.isfinite
+    width = len(total)
+    tot = total.tolist()
+    if not all(isfinite(x) for x in tot):
+        return False
+    rows = []
+    for a in attrs:
+        cap, req, gua = a.real_capability.tolist(), a.request.tolist(), a.guarantee.tolist()
+        if not (len(cap) == len(req) == len(gua) == width):
+            return False
+        if not all(isfinite(x) for x in req) or not all(isfinite(x) for x in gua) or any(x != x for x in cap):
+            return False
+        rows.append((a, cap, req, gua))
+    deserved: dict[str, list[float]] = {a.name: [0.0] * width for a in attrs}
+    remaining = tot
+    met: set[str] = set()
+    for _ in range(64):
+        active = [row for row in rows if row[0].name not in met]
+        weight_sum = sum(row[0].weight for row in active)
+        if weight_sum <= 0:
+            break
+        old_remaining = remaining
+        increased = [0.0] * width
+        decreased = [0.0] * width
+        for a, cap, req, gua in active:
+            old = deserved[a.name]
+            f = a.weight / weight_sum
+            new = []
+            for j in range(width):
+                d = old[j] + remaining[j] * f
+                d = d if d < cap[j] else cap[j]  # np.minimum
+                d = d if d < req[j] else req[j]
+                d = d if d > gua[j] else gua[j]  # np.maximum
+                new.append(d)
+            deserved[a.name] = new
+            if all(req[j] <= new[j] + EPS for j in range(width)) or _close_floats(new, old):
+                met.add(a.name)
+            for j in range(width):
+                diff = new[j] - old[j]
+                increased[j] += diff if diff > 0.0 else 0.0
+                decreased[j] += -diff if -diff > 0.0 else 0.0
+        remaining = [remaining[j] - increased[j] + decreased[j] for j in range(width)]
+        if all(x <= EPS for x in remaining) or _close_floats(remaining, old_remaining):
+            break
+    for a in attrs:
+        a.deserved = np.array(deserved[a.name], dtype=float)
+    return True
 
 
 def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, memo: dict[str, Any]) -> None:
@@ -115,6 +186,15 @@ def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
         left = reserved_or_none(job, width)
         if holds:
             extra = elastic_of(job, width)
+    if known is not None:
+        # The same vectors as for the job's last version (a PodGroup status write, a task whose
+        # change left them as they were): the same entry, so the queue sums kept under the
+        # entries' identities still hold.
+        old = known[1]
+        wanted = same_bits(wanted, old[2])
+        if held is old[0] and pending is old[1] and wanted is old[2] and left is old[3] and extra is old[4]:
+            job.memo["proportion"] = (key, old)
+            return old  # type: ignore[no-any-return]
     rows = (held, pending, wanted, left, extra)
     job.memo["proportion"] = (key, rows)
     return rows
@@ -169,8 +249,13 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     """``np.allclose(a, b)`` (rtol 1e-5, atol 1e-8; equal infinities are close), without its
     overhead on these short vectors: element by element on Python floats (the same IEEE
     operations, so the same answer, NaN included), with no ``np.errstate`` per call."""
+    return _close_floats(a.tolist(), b.tolist())
+
+
+def _close_floats(a: list[float], b: list[float]) -> bool:
+    """:func:`_close` on lists of floats."""
     isfinite = math.isfinite
-    for x, y in zip(a.tolist(), b.tolist()):
+    for x, y in zip(a, b):
         if x != y and not (isfinite(y) and abs(x - y) <= 1e-8 + 1e-5 * abs(y)):
             return False
     return True
@@ -316,14 +401,14 @@ class ProportionPlugin(Plugin):
             a = self.attrs.get(job.queue) if job is not None else None
             if a is not None:
                 a.allocated += task.resreq
-                self._update_share(a)
+                a.stale = True
 
         def on_deallocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job)
             a = self.attrs.get(job.queue) if job is not None else None
             if a is not None:
                 a.allocated -= task.resreq
-                self._update_share(a)
+                a.stale = True
 
         def preemptive(queue: QueueInfo, task: TaskInfo) -> bool:
             """May this queue take resources back for ``task``? Only while it stays within its deserved share."""
@@ -379,11 +464,13 @@ class ProportionPlugin(Plugin):
                 if share is None or r > share:
                     share = r
             if share is not None:
-                a.share = share
+                a._share = share
+                a.stale = False
                 return
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.where(a.deserved > 0, a.allocated / a.deserved, np.where(a.allocated > 0, 1.0, 0.0))
-        a.share = float(np.max(ratios[[0, 1] + list(range(3, len(ratios)))])) if len(ratios) else 0.0
+        a._share = float(np.max(ratios[[0, 1] + list(range(3, len(ratios)))])) if len(ratios) else 0.0
+        a.stale = False
 
     def overused_reason(self, queue: str) -> str | None:
         """Why allocate skips an overused queue, naming its capability when that is its limit."""
