@@ -209,6 +209,18 @@ class _Fallback:
         return getattr(getattr(self._pod.full(), self._part), name)  # type: ignore[attr-defined]
 
 
+def read_meta(target: Any, meta: dict[str, Any]) -> None:
+    """Set the metadata scalars the scheduler's cache reads (name, namespace, uid,
+    resourceVersion, creation and deletion times) on ``target`` from a pod's raw metadata: the
+    light pods' and the usage-only pods' metadata alike."""
+    target.name = meta.get("name", "")
+    target.namespace = meta.get("namespace")
+    target.uid = meta.get("uid", "")
+    target.resource_version = meta.get("resourceVersion")
+    target.creation_timestamp = codec.parse_time(meta.get("creationTimestamp"))
+    target.deletion_timestamp = codec.parse_time(meta.get("deletionTimestamp"))
+
+
 class LightMeta(_Fallback):
     __slots__ = (
         "_pod",
@@ -352,12 +364,7 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
     pod = LightPod(out, requests)
     lm = LightMeta()
     lm._pod = pod
-    lm.name = m.get("name", "")
-    lm.namespace = m.get("namespace")
-    lm.uid = m.get("uid", "")
-    lm.resource_version = m.get("resourceVersion")
-    lm.creation_timestamp = codec.parse_time(m.get("creationTimestamp"))
-    lm.deletion_timestamp = codec.parse_time(m.get("deletionTimestamp"))
+    read_meta(lm, m)
     lm.labels = labels if "labels" in m else {}
     lm.annotations = annotations if "annotations" in m else {}
     ls = LightSpec()

@@ -32,7 +32,7 @@ from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec
 from .client import ApiError, KubeClient
 from .compact import compact
-from .lightpod import _INVALID, _USAGE_KEEP, CONTAINER_KEEP, META_DROP, LightPod, light_pod, spec_requests
+from .lightpod import _INVALID, _USAGE_KEEP, CONTAINER_KEEP, META_DROP, LightPod, light_pod, read_meta, spec_requests
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -148,12 +148,7 @@ class _UsageMeta:
     annotations: Mapping[str, str] = MappingProxyType({})
 
     def __init__(self, meta: dict[str, Any]) -> None:
-        self.name = meta.get("name", "")
-        self.namespace = meta.get("namespace")
-        self.uid = meta.get("uid", "")
-        self.resource_version = meta.get("resourceVersion")
-        self.creation_timestamp = codec.parse_time(meta.get("creationTimestamp"))
-        self.deletion_timestamp = codec.parse_time(meta.get("deletionTimestamp"))
+        read_meta(self, meta)
 
 
 class _UsageSpec:
