@@ -604,56 +604,6 @@ def test_proportion_keeps_deserved_shares_only_for_the_same_inputs():
         proportion.water_fill = real
 
 
-def test_proportion_water_fill_on_floats_gives_the_numpy_shares_to_the_bit():
-    """The float form of the water-filling loop (used for finite inputs) must give exactly what
-    the numpy form gives: ties between deserved, capability, request and guarantee (where
-    np.minimum/np.maximum return their second argument, signed zeros included), several queues
-    and rounds, capped and guaranteed queues."""
-    from lavaflow.scheduler.plugins import proportion
-
-    rng = np.random.default_rng(7)
-    choices = np.array([0.0, -0.0, 1.0, 2.5, 3.0, 1e-9, 7.0, 1e6, 0.1, 0.2, 0.3])
-
-    def attrs_for(seed_rows):
-        out = []
-        for i, (w, cap, req, gua) in enumerate(seed_rows):
-            a = proportion.QueueAttr(
-                name=f"q{i}",
-                weight=w,
-                allocated=np.zeros(len(cap)),
-                request=req.copy(),
-                inqueue=np.zeros(len(cap)),
-                elastic=np.zeros(len(cap)),
-                guarantee=gua.copy(),
-                capability=cap.copy(),
-            )
-            a.real_capability = cap.copy()
-            out.append(a)
-        return out
-
-    floats_used = 0
-    for _ in range(400):
-        width = int(rng.integers(1, 6))
-        n = int(rng.integers(1, 5))
-        total = rng.choice(choices, width) * rng.choice([1.0, 3.0], width)
-        seed_rows = []
-        for _ in range(n):
-            cap = np.where(rng.random(width) < 0.3, np.inf, rng.choice(choices, width))
-            req = rng.choice(choices, width) if rng.random() < 0.5 else rng.random(width) * 10
-            gua = np.where(rng.random(width) < 0.6, 0.0, rng.choice(choices, width))
-            seed_rows.append((float(rng.choice([1.0, 2.0, 3.0])), cap, req, gua))
-        by_arrays, by_floats = attrs_for(seed_rows), attrs_for(seed_rows)
-        proportion._water_fill_arrays(by_arrays, total.copy())
-        if proportion._water_fill_floats(by_floats, total.copy()):
-            floats_used += 1
-            for x, y in zip(by_arrays, by_floats):
-                assert x.deserved.tobytes() == y.deserved.tobytes(), (x.name, x.deserved, y.deserved)
-    assert floats_used > 300
-    # A NaN capability is left to the numpy form.
-    nan = attrs_for([(1.0, np.array([np.nan]), np.array([1.0]), np.array([0.0]))])
-    assert not proportion._water_fill_floats(nan, np.array([2.0]))
-
-
 def test_proportion_capability_caps_deserved():
     cache = _prop_cache(
         [make_queue("q1", weight=3, capability={"cpu": 1}), make_queue("q2", weight=1)], {"q1": [8], "q2": [8]}

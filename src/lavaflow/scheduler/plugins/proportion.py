@@ -57,12 +57,6 @@ class QueueAttr:
 def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
     """Volcano's proportion loop: hand out the remaining resources by weight until
     every queue is satisfied or nothing changes."""
-    if not _water_fill_floats(attrs, total):
-        _water_fill_arrays(attrs, total)
-
-
-def _water_fill_arrays(attrs: list[QueueAttr], total: np.ndarray) -> None:
-    """:func:`water_fill` on numpy vectors (any inputs, NaN included)."""
     for a in attrs:
         a.deserved = np.zeros_like(total)
     remaining = total.copy()
@@ -89,61 +83,6 @@ def _water_fill_arrays(attrs: list[QueueAttr], total: np.ndarray) -> None:
         remaining = remaining - increased + decreased
         if np.all(remaining <= EPS) or _close(remaining, old_remaining):
             break
-
-
-def _water_fill_floats(attrs: list[QueueAttr], total: np.ndarray) -> bool:
-    """:func:`water_fill` on Python floats, column by column: the same IEEE operations in the same
-    order, so the same deserved shares to the bit (``np.minimum``/``np.maximum`` give their second
-    argument on a tie, which the comparisons below keep, signed zeros included).  Only for
-    finite totals, requests and guarantees and capabilities without NaN (where the numpy forms'
-    NaN propagation could differ); returns False, doing nothing, otherwise."""
-    isfinite = math.isfinite
-    width = len(total)
-    tot = total.tolist()
-    if not all(isfinite(x) for x in tot):
-        return False
-    rows = []
-    for a in attrs:
-        cap, req, gua = a.real_capability.tolist(), a.request.tolist(), a.guarantee.tolist()
-        if not (len(cap) == len(req) == len(gua) == width):
-            return False
-        if not all(isfinite(x) for x in req) or not all(isfinite(x) for x in gua) or any(x != x for x in cap):
-            return False
-        rows.append((a, cap, req, gua))
-    deserved: dict[str, list[float]] = {a.name: [0.0] * width for a in attrs}
-    remaining = tot
-    met: set[str] = set()
-    for _ in range(64):
-        active = [row for row in rows if row[0].name not in met]
-        weight_sum = sum(row[0].weight for row in active)
-        if weight_sum <= 0:
-            break
-        old_remaining = remaining
-        increased = [0.0] * width
-        decreased = [0.0] * width
-        for a, cap, req, gua in active:
-            old = deserved[a.name]
-            f = a.weight / weight_sum
-            new = []
-            for j in range(width):
-                d = old[j] + remaining[j] * f
-                d = d if d < cap[j] else cap[j]  # np.minimum
-                d = d if d < req[j] else req[j]
-                d = d if d > gua[j] else gua[j]  # np.maximum
-                new.append(d)
-            deserved[a.name] = new
-            if all(req[j] <= new[j] + EPS for j in range(width)) or _close_floats(new, old):
-                met.add(a.name)
-            for j in range(width):
-                diff = new[j] - old[j]
-                increased[j] += diff if diff > 0.0 else 0.0
-                decreased[j] += -diff if -diff > 0.0 else 0.0
-        remaining = [remaining[j] - increased[j] + decreased[j] for j in range(width)]
-        if all(x <= EPS for x in remaining) or _close_floats(remaining, old_remaining):
-            break
-    for a in attrs:
-        a.deserved = np.array(deserved[a.name], dtype=float)
-    return True
 
 
 def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, memo: dict[str, Any]) -> None:
@@ -249,13 +188,8 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     """``np.allclose(a, b)`` (rtol 1e-5, atol 1e-8; equal infinities are close), without its
     overhead on these short vectors: element by element on Python floats (the same IEEE
     operations, so the same answer, NaN included), with no ``np.errstate`` per call."""
-    return _close_floats(a.tolist(), b.tolist())
-
-
-def _close_floats(a: list[float], b: list[float]) -> bool:
-    """:func:`_close` on lists of floats."""
     isfinite = math.isfinite
-    for x, y in zip(a, b):
+    for x, y in zip(a.tolist(), b.tolist()):
         if x != y and not (isfinite(y) and abs(x - y) <= 1e-8 + 1e-5 * abs(y)):
             return False
     return True
