@@ -173,19 +173,10 @@ class DRFPlugin(Plugin):
                     victims.append(t)
             return victims, PERMIT
 
+        # A job's allocation is copied on its first change when it is the job's read-only vector;
+        # its share is worked out again when next read (``share``, job order), which HDRF's and
+        # namespace order's handlers, running after these, do through ``share``.
         def on_allocate(task: TaskInfo) -> None:
-            a = self.allocated.get(task.job)
-            if a is not None:
-                a += task.resreq
-                self._shares[task.job] = self._share(a)
-
-        def on_deallocate(task: TaskInfo) -> None:
-            a = self.allocated.get(task.job)
-            if a is not None:
-                a -= task.resreq
-                self._shares[task.job] = self._share(a)
-
-        def on_allocate_lazy(task: TaskInfo) -> None:
             a = self.allocated.get(task.job)
             if a is not None:
                 if not a.flags.writeable:
@@ -193,7 +184,7 @@ class DRFPlugin(Plugin):
                 a += task.resreq
                 stale.add(task.job)
 
-        def on_deallocate_lazy(task: TaskInfo) -> None:
+        def on_deallocate(task: TaskInfo) -> None:
             a = self.allocated.get(task.job)
             if a is not None:
                 if not a.flags.writeable:
@@ -204,8 +195,6 @@ class DRFPlugin(Plugin):
         handlers: tuple[Callable[[TaskInfo], None], Callable[[TaskInfo], None]] = (on_allocate, on_deallocate)
         if namespaced:
             handlers = namespace_order(ssn, self, on_allocate, on_deallocate)
-        elif lazy:
-            handlers = (on_allocate_lazy, on_deallocate_lazy)
         ssn.add_job_order_fn(self.name, job_order)
         ssn.add_preemptable_fn(self.name, preemptable)
         ssn.add_event_handler(*handlers)
