@@ -91,6 +91,14 @@ def bound(name: str = "p0", **over) -> dict:
             "qosClass": "Burstable",
         },
     }
+    return changed(raw, over)
+
+
+DROP = object()
+
+
+def changed(raw: dict, over: dict) -> dict:
+    """``raw`` with each ``part__key`` of ``over`` set to its value (dropped for DROP)."""
     for path, value in over.items():
         part, _, key = path.partition("__")
         if value is DROP:
@@ -98,9 +106,6 @@ def bound(name: str = "p0", **over) -> dict:
         else:
             raw[part][key] = value
     return raw
-
-
-DROP = object()
 
 
 def _fields(model_cls) -> list[str]:
@@ -226,10 +231,17 @@ _keys = {
     + ["topologySpreadConstraints", "resourceClaims", "workloadRef", "schedulingGroup", "node_name", "dnsPolicy"],
     "status": ["phase", "startTime", "reason", "message", "conditions", "exitCode", "exit_code"],
 }
-_changes = st.lists(
-    st.one_of([st.tuples(st.just(part), st.sampled_from(keys), _values) for part, keys in _keys.items()]),
-    max_size=4,
-)
+
+
+def changes_of(keys: dict[str, list[str]], values: st.SearchStrategy) -> st.SearchStrategy:
+    """Up to four (part, key, value) changes, a key of ``keys[part]`` set to one of ``values``."""
+    return st.lists(
+        st.one_of([st.tuples(st.just(part), st.sampled_from(names), values) for part, names in keys.items()]),
+        max_size=4,
+    )
+
+
+_changes = changes_of(_keys, _values)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -242,7 +242,8 @@ def test_podgroup_min_resources_follow_changes_in_place():
     cache.on_podgroup(pg)
     assert job.min_resources is None
     cache.on_podgroup(pg, deleted=True)
-    assert "default/g" not in cache._min_resources
+    assert "default/g" not in cache.jobs
+    assert all(type(k) is tuple for k in cache._min_resources)  # kept by amounts, not by PodGroup
 
 
 def test_training_gpu_counts_follow_replaced_containers():

@@ -150,7 +150,7 @@ class KubeScheduler:
             self.pg_wanted.pop(pg.key, None)
             self.cache.on_podgroup(pg, True)
             return
-        wanted = self.pg_wanted.get(pg.key)
+        wanted = self.pg_wanted.get(pg.key) if self.pg_wanted else None  # (none while the informers sync)
         self.cache.on_podgroup(pg if wanted is None else _with_status(pg, wanted))
 
     @property

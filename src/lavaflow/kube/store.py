@@ -26,13 +26,14 @@ from typing import Any
 
 from ..api.kinds import Kind, kind_info
 from ..api.meta import ObjectKeys
-from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
+from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION, PodGroup
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec
 from .client import ApiError, KubeClient
 from .compact import compact
 from .lightpod import _INVALID, _USAGE_KEEP, CONTAINER_KEEP, META_DROP, LightPod, light_pod, read_meta, spec_requests
+from .plainpg import volcano_podgroup
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -139,6 +140,16 @@ def slim_node(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 _SLIM = {"Pod": slim_pod, "Node": slim_node}
+
+
+def _decode(res: Kind, raw: dict[str, Any]) -> Any | None:
+    """``codec.decode``; a Volcano PodGroup through ``volcano_podgroup`` (the same model, without
+    the walk over its times) unless that leaves it to ``codec.decode``."""
+    if res.model is PodGroup:
+        obj = volcano_podgroup(raw)
+        if obj is not None:
+            return obj
+    return codec.decode(res, raw)
 
 
 class _UsageMeta:
@@ -544,12 +555,12 @@ class KubeStore:
         if cur is not None and cur_uid == uid and self._same_or_newer(kind, key, cur, raw):
             return
         if self.keep_raw:
-            obj = codec.decode(res, raw)
+            obj = _decode(res, raw)
         else:
             slim = _SLIM.get(res.kind)
             obj = usage_only_pod(raw, self.ours) if self.ours is not None and res.kind == "Pod" else None
             if obj is None:
-                obj = codec.decode(res, raw if slim is None else slim(raw))
+                obj = _decode(res, raw if slim is None else slim(raw))
                 if obj is not None:
                     compact(obj)
         if obj is None:

@@ -129,9 +129,9 @@ class SchedulerCache:
         # id(requests) -> (requests, None, None, request vector, best effort) for pods carrying theirs
         self._requests: dict[int, tuple[Any, Any, Any, np.ndarray, bool]] = {}
         self._vectors: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
-        # PodGroup key -> (resource count, its minResources, their vector); Queue name -> (resource
-        # count, (capability, guarantee, deserved), their vectors): see on_podgroup and on_queue.
-        self._min_resources: dict[str, tuple[int, dict[str, Any], np.ndarray]] = {}
+        # a PodGroup's minResources (as items) -> their vector; Queue name -> (resource count,
+        # (capability, guarantee, deserved), their vectors): see on_podgroup and on_queue.
+        self._min_resources: dict[tuple[tuple[str, Any], ...], np.ndarray] = {}
         self._queue_vectors: dict[str, tuple[int, Any, np.ndarray, np.ndarray, np.ndarray | None]] = {}
         self.decisions = Decisions()
         self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
@@ -296,9 +296,10 @@ class SchedulerCache:
 
     # ------------------------------------------------------------------ pod groups
     def on_podgroup(self, pg: PodGroup, deleted: bool = False) -> None:
-        uid = pg.key
+        meta, spec = pg.metadata, pg.spec
+        namespace = meta.namespace or "default"
+        uid = f"{namespace}/{meta.name}"  # pg.key (read here once: a restart applies ~87,000)
         if deleted:
-            self._min_resources.pop(uid, None)
             job = self.jobs.get(uid)
             if job is not None:
                 job.pg = None
@@ -310,7 +311,7 @@ class SchedulerCache:
             return
         job = self.jobs.get(uid)
         if job is None:
-            job = self._add_job(JobInfo(uid=uid, name=pg.name, namespace=pg.namespace))
+            job = self._add_job(JobInfo(uid=uid, name=meta.name, namespace=namespace))
         if job.pg is None:
             self.orphans.pop(uid, None)
             pg_jobs = self.pg_jobs
@@ -319,24 +320,28 @@ class SchedulerCache:
             pg_jobs[uid] = job
         job.pg = pg
         job.version += 1
-        job.queue = pg.spec.queue or "default"
-        job.min_available = pg.spec.min_member
-        job.min_task_member = dict(pg.spec.min_task_member)
-        job.priority = self.priority_of(pg.spec.priority_class_name)
-        job.creation = timestamp(pg.metadata.creation_timestamp)
-        amounts = pg.spec.min_resources
+        job.queue = spec.queue or "default"
+        job.min_available = spec.min_member
+        job.min_task_member = dict(spec.min_task_member)
+        job.priority = self.priority_of(spec.priority_class_name)
+        created = meta.creation_timestamp  # a float as the Kubernetes store decodes it
+        job.creation = created if type(created) is float else timestamp(created)
+        amounts = spec.min_resources
         if amounts:
-            # PodGroup events are mostly status writes: the vector is kept with the amounts it was
-            # computed from (and the resource count then), and copied while they stay the same.
-            kept = self._min_resources.get(uid)
-            if kept is not None and kept[0] == len(self.index) and kept[1] == amounts:
-                job.min_resources = kept[2].copy()
+            # The PodGroups of a cluster repeat a few minResources (one per job template) and their
+            # events are mostly status writes: vectors are kept by the amounts they were computed
+            # from, while the resource count stays that of the vector, and copied.
+            key = tuple(amounts.items())
+            kept = self._min_resources.get(key)
+            if kept is not None and len(kept) == len(self.index):
+                job.min_resources = kept.copy()
             else:
                 vec = pad(self._vector({k: float(v) for k, v in amounts.items()}), len(self.index))
-                self._min_resources[uid] = (len(self.index), dict(amounts), vec.copy())
+                if len(self._min_resources) >= _REQUESTS_KEPT:
+                    self._min_resources.clear()
+                self._min_resources[key] = vec.copy()
                 job.min_resources = vec
         else:
-            self._min_resources.pop(uid, None)
             job.min_resources = None
 
     # ------------------------------------------------------------------ pods
