@@ -66,16 +66,12 @@ def clone(model: M, changes: dict[str, Any]) -> M:
     return c
 
 
-def _quantity(value: Any) -> Decimal:
-    return parse_quantity(value)
-
-
 def _quantity_str(value: Decimal) -> str:
     text = format(value.normalize(), "f")
     return text
 
 
-Quantity = Annotated[Decimal, BeforeValidator(_quantity), PlainSerializer(_quantity_str, return_type=str)]
+Quantity = Annotated[Decimal, BeforeValidator(parse_quantity), PlainSerializer(_quantity_str, return_type=str)]
 """A resource quantity, parsed exactly; serialised back as a plain decimal string."""
 
 ResourceList = dict[str, Quantity]

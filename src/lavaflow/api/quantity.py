@@ -50,6 +50,8 @@ def parse_quantity(value: str | int | float | Decimal) -> Decimal:
     Integers and floats (as YAML produces for ``cpu: 2`` or ``cpu: 0.5``) are
     accepted as plain numbers.
     """
+    if type(value) is str:  # (first: nearly every quantity read is a string)
+        return _parse_text(value)
     if isinstance(value, bool):
         raise QuantityError(f"quantity must be a number or a string, not {value!r}")
     if isinstance(value, Decimal):

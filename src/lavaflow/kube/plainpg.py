@@ -26,6 +26,11 @@ from pydantic import ValidationError
 from ..api.volcano import PodGroup
 from .codec import parse_time
 
+_NO_STATUS: dict[str, Any] = {}
+
+
+_validate = PodGroup.__pydantic_validator__.validate_python  # (model_validate without its wrapper)
+
 
 def volcano_podgroup(raw: dict[str, Any]) -> PodGroup | None:
     """``raw`` (a scheduling.volcano.sh PodGroup as listed or watched) as the PodGroup
@@ -33,22 +38,31 @@ def volcano_podgroup(raw: dict[str, Any]) -> PodGroup | None:
     meta = raw.get("metadata")
     if type(meta) is not dict or "creation_timestamp" in meta or "deletion_timestamp" in meta:
         return None
-    status = raw.get("status", {})
+    status = raw.get("status", _NO_STATUS)
     if type(status) is not dict:
         return None
     conditions = status.get("conditions", ())
-    if type(conditions) not in (list, tuple) or any(
-        type(c) is not dict or "last_transition_time" in c for c in conditions
-    ):
-        return None
+    if type(conditions) is not list:
+        if conditions != ():
+            return None
+    else:
+        for c in conditions:
+            if type(c) is not dict or "last_transition_time" in c:
+                return None
     try:
-        pg = PodGroup.model_validate(raw)
+        pg: PodGroup = _validate(raw)
     except ValidationError:
         return None
     times = pg.metadata.__dict__
-    times["creation_timestamp"] = parse_time(times["creation_timestamp"])
-    times["deletion_timestamp"] = parse_time(times["deletion_timestamp"])
+    t = times["creation_timestamp"]
+    if t is not None:
+        times["creation_timestamp"] = parse_time(t)
+    t = times["deletion_timestamp"]
+    if t is not None:
+        times["deletion_timestamp"] = parse_time(t)
     for c in pg.status.conditions:
         times = c.__dict__
-        times["last_transition_time"] = parse_time(times["last_transition_time"])
+        t = times["last_transition_time"]
+        if t is not None:
+            times["last_transition_time"] = parse_time(t)
     return pg

@@ -310,9 +310,10 @@ class SchedulerCache:
                     self._track_orphan(job)
             return
         job = self.jobs.get(uid)
-        if job is None:
+        if job is None:  # (the newest job: not an orphan, and last in the order of pg_jobs)
             job = self._add_job(JobInfo(uid=uid, name=meta.name, namespace=namespace))
-        if job.pg is None:
+            self.pg_jobs[uid] = job
+        elif job.pg is None:
             self.orphans.pop(uid, None)
             pg_jobs = self.pg_jobs
             if pg_jobs and self._pg_jobs_sorted and next(reversed(pg_jobs.values())).seq > job.seq:
@@ -333,7 +334,7 @@ class SchedulerCache:
             # from, while the resource count stays that of the vector, and copied.
             key = tuple(amounts.items())
             kept = self._min_resources.get(key)
-            if kept is not None and len(kept) == len(self.index):
+            if kept is not None and len(kept) == len(self.index.names):
                 job.min_resources = kept.copy()
             else:
                 vec = pad(self._vector({k: float(v) for k, v in amounts.items()}), len(self.index))

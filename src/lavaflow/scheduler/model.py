@@ -36,6 +36,7 @@ class TaskStatus(enum.IntEnum):
     UNKNOWN = 9
 
 
+_STATUSES = len(TaskStatus)  # (the length of JobInfo.counts; len() of an enum runs Python code)
 # Plain ints for indexing JobInfo.counts inside job comparisons (an IntEnum index costs more).
 _PENDING, _ALLOCATED, _PIPELINED, _BINDING, _BOUND, _RUNNING, _SUCCEEDED = (
     int(s)
@@ -124,7 +125,7 @@ class JobInfo:
     # Conditions other plugins/actions add this session: (type, reason, message), e.g. Resized.
     extra_conditions: list[tuple[str, str, str]] = field(default_factory=list)
     # Per-status counts (maintained by set_status / add / remove).
-    counts: list[int] = field(default_factory=lambda: [0] * len(TaskStatus))
+    counts: list[int] = field(default_factory=lambda: [0] * _STATUSES)
     # Pending best-effort tasks (maintained with counts).
     be_pending: int = 0
     # allocated_view's / pending_view's last answer (width, vector, ``tasks_version`` it was
