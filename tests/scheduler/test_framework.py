@@ -859,3 +859,38 @@ def test_a_session_is_freed_without_the_cycle_collector_once_the_next_opens():
     finally:
         if was_enabled:
             gc.enable()
+
+
+def test_jobs_token_stands_only_while_no_job_changes():
+    """Session.jobs_token: the same from one session to the next exactly while the session's jobs
+    are the same objects at the same versions; what plugins keep under it follows each change."""
+    cache = make_cache(
+        [make_node("n1", cpu=8)],
+        pgs=[make_pg("a", 1), make_pg("b", 1)],
+        pods=[make_pod("a0", "a"), make_pod("b0", "b", cpu=2)],
+    )
+    first = open_session(cache)
+    second = open_session(cache)
+    assert second.jobs_token == first.jobs_token
+    assert second.proportion is not None and first.proportion is not None
+    assert second.proportion.attrs["default"].request.tolist() == first.proportion.attrs["default"].request.tolist()
+    assert second.proportion.attrs["default"].allocated[0] == 0.0
+
+    # A task placed (a new version of its job): a new token, and the queue's allocation shows it.
+    cache.on_pod(make_pod("b0", "b", cpu=2, node="n1", phase="Running"))
+    third = open_session(cache)
+    assert third.jobs_token != second.jobs_token
+    assert third.proportion is not None
+    assert third.proportion.attrs["default"].allocated[0] == 2.0
+    assert open_session(cache).jobs_token == third.jobs_token
+
+    # A PodGroup status write is a new version too; so is a new job, and a job that goes.
+    cache.on_podgroup(make_pg("a", 1, phase="Running"))
+    fourth = open_session(cache)
+    assert fourth.jobs_token != third.jobs_token
+    cache.on_podgroup(make_pg("c", 1))
+    fifth = open_session(cache)
+    assert fifth.jobs_token != fourth.jobs_token and "default/c" in fifth.jobs
+    cache.on_podgroup(make_pg("c", 1), deleted=True)
+    sixth = open_session(cache)
+    assert sixth.jobs_token != fifth.jobs_token and "default/c" not in sixth.jobs

@@ -129,21 +129,29 @@ class ElasticAction(Action):
         n = len(ns)
         if n == 0:
             return cap, nodes_out
-        # GPUs held by elastic workers per node index (python floats: the same sums as before)
-        elastic_used: dict[int, float] = {}
-        pos = ns.pos
-        for ej in plugin.jobs.values():
-            g = ej.gpus_per_worker
-            for node, k in ej.placement.items():
-                i = pos[node]
-                elastic_used[i] = elastic_used.get(i, 0.0) + k * g
-            if ej.info.counts[TaskStatus.RELEASING]:
-                for t in ej.workers:
-                    if t.status == TaskStatus.RELEASING and t.node >= 0:
-                        elastic_used[t.node] = elastic_used.get(t.node, 0.0) + float(t.resreq[col])
+        assert plugin.state is not None
+        # GPUs held by elastic workers per node index (python floats: the same sums as before).
+        # The jobs' placements here are those their parts give (the reschedule comes later), so
+        # with the jobs as the last session saw them (ssn.jobs_token) and the same nodes, the same.
+        used_key = (ssn.jobs_token, ns.version, n, col)
+        kept_used = plugin.state.used_by_elastic
+        if kept_used is not None and kept_used[0] == used_key:
+            elastic_used = kept_used[1]
+        else:
+            elastic_used = {}
+            pos = ns.pos
+            for ej in plugin.jobs.values():
+                g = ej.gpus_per_worker
+                for node, k in ej.placement.items():
+                    i = pos[node]
+                    elastic_used[i] = elastic_used.get(i, 0.0) + k * g
+                if ej.info.counts[TaskStatus.RELEASING]:
+                    for t in ej.workers:
+                        if t.status == TaskStatus.RELEASING and t.node >= 0:
+                            elastic_used[t.node] = elastic_used.get(t.node, 0.0) + float(t.resreq[col])
+            plugin.state.used_by_elastic = (used_key, elastic_used)
         # The schedulable GPU nodes, their GPUs, names and types change only with the node set
         # (NodeSet.version): kept under it; only the nodes' usage is read every session.
-        assert plugin.state is not None
         key = (ns.version, n, col, plugin.type_label)
         memo = plugin.state.gpu_rows
         if memo is None or memo[0] != key:
@@ -153,8 +161,18 @@ class ElasticAction(Action):
             node_type = plugin.node_type
             rows = [(i, a, names[i], node_type(i)) for i, a in zip(live, alloc[live].tolist())]
             memo = plugin.state.gpu_rows = (key, live, rows)
-        used_l = ns.used[memo[1], col].tolist()
-        for (i, a, name, ty), u in zip(memo[2], used_l):
+        used = ns.used[memo[1], col]
+        # The same GPU rows, elastic usage and node usage as last time: the same capacity.
+        cap_key = (memo, elastic_used, used.tobytes())
+        kept_cap = plugin.state.capacity
+        if (
+            kept_cap is not None
+            and kept_cap[0][0] is memo
+            and kept_cap[0][1] is elastic_used
+            and kept_cap[0][2] == cap_key[2]
+        ):
+            return dict(kept_cap[1]), list(kept_cap[2])
+        for (i, a, name, ty), u in zip(memo[2], used.tolist()):
             other = u - elastic_used.get(i, 0.0)
             slots = int(math.floor(a - other + EPS))
             cap.setdefault(ty, 0)
@@ -162,6 +180,7 @@ class ElasticAction(Action):
                 continue
             cap[ty] += slots
             nodes_out.append((name, slots, ty))
+        plugin.state.capacity = (cap_key, dict(cap), list(nodes_out))
         return cap, nodes_out
 
     def _gpu_nodes(self, ssn: Session, plugin: ElasticPlugin) -> GpuNodes:
@@ -376,7 +395,16 @@ class ElasticAction(Action):
         names = ssn.nodes.names
         pos = ssn.nodes.pos
         free = sum(capacity.values()) - sum(ej.current for ej in jobs.values())
-        for ej in sorted(jobs.values(), key=lambda e: (e.info.creation, e.name)):
+        # The order only changes with the jobs (their creation and name): kept under their token.
+        st = plugin.state
+        assert st is not None
+        kept = st.reconcile_order
+        if kept is not None and kept[0] == ssn.jobs_token:
+            order = kept[1]
+        else:
+            order = sorted(jobs.values(), key=lambda e: (e.info.creation, e.name))
+            st.reconcile_order = (ssn.jobs_token, order)
+        for ej in order:
             js = ej.state
             target = js.target
             if ej.placement == target:  # nothing to evict or bind for the workers

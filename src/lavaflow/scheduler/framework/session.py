@@ -37,6 +37,22 @@ log = logging.getLogger(__name__)
 _DISPOSED = SessionPlugins(())
 
 
+def _jobs_token(cache: SchedulerCache, jobs: tuple[JobInfo, ...], versions: list[int]) -> int:
+    """A number that stays the same from one session to the next while the session's jobs are
+    the same JobInfo objects, in the same order, at the same versions as the previous session
+    saw them when it opened (versions only grow, so nothing changed in between); a new number
+    otherwise. Plugins and actions key what they derive from every job on it, and skip their
+    per-job loops when it stands."""
+    kept = cache.plugin_memo.get("session-jobs")
+    if kept is not None and kept[0] == jobs and kept[1] == versions:
+        return int(kept[2])
+    token = kept[2] + 1 if kept is not None else 0
+    # The JobInfo objects are held here, so the identity comparison above cannot meet a new
+    # object at a freed one's address.
+    cache.plugin_memo["session-jobs"] = (jobs, versions, token)
+    return int(token)
+
+
 class Session(SessionPlugins):
     """One scheduling cycle over the cache's live state."""
 
@@ -66,12 +82,15 @@ class Session(SessionPlugins):
         # Plugins that show their queue accounting to actions and explanations (set when they open).
         self.proportion: ProportionPlugin | None = None
         self.capacity: CapacityPlugin | None = None
+        versions = []
         for job in self.jobs.values():
             job.fit_errors = {}
             job.job_fit_errors = ""
             job.sphase = job.phase
             if job.extra_conditions:
                 job.extra_conditions = []
+            versions.append(job.version)
+        self.jobs_token = _jobs_token(cache, tuple(self.jobs.values()), versions)
         self.selection = NodeSelection(self.nodes, self.index, self, cache.static_masks)
 
     # ------------------------------------------------------------------ lifecycle

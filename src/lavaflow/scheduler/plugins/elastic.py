@@ -106,6 +106,9 @@ class _Static:
     # version, PodGroup and resourceVersion stand, the next session refreshes only what depends
     # on the time (remaining work, attained service) and what actions may have changed.
     ej: ElasticJob | None = None
+    # (parts, remaining work, attained service) while they do not depend on the time: no worker
+    # runs, or no progress report gives a time to extrapolate from (``_progress``).
+    fixed: tuple[Any, float, float] | None = None
 
 
 # (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
@@ -134,6 +137,15 @@ class ElasticState:
     placement_nodes: dict[tuple[str, int, str], Any] = field(default_factory=dict)
     # ((NodeSet version, nodes, column, label), live node indices, (index, GPUs, name, type) of each)
     gpu_rows: tuple[tuple[int, int, int, str], list[int], list[tuple[int, float, str, str]]] | None = None
+    # What the last session's opening found, kept while its jobs stand (Session.jobs_token): (token,
+    # GPU column, type label, modelled job uids, (uid, ElasticJob, its kept parts) per job in
+    # order, invalid annotations by uid).
+    # (key, GPUs held by elastic workers per node index) and (key, capacity per type, GPU nodes
+    # with room) of the elastic action's ``_capacity``; its reconcile order under the jobs' token
+    used_by_elastic: tuple[tuple[int, int, int, int], dict[int, float]] | None = None
+    capacity: tuple[tuple[Any, ...], dict[str, int], list[tuple[str, int, str]]] | None = None
+    reconcile_order: tuple[int, list[ElasticJob]] | None = None
+    opened: tuple[int, int | None, str, list[str], list[tuple[str, ElasticJob, _Static]], dict[str, str]] | None = None
 
 
 @dataclass(slots=True)
@@ -224,7 +236,43 @@ class ElasticPlugin(Plugin):
         col = ssn.index.pos.get(self.gpu_resource)
         self.gpu_col = col
         self.jobs = jobs = {}
-        modelled = []
+        modelled: list[str] = []
+        static = self.state.static
+        label = self.type_label
+        now = ssn.now
+        opened = self.state.opened
+        if opened is not None and opened[0] == ssn.jobs_token and opened[1] == col and opened[2] == label:
+            # The same jobs at the same versions as when the last session opened: each one's
+            # ElasticJob is the one it used (the per-job checks below would find each kept), reset
+            # as below; only the time-dependent parts are worked out.
+            modelled = opened[3]
+            self.invalid = dict(opened[5])
+            for uid, ej, kept in opened[4]:
+                hit = kept.parts
+                n = hit[13]
+                ej.placement = dict(hit[8])
+                ej.gpu_type = hit[9]
+                ej.current = n
+                ej.placement_seen = None
+                ej.remaining, ej.attained = _progress_kept(kept, hit, n, now)
+                jobs[uid] = ej
+        else:
+            self._open_jobs(ssn, col, modelled)
+            self.state.opened = (
+                ssn.jobs_token,
+                col,
+                label,
+                modelled,
+                [(uid, ej, static[uid]) for uid, ej in jobs.items()],
+                dict(self.invalid),
+            )
+        self._add_fns(ssn, modelled)
+
+    def _open_jobs(self, ssn: Session, col: int | None, modelled: list[str]) -> None:
+        """The session's ElasticJobs (``self.jobs``), each job's reused while unchanged, and the
+        uids of the jobs with a speed model (``modelled``)."""
+        assert self.state is not None
+        jobs = self.jobs
         static = self.state.static
         states = self.state.jobs
         label = self.type_label
@@ -254,7 +302,7 @@ class ElasticPlugin(Plugin):
                 ej.placement = dict(placement)
                 ej.current = n
                 ej.placement_seen = None
-                ej.remaining, ej.attained = _progress(hit, n, now)
+                ej.remaining, ej.attained = _progress_kept(kept, hit, n, now)
                 modelled.append(uid)
                 jobs[uid] = ej
                 continue
@@ -264,6 +312,8 @@ class ElasticPlugin(Plugin):
             made = self._elastic_job(ssn, job, col)
             if made is not None:
                 jobs[uid] = made
+
+    def _add_fns(self, ssn: Session, modelled: list[str]) -> None:
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
         candidates = {uid for uid in modelled if uid not in self.invalid}
 
@@ -561,6 +611,19 @@ def _progress(parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]
             attained += n * gpw * (now - prog.time)
     left = sp.work - done
     return (0.0 if left < 0.0 else left), attained  # max(left, 0.0)
+
+
+def _progress_kept(kept: _Static, parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]:
+    """``_progress(parts, n, now)``, kept in ``kept`` while it does not depend on ``now``."""
+    prog = parts[2]
+    if n and prog is not None and prog.time is not None:
+        return _progress(parts, n, now)
+    fixed = kept.fixed
+    if fixed is not None and fixed[0] is parts:
+        return fixed[1], fixed[2]
+    remaining, attained = _progress(parts, n, now)
+    kept.fixed = (parts, remaining, attained)
+    return remaining, attained
 
 
 def _split_tasks(job: JobInfo, col: int) -> tuple[list[TaskInfo], list[TaskInfo], float]:

@@ -211,40 +211,50 @@ class ProportionPlugin(Plugin):
         # here, without a numpy call per job and vector.  A job's vectors are kept under its
         # version (job_rows); the sums under the very sequence of those kept entries (the same
         # objects in the same order give the same sums), which most sessions share with the last.
-        made: list[QueueAttr] = []
-        slot: dict[str, int] = {}
-        entries: list[tuple[Any, ...]] = []
-        for job in ssn.jobs.values():
-            q = ssn.queues.get(job.queue)
-            if q is None:
-                continue
-            i = slot.get(q.name)
-            if i is None:
-                guarantee = q.guarantee if q.guarantee is not None else np.zeros(width)
-                capability = q.capability if q.capability is not None else np.full(width, np.inf)
-                a = QueueAttr(
-                    name=q.name,
-                    weight=float(q.weight or 1),
-                    allocated=np.zeros(width),
-                    request=np.zeros(width),
-                    inqueue=np.zeros(width),
-                    elastic=np.zeros(width),
-                    guarantee=guarantee.copy(),
-                    capability=capability.copy(),
-                )
-                a.real_capability = np.minimum(capability, total - guarantee_sum + guarantee)
-                self.attrs[q.name] = a
-                i = slot[q.name] = len(made)
-                made.append(a)
-            entries.append((i, job_rows(job, width)))
+        # With the jobs as the last session saw them (ssn.jobs_token), the same queues in the same
+        # slots and the same sums: no job is visited.
         memo = ssn.cache.plugin_memo.setdefault("proportion", {})
-        ident = tuple((i, id(e)) for i, e in entries)
         kept = memo.get("sums")
-        if kept is not None and kept[0] == ident and kept[1] == width:
-            sums = kept[3]
+        if kept is not None and kept[4] == (ssn.jobs_token, width):
+            names: list[str] = kept[5]
         else:
-            sums = _queue_sums(entries, len(made), width)
-            memo["sums"] = (ident, width, entries, sums)  # the entries keep their ids from being reused
+            slot: dict[str, int] = {}
+            names = []
+            entries: list[tuple[Any, ...]] = []
+            queues = ssn.queues
+            for job in ssn.jobs.values():
+                q = queues.get(job.queue)
+                if q is None:
+                    continue
+                i = slot.get(q.name)
+                if i is None:
+                    i = slot[q.name] = len(names)
+                    names.append(q.name)
+                entries.append((i, job_rows(job, width)))
+            ident = tuple((i, id(e)) for i, e in entries)
+            if kept is None or kept[0] != ident or kept[1] != width:
+                # (the entries are kept with the sums, so that their ids are not reused)
+                kept = (ident, width, entries, _queue_sums(entries, len(names), width))
+            kept = memo["sums"] = (*kept[:4], (ssn.jobs_token, width), names)
+        sums = kept[3]
+        made: list[QueueAttr] = []
+        for name in names:
+            q = ssn.queues[name]
+            guarantee = q.guarantee if q.guarantee is not None else np.zeros(width)
+            capability = q.capability if q.capability is not None else np.full(width, np.inf)
+            a = QueueAttr(
+                name=q.name,
+                weight=float(q.weight or 1),
+                allocated=np.zeros(width),
+                request=np.zeros(width),
+                inqueue=np.zeros(width),
+                elastic=np.zeros(width),
+                guarantee=guarantee.copy(),
+                capability=capability.copy(),
+            )
+            a.real_capability = np.minimum(capability, total - guarantee_sum + guarantee)
+            self.attrs[q.name] = a
+            made.append(a)
         for name, rows in zip(("allocated", "request", "inqueue", "elastic"), sums):
             if rows is not None:
                 for a, row in zip(made, rows, strict=True):
