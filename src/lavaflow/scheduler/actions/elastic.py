@@ -57,15 +57,22 @@ class ElasticAction(Action):
         if not plugin.jobs and not st.jobs:
             return  # no elastic training job: nothing to size (most Volcano workloads)
         now = ssn.now
-        # A job whose workers started succeeding has finished its work.
-        jobs: dict[str, ElasticJob] = {
-            uid: ej for uid, ej in plugin.jobs.items() if not ej.info.counts[TaskStatus.SUCCEEDED]
-        }
-        for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
-            del st.jobs[uid]
-            st.static.pop(uid, None)
-        # time accounting since the last session
-        for ej in jobs.values():
+        # What is kept for jobs that left the cache goes (looked for only after a job left it).
+        if st.jobs_removed != ssn.cache.jobs_removed:
+            st.jobs_removed = ssn.cache.jobs_removed
+            for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
+                del st.jobs[uid]
+                st.static.pop(uid, None)
+        # Time accounting since the last session, and whether a job has been stuck for an interval
+        # (read below; nothing in between changes ``stuck_since``), in one pass over the jobs.
+        jobs: dict[str, ElasticJob] = {}
+        succeeded = TaskStatus.SUCCEEDED
+        interval = plugin.interval
+        stuck = False
+        for uid, ej in plugin.jobs.items():
+            if ej.info.counts[succeeded]:
+                continue  # a job whose workers started succeeding has finished its work
+            jobs[uid] = ej
             js = ej.state
             last = js.seen_at if js.seen_at is not None else now
             if now > last:
@@ -74,6 +81,8 @@ class ElasticAction(Action):
                 else:
                     js.waiting_time += now - last
             js.seen_at = now
+            if js.stuck_since is not None and now - js.stuck_since >= interval:
+                stuck = True
         if not st.adopted:
             st.adopted = True
             if any(ej.current for ej in jobs.values()):
@@ -94,9 +103,7 @@ class ElasticAction(Action):
                 dirty = True
             elif math.isfinite(nxt):
                 ssn.wake_at(nxt)
-        if any(
-            ej.state.stuck_since is not None and now - ej.state.stuck_since >= plugin.interval for ej in jobs.values()
-        ):
+        if stuck:
             dirty = True
         if dirty:
             due = now if force else max(now, st.last_resched + plugin.interval)
@@ -394,7 +401,14 @@ class ElasticAction(Action):
     ) -> None:
         names = ssn.nodes.names
         pos = ssn.nodes.pos
-        free = sum(capacity.values()) - sum(ej.current for ej in jobs.values())
+        free: int | None = None  # GPUs not allocated to elastic jobs: worked out when first told
+
+        def spare() -> int:
+            nonlocal free
+            if free is None:
+                free = sum(capacity.values()) - sum(ej.current for ej in jobs.values())  # (never changes here)
+            return max(free, 0)
+
         # The order only changes with the jobs (their creation and name): kept under their token.
         st = plugin.state
         assert st is not None
@@ -408,17 +422,18 @@ class ElasticAction(Action):
             js = ej.state
             target = js.target
             if ej.placement == target:  # nothing to evict or bind for the workers
-                if target and not any(t.status == TaskStatus.PENDING for t in ej.others):
+                others = ej.others
+                if target and not (others and any(t.status == TaskStatus.PENDING for t in others)):
                     js.stuck_since = None
                     js.reason = ""
                     continue
-                if not target and not any(t.status in ALIVE for t in ej.others):
+                if not target and not (others and any(t.status in ALIVE for t in others)):
                     js.reason = (
                         js.reason
                         if js.reason.startswith("waiting")
                         else (
                             f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
-                            f"(minimum {ej.min_workers} worker(s); {max(free, 0)} GPU(s) not allocated to elastic jobs)"
+                            f"(minimum {ej.min_workers} worker(s); {spare()} GPU(s) not allocated to elastic jobs)"
                         )
                     )
                     ej.info.job_fit_errors = js.reason
@@ -442,7 +457,7 @@ class ElasticAction(Action):
             if not target:
                 js.reason = (
                     f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
-                    f"(minimum {ej.min_workers} worker(s); {max(free, 0)} GPU(s) not allocated to elastic jobs)"
+                    f"(minimum {ej.min_workers} worker(s); {spare()} GPU(s) not allocated to elastic jobs)"
                 )
                 ej.info.job_fit_errors = js.reason
                 continue

@@ -142,6 +142,7 @@ class ElasticState:
     # order, invalid annotations by uid).
     # (key, GPUs held by elastic workers per node index) and (key, capacity per type, GPU nodes
     # with room) of the elastic action's ``_capacity``; its reconcile order under the jobs' token
+    jobs_removed: int = -1  # the cache's ``jobs_removed`` when ``jobs`` was last cleared of jobs it lost
     used_by_elastic: tuple[tuple[int, int, int, int], dict[int, float]] | None = None
     capacity: tuple[tuple[Any, ...], dict[str, int], list[tuple[str, int, str]]] | None = None
     reconcile_order: tuple[int, list[ElasticJob]] | None = None
@@ -170,6 +171,7 @@ class ElasticJob:
     state: JobState
     current: int  # alive workers: the sum of ``placement``, read many times
     placement_seen: dict[str, int] | None = None
+    valid: tuple[tuple[Any, ...], tuple[bool, str]] | None = None  # job_valid's last (key, answer)
 
     def set_placement(self, placement: dict[str, int]) -> None:
         """Replace the placement (never change it in place: ``current`` follows it here)."""
@@ -322,12 +324,21 @@ class ElasticPlugin(Plugin):
             if ej is None and job.uid in candidates:
                 return False, f"waiting for the elastic policy {self.policy.name} (its pods are being created)"
             if ej is not None:
+                # Asked every session for each job the policy sizes: the answer is kept on the job
+                # while what it says stands.
+                key = (ej.current, ej.max_workers, ej.state.reason, self.policy.name)
+                known = ej.valid
+                if known is not None and known[0] == key:
+                    return known[1]
                 if ej.current:
-                    return (
+                    answer = (
                         False,
                         f"sized by the elastic policy {self.policy.name} ({ej.current} of {ej.max_workers} workers)",
                     )
-                return False, ej.state.reason or f"waiting for the elastic policy {self.policy.name}"
+                else:
+                    answer = (False, ej.state.reason or f"waiting for the elastic policy {self.policy.name}")
+                ej.valid = (key, answer)
+                return answer
             return True, ""
 
         def enqueueable(job: JobInfo) -> int:
