@@ -876,21 +876,30 @@ def test_jobs_token_stands_only_while_no_job_changes():
     assert second.proportion.attrs["default"].request.tolist() == first.proportion.attrs["default"].request.tolist()
     assert second.proportion.attrs["default"].allocated[0] == 0.0
 
+    assert second.jobs_previous_token is None and not second.jobs_changed
+
     # A task placed (a new version of its job): a new token, and the queue's allocation shows it.
     cache.on_pod(make_pod("b0", "b", cpu=2, node="n1", phase="Running"))
     third = open_session(cache)
     assert third.jobs_token != second.jobs_token
+    # the same jobs: the last token and the job that changed since, for plugins to revisit alone
+    assert third.jobs_previous_token == second.jobs_token and third.jobs_changed == {"default/b"}
     assert third.proportion is not None
     assert third.proportion.attrs["default"].allocated[0] == 2.0
+    drf = third.plugins["drf"]
+    assert drf.allocated["default/b"][0] == 2.0 and drf.share["default/b"] > 0.0  # type: ignore[attr-defined]
+    assert drf.allocated["default/a"][0] == 0.0 and drf.share["default/a"] == 0.0  # type: ignore[attr-defined]
     assert open_session(cache).jobs_token == third.jobs_token
 
     # A PodGroup status write is a new version too; so is a new job, and a job that goes.
     cache.on_podgroup(make_pg("a", 1, phase="Running"))
     fourth = open_session(cache)
     assert fourth.jobs_token != third.jobs_token
+    assert fourth.jobs_changed == {"default/a"}
     cache.on_podgroup(make_pg("c", 1))
     fifth = open_session(cache)
     assert fifth.jobs_token != fourth.jobs_token and "default/c" in fifth.jobs
+    assert fifth.jobs_previous_token is None  # other jobs: every plugin visits them all
     cache.on_podgroup(make_pg("c", 1), deleted=True)
     sixth = open_session(cache)
     assert sixth.jobs_token != fifth.jobs_token and "default/c" not in sixth.jobs

@@ -250,70 +250,75 @@ class ElasticPlugin(Plugin):
             modelled = opened[3]
             self.invalid = dict(opened[5])
             for uid, ej, kept in opened[4]:
-                hit = kept.parts
-                n = hit[13]
-                ej.placement = dict(hit[8])
-                ej.gpu_type = hit[9]
-                ej.current = n
-                ej.placement_seen = None
-                ej.remaining, ej.attained = _progress_kept(kept, hit, n, now)
+                _reset(ej, kept, now)
                 jobs[uid] = ej
+            self._add_fns(ssn, modelled)
+            return
+        if opened is not None and opened[0] == ssn.jobs_previous_token and opened[1] == col and opened[2] == label:
+            # The same jobs as when the last session opened, some at new versions: only those are
+            # looked at again; the others are as in that session (as the case above).
+            changed = ssn.jobs_changed
+            before = {uid: (ej, kept) for uid, ej, kept in opened[4]}
+            was_modelled = set(opened[3])
+            invalid = opened[5]
+            for uid, job in ssn.jobs.items():
+                if uid in changed:
+                    self._open_job(ssn, uid, job, col, modelled)
+                    continue
+                if uid in was_modelled:
+                    modelled.append(uid)
+                    hit = before.get(uid)
+                    if hit is not None:
+                        _reset(hit[0], hit[1], now)
+                        jobs[uid] = hit[0]
+                    elif uid in invalid:
+                        self.invalid[uid] = invalid[uid]
         else:
-            self._open_jobs(ssn, col, modelled)
-            self.state.opened = (
-                ssn.jobs_token,
-                col,
-                label,
-                modelled,
-                [(uid, ej, static[uid]) for uid, ej in jobs.items()],
-                dict(self.invalid),
-            )
+            for uid, job in ssn.jobs.items():
+                self._open_job(ssn, uid, job, col, modelled)
+        self.state.opened = (
+            ssn.jobs_token,
+            col,
+            label,
+            modelled,
+            [(uid, ej, static[uid]) for uid, ej in jobs.items()],
+            dict(self.invalid),
+        )
         self._add_fns(ssn, modelled)
 
-    def _open_jobs(self, ssn: Session, col: int | None, modelled: list[str]) -> None:
-        """The session's ElasticJobs (``self.jobs``), each job's reused while unchanged, and the
-        uids of the jobs with a speed model (``modelled``)."""
+    def _open_job(self, ssn: Session, uid: str, job: JobInfo, col: int | None, modelled: list[str]) -> None:
+        """Add ``job``'s ElasticJob to ``self.jobs`` (its last one while it is unchanged), and its
+        uid to ``modelled`` when it has a speed model."""
         assert self.state is not None
-        jobs = self.jobs
-        static = self.state.static
-        states = self.state.jobs
-        label = self.type_label
-        now = ssn.now
-        for uid, job in ssn.jobs.items():
-            pg = job.pg
-            if pg is None:
-                continue
-            kept = static.get(uid)
-            if (
-                kept is not None
-                and kept.job is job
-                and kept.version == job.version
-                and kept.pg is pg
-                and kept.rv == pg.metadata.resource_version
-                and kept.col == col
-                and kept.label == label
-                and (ej := kept.ej) is not None
-                and ej.state is states.get(uid)
-            ):
-                # The same job, PodGroup version and tasks as when the last session built ``ej``
-                # (so the same annotations, with a speed model): reset what actions change on it
-                # (a reschedule shows the policy's target as its placement and type for a
-                # while), then work out the time-dependent parts.
-                hit = kept.parts
-                placement, ej.gpu_type, n = hit[8], hit[9], hit[13]
-                ej.placement = dict(placement)
-                ej.current = n
-                ej.placement_seen = None
-                ej.remaining, ej.attained = _progress_kept(kept, hit, n, now)
-                modelled.append(uid)
-                jobs[uid] = ej
-                continue
-            if not es.has_speed_model(pg.metadata.annotations):
-                continue
+        pg = job.pg
+        if pg is None:
+            return
+        kept = self.state.static.get(uid)
+        if (
+            kept is not None
+            and kept.job is job
+            and kept.version == job.version
+            and kept.pg is pg
+            and kept.rv == pg.metadata.resource_version
+            and kept.col == col
+            and kept.label == self.type_label
+            and (ej := kept.ej) is not None
+            and ej.state is self.state.jobs.get(uid)
+        ):
+            # The same job, PodGroup version and tasks as when the last session built ``ej``
+            # (so the same annotations, with a speed model): reset what actions change on it
+            # (a reschedule shows the policy's target as its placement and type for a
+            # while), then work out the time-dependent parts.
+            _reset(ej, kept, ssn.now)
             modelled.append(uid)
-            made = self._elastic_job(ssn, job, col)
-            if made is not None:
-                jobs[uid] = made
+            self.jobs[uid] = ej
+            return
+        if not es.has_speed_model(pg.metadata.annotations):
+            return
+        modelled.append(uid)
+        made = self._elastic_job(ssn, job, col)
+        if made is not None:
+            self.jobs[uid] = made
 
     def _add_fns(self, ssn: Session, modelled: list[str]) -> None:
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
@@ -622,6 +627,19 @@ def _progress(parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]
             attained += n * gpw * (now - prog.time)
     left = sp.work - done
     return (0.0 if left < 0.0 else left), attained  # max(left, 0.0)
+
+
+def _reset(ej: ElasticJob, kept: _Static, now: float) -> None:
+    """Ready an ElasticJob kept from an earlier session for this one: what actions change on it
+    (a reschedule shows the policy's target as its placement and type for a while) as its parts
+    give it, and the parts that depend on the time."""
+    hit = kept.parts
+    n = hit[13]
+    ej.placement = dict(hit[8])
+    ej.gpu_type = hit[9]
+    ej.current = n
+    ej.placement_seen = None
+    ej.remaining, ej.attained = _progress_kept(kept, hit, n, now)
 
 
 def _progress_kept(kept: _Static, parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]:

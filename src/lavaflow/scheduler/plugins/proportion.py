@@ -218,24 +218,40 @@ class ProportionPlugin(Plugin):
         if kept is not None and kept[4] == (ssn.jobs_token, width):
             names: list[str] = kept[5]
         else:
-            slot: dict[str, int] = {}
-            names = []
-            entries: list[tuple[Any, ...]] = []
-            queues = ssn.queues
-            for job in ssn.jobs.values():
-                q = queues.get(job.queue)
-                if q is None:
-                    continue
-                i = slot.get(q.name)
-                if i is None:
-                    i = slot[q.name] = len(names)
-                    names.append(q.name)
-                entries.append((i, job_rows(job, width)))
+            entries: list[tuple[Any, ...]] | None = None
+            if kept is not None and kept[4] == (ssn.jobs_previous_token, width):
+                # The same jobs in the same order as last session: only those that changed since
+                # are looked at again (all of them when one moved to another queue).
+                names, at = kept[5], kept[6]
+                entries = list(kept[2])
+                for uid in ssn.jobs_changed:
+                    job = ssn.jobs[uid]
+                    i = at.get(uid)
+                    if i is None or names[entries[i][0]] != job.queue:
+                        entries = None
+                        break
+                    entries[i] = (entries[i][0], job_rows(job, width))
+            if entries is None:
+                slot: dict[str, int] = {}
+                names = []
+                entries = []
+                at = {}  # job uid -> its entry
+                queues = ssn.queues
+                for uid, job in ssn.jobs.items():
+                    q = queues.get(job.queue)
+                    if q is None:
+                        continue
+                    i = slot.get(q.name)
+                    if i is None:
+                        i = slot[q.name] = len(names)
+                        names.append(q.name)
+                    at[uid] = len(entries)
+                    entries.append((i, job_rows(job, width)))
             ident = tuple((i, id(e)) for i, e in entries)
             if kept is None or kept[0] != ident or kept[1] != width:
                 # (the entries are kept with the sums, so that their ids are not reused)
                 kept = (ident, width, entries, _queue_sums(entries, len(names), width))
-            kept = memo["sums"] = (*kept[:4], (ssn.jobs_token, width), names)
+            kept = memo["sums"] = (*kept[:4], (ssn.jobs_token, width), names, at)
         sums = kept[3]
         made: list[QueueAttr] = []
         for name in names:
