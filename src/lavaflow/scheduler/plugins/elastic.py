@@ -137,16 +137,16 @@ class ElasticState:
     placement_nodes: dict[tuple[str, int, str], Any] = field(default_factory=dict)
     # ((NodeSet version, nodes, column, label), live node indices, (index, GPUs, name, type) of each)
     gpu_rows: tuple[tuple[int, int, int, str], list[int], list[tuple[int, float, str, str]]] | None = None
-    # What the last session's opening found, kept while its jobs stand (Session.jobs_token): (token,
-    # GPU column, type label, modelled job uids, (uid, ElasticJob, its kept parts) per job in
-    # order, invalid annotations by uid).
+    jobs_removed: int = -1  # the cache's ``jobs_removed`` when ``jobs`` was last cleared of jobs it lost
     # (key, GPUs held by elastic workers per node index) and (key, capacity per type, GPU nodes
     # with room) of the elastic action's ``_capacity``; its reconcile order under the jobs' token
-    jobs_removed: int = -1  # the cache's ``jobs_removed`` when ``jobs`` was last cleared of jobs it lost
     used_by_elastic: tuple[tuple[int, int, int, int], dict[int, float]] | None = None
     capacity: tuple[tuple[Any, ...], dict[str, int], list[tuple[str, int, str]]] | None = None
     reconcile_order: tuple[int, list[ElasticJob]] | None = None
-    opened: tuple[int, int | None, str, list[str], list[tuple[str, ElasticJob, _Static]], dict[str, str]] | None = None
+    # What the last session's opening found, for the next while its jobs stand or only some of them
+    # changed (Session.jobs_token): (token, GPU column, type label, {uid: (ElasticJob, its kept
+    # parts)} in job order, invalid annotations by uid, the uids with a usable speed model).
+    opened: tuple[int, int | None, str, dict[str, tuple[ElasticJob, _Static]], dict[str, str], set[str]] | None = None
 
 
 @dataclass(slots=True)
@@ -247,25 +247,23 @@ class ElasticPlugin(Plugin):
             # The same jobs at the same versions as when the last session opened: each one's
             # ElasticJob is the one it used (the per-job checks below would find each kept), reset
             # as below; only the time-dependent parts are worked out.
-            modelled = opened[3]
-            self.invalid = dict(opened[5])
-            for uid, ej, kept in opened[4]:
+            self.invalid = dict(opened[4])
+            for uid, (ej, kept) in opened[3].items():
                 _reset(ej, kept, now)
                 jobs[uid] = ej
-            self._add_fns(ssn, modelled)
+            self._add_fns(ssn, opened[5])
             return
         if opened is not None and opened[0] == ssn.jobs_previous_token and opened[1] == col and opened[2] == label:
             # The same jobs as when the last session opened, some at new versions: only those are
             # looked at again; the others are as in that session (as the case above).
             changed = ssn.jobs_changed
-            before = {uid: (ej, kept) for uid, ej, kept in opened[4]}
-            was_modelled = set(opened[3])
-            invalid = opened[5]
+            before, invalid, candidates = opened[3], opened[4], opened[5]
             for uid, job in ssn.jobs.items():
                 if uid in changed:
                     self._open_job(ssn, uid, job, col, modelled)
                     continue
-                if uid in was_modelled:
+                # (a job with a speed model is a candidate unless its annotations are invalid)
+                if uid in candidates or uid in invalid:
                     modelled.append(uid)
                     hit = before.get(uid)
                     if hit is not None:
@@ -276,15 +274,17 @@ class ElasticPlugin(Plugin):
         else:
             for uid, job in ssn.jobs.items():
                 self._open_job(ssn, uid, job, col, modelled)
+        # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
+        candidates = {uid for uid in modelled if uid not in self.invalid}
         self.state.opened = (
             ssn.jobs_token,
             col,
             label,
-            modelled,
-            [(uid, ej, static[uid]) for uid, ej in jobs.items()],
+            {uid: (ej, static[uid]) for uid, ej in jobs.items()},
             dict(self.invalid),
+            candidates,
         )
-        self._add_fns(ssn, modelled)
+        self._add_fns(ssn, candidates)
 
     def _open_job(self, ssn: Session, uid: str, job: JobInfo, col: int | None, modelled: list[str]) -> None:
         """Add ``job``'s ElasticJob to ``self.jobs`` (its last one while it is unchanged), and its
@@ -320,9 +320,8 @@ class ElasticPlugin(Plugin):
         if made is not None:
             self.jobs[uid] = made
 
-    def _add_fns(self, ssn: Session, modelled: list[str]) -> None:
-        # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
-        candidates = {uid for uid in modelled if uid not in self.invalid}
+    def _add_fns(self, ssn: Session, candidates: set[str]) -> None:
+        """Register the callbacks: ``candidates`` are the jobs with a usable speed model (only read)."""
 
         def job_valid(job: JobInfo) -> tuple[bool, str]:
             ej = self.jobs.get(job.uid)

@@ -184,6 +184,62 @@ def _queue_sums(entries: list[tuple[int, tuple[Any, ...]]], queues: int, width: 
     return out
 
 
+def _kept_sums(ssn: Session, memo: dict[str, Any], width: int) -> tuple[list[str], list[np.ndarray | None]]:
+    """(the queues' names by slot, in the order their first jobs come; the :func:`_queue_sums` of
+    the session's jobs), kept in ``memo``: with the jobs as the last session saw them
+    (ssn.jobs_token) no job is visited; with the same jobs, some at new versions, only those
+    (all jobs when one of them moved to another queue)."""
+    token = (ssn.jobs_token, width)
+    kept = memo.get("sums")
+    if kept is not None and kept[4] == token:
+        return kept[5], kept[3]
+    entries: list[tuple[Any, ...]] | None = None
+    if kept is not None and kept[4] == (ssn.jobs_previous_token, width):
+        names, at = kept[5], kept[6]
+        entries = kept[2]
+        copied = False
+        for uid in ssn.jobs_changed:
+            job = ssn.jobs[uid]
+            i = at.get(uid)
+            if i is None or names[entries[i][0]] != job.queue:
+                entries = None
+                break
+            rows = job_rows(job, width)
+            if rows is not entries[i][1]:
+                if not copied:
+                    entries, copied = list(entries), True
+                entries[i] = (entries[i][0], rows)
+        if entries is not None and not copied:
+            # Every changed job kept its vectors (a status write, a task between two states that
+            # hold the same): the same entries, so the same sums.
+            memo["sums"] = (*kept[:4], token, names, at)
+            return names, kept[3]
+    if entries is None:
+        slot: dict[str, int] = {}
+        names = []
+        entries = []
+        at = {}  # job uid -> its entry
+        queues = ssn.queues
+        for uid, job in ssn.jobs.items():
+            q = queues.get(job.queue)
+            if q is None:
+                continue
+            i = slot.get(q.name)
+            if i is None:
+                i = slot[q.name] = len(names)
+                names.append(q.name)
+            at[uid] = len(entries)
+            entries.append((i, job_rows(job, width)))
+    # The sums under the very sequence of the entries (the same objects in the same order give
+    # the same sums), which most sessions share with the last; the entries are kept with them, so
+    # that their ids are not reused.
+    ident = tuple((i, id(e)) for i, e in entries)
+    if kept is None or kept[0] != ident or kept[1] != width:
+        kept = (ident, width, entries, _queue_sums(entries, len(names), width))
+    memo["sums"] = (*kept[:4], token, names, at)
+    return names, kept[3]
+
+
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
     """``np.allclose(a, b)`` (rtol 1e-5, atol 1e-8; equal infinities are close), without its
     overhead on these short vectors: element by element on Python floats (the same IEEE
@@ -211,48 +267,7 @@ class ProportionPlugin(Plugin):
         # here, without a numpy call per job and vector.  A job's vectors are kept under its
         # version (job_rows); the sums under the very sequence of those kept entries (the same
         # objects in the same order give the same sums), which most sessions share with the last.
-        # With the jobs as the last session saw them (ssn.jobs_token), the same queues in the same
-        # slots and the same sums: no job is visited.
-        memo = ssn.cache.plugin_memo.setdefault("proportion", {})
-        kept = memo.get("sums")
-        if kept is not None and kept[4] == (ssn.jobs_token, width):
-            names: list[str] = kept[5]
-        else:
-            entries: list[tuple[Any, ...]] | None = None
-            if kept is not None and kept[4] == (ssn.jobs_previous_token, width):
-                # The same jobs in the same order as last session: only those that changed since
-                # are looked at again (all of them when one moved to another queue).
-                names, at = kept[5], kept[6]
-                entries = list(kept[2])
-                for uid in ssn.jobs_changed:
-                    job = ssn.jobs[uid]
-                    i = at.get(uid)
-                    if i is None or names[entries[i][0]] != job.queue:
-                        entries = None
-                        break
-                    entries[i] = (entries[i][0], job_rows(job, width))
-            if entries is None:
-                slot: dict[str, int] = {}
-                names = []
-                entries = []
-                at = {}  # job uid -> its entry
-                queues = ssn.queues
-                for uid, job in ssn.jobs.items():
-                    q = queues.get(job.queue)
-                    if q is None:
-                        continue
-                    i = slot.get(q.name)
-                    if i is None:
-                        i = slot[q.name] = len(names)
-                        names.append(q.name)
-                    at[uid] = len(entries)
-                    entries.append((i, job_rows(job, width)))
-            ident = tuple((i, id(e)) for i, e in entries)
-            if kept is None or kept[0] != ident or kept[1] != width:
-                # (the entries are kept with the sums, so that their ids are not reused)
-                kept = (ident, width, entries, _queue_sums(entries, len(names), width))
-            kept = memo["sums"] = (*kept[:4], (ssn.jobs_token, width), names, at)
-        sums = kept[3]
+        names, sums = _kept_sums(ssn, ssn.cache.plugin_memo.setdefault("proportion", {}), width)
         made: list[QueueAttr] = []
         for name in names:
             q = ssn.queues[name]
