@@ -903,3 +903,32 @@ def test_jobs_token_stands_only_while_no_job_changes():
     cache.on_podgroup(make_pg("c", 1), deleted=True)
     sixth = open_session(cache)
     assert sixth.jobs_token != fifth.jobs_token and "default/c" not in sixth.jobs
+
+
+def test_proportion_kept_queue_attributes_follow_a_queue_change_with_the_same_jobs():
+    """Proportion's queue attributes are kept while the jobs' sums, the total and the queues stand;
+    a Queue whose capability or weight changes (the jobs unchanged) gets them worked out again."""
+    cache = make_cache(
+        [make_node("n1", cpu=8)],
+        queues=[make_queue("a"), make_queue("b")],
+        pgs=[make_pg("x", 1, queue="a"), make_pg("y", 1, queue="b")],
+        pods=[make_pod("x0", "x", cpu=6), make_pod("y0", "y", cpu=6)],
+    )
+    first = open_session(cache)
+    assert first.proportion is not None
+    assert first.proportion.attrs["a"].deserved[0] == 4.0 and first.proportion.attrs["a"].capability[0] == np.inf
+    # a Queue status write: new vectors with the same bits, the same attributes
+    cache.on_queue(make_queue("a"))
+    second = open_session(cache)
+    assert second.jobs_token == first.jobs_token and second.proportion is not None
+    assert second.proportion.attrs["a"].deserved.tolist() == first.proportion.attrs["a"].deserved.tolist()
+    cache.on_queue(make_queue("a", capability={"cpu": 2}))
+    third = open_session(cache)
+    assert third.jobs_token == first.jobs_token and third.proportion is not None
+    assert third.proportion.attrs["a"].capability[0] == 2.0 and third.proportion.attrs["a"].deserved[0] == 2.0
+    cache.on_queue(make_queue("b", weight=3))
+    fourth = open_session(cache)
+    assert fourth.proportion is not None and fourth.proportion.attrs["b"].weight == 3.0
+    # what handlers change is each session's own
+    fourth.proportion.attrs["a"].allocated += 1.0
+    assert open_session(cache).proportion.attrs["a"].allocated[0] == 0.0  # type: ignore[union-attr]
