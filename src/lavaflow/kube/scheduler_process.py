@@ -133,20 +133,24 @@ class KubeScheduler:
 
     # ------------------------------------------------------------------ cache feed
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
-        key = pod.key
+        given = pod
         # (each leaves the pod as it is when its gang API is not served: no call per pod then)
         if self.cosched.enabled:
             pod = self.cosched.on_pod(event, pod)
         if self.workloads.kinds:
             pod = self.workloads.on_pod(event, pod)
+        inflight = self.inflight  # bindings sent and not seen yet (none while the informers sync)
         if event == DELETED:
-            self.inflight.pop(key, None)
+            if inflight:
+                inflight.pop(given.key, None)
             self.cache.on_pod(pod, True)
             return
-        if pod.spec.node_name:
-            self.inflight.pop(key, None)
-        elif key in self.inflight:
-            pod = _assumed(pod, self.inflight[key])
+        if inflight:
+            key = given.key
+            if pod.spec.node_name:
+                inflight.pop(key, None)
+            elif key in inflight:
+                pod = _assumed(pod, inflight[key])
         self.cache.on_pod(pod)
 
     def _on_podgroup(self, event: str, pg: Any, old: Any) -> None:
