@@ -87,7 +87,6 @@ _memos: dict[tuple[str, ...], dict[Any, tuple[dict[str, float] | None, dict[str,
 }
 _REQUEST_PARTS = ("overhead", "containers", "initContainers")  # (in the order the parts are cut)
 _INVALID = object()
-_ANY_TIME = object()
 
 
 def spec_requests(spec: dict[str, Any], keep: tuple[str, ...]) -> tuple[Any, dict[str, Any]]:
@@ -128,14 +127,6 @@ _SPEC_KEYS = _keys(PodSpec)
 _POD_KEYS = _keys(Pod)
 # keys slim_pod drops (so the whole decode never sees them) from a bound pod's parts
 _SPEC_DROPPED = frozenset(("volumes", "tolerations"))
-_STR_OR_NONE = (str, type(None))
-# the status keys slim_pod keeps of a bound pod -> how their values are checked (startTime: any)
-_STATUS_KEPT: dict[str, Any] = {
-    "phase": _PHASES,
-    "startTime": _ANY_TIME,
-    "reason": _STR_OR_NONE,
-    "message": _STR_OR_NONE,
-}
 _NONE = type(None)
 _ANY: frozenset[type] = frozenset((object,))  # (compared by identity): any value reads
 _REFUSE: frozenset[type] = frozenset()  # no value: the pod is read whole
@@ -191,9 +182,12 @@ _SPEC = _table(
 )
 
 
+# the status keys slim_pod keeps of a bound pod (a phase must also be one of _PHASES)
+_STATUS: dict[str, Any] = {"phase": _S, "startTime": _ANY, "reason": _SN, "message": _SN}
 _Plan = tuple[tuple[str, ...], tuple[tuple[str, frozenset[type]], ...]]
 _META_PLANS: dict[tuple[str, ...], _Plan | None] = {}
 _SPEC_PLANS: dict[tuple[str, ...], _Plan | None] = {}
+_STATUS_PLANS: dict[tuple[str, ...], _Plan | None] = {}
 _PLANS_KEPT = 1024  # key shapes remembered per part (the pods of a cluster come in a handful)
 
 
@@ -400,17 +394,9 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
     if requests is _INVALID:
         return None
     s.update(part)  # the containers as slim_pod cuts them
-    st: dict[str, Any] = {}
-    for k, v in status.items():  # what slim_pod keeps of a bound pod's status (a few keys of it)
-        check = _STATUS_KEPT.get(k)
-        if check is None:
-            continue
-        if check is _PHASES:
-            if type(v) is not str or v not in _PHASES:
-                return None
-        elif check is _STR_OR_NONE and type(v) not in _STR_OR_NONE:
-            return None
-        st[k] = v
+    st = _plain(status, _STATUS, _STATUS_PLANS)  # what slim_pod keeps of a bound pod's status
+    if st is None or ("phase" in st and st["phase"] not in _PHASES):
+        return None
     out["metadata"] = m
     out["spec"] = s
     if "status" in raw:
@@ -433,7 +419,8 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
     lst = LightStatus()
     lst._pod = pod
     lst.phase = st.get("phase", "Pending")
-    lst.start_time = codec.parse_time(st.get("startTime"))
+    started = st.get("startTime")
+    lst.start_time = None if started is None else codec.parse_time(started)
     lst.reason = st.get("reason")
     lst.message = st.get("message")
     pod.metadata = lm

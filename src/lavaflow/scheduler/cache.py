@@ -101,6 +101,19 @@ class Decisions:
 
 
 _REQUESTS_KEPT = 4096  # request vectors remembered by template (SchedulerCache._requests_of)
+_MODEL_TYPES: dict[type, bool] = {}
+
+
+def _is_model(t: type) -> bool:
+    """Whether pods of type ``t`` are pydantic Pods (else they carry their requests: the
+    Kubernetes store's light and usage-only pods). isinstance on a pydantic class goes through its
+    ABC machinery: a few pod types, asked for every pod event."""
+    known = _MODEL_TYPES.get(t)
+    if known is None:
+        known = _MODEL_TYPES[t] = issubclass(t, Pod)
+    return known
+
+
 _PLAIN_SIGNATURE = json.dumps([[], None, []], sort_keys=True)  # no selector, node affinity or toleration
 
 
@@ -412,12 +425,12 @@ class SchedulerCache:
 
     def _new_task(self, pod: Pod, key: str, job_uid: str, namespace: str, status: TaskStatus) -> TaskInfo:
         meta, spec = pod.metadata, pod.spec
-        if isinstance(pod, Pod):
+        if _is_model(type(pod)):
             resreq, best_effort = self._requests_of(spec)
             signature = self._signature(pod)
         else:
             # One that carries its requests (the Kubernetes store's light pods), kept by that dict.
-            amounts = pod.requests
+            amounts = pod.requests  # type: ignore[attr-defined]  # (not a pydantic Pod)
             # Its tasks share the kept vector, read-only (nothing changes a task's requests in
             # place: a new width pads them into a new array).
             hit = self._requests.get(id(amounts))
@@ -433,10 +446,13 @@ class SchedulerCache:
         ann = meta.annotations
         labels = meta.labels
         role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY, "")
-        try:
-            index = int(ann.get(TASK_INDEX_KEY) or labels.get(TASK_INDEX_KEY, "0"))
-        except ValueError:
-            index = 0
+        given_index = ann.get(TASK_INDEX_KEY) or labels.get(TASK_INDEX_KEY)
+        index = 0
+        if given_index:  # (none, or "": index 0, as int("0") and a failed int("") gave)
+            try:
+                index = int(given_index)
+            except ValueError:
+                pass
         class_name = spec.priority_class_name
         priority = spec.priority
         if priority is None:
@@ -500,7 +516,7 @@ class SchedulerCache:
             task = None
         job = self.jobs.get(job_uid)
         if job is None:
-            job = self._add_job(JobInfo(uid=job_uid, name=group, namespace=namespace))
+            job = self._add_job(JobInfo(job_uid, group, namespace))  # (uid, name, namespace)
         # task_status_of(pod)
         if meta.deletion_timestamp is not None:
             status = _RELEASING
@@ -631,13 +647,13 @@ class SchedulerCache:
             self.nodes.used[old[0]] -= old[1]
         if deleted or node < 0 or pod.status.phase in ("Succeeded", "Failed"):
             return
-        if isinstance(pod, Pod):
+        if _is_model(type(pod)):
             vec = self._vector(pod_requests(pod.spec))
             vec[PODS] = 1.0
         else:
             # The Kubernetes store's usage-only pod, which carries its requests (the pods of one
             # template share one dict of them): one read-only vector per dict.
-            amounts = pod.requests
+            amounts = pod.requests  # type: ignore[attr-defined]  # (not a pydantic Pod)
             hit = self._foreign_vectors.get(id(amounts))
             if hit is not None and hit[0] is amounts and len(hit[1]) == len(self.index.names):
                 vec = hit[1]
