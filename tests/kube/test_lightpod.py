@@ -8,6 +8,7 @@ import asyncio
 import copy
 import hashlib
 
+import numpy as np
 import pytest
 
 pytest.importorskip("aiohttp")
@@ -396,3 +397,126 @@ def test_a_session_decides_the_same_over_light_pods_as_over_whole_ones():
         assert decided[0][0] == [("ns/p", "n1"), ("ns/q", "n0")]
 
     asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------ a restart's deferred node usage
+def _node(s, name: str, uid: str) -> None:
+    s.store._apply(
+        kind_info("Node"),
+        "ADDED",
+        {**fake_node(name, cpu="8", memory="32Gi"), "metadata": {"name": name, "uid": uid, "resourceVersion": "1"}},
+    )
+
+
+def _restart_events() -> list[tuple[str, dict]]:
+    """Pods of ours (light, and whole ones) and of another scheduler, added, changed, moved between
+    nodes and deleted, some bound to a node the cache has not seen yet. Requests of a third of a
+    cpu and the like, so that the nodes' sums depend on the order of the additions."""
+
+    def v(raw: dict, rv: str) -> dict:
+        raw["metadata"]["resourceVersion"] = rv
+        return raw
+
+    def cpu(amount: str) -> list[dict]:
+        return [{"name": "c", "resources": {"requests": {"cpu": amount, "memory": "100M"}}}]
+
+    def foreign(name: str, node: str, rv: str = "7", **over) -> dict:
+        raw = bound(name, spec__schedulerName="default-scheduler", metadata__annotations={}, spec__nodeName=node)
+        raw["spec"]["containers"] = cpu("333m")
+        return v(changed(raw, over), rv)
+
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    return [
+        ("ADDED", bound("a", spec__containers=cpu("100m"))),
+        ("ADDED", bound("b", spec__containers=cpu("333m"), spec__nodeName="n1", status__phase="Pending")),
+        ("ADDED", foreign("f1", "n0")),
+        ("ADDED", bound("c", spec__containers=cpu("700m"), spec__nodeName="n2")),  # before its node
+        ("ADDED", foreign("f2", "n2")),  # likewise
+        ("ADDED", bound("w", spec__containers=cpu("333m"), spec__affinity=anti)),  # read whole
+        ("ADDED", bound("r", spec__containers=cpu("100m"), metadata__deletionTimestamp="2026-11-27T15:00:00Z")),
+        ("ADDED", bound("e", spec__containers=cpu("333m"))),
+        ("MODIFIED", v(bound("b", spec__containers=cpu("333m"), spec__nodeName="n1", status__phase="Running"), "8")),
+        ("MODIFIED", v(bound("e", spec__containers=cpu("333m"), spec__nodeName="n1"), "8")),  # moves
+        ("MODIFIED", foreign("f1", "n1", "8")),  # moves
+        ("MODIFIED", v(bound("a", spec__containers=cpu("100m"), status__phase="Succeeded"), "8")),
+        ("ADDED", bound("g", spec__containers=cpu("100m"), spec__nodeName="n1")),
+        ("MODIFIED", v(bound("g", spec__containers=cpu("100m"), spec__nodeName="n1", metadata__annotations={}), "9")),
+        ("DELETED", v(bound("e", spec__containers=cpu("333m"), spec__nodeName="n1"), "9")),
+        ("ADDED", bound("h", spec__containers=cpu("333m"))),
+        ("DELETED", foreign("f1", "n1", "9")),
+        ("ADDED", foreign("f3", "n0")),
+    ]
+
+
+@pytest.mark.parametrize("node_last", [False, True])
+def test_a_restart_deferring_node_usage_ends_with_the_cache_of_one_reading_whole_pods(node_last):
+    """The same events through a scheduler restarting (light pods, the nodes' use added at once
+    when synced) and through one reading every pod whole and adding as it goes: the same tasks,
+    jobs and, to the bit, the same node rows; a session over either decides the same."""
+    events = _restart_events()
+
+    async def scenario():
+        restarting, whole_ = _scheduler(), _scheduler()
+        whole_.store.ours = None
+        restarting.cache.defer_usage()
+        for s in (restarting, whole_):
+            if not node_last:
+                _node(s, "n2", "n2")
+            for event, raw in events:
+                s.store._apply(POD, event, copy.deepcopy(raw))
+            if node_last:
+                _node(s, "n2", "n2")
+        # what the last pods add to their nodes is not in the rows yet (what the deferral is for)
+        assert restarting.cache._deferred
+        assert restarting.cache.nodes.used.tolist() != whole_.cache.nodes.used.tolist()
+        assert not restarting.cache.foreign or all(not v.flags.writeable for _, v in restarting.cache.foreign.values())
+        restarting.cache.settle_usage()
+        assert restarting.cache._deferred is None
+        assert _digest(restarting) == _digest(whole_)
+        light_tasks = [t for t in restarting.cache.tasks.values() if isinstance(t.pod, LightPod)]
+        assert {t.uid for t in light_tasks} == {"ns/b", "ns/c", "ns/r", "ns/h", "ns/a"}
+        assert all(not t.resreq.flags.writeable for t in light_tasks)  # shared per template, read-only
+        assert restarting.cache.nodes.used[:3].tolist() == whole_.cache.nodes.used[:3].tolist()
+        # later events (and sessions) change the rows at once again
+        for s in (restarting, whole_):
+            s.store._apply(POD, "ADDED", bound("late", spec__nodeName="n2"))
+        assert _digest(restarting) == _digest(whole_)
+
+    asyncio.run(scenario())
+
+
+def test_a_session_settles_the_deferred_node_usage_first():
+    async def scenario():
+        deferred, eager = _scheduler(), _scheduler()
+        deferred.cache.defer_usage()
+        for s in (deferred, eager):
+            for event, raw in _restart_events():
+                s.store._apply(POD, event, copy.deepcopy(raw))
+            s.scheduler.run_once(1e10)
+        assert deferred.cache._deferred is None
+        assert deferred.cache.nodes.used.tolist() == eager.cache.nodes.used.tolist()
+        assert _digest(deferred) == _digest(eager)
+
+    asyncio.run(scenario())
+
+
+def test_settling_adds_row_by_row_in_the_order_the_pods_came():
+    """np.add.at against one ``+=`` per pod: the same bits, where summing in another order (or
+    summing the rows first) would differ."""
+    from lavaflow.scheduler.cache import SchedulerCache
+
+    rng = np.random.default_rng(0)
+    vecs = [rng.random(3) * 10.0 ** rng.integers(-3, 9) for _ in range(2000)]
+    nodes = rng.integers(0, 7, len(vecs)).tolist()
+    want = np.zeros((7, 3))
+    for n, vec in zip(nodes, vecs, strict=True):
+        want[n] += vec
+    c = SchedulerCache()
+    c.nodes.used = np.zeros((7, 3))
+    c.defer_usage()
+    c._deferred.extend(zip(nodes, vecs, strict=True))
+    c.settle_usage()
+    assert c.nodes.used.tobytes() == want.tobytes()
+    summed_first = np.zeros((7, 3))
+    np.add.at(summed_first, np.array(nodes[::-1]), np.array(vecs[::-1]))
+    assert summed_first.tobytes() != want.tobytes()  # (the order does show in the bits)

@@ -80,7 +80,12 @@ _USAGE_KEEP = ("name", "resources", "restartPolicy")
 # the store imports this module): a light pod is decoded from exactly those parts.
 CONTAINER_KEEP = ("name", "resources", "restartPolicy", "ports")
 META_DROP = frozenset(("managedFields", "ownerReferences", "finalizers"))
-_memos: dict[tuple[str, ...], dict[Any, dict[str, float] | None]] = {_USAGE_KEEP: {}, CONTAINER_KEEP: {}}
+# keep -> JSON of a pod's request parts -> (their requests or None, the parts cut to keep)
+_memos: dict[tuple[str, ...], dict[Any, tuple[dict[str, float] | None, dict[str, Any]]]] = {
+    _USAGE_KEEP: {},
+    CONTAINER_KEEP: {},
+}
+_REQUEST_PARTS = ("overhead", "containers", "initContainers")  # (in the order the parts are cut)
 _INVALID = object()
 
 
@@ -88,21 +93,23 @@ def spec_requests(spec: dict[str, Any], keep: tuple[str, ...]) -> tuple[Any, dic
     """What ``pod_requests`` gives for the containers (each cut to the keys ``keep``), init
     containers and overhead of a pod's JSON ``spec``, or ``_INVALID`` when those parts do not
     validate as a PodSpec's; with the parts themselves (the containers cut). Pods made from one
-    template share the answer: it is kept by their content."""
-    part: dict[str, Any] = {}
-    if "overhead" in spec:
-        part["overhead"] = spec["overhead"]
-    for key in ("containers", "initContainers"):
-        if key in spec:
-            part[key] = [{k: c[k] for k in keep if k in c} if isinstance(c, dict) else c for c in spec[key] or []]
+    template share both: they are kept by the content of those parts as given (what the cut
+    containers are follows from it), so a pod whose template was seen is neither cut nor read."""
+    given = {k: spec[k] for k in _REQUEST_PARTS if k in spec}
     memo = _memos[keep]
     try:
-        memo_key = _memo_key(part)
+        memo_key = _memo_key(given)
     except TypeError:  # not JSON: validated each time
         memo_key = None
-    hit = _INVALID if memo_key is None else memo.get(memo_key, _INVALID)
-    if hit is not _INVALID:
-        return (_INVALID if hit is None else hit), part
+    hit = None if memo_key is None else memo.get(memo_key)
+    if hit is not None:
+        return (_INVALID if hit[0] is None else hit[0]), hit[1]
+    part: dict[str, Any] = {}
+    for key, value in given.items():
+        if key == "overhead":
+            part[key] = value
+        else:
+            part[key] = [{k: c[k] for k in keep if k in c} if isinstance(c, dict) else c for c in value or []]
     try:
         requests: dict[str, float] | None = pod_requests(PodSpec.model_validate(part))
     except (ValidationError, ValueError, ArithmeticError):
@@ -110,7 +117,7 @@ def spec_requests(spec: dict[str, Any], keep: tuple[str, ...]) -> tuple[Any, dic
     if memo_key is not None:
         if len(memo) >= _KEPT:
             memo.clear()
-        memo[memo_key] = requests
+        memo[memo_key] = (requests, part)
     return (_INVALID if requests is None else requests), part
 
 
@@ -120,7 +127,6 @@ _SPEC_KEYS = _keys(PodSpec)
 _POD_KEYS = _keys(Pod)
 # keys slim_pod drops (so the whole decode never sees them) from a bound pod's parts
 _SPEC_DROPPED = frozenset(("volumes", "tolerations"))
-_STR_OR_NONE = (str, type(None))
 _NONE = type(None)
 _ANY: frozenset[type] = frozenset((object,))  # (compared by identity): any value reads
 _REFUSE: frozenset[type] = frozenset()  # no value: the pod is read whole
@@ -176,22 +182,61 @@ _SPEC = _table(
 )
 
 
-def _plain(d: dict[str, Any], table: dict[str, Any]) -> dict[str, Any] | None:
-    """The keys of ``d`` the model reads (those of ``table``), or None when one of their values is
-    not of a type ``table`` allows for it."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
+# the status keys slim_pod keeps of a bound pod (a phase must also be one of _PHASES)
+_STATUS: dict[str, Any] = {"phase": _S, "startTime": _ANY, "reason": _SN, "message": _SN}
+_Plan = tuple[tuple[str, ...], tuple[tuple[str, frozenset[type]], ...]]
+_META_PLANS: dict[tuple[str, ...], _Plan | None] = {}
+_SPEC_PLANS: dict[tuple[str, ...], _Plan | None] = {}
+_STATUS_PLANS: dict[tuple[str, ...], _Plan | None] = {}
+_PLANS_KEPT = 1024  # key shapes remembered per part (the pods of a cluster come in a handful)
+
+
+def _plan(shape: tuple[str, ...], table: dict[str, Any]) -> _Plan | None:
+    """For a dict with the keys ``shape`` (in order): the keys the model reads, and those of them
+    whose value's type must be checked with the types allowed; None when a key is there that
+    refuses the pod whatever its value."""
+    kept: list[str] = []
+    checks: list[tuple[str, frozenset[type]]] = []
+    for k in shape:
         types = table.get(k)
         if types is None:
             continue
-        if types is not _ANY and type(v) not in types:
+        if types is _REFUSE:
             return None
-        out[k] = v
-    return out
+        kept.append(k)
+        if types is not _ANY:
+            checks.append((k, types))
+    return tuple(kept), tuple(checks)
+
+
+def _plain(
+    d: dict[str, Any], table: dict[str, Any], plans: dict[tuple[str, ...], _Plan | None]
+) -> dict[str, Any] | None:
+    """The keys of ``d`` the model reads (those of ``table``), or None when one of their values is
+    not of a type ``table`` allows for it. What to keep and check is worked out once per shape of
+    keys (``plans``): a pod's metadata and spec come in a few shapes across a cluster."""
+    shape = tuple(d)
+    plan = plans.get(shape, _INVALID)
+    if plan is _INVALID:
+        if len(plans) >= _PLANS_KEPT:
+            plans.clear()
+        plan = plans[shape] = _plan(shape, table)
+    if plan is None:
+        return None
+    kept, checks = plan  # type: ignore[misc]
+    for k, types in checks:
+        if type(d[k]) not in types:
+            return None
+    return {k: d[k] for k in kept}
 
 
 def _str_map(v: Any) -> bool:
-    return type(v) is dict and all(type(k) is str and type(x) is str for k, x in v.items())
+    if type(v) is not dict:
+        return False
+    for k, x in v.items():
+        if type(k) is not str or type(x) is not str:
+            return False
+    return True
 
 
 class _Fallback:
@@ -217,8 +262,9 @@ def read_meta(target: Any, meta: dict[str, Any]) -> None:
     target.namespace = meta.get("namespace")
     target.uid = meta.get("uid", "")
     target.resource_version = meta.get("resourceVersion")
-    target.creation_timestamp = codec.parse_time(meta.get("creationTimestamp"))
-    target.deletion_timestamp = codec.parse_time(meta.get("deletionTimestamp"))
+    created, deleted = meta.get("creationTimestamp"), meta.get("deletionTimestamp")
+    target.creation_timestamp = None if created is None else codec.parse_time(created)
+    target.deletion_timestamp = None if deleted is None else codec.parse_time(deleted)  # (mostly None)
 
 
 class LightMeta(_Fallback):
@@ -333,29 +379,24 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
                 return None
             out[k] = v
     # every key the model reads must be plainly of its type
-    m = _plain(meta, _META)
-    s = _plain(spec, _SPEC)
+    m = _plain(meta, _META, _META_PLANS)
+    s = _plain(spec, _SPEC, _SPEC_PLANS)
     if m is None or s is None:
         return None
     if "nodeSelector" in s and not _str_map(s["nodeSelector"]):
         return None
     for k in ("containers", "initContainers"):
-        if k in s and any(type(c) is not dict for c in s[k] or ()):
-            return None
+        if k in s:
+            for c in s[k] or ():
+                if type(c) is not dict:
+                    return None
     requests, part = spec_requests(spec, CONTAINER_KEEP)
     if requests is _INVALID:
         return None
     s.update(part)  # the containers as slim_pod cuts them
-    st: dict[str, Any] = {}
-    for k in ("phase", "startTime", "reason", "message"):  # what slim_pod keeps of a bound pod's status
-        if k in status:
-            v = status[k]
-            if k == "phase":
-                if type(v) is not str or v not in _PHASES:
-                    return None
-            elif k != "startTime" and type(v) not in _STR_OR_NONE:
-                return None
-            st[k] = v
+    st = _plain(status, _STATUS, _STATUS_PLANS)  # what slim_pod keeps of a bound pod's status
+    if st is None or ("phase" in st and st["phase"] not in _PHASES):
+        return None
     out["metadata"] = m
     out["spec"] = s
     if "status" in raw:
@@ -378,7 +419,8 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
     lst = LightStatus()
     lst._pod = pod
     lst.phase = st.get("phase", "Pending")
-    lst.start_time = codec.parse_time(st.get("startTime"))
+    started = st.get("startTime")
+    lst.start_time = None if started is None else codec.parse_time(started)
     lst.reason = st.get("reason")
     lst.message = st.get("message")
     pod.metadata = lm

@@ -133,16 +133,24 @@ class KubeScheduler:
 
     # ------------------------------------------------------------------ cache feed
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
-        key = pod.key
-        pod = self.workloads.on_pod(event, self.cosched.on_pod(event, pod))
+        given = pod
+        # (each leaves the pod as it is when its gang API is not served: no call per pod then)
+        if self.cosched.enabled:
+            pod = self.cosched.on_pod(event, pod)
+        if self.workloads.kinds:
+            pod = self.workloads.on_pod(event, pod)
+        inflight = self.inflight  # bindings sent and not seen yet (none while the informers sync)
         if event == DELETED:
-            self.inflight.pop(key, None)
+            if inflight:
+                inflight.pop(given.key, None)
             self.cache.on_pod(pod, True)
             return
-        if pod.spec.node_name:
-            self.inflight.pop(key, None)
-        elif key in self.inflight:
-            pod = _assumed(pod, self.inflight[key])
+        if inflight:
+            key = given.key
+            if pod.spec.node_name:
+                inflight.pop(key, None)
+            elif key in inflight:
+                pod = _assumed(pod, inflight[key])
         self.cache.on_pod(pod)
 
     def _on_podgroup(self, event: str, pg: Any, old: Any) -> None:
@@ -173,9 +181,11 @@ class KubeScheduler:
         # PodGroup): nothing of it is garbage, so the collector is paused while they are applied
         # and what they built is then frozen out of later full collections (the scheduler command
         # asks for this; tests running many schedulers in one process do not).
+        # Likewise the pods' use of their nodes: added to the nodes' rows at once when synced.
         paused = self.pause_gc_while_syncing and gc.isenabled()
         if paused:
             gc.disable()
+        self.cache.defer_usage()
         try:
             await self.start()
             while not await self.store.wait_synced(5.0):
@@ -183,6 +193,7 @@ class KubeScheduler:
                     return
                 log.info("waiting for the informer caches to sync")
         finally:
+            self.cache.settle_usage()
             if paused:
                 gc.freeze()
                 gc.enable()

@@ -532,10 +532,16 @@ class KubeStore:
 
     def _apply(self, res: Kind, event: str, raw: dict[str, Any]) -> None:
         kind = res.kind
-        key = key_of(res, raw)
-        objs = self.objects.setdefault(kind, {})
-        raws = self.raw.setdefault(kind, {})
-        uid = (raw.get("metadata") or {}).get("uid", "")
+        meta = raw.get("metadata") or {}
+        name = meta.get("name", "")  # key_of(res, raw), from the metadata read once
+        key = f"{meta.get('namespace') or 'default'}/{name}" if res.namespaced else name
+        objs = self.objects.get(kind)
+        if objs is None:
+            objs = self.objects[kind] = {}
+        raws = self.raw.get(kind)
+        if raws is None:
+            raws = self.raw[kind] = {}
+        uid = meta.get("uid", "")
         cur = objs.get(key)
         cur_uid = cur.metadata.uid if cur is not None else None
         if event == DELETED:
@@ -557,9 +563,9 @@ class KubeStore:
         if self.keep_raw:
             obj = _decode(res, raw)
         else:
-            slim = _SLIM.get(res.kind)
-            obj = usage_only_pod(raw, self.ours) if self.ours is not None and res.kind == "Pod" else None
+            obj = usage_only_pod(raw, self.ours) if self.ours is not None and kind == "Pod" else None
             if obj is None:
+                slim = _SLIM.get(kind)
                 obj = _decode(res, raw if slim is None else slim(raw))
                 if obj is not None:
                     compact(obj)

@@ -101,6 +101,19 @@ class Decisions:
 
 
 _REQUESTS_KEPT = 4096  # request vectors remembered by template (SchedulerCache._requests_of)
+_MODEL_TYPES: dict[type, bool] = {}
+
+
+def _is_model(t: type) -> bool:
+    """Whether pods of type ``t`` are pydantic Pods (else they carry their requests: the
+    Kubernetes store's light and usage-only pods). isinstance on a pydantic class goes through its
+    ABC machinery: a few pod types, asked for every pod event."""
+    known = _MODEL_TYPES.get(t)
+    if known is None:
+        known = _MODEL_TYPES[t] = issubclass(t, Pod)
+    return known
+
+
 _PLAIN_SIGNATURE = json.dumps([[], None, []], sort_keys=True)  # no selector, node affinity or toleration
 
 
@@ -137,6 +150,12 @@ class SchedulerCache:
         self.decisions = Decisions()
         self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
         self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
+        # While a backend fills the cache from scratch (defer_usage): the (node row, requests) still
+        # to add to nodes.used, in the order they came, added at once by settle_usage.
+        self._deferred: list[tuple[int, np.ndarray]] | None = None
+        # id(requests) -> (requests, vector with its pod slot): other schedulers' pods that carry
+        # their requests (the Kubernetes store's usage-only pods) share one read-only vector each.
+        self._foreign_vectors: dict[int, tuple[Any, np.ndarray]] = {}
         # Preemptors (job uid) whose evictions were committed and that have not become ready since:
         # how many times they evicted without then starting (see actions/_evict.py).
         self.nominated: dict[str, int] = {}
@@ -172,6 +191,7 @@ class SchedulerCache:
         return vec
 
     def _widen(self) -> None:
+        self.settle_usage(keep_deferring=True)
         width = len(self.index)
         self.nodes.widen(width)
         for t in self.tasks.values():
@@ -393,14 +413,6 @@ class SchedulerCache:
             return hit[3].copy(), hit[4]
         return self._keep_requests((containers, init, overhead), pod_requests(spec))
 
-    def _carried_requests_of(self, amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
-        """``_requests_of`` for a pod that carries its requests (the Kubernetes store's light pods,
-        whose pods of one template share one dict of them): kept by that dict."""
-        hit = self._requests.get(id(amounts))
-        if hit is not None and hit[0] is amounts and len(hit[3]) == len(self.index):
-            return hit[3].copy(), hit[4]
-        return self._keep_requests((amounts, None, None), amounts)
-
     def _keep_requests(self, owners: tuple[Any, Any, Any], amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
         """The request vector of ``amounts`` (with its pod slot) and whether it requests nothing,
         kept under the id of the first of ``owners`` (what a later pod must hold, by identity, to
@@ -413,43 +425,67 @@ class SchedulerCache:
         self._requests[id(owners[0])] = (*owners, resreq, best_effort)
         return resreq.copy(), best_effort
 
-    def _new_task(self, pod: Pod, key: str, job_uid: str) -> TaskInfo:
+    def _new_task(self, pod: Pod, key: str, job_uid: str, namespace: str, status: TaskStatus) -> TaskInfo:
         meta, spec = pod.metadata, pod.spec
-        # a pydantic Pod, or one that carries its requests (the Kubernetes store's light pods)
-        resreq, best_effort = (
-            self._requests_of(spec) if isinstance(pod, Pod) else self._carried_requests_of(pod.requests)
-        )
+        if _is_model(type(pod)):
+            resreq, best_effort = self._requests_of(spec)
+            signature = self._signature(pod)
+        else:
+            # One that carries its requests (the Kubernetes store's light pods), kept by that dict.
+            amounts = pod.requests  # type: ignore[attr-defined]  # (not a pydantic Pod)
+            # Its tasks share the kept vector, read-only (nothing changes a task's requests in
+            # place: a new width pads them into a new array).
+            hit = self._requests.get(id(amounts))
+            if hit is None or hit[0] is not amounts or len(hit[3]) != len(self.index.names):
+                self._keep_requests((amounts, None, None), amounts)
+                hit = self._requests[id(amounts)]
+                hit[3].flags.writeable = False
+            resreq, best_effort = hit[3], hit[4]
+            # (what _signature gives a spec without selector, affinity or tolerations, which it
+            # does not keep: a light pod's spec is seen once)
+            plain = not spec.node_selector and spec.affinity is None and not spec.tolerations
+            signature = _PLAIN_SIGNATURE if plain else self._signature(pod)
         ann = meta.annotations
         labels = meta.labels
         role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY, "")
-        try:
-            index = int(ann.get(TASK_INDEX_KEY) or labels.get(TASK_INDEX_KEY, "0"))
-        except ValueError:
-            index = 0
-        priority = self.priority_of(spec.priority_class_name, spec.priority)
+        given_index = ann.get(TASK_INDEX_KEY) or labels.get(TASK_INDEX_KEY)
+        index = 0
+        if given_index:  # (none, or "": index 0, as int("0") and a failed int("") gave)
+            try:
+                index = int(given_index)
+            except ValueError:
+                pass
+        class_name = spec.priority_class_name
+        priority = spec.priority
+        if priority is None:
+            priority = self.priority_of(class_name)
         if TASK_PRIORITY_KEY in ann:
             try:
                 priority = int(ann[TASK_PRIORITY_KEY])
             except ValueError:
                 pass
-        namespace = meta.namespace or "default"
+        preemptable = ann.get(PREEMPTABLE_KEY)
+        created = meta.creation_timestamp
+        # (positional: the order of TaskInfo's fields)
         return TaskInfo(
-            uid=key,
-            name=meta.name,
-            namespace=namespace,
-            job=job_uid,
-            role=role,
-            index=index,
-            resreq=resreq,
-            priority=priority,
-            best_effort=best_effort,
-            preemptable=ann.get(PREEMPTABLE_KEY, "true").lower() != "false",
-            critical=namespace == "kube-system" or (spec.priority_class_name or "") in SYSTEM_CRITICAL,
-            preemption_policy=spec.preemption_policy or "PreemptLowerPriority",
-            signature=self._signature(pod),
-            labels=labels,
-            pod=pod,
-            creation=timestamp(meta.creation_timestamp),
+            key,  # uid
+            meta.name,  # name
+            namespace,
+            job_uid,  # job
+            role,
+            index,
+            resreq,
+            priority,
+            status,
+            -1,  # node
+            best_effort,
+            preemptable is None or preemptable.lower() != "false",  # preemptable
+            namespace == "kube-system" or (class_name or "") in SYSTEM_CRITICAL,  # critical
+            spec.preemption_policy or "PreemptLowerPriority",
+            signature,
+            labels,
+            pod,
+            created if type(created) is float else timestamp(created),  # creation
         )
 
     def on_pod(self, pod: Pod, deleted: bool = False) -> None:
@@ -457,15 +493,18 @@ class SchedulerCache:
         namespace = meta.namespace or "default"
         key = f"{namespace}/{meta.name}"  # pod.key
         node_name = spec.node_name
-        node_pos = self.nodes.pos
-        if node_name and node_name not in node_pos:
-            waiting = self._before_node.setdefault(node_name, {})
-            if deleted:
-                waiting.pop(key, None)
-            else:
-                waiting[key] = pod
+        if node_name:
+            node = self.nodes.pos.get(node_name, -1)
+            if node < 0:
+                waiting = self._before_node.setdefault(node_name, {})
+                if deleted:
+                    waiting.pop(key, None)
+                else:
+                    waiting[key] = pod
+        else:
+            node = -1
         if (spec.scheduler_name or "default-scheduler") not in self.scheduler_names:  # not is_ours(pod)
-            self._on_foreign_pod(pod, deleted)
+            self._on_foreign_pod(pod, key, node, deleted)
             return
         group = meta.annotations.get(GROUP_NAME_ANNOTATION)
         task = self.tasks.get(key)
@@ -479,21 +518,28 @@ class SchedulerCache:
             task = None
         job = self.jobs.get(job_uid)
         if job is None:
-            job = self._add_job(JobInfo(uid=job_uid, name=group, namespace=namespace))
-        status = task_status_of(pod)
-        node = node_pos.get(node_name, -1) if node_name else -1
+            job = self._add_job(JobInfo(job_uid, group, namespace))  # (uid, name, namespace)
+        # task_status_of(pod)
+        if meta.deletion_timestamp is not None:
+            status = _RELEASING
+        else:
+            status = _BY_PHASE.get(pod.status.phase)  # type: ignore[assignment]
+            if status is None:
+                status = _BOUND if node_name else _PENDING
         if task is None:
-            task = self._new_task(pod, key, job_uid)
-            task.status = status
+            task = self._new_task(pod, key, job_uid, namespace, status)
             job.add(task)
             self.tasks[key] = task
             if node >= 0 and status in _OCCUPYING:
                 self._occupy(task, node)
-            if job.pg is None:
-                self._track_orphan(job)
+            if job.pg is None:  # _track_orphan(job), for a job known to be in jobs
+                if job.allocated_num:
+                    self.orphans[job_uid] = job
+                else:
+                    self.orphans.pop(job_uid, None)
             return
         task.pod = pod
-        task.labels = pod.metadata.labels
+        task.labels = meta.labels
         occupying_before = task.node >= 0
         occupying_after = node >= 0 and status in _OCCUPYING
         if occupying_before and (not occupying_after or node != task.node):
@@ -539,14 +585,42 @@ class SchedulerCache:
             jobs.sort(key=lambda j: j.seq)
         return jobs
 
+    # ------------------------------------------------------------------ deferred node usage
+    def defer_usage(self) -> None:
+        """Until ``settle_usage``, keep what pods add to their nodes' use and add it all at once
+        then: a backend filling the cache from scratch (a scheduler's restart over a big cluster)
+        saves a numpy row addition per pod. The sums are those of adding each pod as it comes (the
+        same additions, in the same order); anything else that changes a node's use settles
+        first. Nothing may read ``nodes.used`` before ``settle_usage`` (a session settles it)."""
+        if self._deferred is None:
+            self._deferred = []
+
+    def settle_usage(self, keep_deferring: bool = False) -> None:
+        """Add the deferred pods' requests to their nodes' use (and stop deferring, unless
+        ``keep_deferring``)."""
+        pending = self._deferred
+        if pending is None:
+            return
+        self._deferred = [] if keep_deferring else None
+        if pending:
+            rows = np.array([vec for _, vec in pending])
+            # ufunc.at adds unbuffered, one index after the other: row by row, in the order the
+            # pods came, as ``used[node] += vec`` for each would
+            np.add.at(self.nodes.used, np.array([node for node, _ in pending], dtype=np.intp), rows)
+
     def _occupy(self, task: TaskInfo, node: int) -> None:
         task.node = node
-        self.nodes.used[node] += task.resreq
+        if self._deferred is not None:
+            self._deferred.append((node, task.resreq))
+        else:
+            self.nodes.used[node] += task.resreq
         self.nodes.put_task(node, task)
         if task.status == _RELEASING:
             self.nodes.releasing[node] += task.resreq
 
     def _vacate(self, task: TaskInfo) -> None:
+        if self._deferred:
+            self.settle_usage(keep_deferring=True)
         node = task.node
         self.nodes.used[node] -= task.resreq
         if task.status == _RELEASING:
@@ -567,20 +641,36 @@ class SchedulerCache:
                 self._track_orphan(job)
         self.tasks.pop(task.uid, None)
 
-    def _on_foreign_pod(self, pod: Pod, deleted: bool) -> None:
-        key = pod.key
+    def _on_foreign_pod(self, pod: Pod, key: str, node: int, deleted: bool) -> None:
+        """A pod of another scheduler (``key`` its key, ``node`` its node's row or -1)."""
         old = self.foreign.pop(key, None)
         if old is not None:
+            if self._deferred:
+                self.settle_usage(keep_deferring=True)
             self.nodes.used[old[0]] -= old[1]
-        if deleted or not pod.spec.node_name or pod.status.phase in ("Succeeded", "Failed"):
+        if deleted or node < 0 or pod.status.phase in ("Succeeded", "Failed"):
             return
-        node = self.nodes.pos.get(pod.spec.node_name)
-        if node is None:
-            return
-        # A pydantic Pod, or the Kubernetes store's usage-only pod, which carries its requests.
-        vec = self._vector(pod_requests(pod.spec) if isinstance(pod, Pod) else pod.requests)
-        vec[PODS] = 1.0
-        self.nodes.used[node] += vec
+        if _is_model(type(pod)):
+            vec = self._vector(pod_requests(pod.spec))
+            vec[PODS] = 1.0
+        else:
+            # The Kubernetes store's usage-only pod, which carries its requests (the pods of one
+            # template share one dict of them): one read-only vector per dict.
+            amounts = pod.requests  # type: ignore[attr-defined]  # (not a pydantic Pod)
+            hit = self._foreign_vectors.get(id(amounts))
+            if hit is not None and hit[0] is amounts and len(hit[1]) == len(self.index.names):
+                vec = hit[1]
+            else:
+                vec = self._vector(amounts)
+                vec[PODS] = 1.0
+                vec.flags.writeable = False
+                if len(self._foreign_vectors) >= _REQUESTS_KEPT:
+                    self._foreign_vectors.clear()
+                self._foreign_vectors[id(amounts)] = (amounts, vec)
+        if self._deferred is not None:
+            self._deferred.append((node, vec))
+        else:
+            self.nodes.used[node] += vec
         self.foreign[key] = (node, vec)
 
     # ------------------------------------------------------------------ decisions
@@ -600,6 +690,7 @@ class SchedulerCache:
     # ------------------------------------------------------------------ consistency (tests)
     def check_consistency(self) -> None:
         """Recompute node usage from tasks and compare with the incremental arrays."""
+        self.settle_usage(keep_deferring=True)
         n = len(self.nodes)
         used = np.zeros((n, len(self.index)))
         for t in self.tasks.values():

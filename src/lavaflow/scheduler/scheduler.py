@@ -56,6 +56,7 @@ class Scheduler:
         logged and counted in ``failed_cycles`` (and re-raised when ``reraise`` is set); the next
         run_once starts from that consistent state.
         """
+        self.cache.settle_usage()  # (a backend that filled the cache deferring node usage)
         previous, self._previous = self._previous, None
         if previous is not None:
             previous.dispose()  # its callbacks and plugins' session state are freed with it, not by the collector
