@@ -466,26 +466,24 @@ class SchedulerCache:
                 pass
         preemptable = ann.get(PREEMPTABLE_KEY)
         created = meta.creation_timestamp
-        # (positional: the order of TaskInfo's fields)
         return TaskInfo(
-            key,  # uid
-            meta.name,  # name
-            namespace,
-            job_uid,  # job
-            role,
-            index,
-            resreq,
-            priority,
-            status,
-            -1,  # node
-            best_effort,
-            preemptable is None or preemptable.lower() != "false",  # preemptable
-            namespace == "kube-system" or (class_name or "") in SYSTEM_CRITICAL,  # critical
-            spec.preemption_policy or "PreemptLowerPriority",
-            signature,
-            labels,
-            pod,
-            created if type(created) is float else timestamp(created),  # creation
+            uid=key,
+            name=meta.name,
+            namespace=namespace,
+            job=job_uid,
+            role=role,
+            index=index,
+            resreq=resreq,
+            priority=priority,
+            status=status,
+            best_effort=best_effort,
+            preemptable=preemptable is None or preemptable.lower() != "false",
+            critical=namespace == "kube-system" or (class_name or "") in SYSTEM_CRITICAL,
+            preemption_policy=spec.preemption_policy or "PreemptLowerPriority",
+            signature=signature,
+            labels=labels,
+            pod=pod,
+            creation=created if type(created) is float else timestamp(created),
         )
 
     def on_pod(self, pod: Pod, deleted: bool = False) -> None:
