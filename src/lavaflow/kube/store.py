@@ -72,7 +72,11 @@ def _newer_or_same(have: str | None, incoming: str | None) -> bool:
 
 
 def key_of(res: Kind, raw: dict[str, Any]) -> str:
-    meta = raw.get("metadata") or {}
+    return _key_in(res, raw.get("metadata") or {})
+
+
+def _key_in(res: Kind, meta: dict[str, Any]) -> str:
+    """``key_of`` from an object's metadata."""
     if res.namespaced:
         return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
     return meta.get("name", "")
@@ -533,8 +537,7 @@ class KubeStore:
     def _apply(self, res: Kind, event: str, raw: dict[str, Any]) -> None:
         kind = res.kind
         meta = raw.get("metadata") or {}
-        name = meta.get("name", "")  # key_of(res, raw), from the metadata read once
-        key = f"{meta.get('namespace') or 'default'}/{name}" if res.namespaced else name
+        key = _key_in(res, meta)
         objs = self.objects.get(kind)
         if objs is None:
             objs = self.objects[kind] = {}

@@ -152,9 +152,6 @@ class SchedulerCache:
         # While a backend fills the cache from scratch (defer_usage): the (node row, requests) still
         # to add to nodes.used, in the order they came, added at once by settle_usage.
         self._deferred: list[tuple[int, np.ndarray]] | None = None
-        # id(requests) -> (requests, vector with its pod slot): other schedulers' pods that carry
-        # their requests (the Kubernetes store's usage-only pods) share one read-only vector each.
-        self._foreign_vectors: dict[int, tuple[Any, np.ndarray]] = {}
         # Preemptors (job uid) whose evictions were committed and that have not become ready since:
         # how many times they evicted without then starting (see actions/_evict.py).
         self.nominated: dict[str, int] = {}
@@ -411,6 +408,18 @@ class SchedulerCache:
             return hit[3].copy(), hit[4]
         return self._keep_requests((containers, init, overhead), pod_requests(spec))
 
+    def _carried_requests_of(self, amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
+        """The request vector (with its pod slot) of a pod that carries its requests (the
+        Kubernetes store's light and usage-only pods, whose pods of one template share one dict of
+        them) and whether it requests nothing: kept by that dict and shared, read-only (nothing
+        changes a task's requests in place: a new width pads them into a new array)."""
+        hit = self._requests.get(id(amounts))
+        if hit is None or hit[0] is not amounts or len(hit[3]) != len(self.index.names):
+            self._keep_requests((amounts, None, None), amounts)
+            hit = self._requests[id(amounts)]
+            hit[3].flags.writeable = False
+        return hit[3], hit[4]
+
     def _keep_requests(self, owners: tuple[Any, Any, Any], amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
         """The request vector of ``amounts`` (with its pod slot) and whether it requests nothing,
         kept under the id of the first of ``owners`` (what a later pod must hold, by identity, to
@@ -427,22 +436,8 @@ class SchedulerCache:
         meta, spec = pod.metadata, pod.spec
         if _is_model(type(pod)):
             resreq, best_effort = self._requests_of(spec)
-            signature = self._signature(pod)
-        else:
-            # One that carries its requests (the Kubernetes store's light pods), kept by that dict.
-            amounts = pod.requests  # type: ignore[attr-defined]  # (not a pydantic Pod)
-            # Its tasks share the kept vector, read-only (nothing changes a task's requests in
-            # place: a new width pads them into a new array).
-            hit = self._requests.get(id(amounts))
-            if hit is None or hit[0] is not amounts or len(hit[3]) != len(self.index.names):
-                self._keep_requests((amounts, None, None), amounts)
-                hit = self._requests[id(amounts)]
-                hit[3].flags.writeable = False
-            resreq, best_effort = hit[3], hit[4]
-            # (what _signature gives a spec without selector, affinity or tolerations, which it
-            # does not keep: a light pod's spec is seen once)
-            plain = not spec.node_selector and spec.affinity is None and not spec.tolerations
-            signature = _PLAIN_SIGNATURE if plain else self._signature(pod)
+        else:  # one that carries its requests (the Kubernetes store's light pods)
+            resreq, best_effort = self._carried_requests_of(pod.requests)  # type: ignore[attr-defined]
         ann = meta.annotations
         labels = meta.labels
         role = ann.get(TASK_SPEC_KEY) or labels.get(TASK_SPEC_KEY, "")
@@ -478,7 +473,7 @@ class SchedulerCache:
             preemptable=preemptable is None or preemptable.lower() != "false",
             critical=namespace == "kube-system" or (class_name or "") in SYSTEM_CRITICAL,
             preemption_policy=spec.preemption_policy or "PreemptLowerPriority",
-            signature=signature,
+            signature=self._signature(pod),
             labels=labels,
             pod=pod,
             creation=created if type(created) is float else timestamp(created),
@@ -514,25 +509,16 @@ class SchedulerCache:
             task = None
         job = self.jobs.get(job_uid)
         if job is None:
-            job = self._add_job(JobInfo(job_uid, group, namespace))  # (uid, name, namespace)
-        # task_status_of(pod)
-        if meta.deletion_timestamp is not None:
-            status = _RELEASING
-        else:
-            status = _BY_PHASE.get(pod.status.phase)  # type: ignore[assignment]
-            if status is None:
-                status = _BOUND if node_name else _PENDING
+            job = self._add_job(JobInfo(uid=job_uid, name=group, namespace=namespace))
+        status = task_status_of(pod)
         if task is None:
             task = self._new_task(pod, key, job_uid, namespace, status)
             job.add(task)
             self.tasks[key] = task
             if node >= 0 and status in _OCCUPYING:
                 self._occupy(task, node)
-            if job.pg is None:  # _track_orphan(job), for a job known to be in jobs
-                if job.allocated_num:
-                    self.orphans[job_uid] = job
-                else:
-                    self.orphans.pop(job_uid, None)
+            if job.pg is None:
+                self._track_orphan(job)
             return
         task.pod = pod
         task.labels = meta.labels
@@ -648,20 +634,8 @@ class SchedulerCache:
         if _is_model(type(pod)):
             vec = self._vector(pod_requests(pod.spec))
             vec[PODS] = 1.0
-        else:
-            # The Kubernetes store's usage-only pod, which carries its requests (the pods of one
-            # template share one dict of them): one read-only vector per dict.
-            amounts = pod.requests  # type: ignore[attr-defined]  # (not a pydantic Pod)
-            hit = self._foreign_vectors.get(id(amounts))
-            if hit is not None and hit[0] is amounts and len(hit[1]) == len(self.index.names):
-                vec = hit[1]
-            else:
-                vec = self._vector(amounts)
-                vec[PODS] = 1.0
-                vec.flags.writeable = False
-                if len(self._foreign_vectors) >= _REQUESTS_KEPT:
-                    self._foreign_vectors.clear()
-                self._foreign_vectors[id(amounts)] = (amounts, vec)
+        else:  # the Kubernetes store's usage-only pod, which carries its requests
+            vec, _ = self._carried_requests_of(pod.requests)  # type: ignore[attr-defined]
         if self._deferred is not None:
             self._deferred.append((node, vec))
         else:

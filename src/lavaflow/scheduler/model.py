@@ -353,8 +353,7 @@ class NodeSet:
 
     def put_task(self, node: int, task: TaskInfo) -> None:
         self.tasks[node][task.uid] = task
-        pod = task.pod  # (most pods have no affinity at all: anti_terms not asked then)
-        if pod is not None and pod.spec.affinity is not None and task.anti_terms:
+        if task.anti_terms:
             self.anti[task.uid] = task
 
     def take_task(self, node: int, uid: str) -> None:
