@@ -180,3 +180,56 @@ def test_a_gang_half_bound_by_a_dead_leader_is_completed_on_a_cluster_filled_exa
             double.stop()
 
     run(scenario())
+
+
+def test_gangs_half_bound_by_a_dead_leader_are_completed_before_one_it_admitted_but_did_not_start():
+    """Five nodes of 2 CPUs; gangs g0, g1, g2 of 4 x 1 CPU. The dead leader admitted all three
+    (g1's Inqueue reached the server, g0's and g2's did not) and bound one pod each of g0 and g2.
+    Room is left for two gangs: the new leader completes g0 and g2 (g1 waits), instead of binding
+    g1 whole and leaving a quarter-bound gang holding its node for as long as the others run."""
+
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        for n in range(5):
+            double.put_object(fake_node(f"n{n}", cpu="2", memory="8Gi"))
+        double.put_object(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": "default"},
+                "spec": {"weight": 1},
+            }
+        )
+        for g, phase in (("g0", "Pending"), ("g1", "Inqueue"), ("g2", "Pending")):
+            double.put_object(_podgroup(g, 4, 4, phase=phase))
+            for i in range(4):
+                node = {("g0", 0): "n0", ("g2", 0): "n2"}.get((g, i))
+                double.put_object(_pod(f"{g}-{i}", g, node=node))
+        client = _client(double)
+        s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
+        stop = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(s.run(stop))
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and double.counts["bind/Pod"] < 6:
+                await asyncio.sleep(0.05)
+            await s.idle(5)
+            await asyncio.sleep(0.5)  # a few more cycles: g1 must still wait
+            per_gang: dict[str, int] = {}
+            usage: dict[str, int] = {}
+            for p in double.snapshot("Pod"):
+                node = p["spec"].get("nodeName")
+                g = p["metadata"]["name"].rsplit("-", 1)[0]
+                per_gang[g] = per_gang.get(g, 0) + (node is not None)
+                if node is not None:
+                    usage[node] = usage.get(node, 0) + 1
+            assert per_gang == {"g0": 4, "g1": 0, "g2": 4}
+            assert all(v <= 2 for v in usage.values()), usage
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 5)
+            await s.shutdown(1)
+            await client.close()
+            double.stop()
+
+    run(scenario())

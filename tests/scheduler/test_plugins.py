@@ -176,6 +176,27 @@ def test_gang_job_order_puts_unready_first():
     assert sorted([r, w], key=ssn.job_key) == [w, r]
 
 
+def test_gang_job_order_completes_a_started_gang_before_starting_another():
+    """Two gangs part bound (one pod each, as a leader that died mid-gang leaves them) and one
+    admitted but not started, on room for only two of them: the default configuration completes
+    the started gangs; starting the third first (drf's order, share 0) would strand one of them."""
+    nodes = [make_node(f"n{i}", 2, "8Gi") for i in range(5)]
+    pgs = [make_pg(g, 4, min_resources={"cpu": "4"}, creation=i) for i, g in enumerate(("g0", "g1", "g2"))]
+    pods = [
+        make_pod(f"{g}-{i}", g, node="n0" if (g, i) == ("g0", 0) else "n2" if (g, i) == ("g2", 0) else None)
+        for g in ("g0", "g1", "g2")
+        for i in range(4)
+    ]
+    cache = make_cache(nodes, pgs=pgs, pods=pods)
+    ssn = open_session(cache, only("gang"))
+    g0, g1, g2 = (ssn.jobs[f"default/{g}"] for g in ("g0", "g1", "g2"))
+    order = fn(ssn, "JobOrder", "gang")
+    assert order(g0, g1) == -1 and order(g1, g2) == 1 and order(g0, g2) == 0
+    _, d = run_cycle(cache)
+    bound = {g: sum(1 for key, _ in d.binds if key.startswith(f"default/{g}-")) for g in ("g0", "g1", "g2")}
+    assert bound == {"g0": 3, "g1": 0, "g2": 3}
+
+
 def test_gang_victims_keep_min_available():
     cache = make_cache(
         [make_node("n1", 8, "16Gi")],

@@ -102,9 +102,18 @@ class GangPlugin(Plugin):
 
         def job_order(l: JobInfo, r: JobInfo) -> int:
             lr, rr = l.is_ready(), r.is_ready()
-            if lr == rr:
+            if lr != rr:
+                return 1 if lr else -1
+            if lr:
                 return 0
-            return 1 if lr else -1
+            # Of two gangs not ready, one that already holds part of its room (pods bound by a
+            # leader that died mid-gang, or a gang that lost members) goes first: completing it
+            # frees the cluster of a half-placed gang, while a gang not yet started that took the
+            # room first could leave the other holding its part for as long as both wait.
+            ls, rs = l.allocated_num > 0, r.allocated_num > 0
+            if ls == rs:
+                return 0
+            return -1 if ls else 1
 
         def job_ready(job: JobInfo) -> bool:
             return job.is_ready() and task_minimums_met(job)
