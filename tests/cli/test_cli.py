@@ -87,6 +87,43 @@ def test_json_output_has_the_contract_keys():
     assert all(p["exitCode"] == 0 for p in res["pods"] if p["phase"] == "Succeeded")
 
 
+def test_the_command_leaves_without_teardown_after_writing_everything(tmp_path):
+    """Run as its own command (``python -m lavaflow.cli``), ``simulate`` ends with ``os._exit``
+    once its output is written: the JSON on a pipe, the table and a warning on stderr are whole,
+    and the exit status is 0."""
+    mod = [sys.executable, "-m", "lavaflow.cli"]
+    r = subprocess.run(
+        [*mod, "simulate", EXAMPLES / "spark-wordcount.yaml", "--compare", "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert [x["scheduler"] for x in res["results"]] == ["kube-default", "lavaflow"]
+    out = tmp_path / "out.json"
+    with out.open("w") as f:  # a file rather than a pipe: block-buffered, flushed before leaving
+        r = subprocess.run([*mod, "simulate", EXAMPLES / "mpi-hello.yaml", "--output", "json"], stdout=f, timeout=120)
+    assert r.returncode == 0
+    assert json.loads(out.read_text())["summary"]["completed"] >= 1
+    r = subprocess.run([*mod, "simulate", EXAMPLES / "mpi-hello.yaml"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "summary" in r.stdout and r.stdout.rstrip().endswith("┘"), r.stdout[-500:]
+
+
+def test_the_fast_exit_is_only_for_the_lavaflow_command_itself(monkeypatch):
+    """Called in-process — under pytest, whose own ``__main__.py`` may be argv[0], or by a caller
+    that set ``sys.argv`` to a lavaflow command line — ``exit_now`` returns: it must never end the
+    program that called the CLI."""
+    from lavaflow.cli.quick_exit import exit_now, own_command
+
+    monkeypatch.setattr(sys, "argv", ["lavaflow", "simulate"])
+    assert not own_command()
+    exit_now()  # still here
+    probe = "from lavaflow.cli.quick_exit import own_command; print(own_command())"
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "False"
+
+
 def test_compare_json():
     r = run("simulate", EXAMPLES / "spark-wordcount.yaml", "--compare", "--output", "json")
     assert r.returncode == 0, r.stderr

@@ -7,8 +7,6 @@ import asyncio
 import logging
 import os
 import signal
-import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -75,18 +73,6 @@ def stop_event() -> asyncio.Event:
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
             pass
     return stop
-
-
-def exit_now() -> None:
-    """After a clean shutdown of a long-running process, leave without the interpreter's teardown:
-    freeing a large cache object by object takes seconds, and a graceful stop should not. Only when
-    this is the process's own command (not when called in-process, e.g. by tests)."""
-    if Path(sys.argv[0]).name not in ("lavaflow", "__main__.py") or os.environ.get("LAVAFLOW_SLOW_EXIT"):
-        return
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def lease_timing(lease_duration: str, renew_deadline: str, retry_period: str) -> tuple[float, float, float]:

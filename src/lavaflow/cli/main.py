@@ -345,6 +345,11 @@ def simulate(
             write_report(results, report)
         if output == "table":
             err.print(f"report written to {report}")
+    from .quick_exit import exit_now
+
+    # Everything is written: leave without the interpreter freeing the run's objects one by one
+    # (~0.25 s after a 160-job trace replay, more after larger runs).
+    exit_now()
 
 
 def _report_available() -> bool:

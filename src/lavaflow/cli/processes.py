@@ -17,7 +17,6 @@ from .common import (
     SchedulerNamesOpt,
     die,
     duration_option,
-    exit_now,
     lease_timing,
     make_client,
     namespace_of_lease,
@@ -25,6 +24,7 @@ from .common import (
     setup_logging,
     stop_event,
 )
+from .quick_exit import exit_now
 
 
 def scheduler_cmd(
