@@ -859,3 +859,76 @@ def test_a_session_is_freed_without_the_cycle_collector_once_the_next_opens():
     finally:
         if was_enabled:
             gc.enable()
+
+
+def test_jobs_token_stands_only_while_no_job_changes():
+    """Session.jobs_token: the same from one session to the next exactly while the session's jobs
+    are the same objects at the same versions; what plugins keep under it follows each change."""
+    cache = make_cache(
+        [make_node("n1", cpu=8)],
+        pgs=[make_pg("a", 1), make_pg("b", 1)],
+        pods=[make_pod("a0", "a"), make_pod("b0", "b", cpu=2)],
+    )
+    first = open_session(cache)
+    second = open_session(cache)
+    assert second.jobs_token == first.jobs_token
+    assert second.proportion is not None and first.proportion is not None
+    assert second.proportion.attrs["default"].request.tolist() == first.proportion.attrs["default"].request.tolist()
+    assert second.proportion.attrs["default"].allocated[0] == 0.0
+
+    assert second.jobs_previous_token is None and not second.jobs_changed
+
+    # A task placed (a new version of its job): a new token, and the queue's allocation shows it.
+    cache.on_pod(make_pod("b0", "b", cpu=2, node="n1", phase="Running"))
+    third = open_session(cache)
+    assert third.jobs_token != second.jobs_token
+    # the same jobs: the last token and the job that changed since, for plugins to revisit alone
+    assert third.jobs_previous_token == second.jobs_token and third.jobs_changed == {"default/b"}
+    assert third.proportion is not None
+    assert third.proportion.attrs["default"].allocated[0] == 2.0
+    drf = third.plugins["drf"]
+    assert drf.allocated["default/b"][0] == 2.0 and drf.share["default/b"] > 0.0  # type: ignore[attr-defined]
+    assert drf.allocated["default/a"][0] == 0.0 and drf.share["default/a"] == 0.0  # type: ignore[attr-defined]
+    assert open_session(cache).jobs_token == third.jobs_token
+
+    # A PodGroup status write is a new version too; so is a new job, and a job that goes.
+    cache.on_podgroup(make_pg("a", 1, phase="Running"))
+    fourth = open_session(cache)
+    assert fourth.jobs_token != third.jobs_token
+    assert fourth.jobs_changed == {"default/a"}
+    cache.on_podgroup(make_pg("c", 1))
+    fifth = open_session(cache)
+    assert fifth.jobs_token != fourth.jobs_token and "default/c" in fifth.jobs
+    assert fifth.jobs_previous_token is None  # other jobs: every plugin visits them all
+    cache.on_podgroup(make_pg("c", 1), deleted=True)
+    sixth = open_session(cache)
+    assert sixth.jobs_token != fifth.jobs_token and "default/c" not in sixth.jobs
+
+
+def test_proportion_kept_queue_attributes_follow_a_queue_change_with_the_same_jobs():
+    """Proportion's queue attributes are kept while the jobs' sums, the total and the queues stand;
+    a Queue whose capability or weight changes (the jobs unchanged) gets them worked out again."""
+    cache = make_cache(
+        [make_node("n1", cpu=8)],
+        queues=[make_queue("a"), make_queue("b")],
+        pgs=[make_pg("x", 1, queue="a"), make_pg("y", 1, queue="b")],
+        pods=[make_pod("x0", "x", cpu=6), make_pod("y0", "y", cpu=6)],
+    )
+    first = open_session(cache)
+    assert first.proportion is not None
+    assert first.proportion.attrs["a"].deserved[0] == 4.0 and first.proportion.attrs["a"].capability[0] == np.inf
+    # a Queue status write: new vectors with the same bits, the same attributes
+    cache.on_queue(make_queue("a"))
+    second = open_session(cache)
+    assert second.jobs_token == first.jobs_token and second.proportion is not None
+    assert second.proportion.attrs["a"].deserved.tolist() == first.proportion.attrs["a"].deserved.tolist()
+    cache.on_queue(make_queue("a", capability={"cpu": 2}))
+    third = open_session(cache)
+    assert third.jobs_token == first.jobs_token and third.proportion is not None
+    assert third.proportion.attrs["a"].capability[0] == 2.0 and third.proportion.attrs["a"].deserved[0] == 2.0
+    cache.on_queue(make_queue("b", weight=3))
+    fourth = open_session(cache)
+    assert fourth.proportion is not None and fourth.proportion.attrs["b"].weight == 3.0
+    # what handlers change is each session's own
+    fourth.proportion.attrs["a"].allocated += 1.0
+    assert open_session(cache).proportion.attrs["a"].allocated[0] == 0.0  # type: ignore[union-attr]

@@ -378,3 +378,40 @@ def test_cli_adaptive_batch_refuses_inputs_without_a_pollux_trace(tmp_path):
         p = cli(*args, "--adaptive-batch")
         assert p.returncode == 2 and "Traceback" not in p.stderr and p.stdout == ""
         assert needle in p.stderr, p.stderr
+
+
+def test_elastic_state_of_a_job_that_left_the_cache_goes():
+    """What the elastic plugin keeps per job is dropped once the job leaves the cache (looked for
+    only after the cache lost a job), and kept while it stays."""
+    _, sim = simulate(two_jobs(), until=700)
+    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
+    cache.register_resources(["nvidia.com/gpu"])
+    for kind, fn in (
+        ("Node", cache.on_node),
+        ("Queue", cache.on_queue),
+        ("PodGroup", cache.on_podgroup),
+        ("Pod", cache.on_pod),
+    ):
+        for obj in sim.store.list(kind):
+            fn(obj)
+    sched = Scheduler(cache, load_scheduler_conf())
+    sched.run_once(sim.now)
+    cache.take_decisions()
+    state = cache.plugin_memo["elastic"]
+    small = next(uid for uid in state.jobs if uid.split("/")[1].startswith("small-"))
+    big = next(uid for uid in state.jobs if uid.split("/")[1].startswith("big-"))
+    sched.run_once(sim.now + 1)
+    cache.take_decisions()
+    assert {small, big} <= set(state.jobs) and {small, big} <= set(state.static)
+    # the small job goes: its PodGroup and pods are deleted
+    for pg in sim.store.list("PodGroup"):
+        if pg.key == small:
+            cache.on_podgroup(pg, deleted=True)
+    for pod in sim.store.list("Pod"):
+        if pod.metadata.name.startswith("small-"):
+            cache.on_pod(pod, deleted=True)
+    assert small not in cache.jobs
+    sched.run_once(sim.now + 2)
+    cache.take_decisions()
+    assert small not in state.jobs and small not in state.static
+    assert big in state.jobs and big in state.static

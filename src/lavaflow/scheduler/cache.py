@@ -123,6 +123,7 @@ class SchedulerCache:
         self.index = ResourceIndex()
         self.nodes = NodeSet(len(self.index))
         self.jobs: dict[str, JobInfo] = {}
+        self.jobs_removed = 0  # bumped whenever a job leaves ``jobs`` (what keeps state per job reads it)
         # The jobs a session schedules are those with a PodGroup; finished jobs keep their pods (and
         # so their JobInfo) after the job controller deletes the PodGroup, so over a long run most of
         # ``jobs`` is finished work. Sessions and the queue write-back read these instead, so their
@@ -323,6 +324,7 @@ class SchedulerCache:
                 self.pg_jobs.pop(uid, None)
                 if not job.tasks:
                     del self.jobs[uid]
+                    self.jobs_removed += 1
                 else:
                     self._track_orphan(job)
             return
@@ -618,6 +620,7 @@ class SchedulerCache:
             job.remove(task)
             if not job.tasks and job.pg is None:
                 del self.jobs[job.uid]
+                self.jobs_removed += 1
             if job.pg is None:
                 self._track_orphan(job)
         self.tasks.pop(task.uid, None)

@@ -115,30 +115,37 @@ class Scheduler:
     def _write_queues(self, ssn: Session) -> None:
         width = len(ssn.index)
         queues = ssn.queues
-        held: list[tuple[str, np.ndarray]] = []
-        for job in self.cache.holding_jobs():
-            # Jobs holding nothing (finished ones keep their tasks) add nothing: skip their tasks.
-            c = job.counts
-            if job.queue in queues and c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]:
-                held.append((job.queue, job.allocated_view(width)))
-        # The jobs' allocation vectors are kept under their versions (a new array when a job
-        # changes): the same arrays, held here so that their ids stay theirs, in the same order
-        # and queues give the same sums as last session.
         names = tuple(queues)
+        # The same jobs (objects, held here) at the same versions as at the last write-back: the
+        # same queues, counts and allocation vectors, so the same sums, without visiting a job.
+        jobs = tuple(self.cache.holding_jobs())
+        versions = [job.version for job in jobs]
         memo = self.cache.plugin_memo.get("queue-allocated")
-        if (
-            memo is not None
-            and memo[0] == width
-            and memo[1] == names
-            and len(memo[2]) == len(held)
-            and all(q0 == q1 and v0 is v1 for (q0, v0), (q1, v1) in zip(memo[2], held))
-        ):
+        if memo is not None and memo[0] == width and memo[1] == names and memo[4] == jobs and memo[5] == versions:
             allocated: dict[str, np.ndarray] = memo[3]  # only read below
         else:
-            allocated = {name: np.zeros(width) for name in queues}
-            for queue, vec in held:
-                allocated[queue] += vec
-            self.cache.plugin_memo["queue-allocated"] = (width, names, held, allocated)
+            held: list[tuple[str, np.ndarray]] = []
+            for job in jobs:
+                # Jobs holding nothing (finished ones keep their tasks) add nothing: skip their tasks.
+                c = job.counts
+                if job.queue in queues and c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]:
+                    held.append((job.queue, job.allocated_view(width)))
+            # The jobs' allocation vectors are kept under their versions (a new array when a job
+            # changes): the same arrays, held here so that their ids stay theirs, in the same order
+            # and queues give the same sums as last session.
+            if (
+                memo is not None
+                and memo[0] == width
+                and memo[1] == names
+                and len(memo[2]) == len(held)
+                and all(q0 == q1 and v0 is v1 for (q0, v0), (q1, v1) in zip(memo[2], held))
+            ):
+                allocated = memo[3]
+            else:
+                allocated = {name: np.zeros(width) for name in queues}
+                for queue, vec in held:
+                    allocated[queue] += vec
+            self.cache.plugin_memo["queue-allocated"] = (width, names, held, allocated, jobs, versions)
         # Roll allocations up to ancestors (hierarchical queues).
         rolled = {name: vec.copy() for name, vec in allocated.items()}
         for name, vec in allocated.items():

@@ -34,17 +34,20 @@ class AllocateAction(Action):
         has_enqueue = "enqueue" in ssn.conf.action_names
         per_queue: dict[str, JobQueue] = {}
         eligible: set[str] = set()
+        job_valid = ssn.job_valid
+        log = ssn.log  # (ssn.record, spelled out: every job the plugins hold back is recorded)
+        pending = TaskStatus.PENDING
         for job in ssn.jobs.values():
             if job.is_pending():
                 if has_enqueue:
                     continue
                 job.sphase = "Inqueue"
-            if not job.counts[TaskStatus.PENDING]:
+            if not job.counts[pending]:
                 continue
-            valid, reason = ssn.job_valid(job)
+            valid, reason = job_valid(job)
             if not valid:
                 job.job_fit_errors = reason
-                ssn.record(job, "allocate", reason)
+                log.append((job.uid, "allocate", reason))
                 continue
             if job.queue not in ssn.queues:
                 continue

@@ -57,15 +57,22 @@ class ElasticAction(Action):
         if not plugin.jobs and not st.jobs:
             return  # no elastic training job: nothing to size (most Volcano workloads)
         now = ssn.now
-        # A job whose workers started succeeding has finished its work.
-        jobs: dict[str, ElasticJob] = {
-            uid: ej for uid, ej in plugin.jobs.items() if not ej.info.counts[TaskStatus.SUCCEEDED]
-        }
-        for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
-            del st.jobs[uid]
-            st.static.pop(uid, None)
-        # time accounting since the last session
-        for ej in jobs.values():
+        # What is kept for jobs that left the cache goes (looked for only after a job left it).
+        if st.jobs_removed != ssn.cache.jobs_removed:
+            st.jobs_removed = ssn.cache.jobs_removed
+            for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
+                del st.jobs[uid]
+                st.static.pop(uid, None)
+        # Time accounting since the last session, and whether a job has been stuck for an interval
+        # (read below; nothing in between changes ``stuck_since``), in one pass over the jobs.
+        jobs: dict[str, ElasticJob] = {}
+        succeeded = TaskStatus.SUCCEEDED
+        interval = plugin.interval
+        stuck = False
+        for uid, ej in plugin.jobs.items():
+            if ej.info.counts[succeeded]:
+                continue  # a job whose workers started succeeding has finished its work
+            jobs[uid] = ej
             js = ej.state
             last = js.seen_at if js.seen_at is not None else now
             if now > last:
@@ -74,6 +81,8 @@ class ElasticAction(Action):
                 else:
                     js.waiting_time += now - last
             js.seen_at = now
+            if js.stuck_since is not None and now - js.stuck_since >= interval:
+                stuck = True
         if not st.adopted:
             st.adopted = True
             if any(ej.current for ej in jobs.values()):
@@ -94,9 +103,7 @@ class ElasticAction(Action):
                 dirty = True
             elif math.isfinite(nxt):
                 ssn.wake_at(nxt)
-        if any(
-            ej.state.stuck_since is not None and now - ej.state.stuck_since >= plugin.interval for ej in jobs.values()
-        ):
+        if stuck:
             dirty = True
         if dirty:
             due = now if force else max(now, st.last_resched + plugin.interval)
@@ -129,21 +136,29 @@ class ElasticAction(Action):
         n = len(ns)
         if n == 0:
             return cap, nodes_out
-        # GPUs held by elastic workers per node index (python floats: the same sums as before)
-        elastic_used: dict[int, float] = {}
-        pos = ns.pos
-        for ej in plugin.jobs.values():
-            g = ej.gpus_per_worker
-            for node, k in ej.placement.items():
-                i = pos[node]
-                elastic_used[i] = elastic_used.get(i, 0.0) + k * g
-            if ej.info.counts[TaskStatus.RELEASING]:
-                for t in ej.workers:
-                    if t.status == TaskStatus.RELEASING and t.node >= 0:
-                        elastic_used[t.node] = elastic_used.get(t.node, 0.0) + float(t.resreq[col])
+        assert plugin.state is not None
+        # GPUs held by elastic workers per node index (python floats: the same sums as before).
+        # The jobs' placements here are those their parts give (the reschedule comes later), so
+        # with the jobs as the last session saw them (ssn.jobs_token) and the same nodes, the same.
+        used_key = (ssn.jobs_token, ns.version, n, col)
+        kept_used = plugin.state.used_by_elastic
+        if kept_used is not None and kept_used[0] == used_key:
+            elastic_used = kept_used[1]
+        else:
+            elastic_used = {}
+            pos = ns.pos
+            for ej in plugin.jobs.values():
+                g = ej.gpus_per_worker
+                for node, k in ej.placement.items():
+                    i = pos[node]
+                    elastic_used[i] = elastic_used.get(i, 0.0) + k * g
+                if ej.info.counts[TaskStatus.RELEASING]:
+                    for t in ej.workers:
+                        if t.status == TaskStatus.RELEASING and t.node >= 0:
+                            elastic_used[t.node] = elastic_used.get(t.node, 0.0) + float(t.resreq[col])
+            plugin.state.used_by_elastic = (used_key, elastic_used)
         # The schedulable GPU nodes, their GPUs, names and types change only with the node set
         # (NodeSet.version): kept under it; only the nodes' usage is read every session.
-        assert plugin.state is not None
         key = (ns.version, n, col, plugin.type_label)
         memo = plugin.state.gpu_rows
         if memo is None or memo[0] != key:
@@ -153,8 +168,18 @@ class ElasticAction(Action):
             node_type = plugin.node_type
             rows = [(i, a, names[i], node_type(i)) for i, a in zip(live, alloc[live].tolist())]
             memo = plugin.state.gpu_rows = (key, live, rows)
-        used_l = ns.used[memo[1], col].tolist()
-        for (i, a, name, ty), u in zip(memo[2], used_l):
+        used = ns.used[memo[1], col]
+        # The same GPU rows, elastic usage and node usage as last time: the same capacity.
+        cap_key = (memo, elastic_used, used.tobytes())
+        kept_cap = plugin.state.capacity
+        if (
+            kept_cap is not None
+            and kept_cap[0][0] is memo
+            and kept_cap[0][1] is elastic_used
+            and kept_cap[0][2] == cap_key[2]
+        ):
+            return dict(kept_cap[1]), list(kept_cap[2])
+        for (i, a, name, ty), u in zip(memo[2], used.tolist()):
             other = u - elastic_used.get(i, 0.0)
             slots = int(math.floor(a - other + EPS))
             cap.setdefault(ty, 0)
@@ -162,6 +187,7 @@ class ElasticAction(Action):
                 continue
             cap[ty] += slots
             nodes_out.append((name, slots, ty))
+        plugin.state.capacity = (cap_key, dict(cap), list(nodes_out))
         return cap, nodes_out
 
     def _gpu_nodes(self, ssn: Session, plugin: ElasticPlugin) -> GpuNodes:
@@ -375,22 +401,39 @@ class ElasticAction(Action):
     ) -> None:
         names = ssn.nodes.names
         pos = ssn.nodes.pos
-        free = sum(capacity.values()) - sum(ej.current for ej in jobs.values())
-        for ej in sorted(jobs.values(), key=lambda e: (e.info.creation, e.name)):
+        free: int | None = None  # GPUs not allocated to elastic jobs: worked out when first told
+
+        def spare() -> int:
+            nonlocal free
+            if free is None:
+                free = sum(capacity.values()) - sum(ej.current for ej in jobs.values())  # (never changes here)
+            return max(free, 0)
+
+        # The order only changes with the jobs (their creation and name): kept under their token.
+        st = plugin.state
+        assert st is not None
+        kept = st.reconcile_order
+        if kept is not None and kept[0] == ssn.jobs_token:
+            order = kept[1]
+        else:
+            order = sorted(jobs.values(), key=lambda e: (e.info.creation, e.name))
+            st.reconcile_order = (ssn.jobs_token, order)
+        for ej in order:
             js = ej.state
             target = js.target
             if ej.placement == target:  # nothing to evict or bind for the workers
-                if target and not any(t.status == TaskStatus.PENDING for t in ej.others):
+                others = ej.others
+                if target and not (others and any(t.status == TaskStatus.PENDING for t in others)):
                     js.stuck_since = None
                     js.reason = ""
                     continue
-                if not target and not any(t.status in ALIVE for t in ej.others):
+                if not target and not (others and any(t.status in ALIVE for t in others)):
                     js.reason = (
                         js.reason
                         if js.reason.startswith("waiting")
                         else (
                             f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
-                            f"(minimum {ej.min_workers} worker(s); {max(free, 0)} GPU(s) not allocated to elastic jobs)"
+                            f"(minimum {ej.min_workers} worker(s); {spare()} GPU(s) not allocated to elastic jobs)"
                         )
                     )
                     ej.info.job_fit_errors = js.reason
@@ -414,7 +457,7 @@ class ElasticAction(Action):
             if not target:
                 js.reason = (
                     f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
-                    f"(minimum {ej.min_workers} worker(s); {max(free, 0)} GPU(s) not allocated to elastic jobs)"
+                    f"(minimum {ej.min_workers} worker(s); {spare()} GPU(s) not allocated to elastic jobs)"
                 )
                 ej.info.job_fit_errors = js.reason
                 continue

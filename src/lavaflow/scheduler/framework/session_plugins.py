@@ -78,7 +78,7 @@ class SessionPlugins:
         # node-order fn name -> its cache_key (None: not cacheable); read by node selection.
         self.score_keys: dict[str, Fn | None] = {}
         self._tier_cache: dict[tuple[str, str | None], list[list[tuple[str, Fn]]]] = {}
-        self._order_fns: dict[str, tuple[Fn, ...]] = {}
+        self._order_fns: dict[str, tuple[Fn, ...]] = {}  # orders' (and JobValid's) fns, tiers flattened
 
     # ------------------------------------------------------------------ registration
     def _add(self, point: str, name: str, fn: Fn) -> None:
@@ -263,11 +263,15 @@ class SessionPlugins:
 
     def job_valid(self, job: JobInfo) -> tuple[bool, str]:
         """(valid, reason): a job without enough valid pods is not scheduled."""
-        for tier in self.tiered("JobValid"):
-            for _, fn in tier:
-                ok, reason = fn(job)
-                if not ok:
-                    return False, reason
+        # Asked for every job with pending tasks in every session: the tiers' fns flattened once
+        # (the first refusal in tier order wins, so the tiers need not be told apart).
+        fns = self._order_fns.get("JobValid")
+        if fns is None:
+            fns = self._order_fns["JobValid"] = tuple(fn for tier in self.tiered("JobValid") for _, fn in tier)
+        for fn in fns:
+            ok, reason = fn(job)
+            if not ok:
+                return False, reason
         return True, ""
 
     def job_ready(self, job: JobInfo) -> bool:

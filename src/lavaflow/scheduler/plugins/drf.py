@@ -18,7 +18,7 @@ a saturated one, otherwise the smaller share/weight goes first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -142,15 +142,37 @@ class DRFPlugin(Plugin):
         self.hierarchy = hierarchy = _hierarchy_enabled(ssn, self.name)
         namespaced = _switch(ssn, self.name, "NamespaceOrder")
         lazy = not hierarchy and not namespaced
-        for uid, job in ssn.jobs.items():
-            alloc = job.allocated_view(width) if lazy else job.allocated_vector(width)
-            self.allocated[uid] = alloc
-            known = job.memo.get("drf_share")
-            if known is not None and known[0] == job.version and known[1] is tkey:
-                self._shares[uid] = known[2]
-            else:
-                share = self._shares[uid] = self._share(alloc)
-                job.memo["drf_share"] = (job.version, tkey, share)
+        # Lazily, the jobs' read-only vectors and their shares are those of the last session while
+        # its jobs stand (ssn.jobs_token) and the total is the same: copies of its dicts as they
+        # were at its opening, no job visited.
+        # Under the last session's token, only the jobs that changed since are looked at again.
+        seen = kept.get("jobs")
+        if lazy and seen is not None and seen[0] == ssn.jobs_token and seen[1] is tkey and seen[2] == width:
+            self.allocated = dict(seen[3])
+            self._shares = dict(seen[4])
+        else:
+            jobs: Iterable[tuple[str, JobInfo]] = ssn.jobs.items()
+            if (
+                lazy
+                and seen is not None
+                and seen[0] == ssn.jobs_previous_token
+                and seen[1] is tkey
+                and seen[2] == width
+            ):
+                self.allocated = dict(seen[3])  # the same jobs in the same order: the same keys
+                self._shares = dict(seen[4])
+                jobs = [(uid, ssn.jobs[uid]) for uid in ssn.jobs_changed]
+            for uid, job in jobs:
+                alloc = job.allocated_view(width) if lazy else job.allocated_vector(width)
+                self.allocated[uid] = alloc
+                known = job.memo.get("drf_share")
+                if known is not None and known[0] == job.version and known[1] is tkey:
+                    self._shares[uid] = known[2]
+                else:
+                    share = self._shares[uid] = self._share(alloc)
+                    job.memo["drf_share"] = (job.version, tkey, share)
+            if lazy:
+                kept["jobs"] = (ssn.jobs_token, tkey, width, dict(self.allocated), dict(self._shares))
 
         stale = self._stale
         shares = self._shares

@@ -106,6 +106,9 @@ class _Static:
     # version, PodGroup and resourceVersion stand, the next session refreshes only what depends
     # on the time (remaining work, attained service) and what actions may have changed.
     ej: ElasticJob | None = None
+    # (parts, remaining work, attained service) while they do not depend on the time: no worker
+    # runs, or no progress report gives a time to extrapolate from (``_progress``).
+    fixed: tuple[Any, float, float] | None = None
 
 
 # (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
@@ -134,6 +137,16 @@ class ElasticState:
     placement_nodes: dict[tuple[str, int, str], Any] = field(default_factory=dict)
     # ((NodeSet version, nodes, column, label), live node indices, (index, GPUs, name, type) of each)
     gpu_rows: tuple[tuple[int, int, int, str], list[int], list[tuple[int, float, str, str]]] | None = None
+    jobs_removed: int = -1  # the cache's ``jobs_removed`` when ``jobs`` was last cleared of jobs it lost
+    # (key, GPUs held by elastic workers per node index) and (key, capacity per type, GPU nodes
+    # with room) of the elastic action's ``_capacity``; its reconcile order under the jobs' token
+    used_by_elastic: tuple[tuple[int, int, int, int], dict[int, float]] | None = None
+    capacity: tuple[tuple[Any, ...], dict[str, int], list[tuple[str, int, str]]] | None = None
+    reconcile_order: tuple[int, list[ElasticJob]] | None = None
+    # What the last session's opening found, for the next while its jobs stand or only some of them
+    # changed (Session.jobs_token): (token, GPU column, type label, {uid: (ElasticJob, its kept
+    # parts)} in job order, invalid annotations by uid, the uids with a usable speed model).
+    opened: tuple[int, int | None, str, dict[str, tuple[ElasticJob, _Static]], dict[str, str], set[str]] | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +171,7 @@ class ElasticJob:
     state: JobState
     current: int  # alive workers: the sum of ``placement``, read many times
     placement_seen: dict[str, int] | None = None
+    valid: tuple[tuple[Any, ...], tuple[bool, str]] | None = None  # job_valid's last (key, answer)
 
     def set_placement(self, placement: dict[str, int]) -> None:
         """Replace the placement (never change it in place: ``current`` follows it here)."""
@@ -224,60 +238,111 @@ class ElasticPlugin(Plugin):
         col = ssn.index.pos.get(self.gpu_resource)
         self.gpu_col = col
         self.jobs = jobs = {}
-        modelled = []
+        modelled: list[str] = []
         static = self.state.static
-        states = self.state.jobs
         label = self.type_label
         now = ssn.now
-        for uid, job in ssn.jobs.items():
-            pg = job.pg
-            if pg is None:
-                continue
-            kept = static.get(uid)
-            if (
-                kept is not None
-                and kept.job is job
-                and kept.version == job.version
-                and kept.pg is pg
-                and kept.rv == pg.metadata.resource_version
-                and kept.col == col
-                and kept.label == label
-                and (ej := kept.ej) is not None
-                and ej.state is states.get(uid)
-            ):
-                # The same job, PodGroup version and tasks as when the last session built ``ej``
-                # (so the same annotations, with a speed model): reset what actions change on it
-                # (a reschedule shows the policy's target as its placement and type for a
-                # while), then work out the time-dependent parts.
-                hit = kept.parts
-                placement, ej.gpu_type, n = hit[8], hit[9], hit[13]
-                ej.placement = dict(placement)
-                ej.current = n
-                ej.placement_seen = None
-                ej.remaining, ej.attained = _progress(hit, n, now)
-                modelled.append(uid)
+        opened = self.state.opened
+        if opened is not None and opened[0] == ssn.jobs_token and opened[1] == col and opened[2] == label:
+            # The same jobs at the same versions as when the last session opened: each one's
+            # ElasticJob is the one it used (the per-job checks below would find each kept), reset
+            # as below; only the time-dependent parts are worked out.
+            self.invalid = dict(opened[4])
+            for uid, (ej, kept) in opened[3].items():
+                _reset(ej, kept, now)
                 jobs[uid] = ej
-                continue
-            if not es.has_speed_model(pg.metadata.annotations):
-                continue
-            modelled.append(uid)
-            made = self._elastic_job(ssn, job, col)
-            if made is not None:
-                jobs[uid] = made
+            self._add_fns(ssn, opened[5])
+            return
+        if opened is not None and opened[0] == ssn.jobs_previous_token and opened[1] == col and opened[2] == label:
+            # The same jobs as when the last session opened, some at new versions: only those are
+            # looked at again; the others are as in that session (as the case above).
+            changed = ssn.jobs_changed
+            before, invalid, candidates = opened[3], opened[4], opened[5]
+            for uid, job in ssn.jobs.items():
+                if uid in changed:
+                    self._open_job(ssn, uid, job, col, modelled)
+                    continue
+                # (a job with a speed model is a candidate unless its annotations are invalid)
+                if uid in candidates or uid in invalid:
+                    modelled.append(uid)
+                    hit = before.get(uid)
+                    if hit is not None:
+                        _reset(hit[0], hit[1], now)
+                        jobs[uid] = hit[0]
+                    elif uid in invalid:
+                        self.invalid[uid] = invalid[uid]
+        else:
+            for uid, job in ssn.jobs.items():
+                self._open_job(ssn, uid, job, col, modelled)
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
         candidates = {uid for uid in modelled if uid not in self.invalid}
+        self.state.opened = (
+            ssn.jobs_token,
+            col,
+            label,
+            {uid: (ej, static[uid]) for uid, ej in jobs.items()},
+            dict(self.invalid),
+            candidates,
+        )
+        self._add_fns(ssn, candidates)
+
+    def _open_job(self, ssn: Session, uid: str, job: JobInfo, col: int | None, modelled: list[str]) -> None:
+        """Add ``job``'s ElasticJob to ``self.jobs`` (its last one while it is unchanged), and its
+        uid to ``modelled`` when it has a speed model."""
+        assert self.state is not None
+        pg = job.pg
+        if pg is None:
+            return
+        kept = self.state.static.get(uid)
+        if (
+            kept is not None
+            and kept.job is job
+            and kept.version == job.version
+            and kept.pg is pg
+            and kept.rv == pg.metadata.resource_version
+            and kept.col == col
+            and kept.label == self.type_label
+            and (ej := kept.ej) is not None
+            and ej.state is self.state.jobs.get(uid)
+        ):
+            # The same job, PodGroup version and tasks as when the last session built ``ej``
+            # (so the same annotations, with a speed model): reset what actions change on it
+            # (a reschedule shows the policy's target as its placement and type for a
+            # while), then work out the time-dependent parts.
+            _reset(ej, kept, ssn.now)
+            modelled.append(uid)
+            self.jobs[uid] = ej
+            return
+        if not es.has_speed_model(pg.metadata.annotations):
+            return
+        modelled.append(uid)
+        made = self._elastic_job(ssn, job, col)
+        if made is not None:
+            self.jobs[uid] = made
+
+    def _add_fns(self, ssn: Session, candidates: set[str]) -> None:
+        """Register the callbacks: ``candidates`` are the jobs with a usable speed model (only read)."""
 
         def job_valid(job: JobInfo) -> tuple[bool, str]:
             ej = self.jobs.get(job.uid)
             if ej is None and job.uid in candidates:
                 return False, f"waiting for the elastic policy {self.policy.name} (its pods are being created)"
             if ej is not None:
+                # Asked every session for each job the policy sizes: the answer is kept on the job
+                # while what it says stands.
+                key = (ej.current, ej.max_workers, ej.state.reason, self.policy.name)
+                known = ej.valid
+                if known is not None and known[0] == key:
+                    return known[1]
                 if ej.current:
-                    return (
+                    answer = (
                         False,
                         f"sized by the elastic policy {self.policy.name} ({ej.current} of {ej.max_workers} workers)",
                     )
-                return False, ej.state.reason or f"waiting for the elastic policy {self.policy.name}"
+                else:
+                    answer = (False, ej.state.reason or f"waiting for the elastic policy {self.policy.name}")
+                ej.valid = (key, answer)
+                return answer
             return True, ""
 
         def enqueueable(job: JobInfo) -> int:
@@ -561,6 +626,32 @@ def _progress(parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]
             attained += n * gpw * (now - prog.time)
     left = sp.work - done
     return (0.0 if left < 0.0 else left), attained  # max(left, 0.0)
+
+
+def _reset(ej: ElasticJob, kept: _Static, now: float) -> None:
+    """Ready an ElasticJob kept from an earlier session for this one: what actions change on it
+    (a reschedule shows the policy's target as its placement and type for a while) as its parts
+    give it, and the parts that depend on the time."""
+    hit = kept.parts
+    n = hit[13]
+    ej.placement = dict(hit[8])
+    ej.gpu_type = hit[9]
+    ej.current = n
+    ej.placement_seen = None
+    ej.remaining, ej.attained = _progress_kept(kept, hit, n, now)
+
+
+def _progress_kept(kept: _Static, parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]:
+    """``_progress(parts, n, now)``, kept in ``kept`` while it does not depend on ``now``."""
+    prog = parts[2]
+    if n and prog is not None and prog.time is not None:
+        return _progress(parts, n, now)
+    fixed = kept.fixed
+    if fixed is not None and fixed[0] is parts:
+        return fixed[1], fixed[2]
+    remaining, attained = _progress(parts, n, now)
+    kept.fixed = (parts, remaining, attained)
+    return remaining, attained
 
 
 def _split_tasks(job: JobInfo, col: int) -> tuple[list[TaskInfo], list[TaskInfo], float]:

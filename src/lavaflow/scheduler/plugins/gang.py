@@ -3,6 +3,7 @@ minimum) can run together; writes the PodGroup's Scheduled/Unschedulable conditi
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ..framework.registry import Plugin, register_plugin
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
 SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
+_SCHEDULED = ("Scheduled", SCHEDULED_REASON, "")
 
 
 def task_minimums_apply(job: JobInfo) -> bool:
@@ -158,28 +160,44 @@ class GangPlugin(Plugin):
         ssn.add_event_handler(on_allocate, None)
 
     def on_session_close(self, ssn: Session) -> None:
+        tentative = getattr(self, "tentative", ())
         for job in ssn.jobs.values():
             if job.is_ready() and task_minimums_met(job):
-                job.condition = ("Scheduled", SCHEDULED_REASON, "")
+                job.condition = _SCHEDULED
                 continue
             if not job.counts[TaskStatus.PENDING] and not job.job_fit_errors:
                 # Nothing waits to be placed (no pods yet, or all finished): nothing to explain.
                 job.condition = None
                 continue
-            tentative = getattr(self, "tentative", ())
-            schedulable = job.ready_num
-            if tentative:  # most sessions allocate nothing: no pending task to look up then
-                # The job's pending tasks that are among the tentative ones, counted from the
-                # smaller side (a few tentative tasks, often many pending workers).
-                if len(tentative) < job.counts[TaskStatus.PENDING]:
-                    tasks = job.tasks
-                    schedulable += sum(
-                        1 for uid in tentative if (t := tasks.get(uid)) is not None and t.status == TaskStatus.PENDING
-                    )
-                else:
-                    schedulable += sum(1 for t in job.tasks_with(TaskStatus.PENDING) if t.uid in tentative)
-            unready = max(job.min_available - schedulable, 0)
-            total = len(job.tasks) or job.min_available  # before its pods exist: the gang it asks for
-            msg = f"{unready}/{total} tasks in gang unschedulable: {job_fit_error(job)}"
-            job.job_fit_errors = msg
-            job.condition = ("Unschedulable", NOT_ENOUGH_RESOURCES, msg)
+            if not tentative and not job.fit_errors:
+                # The message follows from the job (its version) and the job-level error alone:
+                # kept under them, as many waiting jobs are told the same thing session after session.
+                known = job.memo.get("gang_unschedulable")
+                if known is not None and known[0] == job.version and known[1] == job.job_fit_errors:
+                    job.job_fit_errors, job.condition = known[2]
+                    continue
+                why = job.job_fit_errors
+                self._unschedulable(job, tentative)
+                job.memo["gang_unschedulable"] = (job.version, why, (job.job_fit_errors, job.condition))
+                continue
+            self._unschedulable(job, tentative)
+
+    @staticmethod
+    def _unschedulable(job: JobInfo, tentative: Collection[str]) -> None:
+        """Explain why ``job`` does not run: its Unschedulable condition and job-level error."""
+        schedulable = job.ready_num
+        if tentative:  # most sessions allocate nothing: no pending task to look up then
+            # The job's pending tasks that are among the tentative ones, counted from the
+            # smaller side (a few tentative tasks, often many pending workers).
+            if len(tentative) < job.counts[TaskStatus.PENDING]:
+                tasks = job.tasks
+                schedulable += sum(
+                    1 for uid in tentative if (t := tasks.get(uid)) is not None and t.status == TaskStatus.PENDING
+                )
+            else:
+                schedulable += sum(1 for t in job.tasks_with(TaskStatus.PENDING) if t.uid in tentative)
+        unready = max(job.min_available - schedulable, 0)
+        total = len(job.tasks) or job.min_available  # before its pods exist: the gang it asks for
+        msg = f"{unready}/{total} tasks in gang unschedulable: {job_fit_error(job)}"
+        job.job_fit_errors = msg
+        job.condition = ("Unschedulable", NOT_ENOUGH_RESOURCES, msg)

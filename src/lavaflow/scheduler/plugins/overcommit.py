@@ -47,17 +47,31 @@ class OvercommitPlugin(Plugin):
         # The admitted-but-unallocated resources, summed in job order; the reserved vectors are
         # kept under each job's version, so the same vectors (the same objects, held here so
         # that their ids stay theirs) in the same order give the same sum as last session.
-        lefts = [left for job in ssn.jobs.values() if (left := reserved_or_none(job, width)) is not None]
-        ident = (width, tuple(map(id, lefts)))
+        # With the jobs as the last session saw them (ssn.jobs_token), the same vectors: no job visited.
+        # Under the last session's token, only the jobs that changed since are looked at again.
         memo = ssn.cache.plugin_memo.setdefault("overcommit", {})
         kept = memo.get("inqueue")
-        if kept is not None and kept[0] == ident:
+        if kept is not None and kept[3] == (ssn.jobs_token, width):
             self.inqueue = kept[2].copy()
         else:
-            self.inqueue = np.zeros(width)
-            for left in lefts:
-                self.inqueue += left
-            memo["inqueue"] = (ident, lefts, self.inqueue.copy())
+            if kept is not None and kept[3] == (ssn.jobs_previous_token, width):
+                per_job = list(kept[4])  # each job's vector or None, in job order
+                at = kept[5]  # job uid -> its place (the same jobs in the same order)
+                jobs = ssn.jobs
+                for uid in ssn.jobs_changed:
+                    per_job[at[uid]] = reserved_or_none(jobs[uid], width)
+            else:
+                per_job = [reserved_or_none(job, width) for job in ssn.jobs.values()]
+                at = {uid: i for i, uid in enumerate(ssn.jobs)}
+            lefts = [left for left in per_job if left is not None]
+            ident = (width, tuple(map(id, lefts)))
+            if kept is not None and kept[0] == ident:
+                self.inqueue = kept[2].copy()
+            else:
+                self.inqueue = np.zeros(width)
+                for left in lefts:
+                    self.inqueue += left
+            memo["inqueue"] = (ident, lefts, self.inqueue.copy(), (ssn.jobs_token, width), per_job, at)
         limit = ssn.total * factor - used
         messages: dict[tuple[bytes, bytes], str] = {}  # many waiting jobs ask for the same amounts
 

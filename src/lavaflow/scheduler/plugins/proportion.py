@@ -184,6 +184,73 @@ def _queue_sums(entries: list[tuple[int, tuple[Any, ...]]], queues: int, width: 
     return out
 
 
+def _kept_sums(ssn: Session, memo: dict[str, Any], width: int) -> tuple[list[str], list[np.ndarray | None]]:
+    """(the queues' names by slot, in the order their first jobs come; the :func:`_queue_sums` of
+    the session's jobs), kept in ``memo``: with the jobs as the last session saw them
+    (ssn.jobs_token) no job is visited; with the same jobs, some at new versions, only those
+    (all jobs when one of them moved to another queue)."""
+    token = (ssn.jobs_token, width)
+    kept = memo.get("sums")
+    if kept is not None and kept[4] == token:
+        return kept[5], kept[3]
+    entries: list[tuple[Any, ...]] | None = None
+    if kept is not None and kept[4] == (ssn.jobs_previous_token, width):
+        names, at = kept[5], kept[6]
+        entries = kept[2]
+        copied = False
+        for uid in ssn.jobs_changed:
+            job = ssn.jobs[uid]
+            i = at.get(uid)
+            if i is None or names[entries[i][0]] != job.queue:
+                entries = None
+                break
+            rows = job_rows(job, width)
+            if rows is not entries[i][1]:
+                if not copied:
+                    entries, copied = list(entries), True
+                entries[i] = (entries[i][0], rows)
+        if entries is not None and not copied:
+            # Every changed job kept its vectors (a status write, a task between two states that
+            # hold the same): the same entries, so the same sums.
+            memo["sums"] = (*kept[:4], token, names, at)
+            return names, kept[3]
+    if entries is None:
+        slot: dict[str, int] = {}
+        names = []
+        entries = []
+        at = {}  # job uid -> its entry
+        queues = ssn.queues
+        for uid, job in ssn.jobs.items():
+            q = queues.get(job.queue)
+            if q is None:
+                continue
+            i = slot.get(q.name)
+            if i is None:
+                i = slot[q.name] = len(names)
+                names.append(q.name)
+            at[uid] = len(entries)
+            entries.append((i, job_rows(job, width)))
+    # The sums under the very sequence of the entries (the same objects in the same order give
+    # the same sums), which most sessions share with the last; the entries are kept with them, so
+    # that their ids are not reused.
+    ident = tuple((i, id(e)) for i, e in entries)
+    if kept is None or kept[0] != ident or kept[1] != width:
+        kept = (ident, width, entries, _queue_sums(entries, len(names), width))
+    memo["sums"] = (*kept[:4], token, names, at)
+    return names, kept[3]
+
+
+def _queue_key(q: QueueInfo) -> tuple[Any, ...]:
+    """What a queue's attributes are made of, compared between sessions (a Queue status write
+    gives the QueueInfo new vectors with the same bits)."""
+    return (
+        q,
+        None if q.guarantee is None else q.guarantee.tobytes(),
+        None if q.capability is None else q.capability.tobytes(),
+        q.weight,
+    )
+
+
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
     """``np.allclose(a, b)`` (rtol 1e-5, atol 1e-8; equal infinities are close), without its
     overhead on these short vectors: element by element on Python floats (the same IEEE
@@ -203,56 +270,69 @@ class ProportionPlugin(Plugin):
         width = len(ssn.index)
         total = ssn.total.copy()
         self.attrs: dict[str, QueueAttr] = {}
-        guarantee_sum = np.zeros(width)
-        for qi in ssn.queues.values():
-            guarantee_sum += qi.guarantee if qi.guarantee is not None else 0.0
         # Each job's vectors are gathered first and summed per queue at the end with np.add.at,
         # which adds them one by one in this order: the same sums, to the bit, as adding them
         # here, without a numpy call per job and vector.  A job's vectors are kept under its
         # version (job_rows); the sums under the very sequence of those kept entries (the same
         # objects in the same order give the same sums), which most sessions share with the last.
-        made: list[QueueAttr] = []
-        slot: dict[str, int] = {}
-        entries: list[tuple[Any, ...]] = []
-        for job in ssn.jobs.values():
-            q = ssn.queues.get(job.queue)
-            if q is None:
-                continue
-            i = slot.get(q.name)
-            if i is None:
-                guarantee = q.guarantee if q.guarantee is not None else np.zeros(width)
-                capability = q.capability if q.capability is not None else np.full(width, np.inf)
-                a = QueueAttr(
-                    name=q.name,
-                    weight=float(q.weight or 1),
-                    allocated=np.zeros(width),
-                    request=np.zeros(width),
-                    inqueue=np.zeros(width),
-                    elastic=np.zeros(width),
-                    guarantee=guarantee.copy(),
-                    capability=capability.copy(),
-                )
-                a.real_capability = np.minimum(capability, total - guarantee_sum + guarantee)
-                self.attrs[q.name] = a
-                i = slot[q.name] = len(made)
-                made.append(a)
-            entries.append((i, job_rows(job, width)))
         memo = ssn.cache.plugin_memo.setdefault("proportion", {})
-        ident = tuple((i, id(e)) for i, e in entries)
-        kept = memo.get("sums")
-        if kept is not None and kept[0] == ident and kept[1] == width:
-            sums = kept[3]
+        names, sums = _kept_sums(ssn, memo, width)
+        # The queues' attributes as they open follow from those sums (by slot, ``names``), the total
+        # and the queues (their objects, vectors' bits and weights): with all the same as last session,
+        # the same, made again from what was kept (the vectors no handler changes are shared,
+        # read-only).
+        kept = memo.get("attrs")
+        queues = ssn.queues
+        if (
+            kept is not None
+            and kept[0] is sums
+            and kept[4] == names
+            and kept[1] == total.tobytes()
+            and len(kept[2]) == len(queues)
+            and all(k[0] is q and k == _queue_key(q) for k, q in zip(kept[2], queues.values()))
+        ):
+            for name, weight, alloc, request, inqueue, elastic, guar, cap, real, deserved, share in kept[3]:
+                self.attrs[name] = QueueAttr(
+                    name=name,
+                    weight=weight,
+                    allocated=alloc.copy(),
+                    request=request,
+                    inqueue=inqueue.copy(),
+                    elastic=elastic,
+                    guarantee=guar,
+                    capability=cap,
+                    real_capability=real,
+                    deserved=deserved.copy(),
+                    _share=share,
+                )
         else:
-            sums = _queue_sums(entries, len(made), width)
-            memo["sums"] = (ident, width, entries, sums)  # the entries keep their ids from being reused
-        for name, rows in zip(("allocated", "request", "inqueue", "elastic"), sums):
-            if rows is not None:
-                for a, row in zip(made, rows, strict=True):
-                    setattr(a, name, row.copy())
-        attrs = sorted(self.attrs.values(), key=lambda a: a.name)
-        water_fill_kept(attrs, total, ssn.cache.plugin_memo.setdefault("proportion", {}))
-        for a in attrs:
-            self._update_share(a)
+            self._make_attrs(ssn, names, sums, total, memo)
+            frozen = []
+            for a in self.attrs.values():
+                for v in (a.request, a.elastic, a.guarantee, a.capability, a.real_capability):
+                    v.flags.writeable = False  # shared with later sessions: only the handlers' two change
+                frozen.append(
+                    (
+                        a.name,
+                        a.weight,
+                        a.allocated.copy(),
+                        a.request,
+                        a.inqueue.copy(),
+                        a.elastic,
+                        a.guarantee,
+                        a.capability,
+                        a.real_capability,
+                        a.deserved.copy(),
+                        a.share,
+                    )
+                )
+            memo["attrs"] = (
+                sums,
+                total.tobytes(),
+                [_queue_key(q) for q in queues.values()],
+                frozen,
+                list(names),
+            )
 
         def overused(queue: QueueInfo) -> bool:
             a = self.attrs.get(queue.name)
@@ -378,6 +458,47 @@ class ProportionPlugin(Plugin):
         ssn.add_event_handler(on_allocate, on_deallocate)
         ssn.proportion = self  # for explanations and status
         self._index = ssn.index
+
+    def _make_attrs(
+        self,
+        ssn: Session,
+        names: list[str],
+        sums: list[np.ndarray | None],
+        total: np.ndarray,
+        memo: dict[str, Any],
+    ) -> None:
+        """Each queue's attributes (``self.attrs``) from its jobs' sums (``names`` gives the slots),
+        with its deserved share (water-filling) and dominant share."""
+        width = len(ssn.index)
+        guarantee_sum = np.zeros(width)
+        for qi in ssn.queues.values():
+            guarantee_sum += qi.guarantee if qi.guarantee is not None else 0.0
+        made: list[QueueAttr] = []
+        for name in names:
+            q = ssn.queues[name]
+            guarantee = q.guarantee if q.guarantee is not None else np.zeros(width)
+            capability = q.capability if q.capability is not None else np.full(width, np.inf)
+            a = QueueAttr(
+                name=q.name,
+                weight=float(q.weight or 1),
+                allocated=np.zeros(width),
+                request=np.zeros(width),
+                inqueue=np.zeros(width),
+                elastic=np.zeros(width),
+                guarantee=guarantee.copy(),
+                capability=capability.copy(),
+            )
+            a.real_capability = np.minimum(capability, total - guarantee_sum + guarantee)
+            self.attrs[q.name] = a
+            made.append(a)
+        for name, rows in zip(("allocated", "request", "inqueue", "elastic"), sums):
+            if rows is not None:
+                for a, row in zip(made, rows, strict=True):
+                    setattr(a, name, row.copy())
+        attrs = sorted(self.attrs.values(), key=lambda a: a.name)
+        water_fill_kept(attrs, total, memo)
+        for a in attrs:
+            self._update_share(a)
 
     @staticmethod
     def _update_share(a: QueueAttr) -> None:
