@@ -263,6 +263,14 @@ def test_killed_scheduler_restarts_on_a_real_api_server():
                 before = sum(1 for p in await c.pods(ns) if p["spec"].get("nodeName"))
                 second = c.start_scheduler(f"sched-b-{suffix}", lease_duration=2.0)
                 await c.wait_for(lambda: bound_at_least(20), 90, "every pod bound after the restart")
+
+                async def second_leads() -> bool:
+                    return second.elector.is_leader
+
+                # On a fast machine the first may have bound all 20 before it was killed: the
+                # second then takes the lease (after it runs out) with nothing left to bind.
+                await c.wait_for(second_leads, 10, "the second scheduler to take the lease")
+                await asyncio.sleep(0.5)  # a few of its cycles: nothing bound twice
                 pods = await c.pods(ns)
                 names.update(pods)
                 assert len(pods) == 20 and before <= 20
