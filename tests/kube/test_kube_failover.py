@@ -136,31 +136,50 @@ def test_a_leader_past_its_renew_deadline_sends_no_binding_or_eviction():
     run(scenario())
 
 
+def _cluster_of_2_cpu_nodes(n: int) -> ApiDouble:
+    """An API double with ``n`` nodes of 2 CPUs and the ``default`` queue."""
+    double = ApiDouble(bookmark_interval=0.05).start()
+    for i in range(n):
+        double.put_object(fake_node(f"n{i}", cpu="2", memory="8Gi"))
+    double.put_object(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": "default"},
+            "spec": {"weight": 1},
+        }
+    )
+    return double
+
+
+def _start_scheduler(double: ApiDouble):
+    """A scheduler (no leader election) running over ``double``: (client, scheduler, stop, task)."""
+    client = _client(double)
+    s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
+    stop = asyncio.Event()
+    return client, s, stop, asyncio.get_running_loop().create_task(s.run(stop))
+
+
+async def _stop_scheduler(double: ApiDouble, client: KubeClient, s: KubeScheduler, stop, task) -> None:
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    await s.shutdown(1)
+    await client.close()
+    double.stop()
+
+
 def test_a_gang_half_bound_by_a_dead_leader_is_completed_on_a_cluster_filled_exactly():
     """Two nodes of 2 CPUs, one gang of 4 x 1 CPU (minResources 4 CPUs) of which the dead leader
     bound 2 without writing Inqueue: the new leader must bind the other 2, not refuse the gang."""
 
     async def scenario():
-        double = ApiDouble(bookmark_interval=0.05).start()
-        for n in range(2):
-            double.put_object(fake_node(f"n{n}", cpu="2", memory="8Gi"))
-        double.put_object(
-            {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "Queue",
-                "metadata": {"name": "default"},
-                "spec": {"weight": 1},
-            }
-        )
+        double = _cluster_of_2_cpu_nodes(2)
         double.put_object(_podgroup("g", 4, 4, phase="Pending"))
         double.put_object(_pod("p-0", "g", node="n0"))
         double.put_object(_pod("p-1", "g", node="n0"))
         double.put_object(_pod("p-2", "g"))
         double.put_object(_pod("p-3", "g"))
-        client = _client(double)
-        s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
-        stop = asyncio.Event()
-        task = asyncio.get_running_loop().create_task(s.run(stop))
+        client, s, stop, task = _start_scheduler(double)
         try:
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and double.counts["bind/Pod"] < 2:
@@ -173,11 +192,7 @@ def test_a_gang_half_bound_by_a_dead_leader_is_completed_on_a_cluster_filled_exa
             pg = double.snapshot("PodGroup")[0]
             assert pg["status"]["phase"] in ("Inqueue", "Running")
         finally:
-            stop.set()
-            await asyncio.wait_for(task, 5)
-            await s.shutdown(1)
-            await client.close()
-            double.stop()
+            await _stop_scheduler(double, client, s, stop, task)
 
     run(scenario())
 
@@ -189,26 +204,13 @@ def test_gangs_half_bound_by_a_dead_leader_are_completed_before_one_it_admitted_
     g1 whole and leaving a quarter-bound gang holding its node for as long as the others run."""
 
     async def scenario():
-        double = ApiDouble(bookmark_interval=0.05).start()
-        for n in range(5):
-            double.put_object(fake_node(f"n{n}", cpu="2", memory="8Gi"))
-        double.put_object(
-            {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "Queue",
-                "metadata": {"name": "default"},
-                "spec": {"weight": 1},
-            }
-        )
+        double = _cluster_of_2_cpu_nodes(5)
         for g, phase in (("g0", "Pending"), ("g1", "Inqueue"), ("g2", "Pending")):
             double.put_object(_podgroup(g, 4, 4, phase=phase))
             for i in range(4):
                 node = {("g0", 0): "n0", ("g2", 0): "n2"}.get((g, i))
                 double.put_object(_pod(f"{g}-{i}", g, node=node))
-        client = _client(double)
-        s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
-        stop = asyncio.Event()
-        task = asyncio.get_running_loop().create_task(s.run(stop))
+        client, s, stop, task = _start_scheduler(double)
         try:
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and double.counts["bind/Pod"] < 6:
@@ -226,10 +228,6 @@ def test_gangs_half_bound_by_a_dead_leader_are_completed_before_one_it_admitted_
             assert per_gang == {"g0": 4, "g1": 0, "g2": 4}
             assert all(v <= 2 for v in usage.values()), usage
         finally:
-            stop.set()
-            await asyncio.wait_for(task, 5)
-            await s.shutdown(1)
-            await client.close()
-            double.stop()
+            await _stop_scheduler(double, client, s, stop, task)
 
     run(scenario())

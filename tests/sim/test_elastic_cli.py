@@ -201,11 +201,8 @@ data:
     assert waiting and "elastic policy FIFO" in waiting[0]["reason"], res["stuck"]
 
 
-def test_restarted_scheduler_adopts_sizes_and_does_not_thrash():
-    res, sim = simulate(two_jobs(), until=900)
-    running = {p["name"] for p in res["pods"] if p["job"] in ("big", "small") and p["phase"] == "Running"}
-    assert running
-    # a new scheduler process: a cache filled from the cluster only
+def _cache_from_cluster(sim) -> SchedulerCache:
+    """A new scheduler process's cache: filled from the simulated cluster's objects only."""
     cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
     cache.register_resources(["nvidia.com/gpu"])
     for kind, fn in (
@@ -216,6 +213,15 @@ def test_restarted_scheduler_adopts_sizes_and_does_not_thrash():
     ):
         for obj in sim.store.list(kind):
             fn(obj)
+    return cache
+
+
+def test_restarted_scheduler_adopts_sizes_and_does_not_thrash():
+    res, sim = simulate(two_jobs(), until=900)
+    running = {p["name"] for p in res["pods"] if p["job"] in ("big", "small") and p["phase"] == "Running"}
+    assert running
+    # a new scheduler process: a cache filled from the cluster only
+    cache = _cache_from_cluster(sim)
     sched = Scheduler(cache, load_scheduler_conf())
     for t in (sim.now, sim.now + 5, sim.now + 20):
         sched.run_once(t)
@@ -384,16 +390,7 @@ def test_elastic_state_of_a_job_that_left_the_cache_goes():
     """What the elastic plugin keeps per job is dropped once the job leaves the cache (looked for
     only after the cache lost a job), and kept while it stays."""
     _, sim = simulate(two_jobs(), until=700)
-    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
-    cache.register_resources(["nvidia.com/gpu"])
-    for kind, fn in (
-        ("Node", cache.on_node),
-        ("Queue", cache.on_queue),
-        ("PodGroup", cache.on_podgroup),
-        ("Pod", cache.on_pod),
-    ):
-        for obj in sim.store.list(kind):
-            fn(obj)
+    cache = _cache_from_cluster(sim)
     sched = Scheduler(cache, load_scheduler_conf())
     sched.run_once(sim.now)
     cache.take_decisions()
