@@ -231,3 +231,70 @@ def test_gangs_half_bound_by_a_dead_leader_are_completed_before_one_it_admitted_
             await _stop_scheduler(double, client, s, stop, task)
 
     run(scenario())
+
+
+def test_jobs_are_prepared_while_the_informers_sync_and_preparing_stops_at_the_first_cycle():
+    """Restart over running gangs: what the first session would work out per job is worked out
+    while the process waits for its first cycle (here: until the test runs one), oldest-touched
+    job first; the first cycle stops it, and schedules as usual."""
+
+    async def scenario():
+        double = _cluster_of_2_cpu_nodes(2)
+        for g in range(3):
+            double.put_object(_podgroup(f"r{g}", 1, 1, phase="Running"))
+            double.put_object(_pod(f"r{g}-0", f"r{g}", node=f"n{g % 2}"))
+        double.put_object(_podgroup("new", 1, 1))
+        double.put_object(_pod("new-0", "new"))
+        client = _client(double)
+        s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
+        s._preparing = asyncio.get_running_loop().create_task(s._prepare_jobs())
+        try:
+            await s.start()
+            assert await s.store.wait_synced(10)
+            deadline = time.monotonic() + 10
+            jobs = s.cache.scheduled_jobs()
+            while time.monotonic() < deadline and not all(
+                job.memo.get("prepared", (None,))[0] == job.version for job in jobs.values()
+            ):
+                await asyncio.sleep(0.02)
+            assert sorted(jobs) == ["ns/new", "ns/r0", "ns/r1", "ns/r2"]
+            assert all(job.memo["prepared"][0] == job.version for job in jobs.values())
+            assert s._touched == {}
+            await s.cycle()
+            assert s._preparing is None and s._touched is None  # stopped: sessions and preparing never overlap
+            await s.idle(5)
+            assert {p["metadata"]["name"]: p["spec"].get("nodeName") for p in double.snapshot("Pod")}["new-0"] in (
+                "n0",
+                "n1",
+            )
+        finally:
+            await s.shutdown(1)
+            await client.close()
+            double.stop()
+
+    run(scenario())
+
+
+def test_a_job_touched_again_goes_to_the_end_of_those_to_prepare_and_one_without_pods_after_all():
+    async def scenario():
+        double = _cluster_of_2_cpu_nodes(1)
+        client = _client(double)
+        s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
+        s._touched = {}
+        from lavaflow.api.core import Pod
+        from lavaflow.api.volcano import PodGroup
+
+        s._on_pod("ADDED", Pod.model_validate(_pod("b-0", "b")), None)
+        s._on_podgroup("ADDED", PodGroup.model_validate(_podgroup("a", 1, 1)), None)
+        s._on_podgroup("ADDED", PodGroup.model_validate(_podgroup("b", 1, 1)), None)
+        s._on_podgroup("ADDED", PodGroup.model_validate(_podgroup("c", 1, 1)), None)
+        assert list(s._touched) == ["ns/b"] and list(s._bare) == ["ns/a", "ns/c"]  # (no pods yet: last)
+        s._on_pod("ADDED", Pod.model_validate(_pod("a-0", "a")), None)
+        s._on_pod("ADDED", Pod.model_validate({**_pod("x", "a"), "metadata": {"name": "x", "namespace": "ns"}}), None)
+        s._on_pod("ADDED", Pod.model_validate(_pod("b-1", "b")), None)
+        assert list(s._touched) == ["ns/a", "ns/b"]  # a pod of no gang touches none
+        assert list(s._bare) == ["ns/c"]
+        await client.close()
+        double.stop()
+
+    run(scenario())

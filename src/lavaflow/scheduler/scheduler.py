@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
-from .framework.registry import ACTIONS
+from .framework.registry import ACTIONS, PLUGINS, Plugin
 from .framework.session import Session
 from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, TaskStatus
 
@@ -45,6 +46,49 @@ class Scheduler:
         self._previous: Session | None = None  # the last session, disposed of when the next opens
         if reraise is not None:
             self.reraise = reraise
+        # The configured plugins that keep something per job, and the jobs prepare_jobs has yet to look at.
+        self._preparers = [
+            cls
+            for cls in dict.fromkeys(
+                PLUGINS[o.name] for tier in self.conf.tiers for o in tier.plugins if o.name in PLUGINS
+            )
+            if cls.prepare_jobs.__func__ is not Plugin.prepare_jobs.__func__  # type: ignore[attr-defined]
+        ]
+
+    def prepare_jobs(self, jobs: Iterable[JobInfo]) -> None:
+        """Work out ahead of the next session what the configured plugins keep per job
+        (``Plugin.prepare_jobs``) for ``jobs`` with a PodGroup, as the session will see them: jobs
+        already prepared at their current version are passed over. A backend calls it in its idle
+        time, between sessions (never during one); the Kubernetes scheduler does while its
+        informers sync, for each job soon after its objects came, so that its first session over
+        a large cluster finds every running job's vectors kept instead of working them out."""
+        if not self._preparers:
+            return
+        width = len(self.cache.index)
+        nodes = self.cache.nodes
+        total = nodes.view("allocatable").sum(axis=0) if len(nodes) else np.zeros(width)
+        stamp = (width, total.tobytes())
+        batch = []
+        for job in jobs:
+            if job.pg is None:
+                continue
+            known = job.memo.get("prepared")
+            if known is None or known[0] != job.version or known[1] != stamp:
+                batch.append(job)
+        if not batch:
+            return
+        # Each as the next session will see it: its PodGroup's phase as it opens (Session.__init__).
+        phases = [job.sphase for job in batch]
+        for job in batch:
+            job.sphase = job.phase
+        try:
+            for cls in self._preparers:
+                cls.prepare_jobs(batch, width, total, self.cache)
+        finally:
+            for job, phase in zip(batch, phases):
+                job.sphase = phase
+        for job in batch:
+            job.memo["prepared"] = (job.version, stamp)
 
     def run_once(self, now: float = 0.0) -> Session:
         """One session: open, the actions in order, close, then the status write-back.

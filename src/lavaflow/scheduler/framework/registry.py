@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
+    import numpy as np
+
+    from ..cache import SchedulerCache
+    from ..model import JobInfo
     from .session import Session
 
 
@@ -21,6 +27,14 @@ class Plugin:
 
     def on_session_close(self, ssn: Session) -> None:
         pass
+
+    @classmethod
+    def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:
+        """Work out ahead of a session what this plugin keeps per job under the job's version: the
+        very values its next session would work out and keep for these jobs as they stand, nothing
+        else (``width`` and ``total`` are that session's). A backend calls it in its idle time
+        (``Scheduler.prepare_jobs``), so that the first session over a large cluster finds them
+        kept instead of visiting every job. Most plugins keep nothing per job."""
 
     # Argument helpers (Volcano arguments arrive as strings, ints or floats).
     def arg_float(self, key: str, default: float) -> float:

@@ -28,6 +28,9 @@ from ..framework.session import PERMIT
 from ..framework.session_plugins import enabled_names
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
+    from ..cache import SchedulerCache
     from ..framework.session import Session
     from ..model import JobInfo, QueueInfo, TaskInfo
 
@@ -120,22 +123,25 @@ def queue_paths(queues: dict[str, QueueInfo]) -> dict[str, tuple[list[str], list
 class DRFPlugin(Plugin):
     name = "drf"
 
+    @classmethod
+    def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:
+        total = _share_total(total)
+        tkey, t = _total_key(cache, total), total.tolist()
+        for job in jobs:
+            known = job.memo.get("drf_share")
+            if known is None or known[0] != job.version or known[1] is not tkey:
+                job.memo["drf_share"] = (job.version, tkey, _dominant_share(job.allocated_view(width).tolist(), t))
+
     def on_session_open(self, ssn: Session) -> None:
         width = len(ssn.index)
-        total = ssn.total.copy()
-        total[total <= 0] = np.inf
-        self.total = total
+        self.total = total = _share_total(ssn.total)
         self.allocated: dict[str, np.ndarray] = {}
         self._shares: dict[str, float] = {}
         self._stale: set[str] = set()
         # A job's share only changes with the job or the cluster's total: kept under the job's
         # version and the total (the same bytes object while the total stays the same).
-        tkey = total.tobytes()
-        kept = ssn.cache.plugin_memo.setdefault("drf", {})
-        if kept.get("total") == tkey:
-            tkey = kept["total"]
-        else:
-            kept["total"] = tkey
+        tkey = _total_key(ssn.cache, total)
+        kept = ssn.cache.plugin_memo["drf"]
         # Without HDRF (whose tree leaves share these arrays) and namespace order, a job's
         # allocation is the job's own read-only vector, copied only when a task of it is allocated
         # or released this session, and its share is worked out again only when next read.
@@ -381,20 +387,41 @@ class DRFPlugin(Plugin):
         return 0.0
 
     def _share(self, alloc: np.ndarray) -> float:
-        # pods are not a dominant resource. Scalar arithmetic: the same IEEE divisions
-        # as the vector form (a few columns are cheaper in Python than in numpy).
-        a = alloc.tolist()
-        t = self.total.tolist()
-        best = 0.0
-        for i in range(min(len(a), len(t))):
-            if i == 2:
-                continue
-            v: float = a[i] / t[i]
-            if v != v:  # NaN propagates, as np.max does
-                return v
-            if v > best:
-                best = v
-        return best
+        return _dominant_share(alloc.tolist(), self.total.tolist())
+
+
+def _share_total(total: np.ndarray) -> np.ndarray:
+    """The cluster's total as shares divide by it: a resource nobody has counts as infinite."""
+    out = total.copy()
+    out[out <= 0] = np.inf
+    return out
+
+
+def _total_key(cache: SchedulerCache, total: np.ndarray) -> bytes:
+    """The bytes of ``total`` (from :func:`_share_total`), as the same object while the total
+    stays the same: what is kept under it is recognised by identity."""
+    tkey = total.tobytes()
+    kept = cache.plugin_memo.setdefault("drf", {})
+    if kept.get("total") == tkey:
+        return kept["total"]  # type: ignore[no-any-return]
+    kept["total"] = tkey
+    return tkey
+
+
+def _dominant_share(a: list[float], t: list[float]) -> float:
+    """The largest of a[i] / t[i], pods left out (they are not a dominant resource). Scalar
+    arithmetic: the same IEEE divisions as the vector form (a few columns are cheaper in Python
+    than in numpy)."""
+    best = 0.0
+    for i in range(min(len(a), len(t))):
+        if i == _POD_COLUMN:
+            continue
+        v: float = a[i] / t[i]
+        if v != v:  # NaN propagates, as np.max does
+            return v
+        if v > best:
+            best = v
+    return best
 
 
 def _hierarchy_enabled(ssn: Session, name: str) -> bool:

@@ -12,6 +12,9 @@ from ..resources import EPS, amounts, describe, short_in
 from ._shares import preemptable_below, reserved_or_none
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
+    from ..cache import SchedulerCache
     from ..framework.session import Session
     from ..model import JobInfo
 
@@ -37,6 +40,11 @@ def within_deserved(ssn: Session, job: JobInfo) -> bool:
 @register_plugin
 class OvercommitPlugin(Plugin):
     name = "overcommit"
+
+    @classmethod
+    def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:
+        for job in jobs:
+            reserved_or_none(job, width)  # kept under the job's version
 
     def on_session_open(self, ssn: Session) -> None:
         factor = self.arg_float("overcommit-factor", 1.2)

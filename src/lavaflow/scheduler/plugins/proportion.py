@@ -24,6 +24,9 @@ from ..resources import EPS, amounts, describe, short_in
 from ._shares import elastic_of, preemptable_below, reserved_or_none, same_bits, share_queue_order
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Sequence
+
+    from ..cache import SchedulerCache
     from ..framework.session import Session
     from ..model import JobInfo, QueueInfo, TaskInfo
 
@@ -265,6 +268,11 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
 @register_plugin
 class ProportionPlugin(Plugin):
     name = "proportion"
+
+    @classmethod
+    def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:
+        for job in jobs:
+            job_rows(job, width)  # kept under the job's version
 
     def on_session_open(self, ssn: Session) -> None:
         width = len(ssn.index)
