@@ -95,14 +95,18 @@ class Session(SessionPlugins):
         # Plugins that show their queue accounting to actions and explanations (set when they open).
         self.proportion: ProportionPlugin | None = None
         self.capacity: CapacityPlugin | None = None
-        versions = []
-        for job in self.jobs.values():
-            job.fit_errors = {}
-            job.job_fit_errors = ""
-            job.sphase = job.phase
+        versions: list[int] = []
+        append = versions.append
+        for job in self.jobs.values():  # (every job of a large cluster: only what is not clean is reset)
+            if job.fit_errors:
+                job.fit_errors = {}
+            if job.job_fit_errors:
+                job.job_fit_errors = ""
+            pg = job.pg
+            job.sphase = pg.status.phase if pg is not None else ""  # job.phase
             if job.extra_conditions:
                 job.extra_conditions = []
-            versions.append(job.version)
+            append(job.version)
         # The jobs' token (see _jobs_token); with the same jobs, the token of the last session and
         # the uids of the jobs that changed since it opened (None and nothing otherwise).
         self.jobs_token, self.jobs_previous_token, self.jobs_changed = _jobs_token(

@@ -41,9 +41,11 @@ def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
 
 
 def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
-    """:func:`reserved_by_admission`, None where that is nothing by rule (no minResources, or a
-    PodGroup neither Inqueue nor Running with its minimum allocated): callers summing many jobs
-    skip those."""
+    """:func:`reserved_by_admission`, None where that is nothing (no minResources, a PodGroup
+    neither Inqueue nor Running with its minimum allocated, or one that holds all of its
+    minResources, as most running gangs do): callers summing many jobs skip those. Skipping is
+    exact: the vector's entries are +0.0 or positive, and a sum that starts at +0.0 is unchanged
+    by adding +0.0."""
     if job.min_resources is None:
         return None
     # Read by several plugins in every session: kept under the job's version (a read-only array).
@@ -55,8 +57,11 @@ def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
     left: np.ndarray | None = None
     if phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available):
         left = np.maximum(job.min_resources - job.allocated_view(width), 0.0)
-        left.flags.writeable = False
-        left = same_bits(left, known[1] if known is not None else None)
+        if left.any():
+            left.flags.writeable = False
+            left = same_bits(left, known[1] if known is not None else None)
+        else:
+            left = None
     job.memo["reserved"] = (key, left)
     return left
 

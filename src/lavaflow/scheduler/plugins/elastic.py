@@ -272,7 +272,11 @@ class ElasticPlugin(Plugin):
                     elif uid in invalid:
                         self.invalid[uid] = invalid[uid]
         else:
+            has_model = es.has_speed_model
             for uid, job in ssn.jobs.items():
+                pg = job.pg
+                if pg is None or (uid not in static and not has_model(pg.metadata.annotations)):
+                    continue  # (most jobs of a large cluster: what _open_job would find, without the call)
                 self._open_job(ssn, uid, job, col, modelled)
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
         candidates = {uid for uid in modelled if uid not in self.invalid}
