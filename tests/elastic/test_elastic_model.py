@@ -128,6 +128,30 @@ def test_repack_fits_and_has_the_fewest_moves_of_any_node_mapping(sizes, rnd):
     assert sum(mig.values()) == sum(reqs.values()) - best
 
 
+def test_the_assignment_solver_is_scipys_without_loading_scipy_optimize():
+    """Placement loads scipy's linear_sum_assignment extension on its own (scipy.optimize costs
+    ~0.25 s to import): in a fresh interpreter scipy.optimize stays unloaded, and the function is
+    the very one scipy.optimize gives, with the same answers."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from lavaflow.elastic import placement\n"
+        "assert 'scipy.optimize' not in sys.modules, 'scipy.optimize was imported'\n"
+        "m = np.random.default_rng(0).integers(0, 5, (12, 12))\n"
+        "ours = placement.linear_sum_assignment(m, maximize=True)\n"
+        "import scipy.optimize\n"
+        "assert placement.linear_sum_assignment is scipy.optimize.linear_sum_assignment\n"
+        "theirs = scipy.optimize.linear_sum_assignment(m, maximize=True)\n"
+        "assert all((a == b).all() for a, b in zip(ours, theirs))\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
 def test_unchanged_jobs_do_not_move_and_spread_jobs_get_consolidated():
     cur = {"a": {"n0": 1}, "b": {"n1": 1}}
     new, mig = place(NODES, cur, {"a": 1, "b": 1})
