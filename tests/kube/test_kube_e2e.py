@@ -367,7 +367,8 @@ def test_hard_network_topology_gang_lands_in_one_hypernode_on_a_cluster():
 
 def test_scheduler_command_pauses_the_collector_while_its_informers_sync():
     """`lavaflow scheduler` (pause_gc_while_syncing) collects no garbage while the first lists are
-    applied, then freezes what they built and turns the collector back on; it still binds."""
+    applied and through its first cycle, then freezes what they built and turns the collector
+    back on; it still binds."""
     import gc
 
     seen: list[bool] = []
@@ -378,12 +379,19 @@ def test_scheduler_command_pauses_the_collector_while_its_informers_sync():
             c.start_controllers()
             s = c.start_scheduler(pause_gc_while_syncing=True)
             start = s.store.start
+            run_once = s.scheduler.run_once
 
             async def start_and_look() -> None:
                 seen.append(gc.isenabled())  # while the informers list
                 await start()
 
+            def run_once_and_look(now: float):  # (in the session's thread)
+                if len(seen) == 1:
+                    seen.append(gc.isenabled())  # the first cycle
+                return run_once(now)
+
             s.store.start = start_and_look  # type: ignore[method-assign]
+            s.scheduler.run_once = run_once_and_look  # type: ignore[method-assign]
             await c.until_ready()
             await c.create(objs)
             await c.wait_for(lambda: _async_value(len(c.bindings()) == 4), 15, "the gang bound")
@@ -397,8 +405,41 @@ def test_scheduler_command_pauses_the_collector_while_its_informers_sync():
         gc.unfreeze()
         if was:
             gc.enable()
-    assert seen == [False, True]
+    assert seen == [False, False, True]
     assert frozen > 0
+
+
+def test_a_scheduler_that_never_cycles_turns_the_collector_back_on_after_a_while(monkeypatch):
+    """A standby waiting for the lease runs no cycle: the collector, paused while its informers
+    synced, is resumed after _GC_PAUSE_LIMIT all the same."""
+    import gc
+
+    from lavaflow.kube import scheduler_process
+
+    monkeypatch.setattr(scheduler_process, "_GC_PAUSE_LIMIT", 0.2)
+    seen: list[bool] = []
+
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="8", memory="16Gi")]) as c:
+            s = c.start_scheduler(pause_gc_while_syncing=True)
+
+            async def no_cycles(stop: asyncio.Event) -> None:
+                await stop.wait()
+
+            s._loop = no_cycles  # type: ignore[method-assign]
+            await c.until_ready()
+            seen.append(gc.isenabled())  # just after the sync: still paused
+            await asyncio.sleep(0.5)
+            seen.append(gc.isenabled())
+
+    was = gc.isenabled()
+    try:
+        asyncio.run(scenario())
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()
+    assert seen == [False, True]
 
 
 async def _async_value(v):
