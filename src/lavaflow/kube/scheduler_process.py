@@ -284,11 +284,12 @@ class KubeScheduler:
     async def _prepare_jobs(self) -> None:
         """Until the first cycle: ``Scheduler.prepare_jobs`` for the jobs the informers touched,
         the longest untouched first (a job's objects come over a while: its PodGroup, then its
-        pods; a job none of whose pods came yet goes last), in slices of a few milliseconds that together take most of the time this thread
-        was idle (the informers waiting for the server's next objects), so that the informers'
-        own work is hardly slowed. At a large cluster's start, the first session then finds most
-        jobs' vectors kept; a standby keeps them so until it leads. Exact either way: what is kept
-        is keyed on each job's version."""
+        pods; a job none of whose pods came yet goes last), in slices of a few milliseconds that
+        together take as much time as this thread was idle (the informers waiting for the
+        server's next objects). At a large cluster's start, the first session then finds most
+        jobs' vectors kept; a standby keeps them so until it leads. Exact either way: what is
+        kept is keyed on each job's version. (Where the API server shares the host's cores, its
+        busy moments are this thread's idle ones: docs/benchmarks.md.)"""
         touched = self._touched = {}
         bare = self._bare
         jobs = self.cache.pg_jobs

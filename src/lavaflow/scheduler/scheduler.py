@@ -46,7 +46,7 @@ class Scheduler:
         self._previous: Session | None = None  # the last session, disposed of when the next opens
         if reraise is not None:
             self.reraise = reraise
-        # The configured plugins that keep something per job, and the jobs prepare_jobs has yet to look at.
+        # The configured plugins that keep something per job (see prepare_jobs).
         self._preparers = [
             cls
             for cls in dict.fromkeys(
