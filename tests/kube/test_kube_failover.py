@@ -298,3 +298,36 @@ def test_a_job_touched_again_goes_to_the_end_of_those_to_prepare_and_one_without
         double.stop()
 
     run(scenario())
+
+
+def test_a_failure_while_preparing_jobs_is_logged_and_scheduling_goes_on(caplog):
+    async def scenario():
+        double = _cluster_of_2_cpu_nodes(1)
+        double.put_object(_podgroup("g", 1, 1))
+        double.put_object(_pod("g-0", "g"))
+        client = _client(double)
+        s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
+
+        def broken(jobs):
+            raise RuntimeError("a plugin's bug")
+
+        s.scheduler.prepare_jobs = broken  # type: ignore[method-assign]
+        s._preparing = asyncio.get_running_loop().create_task(s._prepare_jobs())
+        try:
+            await s.start()
+            assert await s.store.wait_synced(10)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not s._preparing.done():
+                await asyncio.sleep(0.02)
+            assert s._preparing.done() and s._touched is None
+            await s.cycle()
+            await s.idle(5)
+            assert {p["metadata"]["name"]: p["spec"].get("nodeName") for p in double.snapshot("Pod")} == {"g-0": "n0"}
+        finally:
+            await s.shutdown(1)
+            await client.close()
+            double.stop()
+
+    with caplog.at_level("ERROR", logger="lavaflow.kube"):
+        run(scenario())
+    assert "preparing jobs ahead of the first cycle failed" in caplog.text

@@ -309,7 +309,11 @@ class KubeScheduler:
                     uids = list(itertools.islice(todo, _PREPARE_BATCH))
                     for uid in uids:
                         del todo[uid]
-                    self.scheduler.prepare_jobs([job for uid in uids if (job := jobs.get(uid)) is not None])
+                    try:
+                        self.scheduler.prepare_jobs([job for uid in uids if (job := jobs.get(uid)) is not None])
+                    except Exception:  # a plugin's bug: the sessions work it all out as ever
+                        log.exception("preparing jobs ahead of the first cycle failed; not preparing any more")
+                        return
                 budget -= time.perf_counter() - start
         finally:
             self._touched = None
