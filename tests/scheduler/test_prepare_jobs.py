@@ -96,6 +96,8 @@ def _run(c: dict[str, Any], prepare: bool) -> tuple[Any, ...]:
         sched.prepare_jobs([jobs[i] for i in c["prepared"]])
         assert [job.sphase for job in jobs] == before
     _change(cache, c)
+    if prepare:  # again, after the change: the changed job's vectors are worked out anew
+        sched.prepare_jobs([jobs[i] for i in c["prepared"]])
     ssn = sched.run_once(100.0)
     d = cache.take_decisions()
     attrs = ssn.plugins["proportion"].attrs  # type: ignore[attr-defined]

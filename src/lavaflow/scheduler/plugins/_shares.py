@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -80,6 +80,52 @@ def elastic_of(job: JobInfo, width: int) -> np.ndarray:
     assert kept is not None
     job.memo["elastic"] = (key, kept)
     return kept
+
+
+def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
+    """:func:`reserved_or_none` and (for jobs holding resources) :func:`elastic_of` of many jobs
+    at once, kept as each would keep them: the same elementwise operations, on the rows of one
+    stack of the jobs' minResources and allocations, so the same bits (a row is a read-only view
+    of the stack; a vector with the bits of the one kept before keeps that one, as same_bits
+    does). Jobs whose vectors are kept at their versions are passed over; so are those whose
+    minResources is not of ``width`` (the per-job functions handle them when asked)."""
+    batch: list[tuple[JobInfo, np.ndarray, tuple[Any, ...] | None, Any, tuple[Any, ...] | None, Any]] = []
+    for job in jobs:
+        m = job.min_resources
+        if m is None or m.shape != (width,):
+            continue
+        memo = job.memo
+        rkey: tuple[Any, ...] | None = (job.version, job.sphase, width)
+        rknown = memo.get("reserved")
+        if rknown is not None and rknown[0] == rkey:
+            rkey = None  # kept
+        else:
+            phase = job.sphase or job.phase
+            if not (phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available)):
+                memo["reserved"] = (rkey, None)
+                rkey = None
+        ekey: tuple[Any, ...] | None = (job.version, width)
+        eknown = memo.get("elastic")
+        if job.allocated_num == 0 or (eknown is not None and eknown[0] == ekey):
+            ekey = None  # not asked for (job_rows asks for jobs holding resources), or kept
+        if rkey is not None or ekey is not None:
+            rold = rknown[1] if rknown is not None else None
+            eold = eknown[1] if eknown is not None else None
+            batch.append((job, m, rkey, rold, ekey, eold))
+    if not batch:
+        return
+    mins = np.array([b[1] for b in batch])
+    held = np.array([b[0].allocated_view(width) for b in batch])
+    left = np.maximum(mins - held, 0.0)
+    left.flags.writeable = False
+    nonzero = left.any(axis=1).tolist()
+    beyond = np.maximum(held - mins, 0.0)
+    beyond.flags.writeable = False
+    for i, (job, _m, rkey, rold, ekey, eold) in enumerate(batch):
+        if rkey is not None:
+            job.memo["reserved"] = (rkey, same_bits(left[i], rold) if nonzero[i] else None)
+        if ekey is not None:
+            job.memo["elastic"] = (ekey, same_bits(beyond[i], eold))
 
 
 def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, amounts, describe, short_in
-from ._shares import preemptable_below, reserved_or_none
+from ._shares import preemptable_below, prepare_admission_vectors, reserved_or_none
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
@@ -43,8 +43,7 @@ class OvercommitPlugin(Plugin):
 
     @classmethod
     def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:
-        for job in jobs:
-            reserved_or_none(job, width)  # kept under the job's version
+        prepare_admission_vectors(jobs, width)  # reserved_or_none's, kept under each job's version
 
     def on_session_open(self, ssn: Session) -> None:
         factor = self.arg_float("overcommit-factor", 1.2)

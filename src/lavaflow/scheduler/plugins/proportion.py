@@ -21,7 +21,14 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..resources import EPS, amounts, describe, short_in
-from ._shares import elastic_of, preemptable_below, reserved_or_none, same_bits, share_queue_order
+from ._shares import (
+    elastic_of,
+    preemptable_below,
+    prepare_admission_vectors,
+    reserved_or_none,
+    same_bits,
+    share_queue_order,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
@@ -271,6 +278,7 @@ class ProportionPlugin(Plugin):
 
     @classmethod
     def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:
+        prepare_admission_vectors(jobs, width)  # (the reserved and headroom vectors of all at once)
         for job in jobs:
             job_rows(job, width)  # kept under the job's version
 
