@@ -249,6 +249,8 @@ def test_jobs_are_prepared_while_the_informers_sync_and_preparing_stops_at_the_f
         s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
         s._preparing = asyncio.get_running_loop().create_task(s._prepare_jobs())
         try:
+            await asyncio.sleep(0.02)  # the preparing has started
+            s.cache.pg_jobs = {}  # as scheduled_jobs() does when it sorts: a new dict, read anew
             await s.start()
             assert await s.store.wait_synced(10)
             deadline = time.monotonic() + 10

@@ -236,7 +236,6 @@ class KubeScheduler:
         finally:
             self.cache.settle_usage()
             if paused:
-                gc.freeze()
                 if synced:
                     # Still paused through the first cycle, whose full collections would otherwise
                     # scan its own new objects again and again on the way to its first binding
@@ -292,7 +291,7 @@ class KubeScheduler:
         busy moments are this thread's idle ones: docs/benchmarks.md.)"""
         touched = self._touched = {}
         bare = self._bare
-        jobs = self.cache.pg_jobs
+        cache = self.cache
         budget = 0.0  # seconds of preparing owed for the idle time seen
         try:
             while True:
@@ -309,6 +308,7 @@ class KubeScheduler:
                     uids = list(itertools.islice(todo, _PREPARE_BATCH))
                     for uid in uids:
                         del todo[uid]
+                    jobs = cache.pg_jobs  # (read anew: scheduled_jobs() may replace it, sorted)
                     try:
                         self.scheduler.prepare_jobs([job for uid in uids if (job := jobs.get(uid)) is not None])
                     except Exception:  # a plugin's bug: the sessions work it all out as ever
@@ -422,8 +422,7 @@ class KubeScheduler:
             finally:
                 self.cache.on_bind = None
                 sys.setswitchinterval(interval)
-                if self._gc_paused:
-                    self._resume_gc()
+                self._resume_gc()  # (after the first cycle; nothing once resumed)
             self.metrics.cycle.observe(time.perf_counter() - t0)
             self.metrics.cycles.inc()
             self.cycles += 1
