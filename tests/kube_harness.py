@@ -233,3 +233,30 @@ def node_usage(pods: list[dict[str, Any]]) -> dict[str, float]:
 
 
 __all__ = ["Cluster", "load_example", "node_usage"]
+
+
+def pod_view(obj: Any) -> Any:
+    """What the scheduler's store holds of a pod, comparable across two stores: its type, requests,
+    the fields the cache reads and, for a pod held whole or light, the whole model."""
+    from lavaflow.kube.lightpod import LightPod
+    from lavaflow.kube.store import UsageOnlyPod
+
+    if obj is None:
+        return None
+    out: dict[str, Any] = {"type": type(obj).__name__, "requests": getattr(obj, "requests", None)}
+    m, s, st = obj.metadata, obj.spec, obj.status
+    for a in ("name", "namespace", "uid", "resource_version", "creation_timestamp", "deletion_timestamp"):
+        out["m." + a] = getattr(m, a)
+    out["labels"], out["annotations"] = dict(m.labels), dict(m.annotations)
+    for a in ("node_name", "scheduler_name", "workload_ref", "scheduling_group"):
+        out["s." + a] = getattr(s, a)
+    out["phase"] = st.phase
+    if isinstance(obj, LightPod):
+        out["light"] = [
+            getattr(s, a) for a in ("priority", "priority_class_name", "preemption_policy", "node_selector")
+        ]
+        out["light_status"] = [st.start_time, st.reason, st.message]
+        out["full"] = obj.full().model_dump()
+    elif not isinstance(obj, UsageOnlyPod):
+        out["full"] = obj.model_dump()
+    return out

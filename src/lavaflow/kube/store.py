@@ -17,6 +17,7 @@ resourceVersion that arrives later is recognised and skipped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -29,8 +30,8 @@ from ..api.meta import ObjectKeys
 from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION, PodGroup
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
-from . import codec
-from .client import ApiError, KubeClient
+from . import codec, protopod
+from .client import ApiError, KubeClient, NotProtobuf
 from .compact import compact
 from .lightpod import _INVALID, _USAGE_KEEP, CONTAINER_KEEP, META_DROP, LightPod, light_pod, read_meta, spec_requests
 from .plainpg import volcano_podgroup
@@ -51,6 +52,9 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 class Gone(Exception):
     pass
+
+
+_BY_NAME = 16  # bound pods the protobuf could not give in full, listed one by one up to this many
 
 
 def _rv(raw: dict[str, Any] | None) -> str | None:
@@ -254,6 +258,7 @@ class Informer:
         self.events = 0
         self.bookmarks = 0
         self.streaming = True  # try a streaming list first, when the store's server can send one
+        self.protobuf: bool | None = None  # False once the server would not stream pods as protobuf
         self._task: asyncio.Task | None = None
 
     def start(self) -> asyncio.Task:
@@ -273,7 +278,14 @@ class Informer:
         while True:
             try:
                 if self.rv is None:
-                    if self.store.watch_list and self.streaming:
+                    if self._protobuf():
+                        try:
+                            await self._initial_protobuf()
+                        except NotProtobuf as exc:
+                            self.protobuf = False
+                            log.info("%s: not read as protobuf (%s); as JSON instead", self.res.kind, exc)
+                            continue
+                    elif self.store.watch_list and self.streaming:
                         try:
                             await self._watch(initial=True)  # goes on as a watch once the state is in
                         except StreamingUnsupported as exc:
@@ -318,18 +330,38 @@ class Informer:
         that the list did not name are deleted once the last page is in.
         """
         t0 = time.monotonic()
-        path = self.res.path(self.namespace)
+        first = self._selectors()
+        if not self.relists:
+            # The first list, as client-go's reflector does it when it cannot stream: from the
+            # API server's watch cache (resourceVersion 0), which answers in one page. A relist
+            # after 410 Gone reads consistently, since the cache was the thing that fell behind.
+            first["resourceVersion"] = "0"
+        seen: set[str] = set()
+        n, busy, rv = await self._list_pages(first, seen)
+        async with self.store.lock:
+            self.store._drop_unseen(self.res, seen)
+        self.rv = rv
+        self.synced.set()
+        log.info("%s: listed %d in %.2fs (%.2fs of it applying)", self.res.kind, n, time.monotonic() - t0, busy)
+
+    async def _list_pages(
+        self,
+        first: dict[str, Any],
+        seen: set[str],
+        keep: set[str] | None = None,
+        namespace: str | None = None,
+    ) -> tuple[int, float, str | None]:
+        """Apply every page of a list (``first``: its selectors and version; the pages after the
+        first carry the selectors and the continue token), adding each key to ``seen``; with
+        ``keep``, only the objects of those keys. The objects applied, the seconds it took to
+        apply them and the list's resourceVersion."""
+        path = self.res.path(namespace if namespace is not None else self.namespace)
+        rest = {k: v for k, v in first.items() if k not in ("resourceVersion", "resourceVersionMatch")}
 
         def fetch(cont: str | None) -> asyncio.Task:
-            params = {"limit": self.page_size, "continue": cont, **self._selectors()}
-            if not self.relists and cont is None:
-                # The first list, as client-go's reflector does it when it cannot stream: from the
-                # API server's watch cache (resourceVersion 0), which answers in one page. A relist
-                # after 410 Gone reads consistently, since the cache was the thing that fell behind.
-                params["resourceVersion"] = "0"
+            params = {"limit": self.page_size, "continue": cont, **(first if cont is None else rest)}
             return asyncio.ensure_future(self.store.client.request("GET", path, params=params))
 
-        seen: set[str] = set()
         n = 0
         busy = 0.0
         waiting = fetch(None)
@@ -341,6 +373,8 @@ class Informer:
                 if cont:
                     waiting = fetch(cont)
                 items = page.get("items") or []
+                if keep is not None:
+                    items = [it for it in items if key_of(self.res, it) in keep]
                 for it in items:
                     it.setdefault("apiVersion", self.res.api_version)
                     it.setdefault("kind", self.res.api_kind)
@@ -351,16 +385,162 @@ class Informer:
                     busy += time.monotonic() - t1
                 del page, items
                 if not cont:
-                    rv = meta.get("resourceVersion")
-                    break
+                    return n, busy, meta.get("resourceVersion")
         finally:
             if not waiting.done():
                 waiting.cancel()
+
+    def _protobuf(self) -> bool:
+        """Whether this informer reads its initial state of bound pods as protobuf (see protopod)."""
+        return (
+            self.res.kind == "Pod"
+            and self.protobuf is not False
+            and bool(self.store.protobuf_pods)
+            and not self.label_selector
+            and not self.field_selector
+        )
+
+    def _take_bound(
+        self, raw: bytes, seen: set[str], as_json: list[tuple[str | None, str, str]], run: list[dict[str, Any]]
+    ) -> None:
+        """One bound pod's protobuf: onto ``run`` as its JSON dict, or onto ``as_json`` when it is
+        partial and the store would read it whole (see protopod)."""
+        obj, partial = protopod.pod(raw)
+        if partial and type(usage_only_pod(obj, self.store.ours or frozenset())) is not UsageOnlyPod:
+            meta = obj["metadata"]
+            key = key_of(self.res, obj)
+            seen.add(key)
+            as_json.append((meta.get("namespace"), meta.get("name", ""), key))
+        else:
+            run.append(obj)
+
+    async def _stream_bound(self, seen: set[str], as_json: list[tuple[str | None, str, str]]) -> tuple[str, int, float]:
+        """The bound pods by a streaming list in protobuf: its resourceVersion, the pods applied and
+        the seconds it took to apply them."""
+        timeout = random.randint(*self.watch_timeout)
+        params: dict[str, Any] = {
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
+            "sendInitialEvents": True,
+            "resourceVersionMatch": "NotOlderThan",
+            "fieldSelector": "spec.nodeName!=",
+        }
+        path = self.res.path(self.namespace)
+        busy = 0.0
+        n = 0
+        rv: str | None = None
+        try:
+            async with contextlib.aclosing(self.store.client.stream_frames(path, params, timeout)) as stream:
+                async for frames in stream:
+                    run: list[dict[str, Any]] = []
+                    for frame in frames:
+                        etype, _, raw = protopod.event(frame)
+                        if etype == "ADDED":
+                            self._take_bound(raw, seen, as_json, run)
+                        elif etype == "BOOKMARK":
+                            version, annotations = protopod.bookmark(raw)
+                            if annotations.get(INITIAL_EVENTS_END) == "true":
+                                rv = version
+                                break
+                        elif etype == "ERROR":
+                            st = protopod.status(raw)
+                            if st["code"] == 410 or st["reason"] in ("Expired", "Gone"):
+                                raise Gone()
+                            raise StreamingUnsupported(st["message"] or st["reason"] or "an error event")
+                        else:  # the initial state is ADDED events, then its bookmark
+                            raise StreamingUnsupported(f"a {etype} event inside the initial state")
+                    if run:
+                        n += len(run)
+                        busy += await self._apply_run(run, seen)
+                    if rv is not None:
+                        break
+        except ApiError as exc:
+            if not exc.gone and exc.status in (400, 403, 404, 405, 422, 500, 501):
+                raise StreamingUnsupported(str(exc)) from exc
+            raise
+        if rv is None:
+            raise ConnectionError("the protobuf stream of pods ended before its initial state")
+        return rv, n, busy
+
+    async def _list_bound(self, seen: set[str], as_json: list[tuple[str | None, str, str]]) -> tuple[str, int, float]:
+        """The bound pods by a paginated list in protobuf (the first from the watch cache, as
+        ``_list``): its resourceVersion, the pods applied and the seconds it took to apply them."""
+        path = self.res.path(self.namespace)
+        params: dict[str, Any] = {"fieldSelector": "spec.nodeName!=", "limit": self.page_size}
+        if not self.relists:
+            params["resourceVersion"] = "0"
+        busy = 0.0
+        n = 0
+        while True:
+            body = await self.store.client.get_protobuf(path, params)
+            _, rv, cont, items = protopod.pod_list(body)
+            del body
+            run: list[dict[str, Any]] = []
+            for raw in items:
+                self._take_bound(raw, seen, as_json, run)
+            del items
+            n += len(run)
+            busy += await self._apply_run(run, seen)
+            if not cont:
+                return rv, n, busy
+            params = {"fieldSelector": "spec.nodeName!=", "limit": self.page_size, "continue": cont}
+
+    async def _initial_protobuf(self) -> None:
+        """The initial state of the pods, the bound ones in Kubernetes' protobuf encoding (see
+        protopod): a streaming list of the pods on a node as protobuf, which ends at a
+        resourceVersion (a list of them where the server cannot stream); then, as JSON and from
+        that same version, a list of the pods on no node and of the bound pods read whole that the
+        protobuf could not give in full (by name when they are few). The watch that follows starts
+        at that version. Raises NotProtobuf when the server does not send pods as protobuf (the
+        informer then reads them as JSON)."""
+        t0 = time.monotonic()
+        seen: set[str] = set()
+        as_json: list[tuple[str | None, str, str]] = []  # bound pods read whole: namespace, name, key
+        try:
+            if self.store.watch_list and self.streaming:
+                try:
+                    rv, n, busy = await self._stream_bound(seen, as_json)
+                except StreamingUnsupported as exc:
+                    self.streaming = False
+                    log.info("%s: no streaming list (%s); listing instead", self.res.kind, exc)
+                    seen.clear()
+                    as_json.clear()
+                    rv, n, busy = await self._list_bound(seen, as_json)
+            else:
+                rv, n, busy = await self._list_bound(seen, as_json)
+        except protopod.ProtobufError as exc:
+            raise NotProtobuf(str(exc)) from exc
+        t1 = time.monotonic()
+        at = {"resourceVersion": rv, "resourceVersionMatch": "Exact"}
+        unbound, took, _ = await self._list_pages({"fieldSelector": "spec.nodeName=", **at}, seen)
+        busy += took
+        if len(as_json) <= _BY_NAME:
+            for namespace, name, _key in as_json:
+                _, took, _ = await self._list_pages(
+                    {"fieldSelector": f"metadata.name={name}", **at}, seen, namespace=namespace
+                )
+                busy += took
+        else:
+            _, took, _ = await self._list_pages(
+                {"fieldSelector": "spec.nodeName!=", **at}, seen, keep={key for _, _, key in as_json}
+            )
+            busy += took
         async with self.store.lock:
             self.store._drop_unseen(self.res, seen)
         self.rv = rv
         self.synced.set()
-        log.info("%s: listed %d in %.2fs (%.2fs of it applying)", self.res.kind, n, time.monotonic() - t0, busy)
+        log.info(
+            "%s: read %d bound as protobuf in %.2fs, then %d unbound and %d bound as JSON in %.2fs "
+            "(%.2fs of it all applying)",
+            self.res.kind,
+            n,
+            t1 - t0,
+            unbound,
+            len(as_json),
+            time.monotonic() - t1,
+            busy,
+        )
 
     async def _watch(self, initial: bool = False) -> None:
         """Watch from ``self.rv``; with ``initial``, a streaming list (KEP-3157) instead: the server
@@ -477,6 +657,10 @@ class KubeStore:
         # With keep_raw off: the scheduler names whose pods are read whole; other schedulers' pods
         # are kept as node usage only (see usage_only_pod). None reads every pod whole.
         self.ours: frozenset[str] | None = None
+        # Whether the pod informer reads its initial state of bound pods as protobuf (see
+        # protopod): decided at start unless set (with keep_raw off, ours set, streaming lists
+        # and the protobuf package).
+        self.protobuf_pods: bool | None = None
 
     # ------------------------------------------------------------------ informers
     def inform(self, kind: str, **opts: Any) -> Informer:
@@ -490,6 +674,10 @@ class KubeStore:
         self.loop = asyncio.get_running_loop()
         if self.watch_list is None:
             self.watch_list = await self._streams_lists()
+        if self.protobuf_pods is None:
+            self.protobuf_pods = (
+                bool(self.watch_list) and not self.keep_raw and self.ours is not None and protopod.available()
+            )
         for inf in self.informers.values():
             if inf._task is None:
                 inf.start()

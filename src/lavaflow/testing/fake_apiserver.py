@@ -28,6 +28,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..api.kinds import API_KINDS, Kind
+from .kube_protobuf import pod_list_bytes, watch_frame
 
 
 def _now() -> str:
@@ -147,6 +148,11 @@ class ApiDouble:
         # progress requests sends.
         self.version = (1, 36)
         self.watch_list = True
+        # Whether pods are watched in Kubernetes' protobuf encoding when a client asks for it, as
+        # a real server does; False answers 406 Not Acceptable, as it does for custom resources.
+        self.protobuf_pods = True
+        self.protobuf_watches = 0  # watches served in protobuf
+        self.protobuf_lists = 0  # list pages served in protobuf
         for r in API_KINDS.values():
             self._plurals[(r.api_version, r.plural)] = r
 
@@ -364,10 +370,19 @@ class ApiDouble:
                 return web.json_response(_status(400, "BadRequest", "body is not JSON"), status=400)
         if verb == "watch":
             return await self._watch(request, route)
+        protobuf = "application/vnd.kubernetes.protobuf" in request.headers.get("Accept", "")
+        if protobuf and (verb != "list" or res.kind != "Pod" or not self.protobuf_pods):
+            message = f"only the following media types are accepted: application/json (not for {verb} {res.plural})"
+            return web.json_response(_status(406, "NotAcceptable", message), status=406)
         try:
             status, payload = self._dispatch(route, verb, body, dict(q), request.headers.get("Content-Type", ""))
         except KeyError as exc:
             return web.json_response(_status(400, "BadRequest", f"missing field {exc}"), status=400)
+        if protobuf and status == 200:
+            self.protobuf_lists += 1
+            meta = payload["metadata"]
+            data = pod_list_bytes(payload["items"], meta["resourceVersion"], meta.get("continue", ""))
+            return web.Response(body=data, status=200, headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
         return web.json_response(payload, status=status)
 
     def _dispatch(self, r: _Route, verb: str, body: Any, q: dict[str, str], ctype: str) -> tuple[int, dict[str, Any]]:
@@ -530,11 +545,25 @@ class ApiDouble:
                 and _match_fields(obj, fsel)
             )
 
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        await resp.prepare(request)
+        if "application/vnd.kubernetes.protobuf" in request.headers.get("Accept", ""):
+            if res.kind != "Pod" or not self.protobuf_pods:
+                message = f"only the following media types are accepted: application/json (not for {res.plural})"
+                return web.json_response(_status(406, "NotAcceptable", message), status=406)
+            self.protobuf_watches += 1
+            resp = web.StreamResponse(
+                status=200, headers={"Content-Type": "application/vnd.kubernetes.protobuf;stream=watch"}
+            )
+            await resp.prepare(request)
 
-        async def send(ev: dict[str, Any]) -> None:
-            await resp.write(json.dumps(ev).encode() + b"\n")
+            async def send(ev: dict[str, Any]) -> None:
+                await resp.write(watch_frame(ev["type"], ev["object"]))
+
+        else:
+            resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+            await resp.prepare(request)
+
+            async def send(ev: dict[str, Any]) -> None:
+                await resp.write(json.dumps(ev).encode() + b"\n")
 
         queue: asyncio.Queue = asyncio.Queue()
         self.watchers[b].append(queue)
