@@ -23,7 +23,7 @@ from lavaflow.api.volcano import GROUP_NAME_ANNOTATION  # noqa: E402
 from lavaflow.kube import protopod  # noqa: E402
 from lavaflow.kube.compact import compact  # noqa: E402
 from lavaflow.kube.lightpod import LightPod  # noqa: E402
-from lavaflow.kube.store import _SLIM, UsageOnlyPod, _decode, usage_only_pod  # noqa: E402
+from lavaflow.kube.store import _SLIM, UsageOnlyPod, _decode, proto_bound_pod, usage_only_pod  # noqa: E402
 from lavaflow.testing.kube_protobuf import encode, envelope, object_bytes, watch_frame  # noqa: E402
 
 OURS = frozenset({"lavaflow"})
@@ -344,8 +344,28 @@ def _pods(draw):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_pods())
 def test_the_store_keeps_what_it_keeps_of_the_json(pod):
+    want = _view(_kept(pod))
+    raw = encode("Pod", pod)
+    built = proto_bound_pod(raw, OURS)  # straight from the message, where it can be
+    if built is not None:
+        assert _view(built) == want
+        assert type(_kept(pod)) is type(built)
+    else:  # then through the dict: a pod that is neither light nor usage only, or has an affinity
+        assert type(_kept(pod)) not in (LightPod, UsageOnlyPod) or "affinity" in pod["spec"]
     d, partial = _through(pod)
     if partial and type(usage_only_pod(d, OURS)) is not UsageOnlyPod:
         assert "affinity" in pod["spec"]  # the only field of these pods not converted
         return  # read as JSON instead (the informer's part)
-    assert _view(_kept(d)) == _view(_kept(pod))
+    assert _view(_kept(d)) == want
+
+
+def test_a_light_pod_built_from_protobuf_reads_whole_as_its_json_does():
+    pod = _pod()
+    built = proto_bound_pod(encode("Pod", pod), OURS)
+    assert isinstance(built, LightPod)
+    assert built.spec.containers[0].ports[1].host_port == 2222  # (read through the whole model)
+    assert built.full().model_dump() == _kept(pod).full().model_dump()
+    other = proto_bound_pod(
+        encode("Pod", _pod(spec__schedulerName="default-scheduler", metadata__annotations=None)), OURS
+    )
+    assert type(other) is UsageOnlyPod and other.requests == _kept(pod).requests

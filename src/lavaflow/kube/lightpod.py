@@ -28,7 +28,7 @@ from ..api.meta import ObjectKeys, ObjectMeta
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
-from . import codec
+from . import codec, protopod
 from .compact import compact
 
 _POD = kind_info("Pod")
@@ -322,8 +322,8 @@ class LightPod(ObjectKeys):
     kind = "Pod"
     namespaced = True
 
-    def __init__(self, raw: dict[str, Any], requests: dict[str, float]) -> None:
-        self._raw: dict[str, Any] | None = raw
+    def __init__(self, raw: dict[str, Any] | bytes, requests: dict[str, float]) -> None:
+        self._raw: dict[str, Any] | bytes | None = raw  # (bytes: the pod in protobuf, see protopod)
         self._full: Pod | None = None
         self.requests = requests
 
@@ -331,7 +331,10 @@ class LightPod(ObjectKeys):
         """The whole model (decoded on first use, exactly as the store decodes a pod read whole)."""
         full = self._full
         if full is None:
-            full = codec.decode(_POD, self._raw)  # type: ignore[arg-type]
+            raw = self._raw
+            if type(raw) is bytes:
+                raw = protopod.pod(raw)[0]
+            full = codec.decode(_POD, raw)  # type: ignore[arg-type]
             if full is None:  # light_pod checked that it reads: a bug if not
                 raise RuntimeError(f"light pod {self.key} does not decode")
             compact(full)

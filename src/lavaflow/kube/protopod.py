@@ -63,7 +63,7 @@ _MESSAGES: dict[str, list[tuple[str, int, str]]] = {
     # core/v1
     "Pod": [("metadata", 1, "ObjectMeta"), ("spec", 2, "PodSpec"), ("status", 3, "PodStatus")],
     "PodSpec": [
-        ("containers", 2, "*bytes"),  # (each a Container, read through _containers' memo)
+        ("containers", 2, "*bytes"),  # (each a Container, read through containers()' memo)
         ("restartPolicy", 3, "string"),
         ("nodeSelector", 7, "map"),
         ("nodeName", 10, "string"),
@@ -292,7 +292,7 @@ _container_memo: dict[Any, tuple[list[dict[str, Any]], bool]] = {}
 _KEPT = 4096  # distinct container lists remembered (the pods of a template share theirs)
 
 
-def _containers(blobs: Any) -> tuple[list[dict[str, Any]], bool]:
+def containers(blobs: Any) -> tuple[list[dict[str, Any]], bool]:
     """A pod's containers (each a Container's bytes) as their JSON would read for what the
     store keeps of them (name, resources, restartPolicy, ports), and whether a part is not
     converted. Pods of one template have the same bytes: the answer is remembered by them, and
@@ -341,15 +341,25 @@ def _containers(blobs: Any) -> tuple[list[dict[str, Any]], bool]:
     return hit
 
 
-def pod(raw: bytes) -> tuple[dict[str, Any], bool]:
-    """A pod's bytes (inside the Unknown envelope) as the dict its JSON would give for all the
-    store reads of a bound pod, and whether it is partial (see the module)."""
+def message(raw: bytes) -> Any:
+    """A pod's bytes (inside the Unknown envelope) as the Pod message declared here."""
     c = _classes()
     assert c is not None
     try:
-        p = c["Pod"].FromString(raw)
+        return c["Pod"].FromString(raw)
     except Exception as exc:  # google.protobuf.message.DecodeError
         raise ProtobufError(f"a pod does not decode: {exc}") from exc
+
+
+def time_of(t: Any) -> str | None:
+    """A meta/v1 Time message as its JSON reads (None for the zero time)."""
+    return _time(t.seconds) if t.HasField("seconds") else None
+
+
+def pod(raw: bytes) -> tuple[dict[str, Any], bool]:
+    """A pod's bytes (inside the Unknown envelope) as the dict its JSON would give for all the
+    store reads of a bound pod, and whether it is partial (see the module)."""
+    p = message(raw)
     m, s, st = p.metadata, p.spec, p.status
     partial = False
 
@@ -360,11 +370,9 @@ def pod(raw: bytes) -> tuple[dict[str, Any], bool]:
             meta[key] = v
     if m.generation:
         meta["generation"] = m.generation
-    t = m.creationTimestamp
-    meta["creationTimestamp"] = _time(t.seconds) if t.HasField("seconds") else None
+    meta["creationTimestamp"] = time_of(m.creationTimestamp)
     if m.HasField("deletionTimestamp"):
-        t = m.deletionTimestamp
-        meta["deletionTimestamp"] = _time(t.seconds) if t.HasField("seconds") else None
+        meta["deletionTimestamp"] = time_of(m.deletionTimestamp)
     if m.labels:
         meta["labels"] = dict(m.labels)
     if m.annotations:
@@ -383,10 +391,10 @@ def pod(raw: bytes) -> tuple[dict[str, Any], bool]:
         spec["preemptionPolicy"] = s.preemptionPolicy
     if s.overhead:
         spec["overhead"] = _quantities(s.overhead)
-    spec["containers"], part = _containers(s.containers)
+    spec["containers"], part = containers(s.containers)
     partial |= part
     if s.initContainers:
-        spec["initContainers"], part = _containers(s.initContainers)
+        spec["initContainers"], part = containers(s.initContainers)
         partial |= part
     for key in ("affinity", "workloadRef", "schedulingGroup"):
         if s.HasField(key):
@@ -401,8 +409,7 @@ def pod(raw: bytes) -> tuple[dict[str, Any], bool]:
     if st.phase:
         status["phase"] = st.phase
     if st.HasField("startTime"):
-        t = st.startTime
-        status["startTime"] = _time(t.seconds) if t.HasField("seconds") else None
+        status["startTime"] = time_of(st.startTime)
     if st.reason:
         status["reason"] = st.reason
     if st.message:

@@ -33,7 +33,20 @@ from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec, protopod
 from .client import ApiError, KubeClient, NotProtobuf
 from .compact import compact
-from .lightpod import _INVALID, _USAGE_KEEP, CONTAINER_KEEP, META_DROP, LightPod, light_pod, read_meta, spec_requests
+from .lightpod import (
+    _INVALID,
+    _PHASES,
+    _USAGE_KEEP,
+    CONTAINER_KEEP,
+    META_DROP,
+    LightMeta,
+    LightPod,
+    LightSpec,
+    LightStatus,
+    light_pod,
+    read_meta,
+    spec_requests,
+)
 from .plainpg import volcano_podgroup
 
 log = logging.getLogger("lavaflow.kube")
@@ -231,6 +244,121 @@ _GANG_LABELS = (POD_GROUP_LABEL,)
 _GANG_ANNOTATIONS = (GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION)
 
 
+# ------------------------------------------------------------------ pods straight from protobuf
+_proto_requests_memo: dict[Any, Any] = {}
+_PROTO_KEPT = 4096  # request sets remembered (by the bytes of a template's containers)
+
+
+def _proto_requests(s: Any, keep: tuple[str, ...]) -> Any:
+    """What spec_requests gives for the JSON of a pod message's containers, init containers and
+    overhead (cut to ``keep``), or _INVALID (also for a part not converted): remembered by their
+    bytes, which the pods of one template share."""
+    overhead = s.overhead
+    key = (
+        keep,
+        tuple(s.containers),
+        tuple(s.initContainers),
+        tuple(sorted((k, q.string) for k, q in overhead.items())),
+    )
+    hit = _proto_requests_memo.get(key)
+    if hit is None:
+        containers, partial = protopod.containers(s.containers)
+        given: dict[str, Any] = {"containers": containers}
+        if s.initContainers:
+            init, more = protopod.containers(s.initContainers)
+            given["initContainers"] = init
+            partial |= more
+        if overhead:
+            given["overhead"] = dict(key[3])
+        hit = _INVALID if partial else spec_requests(given, keep)[0]
+        if len(_proto_requests_memo) >= _PROTO_KEPT:
+            _proto_requests_memo.clear()
+        _proto_requests_memo[key] = hit
+    return hit
+
+
+def _proto_meta(target: Any, m: Any) -> None:
+    """read_meta from an ObjectMeta message: what it reads of the same pod's JSON."""
+    target.name = m.name
+    target.namespace = m.namespace or None
+    target.uid = m.uid
+    target.resource_version = m.resourceVersion or None
+    target.creation_timestamp = codec.parse_time(protopod.time_of(m.creationTimestamp))
+    target.deletion_timestamp = (
+        codec.parse_time(protopod.time_of(m.deletionTimestamp)) if m.HasField("deletionTimestamp") else None
+    )
+
+
+def proto_bound_pod(raw: bytes, ours: frozenset[str]) -> UsageOnlyPod | LightPod | None:
+    """A bound pod's protobuf (see protopod) straight as what the store keeps of its JSON when that
+    is a UsageOnlyPod or a LightPod (see usage_only_pod), with the same values; None when it is
+    neither, or carries a field the message here does not convert (the caller then reads it
+    through protopod.pod's dict, or as JSON). A LightPod keeps the bytes, and its whole model is
+    decoded from protopod.pod's dict when first read."""
+    p = protopod.message(raw)
+    m, s, st = p.metadata, p.spec, p.status
+    node = s.nodeName
+    if (
+        not node
+        or s.HasField("affinity")
+        or s.HasField("workloadRef")
+        or s.HasField("schedulingGroup")
+        or s.topologySpreadConstraints
+        or s.resourceClaims
+    ):
+        return None
+    labels, annotations = m.labels, m.annotations
+    phase = st.phase or "Pending"
+    scheduler = s.schedulerName
+    if (scheduler or "default-scheduler") in ours:
+        if (
+            GROUP_NAME_ANNOTATION not in annotations
+            or VOLCANO_GROUP_NAME_ANNOTATION in annotations
+            or POD_GROUP_LABEL in labels
+            or phase not in _PHASES
+        ):
+            return None
+        requests = _proto_requests(s, CONTAINER_KEEP)
+        if requests is _INVALID:
+            return None
+        pod = LightPod(raw, requests)  # type: ignore[arg-type]
+        lm = LightMeta()
+        lm._pod = pod
+        _proto_meta(lm, m)
+        lm.labels = dict(labels)
+        lm.annotations = dict(annotations)
+        ls = LightSpec()
+        ls._pod = pod
+        ls.node_name = node
+        ls.scheduler_name = scheduler or None
+        ls.priority = s.priority if s.HasField("priority") else None
+        ls.priority_class_name = s.priorityClassName or None
+        ls.preemption_policy = s.preemptionPolicy if s.HasField("preemptionPolicy") else None
+        ls.node_selector = dict(s.nodeSelector)
+        lst = LightStatus()
+        lst._pod = pod
+        lst.phase = phase
+        lst.start_time = codec.parse_time(protopod.time_of(st.startTime)) if st.HasField("startTime") else None
+        lst.reason = st.reason or None
+        lst.message = st.message or None
+        pod.metadata, pod.spec, pod.status = lm, ls, lst
+        return pod
+    if any(k in labels for k in _GANG_LABELS) or any(k in annotations for k in _GANG_ANNOTATIONS):
+        return None
+    requests = _proto_requests(s, _USAGE_KEEP)
+    if requests is _INVALID:
+        return None
+    obj = UsageOnlyPod.__new__(UsageOnlyPod)
+    um = _UsageMeta.__new__(_UsageMeta)
+    _proto_meta(um, m)
+    us = _UsageSpec.__new__(_UsageSpec)
+    us.node_name, us.scheduler_name = node, scheduler or None
+    ust = _UsageStatus.__new__(_UsageStatus)
+    ust.phase = phase
+    obj.metadata, obj.spec, obj.status, obj.requests = um, us, ust, requests
+    return obj
+
+
 class Informer:
     """List + watch of one kind into a KubeStore."""
 
@@ -401,12 +529,23 @@ class Informer:
         )
 
     def _take_bound(
-        self, raw: bytes, seen: set[str], as_json: list[tuple[str | None, str, str]], run: list[dict[str, Any]]
+        self,
+        raw: bytes,
+        seen: set[str],
+        as_json: list[tuple[str | None, str, str]],
+        run: list[dict[str, Any]],
+        built: list[Any],
     ) -> None:
-        """One bound pod's protobuf: onto ``run`` as its JSON dict, or onto ``as_json`` when it is
-        partial and the store would read it whole (see protopod)."""
+        """One bound pod's protobuf: onto ``built`` as the object the store keeps when it can be
+        built straight from the message (see proto_bound_pod), else onto ``run`` as its JSON dict,
+        or onto ``as_json`` when it is partial and the store would read it whole (see protopod)."""
+        ours = self.store.ours or frozenset()
+        pod = proto_bound_pod(raw, ours)
+        if pod is not None:
+            built.append(pod)
+            return
         obj, partial = protopod.pod(raw)
-        if partial and type(usage_only_pod(obj, self.store.ours or frozenset())) is not UsageOnlyPod:
+        if partial and type(usage_only_pod(obj, ours)) is not UsageOnlyPod:
             meta = obj["metadata"]
             key = key_of(self.res, obj)
             seen.add(key)
@@ -434,10 +573,11 @@ class Informer:
             async with contextlib.aclosing(self.store.client.stream_frames(path, params, timeout)) as stream:
                 async for frames in stream:
                     run: list[dict[str, Any]] = []
+                    built: list[Any] = []
                     for frame in frames:
                         etype, _, raw = protopod.event(frame)
                         if etype == "ADDED":
-                            self._take_bound(raw, seen, as_json, run)
+                            self._take_bound(raw, seen, as_json, run, built)
                         elif etype == "BOOKMARK":
                             version, annotations = protopod.bookmark(raw)
                             if annotations.get(INITIAL_EVENTS_END) == "true":
@@ -450,8 +590,10 @@ class Informer:
                             raise StreamingUnsupported(st["message"] or st["reason"] or "an error event")
                         else:  # the initial state is ADDED events, then its bookmark
                             raise StreamingUnsupported(f"a {etype} event inside the initial state")
+                    n += len(run) + len(built)
+                    if built:
+                        busy += await self._apply_built(built, seen)
                     if run:
-                        n += len(run)
                         busy += await self._apply_run(run, seen)
                     if rv is not None:
                         break
@@ -477,10 +619,12 @@ class Informer:
             _, rv, cont, items = protopod.pod_list(body)
             del body
             run: list[dict[str, Any]] = []
+            built: list[Any] = []
             for raw in items:
-                self._take_bound(raw, seen, as_json, run)
+                self._take_bound(raw, seen, as_json, run, built)
             del items
-            n += len(run)
+            n += len(run) + len(built)
+            busy += await self._apply_built(built, seen)
             busy += await self._apply_run(run, seen)
             if not cont:
                 return rv, n, busy
@@ -622,6 +766,18 @@ class Informer:
                 raise StreamingUnsupported(str(exc)) from exc
             raise
 
+    async def _apply_built(self, built: list[Any], seen: set[str]) -> float:
+        """Apply pods built from their protobuf as one page; the seconds it took."""
+        async with self.store.lock:
+            t1 = time.monotonic()
+            apply = self.store._apply_built
+            for obj in built:
+                seen.add(obj.key)
+                apply(self.res, obj)
+            took = time.monotonic() - t1
+        self.events += len(built)
+        return took
+
     async def _apply_run(self, run: list[dict[str, Any]], seen: set[str]) -> float:
         """Apply initial objects as one page; the seconds it took."""
         async with self.store.lock:
@@ -762,15 +918,42 @@ class KubeStore:
                     compact(obj)
         if obj is None:
             return
+        self._put(kind, key, obj, cur, uid, raw)
+
+    def _put(self, kind: str, key: str, obj: Any, cur: Any, uid: str, raw: dict[str, Any] | None) -> None:
+        """Hold ``obj`` (decoded, of uid ``uid``) under ``key`` in place of ``cur``: a different
+        object of that name is deleted first."""
+        objs, raws = self.objects[kind], self.raw[kind]
+        cur_uid = cur.metadata.uid if cur is not None else None
         if cur is not None and cur_uid and uid and cur_uid != uid:
             objs.pop(key, None)
             raws.pop(key, None)
             self._notify(kind, DELETED, cur, None)
             cur = None
         objs[key] = obj
-        if self.keep_raw:
+        if self.keep_raw and raw is not None:
             raws[key] = _strip(raw)
         self._notify(kind, ADDED if cur is None else MODIFIED, obj, cur)
+
+    def _apply_built(self, res: Kind, obj: Any) -> None:
+        """``_apply`` of a pod added or changed that was built straight from its protobuf (see
+        proto_bound_pod), so without its dict: the same checks, the same events."""
+        kind = res.kind
+        key = obj.key
+        self.objects.setdefault(kind, {})
+        self.raw.setdefault(kind, {})
+        cur = self.objects[kind].get(key)
+        meta = obj.metadata
+        uid = meta.uid
+        if uid and uid in self._tombstones.get(kind, ()):
+            return
+        if (
+            cur is not None
+            and cur.metadata.uid == uid
+            and _newer_or_same(cur.metadata.resource_version, meta.resource_version)
+        ):
+            return
+        self._put(kind, key, obj, cur, uid, None)
 
     def _same_or_newer(self, kind: str, key: str, cur: Any, raw: dict[str, Any]) -> bool:
         have = cur.metadata.resource_version
