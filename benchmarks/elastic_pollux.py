@@ -25,6 +25,7 @@ speed tables a process builds once).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -51,6 +52,9 @@ def parse_policy(spec: str, all_adaptive: bool) -> tuple[str, str, bool]:
 
 def run_one(task: tuple) -> tuple:
     label_set, path, label, name, adaptive, cost, interval, params = task
+    from lavaflow.sim import BATCH_GC_THRESHOLDS
+
+    gc.set_threshold(*BATCH_GC_THRESHOLDS)  # as `lavaflow simulate` sets it for its process
     from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
 
     t0 = time.process_time()

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import jsonout
+from ..sim import BATCH_GC_THRESHOLDS  # `simulate` is one batch run that ends with the process
 from .tables import fmt_time, print_results_table, summary_table
 
 _app = typer.Typer(
@@ -469,13 +470,6 @@ def __getattr__(name: str):
     if name == "app":  # `lavaflow.cli.app`: the app with every command
         return _with_kube_commands()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# `simulate` is one batch run that ends with the process: it allocates millions of objects that
-# live to the end (pods, tasks, records) and few reference cycles, so the collector's default
-# thresholds (a young collection per 700 allocations, full ones as the heap grows) spend about
-# a tenth of a 10,000-pod run scanning live objects. Fewer, larger collections free the same.
-BATCH_GC_THRESHOLDS = (100_000, 20, 10)
 
 
 def main() -> None:

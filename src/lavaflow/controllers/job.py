@@ -521,7 +521,8 @@ class JobController(Controller):
                 "name": names[index] if index < len(names) else pod_name(job, task, index),
                 "labels": labels,
                 "annotations": annotations,
-                "owner_references": [clone(r, {}) for r in bm.owner_references],
+                # a new list of the template's references: nothing changes a reference in place
+                "owner_references": list(bm.owner_references),
             },
         )
         # Shallow copy of the template's spec: plugins replace (never mutate) what they change.
