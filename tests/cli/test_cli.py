@@ -384,3 +384,8 @@ def test_json_writer_matches_the_standard_library_byte_for_byte():
         assert jsonout.dumps(obj) == json.dumps(obj, indent=2, default=str)
     with pytest.raises(TypeError):
         jsonout.dumps({(1, 2): 3})
+
+
+def test_scheduler_refuses_an_unknown_api_content_type():
+    (line,) = bad(run("scheduler", "--kube-api-content-type", "text/plain"))
+    assert "--kube-api-content-type" in line and "text/plain" in line

@@ -189,3 +189,22 @@ def test_what_changes_after_the_protobuf_state_comes_through_the_watch():
         assert asyncio.run(asyncio.wait_for(go(), 60))
     finally:
         double.stop()
+
+
+@pytest.mark.parametrize("protobuf", [True, False])
+def test_the_scheduler_reads_bound_pods_as_told(protobuf):
+    """`lavaflow scheduler --kube-api-content-type application/json` reads every pod as JSON; the
+    default reads the bound ones as protobuf where the server sends it."""
+    from kube_harness import Cluster
+    from lavaflow.testing import fake_node
+
+    async def go():
+        async with Cluster([fake_node("n0", cpu="8", memory="32Gi")]) as c:
+            c.double.put_object(_pod("train-0", "n0"))
+            s = c.start_scheduler(protobuf_pods=protobuf)
+            await c.until_ready()
+            return c.double.protobuf_watches, s.store.protobuf_pods, type(s.store.objects["Pod"]["ns/train-0"]).__name__
+
+    watches, decided, kept = asyncio.run(asyncio.wait_for(go(), 60))
+    assert (watches, decided) == ((1, True) if protobuf else (0, False))
+    assert kept == "LightPod"  # the same object either way

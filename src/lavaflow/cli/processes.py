@@ -26,6 +26,9 @@ from .common import (
 )
 from .quick_exit import exit_now
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"  # (kube-scheduler's flag of the same name and values)
+JSON_TYPE = "application/json"
+
 
 def scheduler_cmd(
     kubeconfig: KubeconfigOpt = None,
@@ -39,6 +42,14 @@ def scheduler_cmd(
         float, typer.Option("--kube-api-qps", help="client rate limit (requests/s; 0: none)")
     ] = 2000.0,
     kube_api_burst: Annotated[int, typer.Option("--kube-api-burst")] = 2000,
+    kube_api_content_type: Annotated[
+        str,
+        typer.Option(
+            "--kube-api-content-type",
+            help="how bound pods are read at start: application/vnd.kubernetes.protobuf (where the server "
+            "sends it) or application/json",
+        ),
+    ] = PROTOBUF,
     bind_workers: Annotated[int, typer.Option("--bind-workers", help="concurrent pods/binding calls")] = 64,
     leader_elect: Annotated[
         bool, typer.Option("--leader-elect/--no-leader-elect", help="run only while holding the Lease")
@@ -84,6 +95,8 @@ def scheduler_cmd(
     period = duration_option(schedule_period)
     names = tuple(scheduler_name or ("volcano", "lavaflow"))
     lease = lease_timing(lease_duration, renew_deadline, retry_period)
+    if kube_api_content_type not in (PROTOBUF, JSON_TYPE):
+        die(f"--kube-api-content-type: {kube_api_content_type!r} is neither {PROTOBUF} nor {JSON_TYPE}", 2)
 
     async def main() -> None:
         from ..kube.leader import LeaderElector
@@ -106,6 +119,7 @@ def scheduler_cmd(
             identity=identity,
             elector=elector,
             pause_gc_while_syncing=True,
+            protobuf_pods=kube_api_content_type == PROTOBUF,
         )
         await _run_component(sched, client, listen_address, listen_port)
 

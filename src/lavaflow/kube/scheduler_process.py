@@ -89,6 +89,7 @@ class KubeScheduler:
         evictions_per_second: float = 20.0,
         eviction_burst: int = 100,
         pause_gc_while_syncing: bool = False,
+        protobuf_pods: bool = True,
     ) -> None:
         self.client = client
         self.pause_gc_while_syncing = pause_gc_while_syncing
@@ -113,6 +114,8 @@ class KubeScheduler:
             self.store.inform(kind)
         self.cache = SchedulerCache(scheduler_names=scheduler_names)
         self.store.ours = frozenset(self.cache.scheduler_names)
+        if not protobuf_pods:  # (else decided at start: where the server sends pods as protobuf)
+            self.store.protobuf_pods = False
         self.scheduler = Scheduler(self.cache, self.conf)
         self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound
         self.dispatch = Dispatcher(workers=bind_workers, status_workers=write_workers)
