@@ -208,6 +208,9 @@ def test_a_partial_pod_of_another_scheduler_is_still_usage_only():
     assert partial
     assert type(usage_only_pod(d, OURS)) is UsageOnlyPod
     assert _view(_kept(d)) == _view(_kept(pod))
+    raw = encode("Pod", pod)
+    built = proto_bound_pod(protopod.message(raw), raw, OURS)  # (built straight from the message too)
+    assert type(built) is UsageOnlyPod and _view(built) == _view(_kept(pod))
 
 
 def test_watch_events_bookmarks_and_errors():
@@ -346,12 +349,12 @@ def _pods(draw):
 def test_the_store_keeps_what_it_keeps_of_the_json(pod):
     want = _view(_kept(pod))
     raw = encode("Pod", pod)
-    built = proto_bound_pod(raw, OURS)  # straight from the message, where it can be
+    built = proto_bound_pod(protopod.message(raw), raw, OURS)  # straight from the message, where it can be
     if built is not None:
         assert _view(built) == want
         assert type(_kept(pod)) is type(built)
     else:  # then through the dict: a pod that is neither light nor usage only, or has an affinity
-        assert type(_kept(pod)) not in (LightPod, UsageOnlyPod) or "affinity" in pod["spec"]
+        assert type(_kept(pod)) not in (LightPod, UsageOnlyPod)  # (every light or usage-only pod is built)
     d, partial = _through(pod)
     if partial and type(usage_only_pod(d, OURS)) is not UsageOnlyPod:
         assert "affinity" in pod["spec"]  # the only field of these pods not converted
@@ -361,11 +364,11 @@ def test_the_store_keeps_what_it_keeps_of_the_json(pod):
 
 def test_a_light_pod_built_from_protobuf_reads_whole_as_its_json_does():
     pod = _pod()
-    built = proto_bound_pod(encode("Pod", pod), OURS)
+    raw = encode("Pod", pod)
+    built = proto_bound_pod(protopod.message(raw), raw, OURS)
     assert isinstance(built, LightPod)
     assert built.spec.containers[0].ports[1].host_port == 2222  # (read through the whole model)
     assert built.full().model_dump() == _kept(pod).full().model_dump()
-    other = proto_bound_pod(
-        encode("Pod", _pod(spec__schedulerName="default-scheduler", metadata__annotations=None)), OURS
-    )
+    raw = encode("Pod", _pod(spec__schedulerName="default-scheduler", metadata__annotations=None))
+    other = proto_bound_pod(protopod.message(raw), raw, OURS)
     assert type(other) is UsageOnlyPod and other.requests == _kept(pod).requests

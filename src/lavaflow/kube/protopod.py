@@ -172,20 +172,27 @@ class Frames:
         return len(self._buf)
 
 
+def _unwrap(body: bytes, what: str) -> Any:
+    """The runtime.Unknown envelope of an object in Kubernetes' protobuf (after the k8s prefix)."""
+    c = _classes()
+    assert c is not None
+    if not body.startswith(MAGIC):
+        raise ProtobufError(f"{what} lacks the k8s protobuf prefix")
+    try:
+        return c["Unknown"].FromString(body[len(MAGIC) :])
+    except Exception as exc:  # google.protobuf.message.DecodeError
+        raise ProtobufError(f"{what} does not decode: {exc}") from exc
+
+
 def event(frame: bytes) -> tuple[str, str, bytes]:
     """A watch frame's event type, its object's kind and the object's own bytes."""
     c = _classes()
     assert c is not None
     try:
         ev = c["WatchEvent"].FromString(frame)
-        raw = ev.object.raw
-        if not raw.startswith(MAGIC):
-            raise ProtobufError("a watch event's object lacks the k8s protobuf prefix")
-        unknown = c["Unknown"].FromString(raw[len(MAGIC) :])
-    except ProtobufError:
-        raise
     except Exception as exc:  # google.protobuf.message.DecodeError
         raise ProtobufError(f"a watch event does not decode: {exc}") from exc
+    unknown = _unwrap(ev.object.raw, "a watch event's object")
     return ev.type, unknown.typeMeta.kind, unknown.raw
 
 
@@ -226,18 +233,17 @@ def _fields(buf: bytes, start: int = 0, end: int | None = None) -> Any:
             raise ProtobufError(f"wire type {wire} is not read here")
 
 
-def pod_list(body: bytes) -> tuple[str, str, str, list[bytes]]:
+def pod_list(body: bytes) -> tuple[str, str, list[bytes]]:
     """A list answered in protobuf (the k8s prefix, the Unknown envelope, then a PodList): its
-    kind, resourceVersion, continue token and the bytes of each item."""
+    resourceVersion, continue token and the bytes of each item. The envelope and the list are
+    walked by hand, so that the list's bytes are not copied whole."""
     c = _classes()
     assert c is not None
     if not body.startswith(MAGIC):
         raise ProtobufError("a list lacks the k8s protobuf prefix")
-    kind, raw = "", (0, 0)
+    raw = (0, 0)
     for number, a, b in _fields(body, len(MAGIC)):
-        if number == 1:
-            kind = c["TypeMeta"].FromString(body[a:b]).kind
-        elif number == 2:
+        if number == 2:  # (1 is the TypeMeta)
             raw = (a, b)
     rv = cont = ""
     items = []
@@ -247,18 +253,15 @@ def pod_list(body: bytes) -> tuple[str, str, str, list[bytes]]:
         elif number == 1:
             meta = c["ListMeta"].FromString(body[a:b])
             rv, cont = meta.resourceVersion, getattr(meta, "continue")
-    return kind, rv, cont, items
+    return rv, cont, items
 
 
 def error_status(body: bytes) -> dict[str, Any]:
     """An error's answer in protobuf (the k8s prefix, the Unknown envelope, a Status) as its JSON
     would read."""
-    c = _classes()
-    assert c is not None
-    if not body.startswith(MAGIC):
-        raise ProtobufError("an answer lacks the k8s protobuf prefix")
+    raw = _unwrap(body, "an error answer").raw
     try:
-        return status(c["Unknown"].FromString(body[len(MAGIC) :]).raw)
+        return status(raw)
     except Exception as exc:  # google.protobuf.message.DecodeError
         raise ProtobufError(f"an error status does not decode: {exc}") from exc
 
@@ -359,7 +362,11 @@ def time_of(t: Any) -> str | None:
 def pod(raw: bytes) -> tuple[dict[str, Any], bool]:
     """A pod's bytes (inside the Unknown envelope) as the dict its JSON would give for all the
     store reads of a bound pod, and whether it is partial (see the module)."""
-    p = message(raw)
+    return pod_of(message(raw))
+
+
+def pod_of(p: Any) -> tuple[dict[str, Any], bool]:
+    """``pod`` of a Pod message already parsed."""
     m, s, st = p.metadata, p.spec, p.status
     partial = False
 

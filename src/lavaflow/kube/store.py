@@ -289,30 +289,25 @@ def _proto_meta(target: Any, m: Any) -> None:
     )
 
 
-def proto_bound_pod(raw: bytes, ours: frozenset[str]) -> UsageOnlyPod | LightPod | None:
-    """A bound pod's protobuf (see protopod) straight as what the store keeps of its JSON when that
-    is a UsageOnlyPod or a LightPod (see usage_only_pod), with the same values; None when it is
-    neither, or carries a field the message here does not convert (the caller then reads it
-    through protopod.pod's dict, or as JSON). A LightPod keeps the bytes, and its whole model is
-    decoded from protopod.pod's dict when first read."""
-    p = protopod.message(raw)
+def proto_bound_pod(p: Any, raw: bytes, ours: frozenset[str]) -> UsageOnlyPod | LightPod | None:
+    """A bound pod's protobuf (``p``, the Pod message of ``raw``; see protopod) straight as what
+    the store keeps of its JSON when that is a UsageOnlyPod or a LightPod (see usage_only_pod),
+    with the same values; None when it is neither, or carries a field the message here does not
+    convert (the caller then reads it through protopod's dict, or as JSON). A LightPod keeps the
+    bytes, and its whole model is decoded from protopod's dict when first read."""
     m, s, st = p.metadata, p.spec, p.status
     node = s.nodeName
-    if (
-        not node
-        or s.HasField("affinity")
-        or s.HasField("workloadRef")
-        or s.HasField("schedulingGroup")
-        or s.topologySpreadConstraints
-        or s.resourceClaims
-    ):
+    if not node or s.HasField("workloadRef") or s.HasField("schedulingGroup"):
         return None
     labels, annotations = m.labels, m.annotations
     phase = st.phase or "Pending"
     scheduler = s.schedulerName
     if (scheduler or "default-scheduler") in ours:
         if (
-            GROUP_NAME_ANNOTATION not in annotations
+            s.HasField("affinity")  # (a light pod has none of these; a usage-only pod reads none)
+            or s.topologySpreadConstraints
+            or s.resourceClaims
+            or GROUP_NAME_ANNOTATION not in annotations
             or VOLCANO_GROUP_NAME_ANNOTATION in annotations
             or POD_GROUP_LABEL in labels
             or phase not in _PHASES
@@ -540,11 +535,12 @@ class Informer:
         built straight from the message (see proto_bound_pod), else onto ``run`` as its JSON dict,
         or onto ``as_json`` when it is partial and the store would read it whole (see protopod)."""
         ours = self.store.ours or frozenset()
-        pod = proto_bound_pod(raw, ours)
+        message = protopod.message(raw)
+        pod = proto_bound_pod(message, raw, ours)
         if pod is not None:
             built.append(pod)
             return
-        obj, partial = protopod.pod(raw)
+        obj, partial = protopod.pod_of(message)
         if partial and type(usage_only_pod(obj, ours)) is not UsageOnlyPod:
             meta = obj["metadata"]
             key = key_of(self.res, obj)
@@ -616,7 +612,7 @@ class Informer:
         n = 0
         while True:
             body = await self.store.client.get_protobuf(path, params)
-            _, rv, cont, items = protopod.pod_list(body)
+            rv, cont, items = protopod.pod_list(body)
             del body
             run: list[dict[str, Any]] = []
             built: list[Any] = []
