@@ -23,6 +23,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
 
+from .tasks import cancel_and_wait
+
 log = logging.getLogger("lavaflow.kube")
 
 Work = Callable[[], Awaitable[object]]
@@ -166,13 +168,7 @@ class Dispatcher:
 
     async def stop(self) -> None:
         """Cancel the workers; what was still queued is dropped."""
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         self._decisions.clear()
         self._status.clear()

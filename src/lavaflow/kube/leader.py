@@ -23,6 +23,7 @@ from typing import Any
 
 from .client import ApiError, KubeClient
 from .codec import micro_time
+from .tasks import cancel_and_wait
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -215,13 +216,7 @@ async def lead(elector: LeaderElector, work, stop: asyncio.Event, leader_gauge=N
         job.cancel()
         renew.cancel()
         raise
-    for t in (job, renew):
-        if t not in done:
-            t.cancel()
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+    await cancel_and_wait(t for t in (job, renew) if t not in done)
     if leader_gauge is not None:
         leader_gauge.set(0)
     if renew in done and isinstance(renew.exception(), LostLeadership):

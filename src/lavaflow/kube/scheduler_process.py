@@ -48,6 +48,7 @@ from .dispatch import Dispatcher, RateLimiter
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics
 from .store import KubeStore
+from .tasks import cancel_and_wait
 from .workload_api import WorkloadGangs
 from .x_k8s_podgroup import CoschedulingGroups
 
@@ -332,12 +333,7 @@ class KubeScheduler:
 
     async def _stop_preparing(self) -> None:
         task, self._preparing = self._preparing, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([task])
 
     async def _loop(self, stop: asyncio.Event) -> None:
         async with self.store.lock:

@@ -48,6 +48,7 @@ from .lightpod import (
     spec_requests,
 )
 from .plainpg import volcano_podgroup
+from .tasks import cancel_and_wait
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -389,12 +390,7 @@ class Informer:
         return self._task
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._task])
 
     async def run(self) -> None:
         backoff = 0.2

@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..api import sim_annotations as ann
+from ..kube.tasks import cancel_and_wait
 from .fake_apiserver import _now
 
 
@@ -46,14 +47,7 @@ class FakeKubelet:
         self._runner = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        tasks = [t for t in [self._runner, *self._tasks] if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._runner, *self._tasks])
 
     async def _run(self) -> None:
         rv = None
