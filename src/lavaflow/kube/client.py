@@ -358,6 +358,18 @@ class KubeClient:
             for ev in batch:
                 yield ev
 
+    @contextlib.asynccontextmanager
+    async def _get(self, path: str, params: dict[str, Any], timeout: Any, accept: str = JSON) -> AsyncIterator[Any]:
+        """A GET (after the rate limiter) whose answer is read inside the block."""
+        await self.limiter.acquire()
+        sess = await self.session()
+        headers = self._headers(None)
+        headers["Accept"] = accept
+        async with sess.get(
+            self.config.server + path, params=_params(params), headers=headers, timeout=timeout
+        ) as resp:
+            yield resp
+
     async def stream_batches(
         self, path: str, params: dict[str, Any], timeout: float
     ) -> AsyncIterator[list[dict[str, Any]]]:
@@ -366,21 +378,10 @@ class KubeClient:
         asynchronous loop, not one each."""
         import aiohttp
 
-        await self.limiter.acquire()
-        sess = await self.session()
-        async with sess.get(
-            self.config.server + path,
-            params=_params(params),
-            headers=self._headers(None),
-            timeout=aiohttp.ClientTimeout(total=timeout + 30, sock_read=timeout + 30),
-        ) as resp:
+        limit = aiohttp.ClientTimeout(total=timeout + 30, sock_read=timeout + 30)
+        async with self._get(path, params, limit) as resp:
             if resp.status >= 300:
-                raw = await resp.read()
-                try:
-                    payload = _loads(raw)
-                except ValueError:
-                    payload = {"message": raw.decode("utf-8", "replace")}
-                raise ApiError(resp.status, payload, "WATCH", path)
+                raise ApiError(resp.status, _error_payload(await resp.read(), JSON), "WATCH", path)
             rest = b""
             async for chunk in resp.content.iter_any():
                 if b"\n" not in chunk:
@@ -402,23 +403,9 @@ class KubeClient:
 
         from .protopod import WATCH_CONTENT_TYPE, Frames
 
-        await self.limiter.acquire()
-        sess = await self.session()
-        headers = self._headers(None)
-        headers["Accept"] = WATCH_CONTENT_TYPE
-        async with sess.get(
-            self.config.server + path,
-            params=_params(params),
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout + 30, sock_read=timeout + 30),
-        ) as resp:
-            if resp.status in (406, 415):
-                raise NotProtobuf(f"the server does not send {WATCH_CONTENT_TYPE} ({resp.status})")
-            ctype = resp.headers.get("Content-Type", "")
-            if resp.status >= 300:
-                raise ApiError(resp.status, _error_payload(await resp.read(), ctype), "WATCH", path)
-            if not ctype.startswith(WATCH_CONTENT_TYPE.split(";")[0]):
-                raise NotProtobuf(f"the server answered a protobuf watch with {ctype or 'no content type'}")
+        limit = aiohttp.ClientTimeout(total=timeout + 30, sock_read=timeout + 30)
+        async with self._get(path, params, limit, WATCH_CONTENT_TYPE) as resp:
+            await _expect_protobuf(resp, WATCH_CONTENT_TYPE, "WATCH", path)
             frames = Frames()
             async for chunk in resp.content.iter_any():
                 batch = frames.feed(chunk)
@@ -434,26 +421,22 @@ class KubeClient:
 
         from .protopod import CONTENT_TYPE
 
-        await self.limiter.acquire()
-        sess = await self.session()
-        headers = self._headers(None)
-        headers["Accept"] = CONTENT_TYPE
         self.requests += 1
-        async with sess.get(
-            self.config.server + path,
-            params=_params(params),
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout),
-        ) as resp:
-            raw = await resp.read()
-            if resp.status in (406, 415):
-                raise NotProtobuf(f"the server does not send {CONTENT_TYPE} ({resp.status})")
-            ctype = resp.headers.get("Content-Type", "")
-            if resp.status >= 300:
-                raise ApiError(resp.status, _error_payload(raw, ctype), "GET", path)
-            if not ctype.startswith(CONTENT_TYPE):
-                raise NotProtobuf(f"the server answered a protobuf list with {ctype or 'no content type'}")
-            return raw
+        async with self._get(path, params, aiohttp.ClientTimeout(total=timeout), CONTENT_TYPE) as resp:
+            await _expect_protobuf(resp, CONTENT_TYPE, "GET", path)
+            return await resp.read()
+
+
+async def _expect_protobuf(resp: Any, content_type: str, verb: str, path: str) -> None:
+    """Raise unless ``resp`` is a success in ``content_type``: NotProtobuf when the server refuses
+    the encoding or answers in another, ApiError for any other failure."""
+    if resp.status in (406, 415):
+        raise NotProtobuf(f"the server does not send {content_type} ({resp.status})")
+    ctype = resp.headers.get("Content-Type", "")
+    if resp.status >= 300:
+        raise ApiError(resp.status, _error_payload(await resp.read(), ctype), verb, path)
+    if not ctype.startswith(content_type.split(";")[0]):
+        raise NotProtobuf(f"the server answered {content_type} with {ctype or 'no content type'}")
 
 
 class NotProtobuf(Exception):
