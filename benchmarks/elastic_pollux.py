@@ -36,6 +36,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 AB = "+AB"
+# Mean avg JCT (s) over workloads 1-8 of the Pollux artifact's own Pollux policy, per load
+# (simulator/results-jobload/pollux-<load>/summary.json, OSDI'21 branch of petuum/adaptdl)
+ARTIFACT_POLLUX = {"0.5": 1534.0, "1.0": 2751.0, "1.5": 3685.0, "2.0": 5289.0}
 
 
 def parse_policy(spec: str, all_adaptive: bool) -> tuple[str, str, bool]:
@@ -51,7 +54,7 @@ def parse_policy(spec: str, all_adaptive: bool) -> tuple[str, str, bool]:
 
 
 def run_one(task: tuple) -> tuple:
-    label_set, path, label, name, adaptive, cost, interval, params = task
+    label_set, path, label, name, adaptive, cost, interval, params, oracle = task
     from lavaflow.sim import BATCH_GC_THRESHOLDS
 
     gc.set_threshold(*BATCH_GC_THRESHOLDS)  # as `lavaflow simulate` sets it for its process
@@ -60,7 +63,12 @@ def run_one(task: tuple) -> tuple:
     t0 = time.process_time()
     w0 = time.perf_counter()
     res = replay(
-        trace_inputs([path], gpu_cluster(), adaptive=adaptive), name, params=params, interval=interval, cost=cost
+        trace_inputs([path], gpu_cluster(), adaptive=adaptive),
+        name,
+        params=params,
+        interval=interval,
+        cost=cost,
+        oracle=oracle,
     )
     s = res.summary()
     s["cpu"] = time.process_time() - t0
@@ -102,6 +110,11 @@ def main() -> None:
     )
     ap.add_argument("--param", action="append", default=[], help="NAME=VALUE policy parameter (repeatable)")
     ap.add_argument("--json", default=None, help="also write the raw figures here")
+    ap.add_argument(
+        "--oracle",
+        action="store_true",
+        help="hand the policies the simulator's true speed models (ablation; default: models learned from reports)",
+    )
     args = ap.parse_args()
     try:
         rows = [parse_policy(p, args.adaptive_batch) for p in args.policies.split(",") if p.strip()]
@@ -148,6 +161,7 @@ def main() -> None:
                 args.resize_cost,
                 args.interval,
                 params if name in _takes_params() else {},
+                args.oracle,
             )
             for f in files
             for label, name, ada in rows
@@ -166,7 +180,10 @@ def main() -> None:
             )
     for label_set, by_label in table.items():
         names = sorted(next(iter(by_label.values())), key=lambda n: int(n.split("-")[1]))
-        print(f"\nload {label_set}: avg JCT (hours); * = reads remaining work (clairvoyant)")
+        print(
+            f"\nload {label_set}: avg JCT (hours); * = reads remaining work (clairvoyant); "
+            + ("speed models: ORACLE (the simulator's true models)" if args.oracle else "speed models: learned")
+        )
         print(f"{'policy':20s} " + " ".join(f"{n.split('-')[1]:>6s}" for n in names) + "    mean  max cpu(s)")
         means = {}
         for label, _, _ in rows:
@@ -175,9 +192,25 @@ def main() -> None:
             cpu = max(by_label[label][n]["cpu"] for n in names)
             mark = " *" if by_label[label][names[0]].get("clairvoyant") else ""
             print(f"{label + mark:20s} " + " ".join(f"{v:6.3f}" for v in vals) + f"  {means[label]:6.3f}  {cpu:7.2f}")
+        print(f"{'policy':20s}  mean avg JCT (s)  mean p99 JCT (h)  mean makespan (h)  GPU-h per job")
+        for label, _, _ in rows:
+            runs = [by_label[label][n] for n in names]
+            print(
+                f"{label:20s}  {statistics.mean(r['avg_jct'] for r in runs):16.0f}  "
+                f"{statistics.mean(r['p99_jct'] for r in runs) / 3600:16.2f}  "
+                f"{statistics.mean(r['makespan'] for r in runs) / 3600:17.2f}  "
+                f"{statistics.mean(r['gpu_hours_per_job'] for r in runs):13.2f}"
+            )
         if "Tiresias" in means:
             for label, _, _ in rows:
                 print(f"{label:20s} mean avg JCT vs Tiresias: {100 * (means[label] / means['Tiresias'] - 1):+6.1f}%")
+        ref = ARTIFACT_POLLUX.get(label_set)
+        if ref is not None and len(names) == 8:
+            for label, _, _ in rows:
+                print(
+                    f"{label:20s} mean avg JCT vs the Pollux artifact's own Pollux ({ref:.0f} s): "
+                    f"{100 * (means[label] * 3600 / ref - 1):+6.1f}%"
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(table, indent=1, default=str))
 

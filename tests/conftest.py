@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,17 @@ EXAMPLES = ROOT / "examples"
 def simulate(text: str, scheduler: str = "lavaflow", seed: int = 0, **kw) -> dict:
     """Simulate a YAML input and return the JSON-compatible result."""
     return Simulation(prepare(load_text(text)), scheduler=scheduler, seed=seed, **kw).run()
+
+
+def simulate_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``lavaflow simulate ARGS`` in a new process, from the repository's root."""
+    return subprocess.run(
+        [sys.executable, "-c", "from lavaflow.cli import main; main()", "simulate", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
 
 
 def as_json(result: dict) -> str:

@@ -198,11 +198,22 @@ def _spec(name, t, work, lo=1, hi=1, req=None):
     return ElasticJobSpec(name, t, sp.speed, sp.work, req or lo, lo, hi, extra={"annotations": ann})
 
 
-def simulate(jobs, nodes: int, policy: str, resize_cost: float = 30.0, resched_interval: float | None = None):
-    """The scheduler path: each job an elastic Volcano Job, sized by the elastic action."""
+def simulate(
+    jobs,
+    nodes: int,
+    policy: str,
+    resize_cost: float = 30.0,
+    resched_interval: float | None = None,
+    oracle: bool = True,
+):
+    """The scheduler path: each job an elastic Volcano Job, sized by the elastic action. These
+    tests check the policies' rules on speeds they know, so the policy is handed the true speed
+    models (the oracle) unless ``oracle=False``."""
     from lavaflow.sim.replay import gpu_cluster, replay, spec_inputs
 
-    return replay(spec_inputs(jobs, gpu_cluster(nodes=nodes)), policy, interval=resched_interval, cost=resize_cost)
+    return replay(
+        spec_inputs(jobs, gpu_cluster(nodes=nodes)), policy, interval=resched_interval, cost=resize_cost, oracle=oracle
+    )
 
 
 # The scheduler sees a job one period (1 s) after it arrives, when its pods exist, and binds
@@ -313,7 +324,7 @@ def test_training_model_runs_an_adaptive_job_phase_by_phase(tmp_path):
 
     p = tmp_path / "one.csv"
     p.write_text("name,time,application,num_replicas,batch_size,min_replicas,max_replicas\nj,0,cifar10,4,256,4,4\n")
-    res = replay(trace_inputs([p], gpu_cluster(nodes=1), adaptive=True), "FIFO")
+    res = replay(trace_inputs([p], gpu_cluster(nodes=1), adaptive=True), "FIFO", oracle=True)
     sp = PolluxJobSpeed("cifar10", 256, adaptive=True)
     expect = time_to(sp, (4,), None, 0.0, sp.total_work())
     stateless = PolluxJobSpeed("cifar10", 256, adaptive=True, phases=1)

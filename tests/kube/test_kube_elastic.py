@@ -20,6 +20,9 @@ from lavaflow.cli.tables import format_train_jobs  # noqa: E402
 from lavaflow.scheduler.framework.conf import load_scheduler_conf  # noqa: E402
 from lavaflow.testing import fake_node  # noqa: E402
 
+# The pods here run no training agent, so no job reports its speed: these tests follow the
+# resize mechanics on speeds the policy is handed (the oracle); learning from reports is tested
+# in tests/elastic/test_learned.py and below (a report patched on the Job reaches the PodGroup).
 CONF = """\
 actions: "enqueue, elastic, allocate, backfill"
 tiers:
@@ -28,7 +31,7 @@ tiers:
   - name: gang
   - name: conformance
   - name: elastic
-    arguments: {elastic.policy: Lavaflow, elastic.resizeInterval: 0s, elastic.resizeCost: 30s}
+    arguments: {elastic.policy: Lavaflow, elastic.resizeInterval: 0s, elastic.resizeCost: 30s, elastic.oracle: true}
 - plugins:
   - name: predicates
   - name: proportion
@@ -208,5 +211,14 @@ def test_running_job_can_report_its_measured_speed():
             await c.wait_for(
                 lambda: pg_ann("lavaflow.io/speedup", "1:1,2:1.9,4:3.5"), 30, "the measured speed-up on the PodGroup"
             )
+            # the training agent's report (lavaflow.elastic.learned) takes the same way
+            report = '{"rates":[["v100",1,2,0.05]]}'
+            await c.api.request(
+                "PATCH",
+                "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/m",
+                body={"metadata": {"annotations": {"lavaflow.io/metrics": report}}},
+                content_type=MERGE_PATCH,
+            )
+            await c.wait_for(lambda: pg_ann("lavaflow.io/metrics", report), 30, "the job's report on the PodGroup")
 
     asyncio.run(asyncio.wait_for(scenario(), 90))

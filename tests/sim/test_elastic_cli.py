@@ -4,12 +4,11 @@ progress model, traces and Voda's MPIJobs through the same loader, controllers a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import simulate_cli
 from lavaflow.api.loader import load_text
 from lavaflow.scheduler.cache import SchedulerCache
 from lavaflow.scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
@@ -21,14 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "from lavaflow.cli import main; main()", "simulate", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+cli = simulate_cli
 
 
 def simulate(text: str, **kw) -> tuple[dict, Simulation]:
@@ -51,6 +43,7 @@ def test_trace_replay_matches_the_retired_replayer():
         ",".join(REFERENCE),
         "--output",
         "json",
+        "--oracle",  # the retired replayer read the true speed models
     )
     assert p.returncode == 0, p.stderr
     results = json.loads(p.stdout)["results"]
@@ -74,7 +67,9 @@ def _adaptive_replay(policy: str, phases: int) -> dict:
     speed.DEFAULT_PHASES = phases
     es._speed_spec.cache_clear()  # speed models are built (with their phases) once per annotation set
     try:
-        return replay(trace_inputs([DATA / "pollux-20.csv"], gpu_cluster(nodes=4), adaptive=True), policy).summary()
+        return replay(
+            trace_inputs([DATA / "pollux-20.csv"], gpu_cluster(nodes=4), adaptive=True), policy, oracle=True
+        ).summary()
     finally:
         speed.DEFAULT_PHASES = saved
         es._speed_spec.cache_clear()
@@ -141,8 +136,17 @@ def two_jobs(policy_conf: str = "") -> str:
     )
 
 
+def oracle_conf():
+    """The default configuration with the elastic policy handed the true speed models: for the
+    tests that follow a policy's decisions on speeds they know."""
+    conf = load_scheduler_conf()
+    opt = next(p for t in conf.tiers for p in t.plugins if p.name == "elastic")
+    opt.arguments["elastic.oracle"] = True
+    return conf
+
+
 def test_elastic_job_shrinks_for_an_arrival_and_grows_back_without_restarting():
-    res, sim = simulate(two_jobs())
+    res, sim = simulate(two_jobs(), conf=oracle_conf())
     jobs = {j["name"]: j for j in res["jobs"]}
     assert jobs["big"]["phase"] == jobs["small"]["phase"] == "Completed"
     # resizes never restart the job, although its policy restarts it on PodEvicted

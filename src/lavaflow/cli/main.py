@@ -67,17 +67,25 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
     return sim_input, conf
 
 
-def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | None):
-    """The configuration with the elastic plugin's policy / interval / cost overridden."""
+def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | None, oracle: bool = False):
+    """The configuration with the elastic plugin's policy / interval / cost / oracle overridden."""
     from ..scheduler.framework.conf import load_scheduler_conf
 
     conf = conf if conf is not None else load_scheduler_conf()
-    if policy is None and interval is None and cost is None:
+    if policy is None and interval is None and cost is None and not oracle:
         return conf
     conf = conf.model_copy(deep=True)
     opt = next((p for t in conf.tiers for p in t.plugins if p.name == "elastic"), None)
     if opt is None or "elastic" not in conf.action_names:
-        flag = "--policy" if policy is not None else "--resize-interval" if interval is not None else "--resize-cost"
+        flag = (
+            "--policy"
+            if policy is not None
+            else "--resize-interval"
+            if interval is not None
+            else "--resize-cost"
+            if cost is not None
+            else "--oracle"
+        )
         raise Invalid(
             [
                 f"{flag}: the scheduler configuration does not enable elastic scheduling "
@@ -87,6 +95,8 @@ def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | No
     for key, value in (("elastic.policy", policy), ("elastic.resizeInterval", interval), ("elastic.resizeCost", cost)):
         if value is not None:
             opt.arguments[key] = value
+    if oracle:
+        opt.arguments["elastic.oracle"] = True
     return conf
 
 
@@ -103,6 +113,9 @@ def _run(
     cost: str | None = None,
     skip_unsupported: bool = False,
     adaptive: bool = False,
+    oracle: bool = False,
+    report_period: float = 30.0,
+    report_noise: float = 0.0,
 ):
     import time as _time
 
@@ -110,7 +123,7 @@ def _run(
 
     sim_input, conf = _load(files, config, skip_unsupported, adaptive)
     if scheduler == "lavaflow":
-        conf = _elastic_conf(conf, policy, interval, cost)
+        conf = _elastic_conf(conf, policy, interval, cost, oracle)
     pause = 30.0
     if cost is not None:
         from ..api.sim_annotations import parse_duration
@@ -126,6 +139,8 @@ def _run(
         default_duration=default_duration,
         restart_pause=pause,
         conf_origin=str(config) if config is not None else None,
+        report_period=report_period,
+        report_noise=report_noise,
     )
     label = scheduler if policy is None else f"{scheduler} ({policy})"
     if not show_progress:
@@ -229,6 +244,20 @@ def simulate(
             help="Pollux traces: every job may co-adapt its batch size (Pollux's goodput model) and run on 1 GPU up to what its largest batch allows",
         ),
     ] = False,
+    oracle: Annotated[
+        bool,
+        typer.Option(
+            "--oracle",
+            help="hand elastic policies the simulator's true speed models (elastic.oracle; ablation only: no real scheduler has them)",
+        ),
+    ] = False,
+    report_period: Annotated[
+        str, typer.Option(help="training jobs report their measured speed after this much training (default 30s)")
+    ] = "30s",
+    report_noise: Annotated[
+        float,
+        typer.Option(help="relative noise (log-normal sigma) of the speeds training jobs report; seeded by --seed"),
+    ] = 0.0,
     workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
@@ -262,6 +291,15 @@ def simulate(
                 parse_duration(value)
             except ValueError as exc:
                 problems.append(f"{flag}: {exc}")
+    period_s = 30.0
+    try:
+        period_s = parse_duration(report_period)
+        if not period_s > 0:
+            problems.append(f"--report-period: must be longer than 0s, got {report_period!r}")
+    except ValueError as exc:
+        problems.append(f"--report-period: {exc}")
+    if not (report_noise >= 0 and report_noise < 10):
+        problems.append(f"--report-noise: must be between 0 and 10 (a log-normal sigma), got {report_noise!r}")
     policies: list[str | None] = [policy]
     if compare_policies is not None or policy is not None:
         from ..elastic.policies import POLICY_NAMES, resolve_name
@@ -305,6 +343,9 @@ def simulate(
                     resize_cost,
                     skip_unsupported,
                     adaptive_batch,
+                    oracle,
+                    period_s,
+                    report_noise,
                 )
             )
     results = [r for r, _ in runs]
@@ -329,7 +370,8 @@ def simulate(
 
             out = Console(width=max(Console().width, 100))
             out.print(
-                "[bold]elastic training jobs[/bold] (reads work: the policy reads jobs' remaining work, clairvoyant)"
+                "[bold]elastic training jobs[/bold] (reads work: the policy reads jobs' remaining work, clairvoyant; "
+                "oracle: the policy was handed the true speed models, which no real scheduler has)"
             )
             out.print(format_table(elastic), markup=False, highlight=False)
     if explain is not None and output == "table":

@@ -10,6 +10,7 @@ from .results import SimResult
 COLUMNS = (
     ("policy", "policy"),
     ("clairvoyant", "reads work"),
+    ("oracle", "oracle"),
     ("avg_jct", "avg JCT"),
     ("p50_jct", "p50 JCT"),
     ("p99_jct", "p99 JCT"),
@@ -44,7 +45,7 @@ def table_rows(results: Sequence[SimResult]) -> tuple[list[str], list[list[str]]
                 row.append(fmt_duration(v))
             elif key == "gpu_utilization":
                 row.append("-" if v is None else f"{100 * v:.1f}%")
-            elif key == "clairvoyant":
+            elif key in ("clairvoyant", "oracle"):
                 row.append("yes" if v else "no")
             elif key == "completed":
                 row.append(f"{v}/{s['jobs']}")

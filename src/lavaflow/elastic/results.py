@@ -32,6 +32,7 @@ class SimResult:
     wall_seconds: float
     end_time: float
     clairvoyant: bool = False  # the policy read jobs' remaining / total work
+    oracle: bool = False  # the policy was handed the true speed models (no real scheduler has them)
 
     def summary(self) -> dict:
         jcts = np.array([j.jct for j in self.jobs if j.jct is not None], dtype=float)
@@ -43,6 +44,7 @@ class SimResult:
         return {
             "policy": self.policy,
             "clairvoyant": self.clairvoyant,
+            "oracle": self.oracle,
             "jobs": len(self.jobs),
             "completed": done,
             "avg_jct": float(jcts.mean()) if done else None,
@@ -54,6 +56,7 @@ class SimResult:
             "halts": sum(j.halts for j in self.jobs),
             "migrations": sum(j.migrations for j in self.jobs),
             "reschedules": self.reschedules,
+            "gpu_hours_per_job": (sum(j.gpu_seconds for j in self.jobs) / len(self.jobs) / 3600) if self.jobs else None,
             "gpus": total,
             "wall_seconds": self.wall_seconds,
         }

@@ -645,6 +645,16 @@ class PolluxJobSpeed:
             hit = self._fixed[key] = self.model.rate(placement, self.batch_size) * self._factor(gpu_type)
         return hit
 
+    def rate_with_batch(self, placement, gpu_type: str | None, phase: int | None, batch_size: int) -> float:
+        """Work units per second on ``placement`` of an adaptive job training at ``batch_size``
+        (the batch its own agent chose) in training phase ``phase``: the truth, whatever the batch."""
+        pl = canonical_placement(placement)
+        if not pl:
+            return 0.0
+        gains = self._gains(int(batch_size))
+        g = gains[-1 if phase is None or len(gains) == 1 else min(phase, len(gains) - 2)]
+        return self.model.rate(pl, int(batch_size)) * float(g) * self._factor(gpu_type)
+
     def phase_rates(self, placement, gpu_type: str | None = None) -> tuple[float, ...]:
         """An adaptive job's rate on ``placement`` in each training phase, then for the whole run
         (one value when it has no phases), kept per placement and type."""

@@ -81,7 +81,15 @@ def render_report(results: Sequence[SimResult], title: str = "lavaflow elastic s
         "td:first-child{text-align:left}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f"<table><tr>{th}</tr>{trs}</table>",
+        "<p>reads work: the policy read jobs' remaining work (clairvoyant). oracle: the policy was handed "
+        "the simulator's true speed models, which no real scheduler has; otherwise it read speed models "
+        "learned from what the jobs reported.</p>",
     ]
+    if any(r.oracle for r in results):
+        parts.append(
+            "<p><b>Some rows used the oracle speed models: compare them with another system's figures only "
+            "saying so.</b></p>"
+        )
     with matplotlib.rc_context(RC):
         parts += [
             "<h2>JCT CDF per policy</h2>",

@@ -53,6 +53,8 @@ class Simulation:
         period: float = 1.0,
         restart_pause: float = 30.0,
         conf_origin: str | None = None,
+        report_period: float = 30.0,
+        report_noise: float = 0.0,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(f"unknown scheduler {scheduler!r} (choose {', '.join(SCHEDULERS)})")
@@ -146,7 +148,14 @@ class Simulation:
         self.last_session = None
         self._conditions: dict[tuple[Any, ...], PodGroupCondition] = {}  # see _condition
         self.store.watch("Pod", self._record_pod)
-        self.training = TrainingModel(self, restart_pause)
+        self.training = TrainingModel(
+            self,
+            restart_pause,
+            oracle=bool(self.elastic_oracle()),
+            report_period=report_period,
+            report_noise=report_noise,
+            seed=seed,
+        )
         self.events: list[dict[str, Any]] = []  # Events the scheduler recorded (e.g. elastic resizes)
         self.sampler = TimelineSampler(self.store, self.cache)
         self._finished_jobs: set[str] = set()  # live Volcano Jobs in a final phase (progress display)
@@ -536,6 +545,8 @@ class Simulation:
                         self.store.delete("Pod", key)
                 elif kind == "train":
                     self.training.on_event(*payload)
+                elif kind == "report":
+                    self.training.on_report(*payload)
                 elif kind == "wake":
                     last_cycle_version = -1  # a time-based rule asked for a cycle
                 self._settle()
@@ -583,6 +594,15 @@ class Simulation:
     def elastic_policy_clairvoyant(self) -> bool | None:
         pol = self._elastic_policy()
         return None if pol is None else bool(getattr(pol, "clairvoyant", pol.needs_info))
+
+    def elastic_oracle(self) -> bool:
+        """Whether the elastic plugin hands its policy the true speed models (``elastic.oracle``)."""
+        opt = next((p for t in self.scheduler.conf.tiers for p in t.plugins if p.name == "elastic"), None)
+        if opt is None or "elastic" not in self.scheduler.conf.action_names:
+            return False
+        from ..scheduler.plugins.elastic import parse_bool
+
+        return parse_bool(opt.arguments.get("elastic.oracle"))
 
     def _anything_running(self) -> bool:
         return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())

@@ -79,6 +79,9 @@ def replay(
     interval: float | None = None,
     cost: float = 30.0,
     seed: int = 0,
+    oracle: bool = False,
+    report_period: float = 30.0,
+    report_noise: float = 0.0,
 ):
     """Run one policy; returns the :class:`~lavaflow.elastic.results.SimResult`.
     ``interval`` None: the policy's own scheduling tick (60 s for Tiresias), else 30 s."""
@@ -89,6 +92,8 @@ def replay(
     args = {"elastic.policy": policy, "elastic.resizeCost": f"{cost:g}s"}
     if interval is not None:
         args["elastic.resizeInterval"] = f"{interval:g}s"
+    if oracle:
+        args["elastic.oracle"] = True
     args.update({f"elastic.policy.{k}": v for k, v in (params or {}).items()})
     conf = load_scheduler_conf()
     opt = next(p for t in conf.tiers for p in t.plugins if p.name == "elastic")
@@ -100,6 +105,8 @@ def replay(
         conf=conf,
         seed=seed,
         restart_pause=cost,
+        report_period=report_period,
+        report_noise=report_noise,
     )
     sim.run()
     return sim.training.result(policy, time.perf_counter() - t0)

@@ -10,22 +10,36 @@ When the work is done every running pod of the job succeeds, and the job control
 the job.
 
 Like a metrics collector, the model reports each job's progress on its PodGroup whenever the
-rate changes (``lavaflow.io/progress``, ``-time``, ``gpu-seconds``); the scheduler extrapolates
-from the last report with the same speed model.  Results for reports: per job submit / first
-start / finish, the worker count over time, GPU-seconds; GPUs allocated per type over time.
+rate changes (``lavaflow.io/progress``, ``-time``, ``gpu-seconds``).  Truth and observation are
+kept apart: the speed model here is the truth and drives progress, but the scheduler sees only
+what the job's training agent reports (``lavaflow.io/metrics``, :mod:`lavaflow.elastic.learned`):
+one reporting period (``report_period`` seconds of training, 30 by default) after each start,
+resize or batch change, the step time measured on the job's current placement and batch
+(optionally with seeded log-normal noise, ``report_noise``), and, for adaptive-batch jobs, the
+gradient statistics at the point training has reached (again at each training phase).  An
+adaptive-batch job's agent chooses its batch from its own learned model, as AdaptDL's does.
+Reports carry only news: a real agent reporting every period would repeat the same measurement
+in between.  With the oracle (``elastic.oracle``) nothing is reported, jobs choose their batch
+under the true model and the scheduler reads the true model — the ablation of earlier figures.
+Results for reports: per job submit / first start / finish, the worker count over time,
+GPU-seconds; GPUs allocated per type over time.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..api import sim_annotations as ann
 from ..api.meta import set_fields
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION
 from ..elastic import spec as es
-from ..elastic.speed import next_bound, rate_at
+from ..elastic.learned import METRICS, LearnedSpeed, Measurement, Report
+from ..elastic.speed import PolluxJobSpeed, next_bound, rate_at
 
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import Simulation
@@ -58,12 +72,32 @@ class TrainState:
     halts: int = 0
     migrations: int = 0
     application: str = ""
+    # What the job's training agent knows and reports (learned models, no oracle):
+    batch: int | None = None  # the global batch it trains at now (adaptive batch)
+    profile: dict[tuple[str, int, int, int, int], tuple[float, float]] = field(default_factory=dict)
+    rates_seen: dict[tuple[str, int, int], float] = field(default_factory=dict)  # jobs without a batch model
+    grad: tuple[float, float] | None = None  # gradient (square, variance) where training is now
+    agent: LearnedSpeed | None = None  # its own model, from its last report
+    report_token: int = 0
+    rng: Any = None
 
 
 class TrainingModel:
-    def __init__(self, sim: Simulation, restart_pause: float = 30.0) -> None:
+    def __init__(
+        self,
+        sim: Simulation,
+        restart_pause: float = 30.0,
+        oracle: bool = False,
+        report_period: float = 30.0,
+        report_noise: float = 0.0,
+        seed: int = 0,
+    ) -> None:
         self.sim = sim
         self.restart_pause = restart_pause
+        self.oracle = oracle
+        self.report_period = report_period
+        self.report_noise = report_noise
+        self.seed = seed
         self.jobs: dict[str, TrainState] = {}
         self._running: dict[str, TrainState] = {}  # the jobs not finished, in the order of ``jobs``
         self.finished: list[TrainState] = []
@@ -196,13 +230,123 @@ class TrainingModel:
                 st.history.append((now, n1, st.gpu_type))
         if n1:
             shape = tuple(sorted(placement.values(), reverse=True))
-            st.rate = rate_at(st.speed.speed, shape, gtype, st.done)
+            if self._learns_batch(st):
+                st.batch = self._agent_batch(st, shape)
+            st.rate = self._true_rate(st, shape)
             st.paused_until = now + st.pause
+            self._report_later(st, st.paused_until + self.report_period)
         else:
             st.rate = 0.0
         self._record_alloc(now)
         self._report(st, now)
         self._project(st, now)
+
+    # ------------------------------------------------------------------ what the job reports
+    def _learns_batch(self, st: TrainState) -> bool:
+        """An adaptive-batch job whose agent chooses its batch from what it learned."""
+        sp = st.speed.speed
+        return not self.oracle and isinstance(sp, PolluxJobSpeed) and sp.adaptive
+
+    def _agent_batch(self, st: TrainState, shape: tuple[int, ...]) -> int:
+        """The batch the job's agent picks on ``shape``: the best goodput under its own model;
+        before its first measurement, the smallest batch its replicas allow (Pollux's start)."""
+        sp = st.speed.speed
+        if st.agent is None or not st.agent.observed:
+            m = sp.model
+            return int(min(max(m.init_batch_size, m.min_local_bsz * sum(shape)), sp.batch_limit))
+        return st.agent.best_batch(shape, st.gpu_type)[1]
+
+    def _true_rate(self, st: TrainState, shape: tuple[int, ...]) -> float:
+        sp = st.speed.speed
+        if st.batch is not None and self._learns_batch(st):
+            return sp.rate_with_batch(shape, st.gpu_type, sp.phase_of(st.done), st.batch)
+        return rate_at(sp, shape, st.gpu_type, st.done)
+
+    def _report_later(self, st: TrainState, at: float) -> None:
+        if self.oracle:
+            return
+        self._tokens += 1
+        st.report_token = self._tokens
+        self.sim._push(at, "report", (st.key, st.report_token))
+
+    def _noisy(self, st: TrainState, v: float) -> float:
+        if self.report_noise <= 0:
+            return v
+        if st.rng is None:
+            st.rng = np.random.default_rng([self.seed, zlib.crc32(st.key.encode())])
+        return float(v * np.exp(self.report_noise * st.rng.standard_normal()))
+
+    def _measure(self, st: TrainState) -> None:
+        """What the agent measures on the job's current placement and batch."""
+        shape = tuple(sorted(st.placement.values(), reverse=True))
+        gtype = st.gpu_type or "default"
+        sp = st.speed.speed
+        if isinstance(sp, PolluxJobSpeed):
+            m = sp.model
+            batch = st.batch if st.batch is not None else sp.batch_size
+            atomic, accum = m.batch_config(sum(shape), batch)
+            key = (gtype, len(shape), sum(shape), atomic, accum)
+            if key not in st.profile:
+                step, sync = m.step_time(shape, atomic)
+                f = sp._factor(st.gpu_type)
+                step = self._noisy(st, step / f)
+                st.profile[key] = (step, min(self._noisy(st, sync / f), step))
+            if sp.adaptive:
+                epoch = min(int(np.searchsorted(m.epoch_progress, st.done, side="right")), m.max_epochs - 1)
+                sqr, var = m._grad_stats(batch)
+                st.grad = (float(sqr[epoch]), float(var[epoch]))
+        else:
+            rkey = (gtype, len(shape), sum(shape))
+            if rkey not in st.rates_seen:
+                st.rates_seen[rkey] = self._noisy(st, rate_at(sp, shape, st.gpu_type, st.done))
+
+    def _agent_report(self, st: TrainState) -> Report:
+        sp = st.speed.speed
+        profile = tuple(Measurement(*k, *v) for k, v in st.profile.items())
+        rates = tuple((*k, v) for k, v in st.rates_seen.items())
+        if not isinstance(sp, PolluxJobSpeed):
+            return Report(rates=rates)
+        m = sp.model
+        return Report(
+            profile=profile,
+            batch_size=int(st.batch if st.batch is not None else sp.batch_size),
+            grad_sqr=st.grad[0] if st.grad is not None else None,
+            grad_var=st.grad[1] if st.grad is not None else None,
+            init_batch_size=int(m.init_batch_size),
+            max_batch_size=int(sp.batch_limit) if sp.adaptive else None,
+            local_bsz_bounds=(int(m.min_local_bsz), int(m.max_local_bsz)),
+        )
+
+    def _learn(self, st: TrainState, now: float) -> None:
+        """Measure, update the agent's own model, re-choose the batch (an adaptive job), report."""
+        self._measure(st)
+        sp = st.speed.speed
+        report = self._agent_report(st)
+        st.agent = LearnedSpeed(
+            report,
+            batch_size=getattr(sp, "batch_size", None),
+            adaptive=bool(getattr(sp, "adaptive", False)),
+            max_batch_size=report.max_batch_size,
+        )
+        if self._learns_batch(st):
+            shape = tuple(sorted(st.placement.values(), reverse=True))
+            batch = self._agent_batch(st, shape)
+            if batch != st.batch:
+                # a new batch (no restart, as Pollux changes it): measured one period later
+                st.batch = batch
+                st.rate = self._true_rate(st, shape)
+                self._project(st, now)
+                self._report_later(st, max(now, st.paused_until) + self.report_period)
+        self._report(st, now)
+
+    def on_report(self, key: str, token: int) -> None:
+        """A reporting period has passed on a configuration the job had not measured yet."""
+        self.flush()
+        st = self.jobs.get(key)
+        if st is None or st.finish is not None or st.report_token != token or not st.placement:
+            return
+        self._accrue(st, self.sim.now)
+        self._learn(st, self.sim.now)
 
     def _report(self, st: TrainState, now: float) -> None:
         pg = self.sim.store.get("PodGroup", st.key)
@@ -214,6 +358,8 @@ class TrainingModel:
         a[es.PROGRESS] = repr(float(min(st.done / st.speed.work, 1.0) if st.speed.work > 0 else 1.0))
         a[es.PROGRESS_TIME] = repr(float(at))
         a[es.GPU_SECONDS] = repr(float(st.gpu_seconds + n * (at - now)))
+        if st.agent is not None:
+            a[METRICS] = st.agent.report.to_json() if st.agent.report is not None else "{}"
         set_fields(pg.metadata, {"annotations": a})
         self.sim.store.update(pg)
 
@@ -235,8 +381,10 @@ class TrainingModel:
                 # extrapolates progress phase by phase with the same speed model)
                 st.done = max(st.done, nb)
                 shape = tuple(sorted(st.placement.values(), reverse=True))
-                st.rate = rate_at(st.speed.speed, shape, st.gpu_type, st.done) if st.placement else 0.0
+                st.rate = self._true_rate(st, shape) if st.placement else 0.0
                 self._project(st, now)
+                if st.placement and self._learns_batch(st):
+                    self._learn(st, now)  # new gradient statistics: the agent re-tunes its batch
             return
         st.done = st.speed.work
         st.finish = now
@@ -323,4 +471,5 @@ class TrainingModel:
             wall_seconds=wall,
             end_time=self.sim.now,
             clairvoyant=bool(self.sim.elastic_policy_clairvoyant()),
+            oracle=self.oracle,
         )

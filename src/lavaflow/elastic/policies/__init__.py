@@ -13,6 +13,7 @@ from .ffdl import ffdl
 from .fifo import fifo
 from .goodput import goodput
 from .lavaflow import lavaflow
+from .pollux import pollux
 from .srjf import srjf
 from .tiresias import (
     DEFAULT_THRESHOLDS,
@@ -90,6 +91,15 @@ _REGISTRY = {
         True,
         {},
     ),
+    "Pollux": (
+        pollux,
+        True,
+        True,
+        False,
+        "literature baseline (OSDI'21 artifact): p=-1 power mean of fair-share speed-ups with a restart penalty, learned models, 60 s tick",
+        False,
+        {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True},
+    ),
     "Goodput": (
         goodput,
         True,
@@ -113,7 +123,7 @@ ALIASES = {
     "voda-tiresias": "Tiresias-Voda",
 }
 POLICY_NAMES = list(_REGISTRY)
-_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput"}
+_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput", "Pollux"}
 
 
 def resolve_name(name: str) -> str:

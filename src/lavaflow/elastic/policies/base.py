@@ -44,6 +44,12 @@ class JobView:
     queue_entered: float | None = None
     # work units done so far (the job's observable progress; non-clairvoyant policies may read it)
     done_work: float = 0.0
+    # allocation changes after the job's first start (restarts: resizes, migrations, restarts
+    # after a halt), as the Pollux artifact counts them for its restart penalty
+    restarts: int = 0
+    # rate on n consolidated workers of a type for any n, also beyond max_workers (the same speed
+    # model as ``rates``; for policies that compare with a fair share); None: only ``rates``
+    rate_fn: Callable[[str, int], float] | None = field(default=None, compare=False)
 
     def types(self, capacity: Mapping[str, int]) -> list[str]:
         if self.pinned_type is not None:

@@ -25,6 +25,7 @@ PodEvicted policy).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
@@ -313,6 +314,8 @@ class ElasticAction(Action):
                     waiting_time=js.waiting_time,
                     queue_entered=js.queue_entered if js.queue_entered is not None else ej.info.creation,
                     done_work=max(ej.speed.work - ej.remaining, 0.0),
+                    restarts=js.restarts,
+                    rate_fn=functools.partial(plugin.rate_for, ej, gpus_per_node=gpn),
                 )
             )
         result = plugin.policy(views, capacity, now)
@@ -371,6 +374,8 @@ class ElasticAction(Action):
             if n0 == 0:
                 if js.first_start is None:
                     js.first_start = now
+                else:
+                    js.restarts += 1
                 js.run_start = now
                 _note(
                     ssn,
@@ -380,6 +385,7 @@ class ElasticAction(Action):
                 )
             elif n0 != n1 or t0 != t1:
                 js.resizes += 1
+                js.restarts += 1
                 kind = "type " + f"{t0} → {t1}, " if t0 != t1 else ""
                 _note(
                     ssn,
@@ -389,6 +395,8 @@ class ElasticAction(Action):
                 )
             if moved.get(nm):
                 js.migrations += moved[nm]
+                if n0 == n1 and t0 == t1:
+                    js.restarts += 1
                 msg = f"{moved[nm]} worker(s) moved to consolidate the job: {plugin.policy.name}"
                 if n0 == n1 and t0 == t1:
                     _note(ssn, ej, "Migrated", msg, count=moved[nm])

@@ -15,6 +15,7 @@ Configured like any plugin, with the ``elastic`` action in ``actions``::
           elastic.resizeCost: 30s           # what a start / resize / migration costs a job (policies weigh it)
           elastic.gpuTypeLabel: lavaflow.io/accelerator   # node label naming the GPU type
           elastic.gpuResource: nvidia.com/gpu
+          elastic.oracle: false             # true: hand the policy the true speed models (ablation only)
 
 A job is elastic when its PodGroup carries a speed model (annotations, see
 :mod:`lavaflow.elastic.spec`) and its GPU pods (the workers, one GPU each) outnumber
@@ -26,6 +27,11 @@ A job is elastic when its PodGroup carries a speed model (annotations, see
   places its pods, with the reason the policy gave ("waiting: ...");
 * keeps across sessions, in the cache, what the policy decided (each job's target placement) and
   what Tiresias-like policies need (first start, attained service, last run).
+
+Policies read each job's speed as a scheduler learns it (:mod:`lavaflow.elastic.learned`): fitted
+from the measurements the job reports, a placeholder before the first, and no more workers than
+twice the most it was measured on (for the elastic policies; rigid ones give the request).  The
+true models, which no real scheduler has, reach a policy only with ``elastic.oracle: true``.
 
 The state is rebuilt from the cluster after a restart: a job's size is its running workers, its
 attained service the last ``lavaflow.io/gpu-seconds`` report; the first reschedule waits one
@@ -40,7 +46,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...elastic import spec as es
-from ...elastic.speed import advance, phase_bounds, rate_curve
+from ...elastic.learned import METRICS, LearnedSpeed, learned_spec
+from ...elastic.speed import advance, consolidated_placement, phase_bounds, rate_curve
 from ..framework.registry import Plugin, register_plugin
 from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
 
@@ -48,6 +55,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
 
 ALIVE = frozenset(OCCUPYING - {TaskStatus.RELEASING})
+
+
+def parse_bool(value: Any) -> bool:
+    """A boolean plugin argument (YAML true/false, or the strings "true"/"false")."""
+    if isinstance(value, bool):
+        return value
+    if value is None or value == "":
+        return False
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f"expected true or false, got {value!r}")
 
 
 def parse_seconds(value: Any, default: float) -> float:
@@ -80,6 +99,7 @@ class JobState:
     resizes: int = 0
     halts: int = 0
     migrations: int = 0
+    restarts: int = 0  # allocation changes after the first start (the Pollux artifact's count)
 
 
 @dataclass(slots=True, eq=False)
@@ -124,8 +144,9 @@ class ElasticState:
     known: frozenset[str] = frozenset()
     node_version: GpuNodes | int = -1  # -1 before the first session
     jobs: dict[str, JobState] = field(default_factory=dict)
-    # (speed, type, max workers, GPUs per node, training phase) -> rates for 0..max workers
-    curves: dict[tuple[int, str, int, int, Any], tuple[float, ...]] = field(default_factory=dict)
+    # (id of the speed, type, max workers, GPUs per node, training phase) -> (the speed, rates for
+    # 0..max workers)
+    curves: dict[tuple[int, str, int, int, Any], tuple[Any, tuple[float, ...]]] = field(default_factory=dict)
     reschedules: int = 0
     adopted: bool = False
     static: dict[str, _Static] = field(default_factory=dict)  # job uid -> what its PodGroup and tasks give
@@ -185,9 +206,15 @@ class ElasticPlugin(Plugin):
 
     def __init__(self, arguments: dict[str, Any] | None = None) -> None:
         super().__init__(arguments)
-        (self.policy_name, self.resize_cost, self.type_label, self.gpu_resource, self.policy, self.interval) = (
-            _parsed_arguments(self.arguments)
-        )
+        (
+            self.policy_name,
+            self.resize_cost,
+            self.type_label,
+            self.gpu_resource,
+            self.policy,
+            self.interval,
+            self.oracle,
+        ) = _parsed_arguments(self.arguments)
         self.jobs: dict[str, ElasticJob] = {}
         self.invalid: dict[str, str] = {}  # job uid -> why its annotations cannot be used
         self.state: ElasticState | None = None
@@ -217,7 +244,13 @@ class ElasticPlugin(Plugin):
         for key in ("elastic.gpuTypeLabel", "elastic.gpuResource"):
             if key in arguments and (not isinstance(arguments[key], str) or not arguments[key].strip()):
                 out.append((key, "must be a non-empty string"))
+        if "elastic.oracle" in arguments:
+            try:
+                parse_bool(arguments["elastic.oracle"])
+            except ValueError as exc:
+                out.append(("elastic.oracle", str(exc)))
         known = {
+            "elastic.oracle",
             "elastic.policy",
             "elastic.resizeInterval",
             "elastic.resizeCost",
@@ -422,6 +455,8 @@ class ElasticPlugin(Plugin):
                     # Only the progress report changed (what the training job writes as it runs):
                     # the speed model, knobs and worker range stand.
                     sp, kn, _, rng = kept.parsed
+                    if not self.oracle and kept.ann.get(METRICS) != ann.get(METRICS):
+                        sp = learned_spec(ann)  # a new measurement: the learned model moves
                     try:
                         prog = es.progress(ann, parse_time=_time_parser)
                     except es.SpecError:
@@ -429,7 +464,7 @@ class ElasticPlugin(Plugin):
                     ann_seen = dict(ann)
                 else:
                     try:
-                        sp = es.speed_spec(ann)
+                        sp = es.speed_spec(ann) if self.oracle else learned_spec(ann)
                         kn = es.knobs(ann)
                     except es.SpecError as exc:
                         self.invalid[job.uid] = f"{exc.field}: {exc.message}"
@@ -540,6 +575,9 @@ class ElasticPlugin(Plugin):
         else:
             lo = max(1, job.min_available - len(others))
             hi = len(workers)
+        if isinstance(sp.speed, LearnedSpeed) and self.policy.elastic:
+            # Pollux's rule: no more than twice the most the job has been measured on
+            hi = max(min(hi, sp.speed.max_allowed), min(lo, hi))
         placement: dict[str, int] = {}
         gtype = None
         names = self.ssn.nodes.names
@@ -601,16 +639,30 @@ class ElasticPlugin(Plugin):
         for ty in types:
             if ej.pinned is not None and ty != ej.pinned:
                 continue
-            key = (id(ej.speed.speed), ty, ej.max_workers, gpus_per_node, phase)
-            c = self.state.curves.get(key)
-            if c is None:
-                c = rate_curve(ej.speed.speed, ty, ej.max_workers, gpus_per_node, phase)
-                self.state.curves[key] = c
-            out[ty] = c
+            speed = ej.speed.speed
+            key = (id(speed), ty, ej.max_workers, gpus_per_node, phase)
+            hit = self.state.curves.get(key)
+            if hit is None or hit[0] is not speed:  # (an id is reused once its object is gone)
+                if len(self.state.curves) >= _CURVES_KEPT:
+                    self.state.curves.clear()  # learned models come and go with the jobs' reports
+                hit = self.state.curves[key] = (speed, rate_curve(speed, ty, ej.max_workers, gpus_per_node, phase))
+            out[ty] = hit[1]
         return out
+
+    def rate_for(self, ej: ElasticJob, gpu_type: str, n: int, gpus_per_node: int) -> float:
+        """The rate of ``ej`` on ``n`` consolidated workers of ``gpu_type`` (any n), from the same
+        speed model and training phase as :meth:`curves`."""
+        if n <= 0:
+            return 0.0
+        sp = ej.speed.speed
+        pl = consolidated_placement(n, gpus_per_node)
+        if phase_bounds(sp):
+            return float(sp.rate(pl, gpu_type, phase=sp.phase_of(max(ej.speed.work - ej.remaining, 0.0))))
+        return float(sp.rate(pl, gpu_type))
 
 
 _BY_INDEX = operator.attrgetter("index", "uid")
+_CURVES_KEPT = 20_000
 # The annotations the speed model, knobs and worker range are read from (not the progress report).
 _MODEL_KEYS = (*es.STATIC_KEYS, es.WORKERS)
 
@@ -624,7 +676,7 @@ def _progress(parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]
     if prog is not None:
         done = prog.fraction * sp.work
         attained = prog.gpu_seconds
-        if prog.time is not None and n and now > prog.time:
+        if prog.time is not None and n and now > prog.time and getattr(sp.speed, "observed", True):
             # extrapolated with the speed model, phase by phase where the rate depends on progress
             done = advance(sp.speed, shape, gtype, done, now - prog.time, sp.work)
             attained += n * gpw * (now - prog.time)
@@ -675,12 +727,12 @@ def _split_tasks(job: JobInfo, col: int) -> tuple[list[TaskInfo], list[TaskInfo]
 
 
 # The plugin is built anew every session: its arguments are parsed once per distinct set.
-_PARSED: dict[tuple[tuple[str, str], ...], tuple[str, float, str, str, Any, float]] = {}
+_PARSED: dict[tuple[tuple[str, str], ...], tuple[str, float, str, str, Any, float, bool]] = {}
 
 
-def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, float]:
-    """(policy name, resize cost, GPU type label, GPU resource, policy, interval) from the
-    plugin's arguments (policies are stateless, so one is shared by every session)."""
+def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, float, bool]:
+    """(policy name, resize cost, GPU type label, GPU resource, policy, interval, oracle) from
+    the plugin's arguments (policies are stateless, so one is shared by every session)."""
     key = tuple(sorted((str(k), repr(v)) for k, v in a.items()))
     hit = _PARSED.get(key)
     if hit is None:
@@ -699,6 +751,7 @@ def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, flo
             str(a.get("elastic.gpuResource", es.DEFAULT_GPU_RESOURCE)),
             policy,
             parse_seconds(a.get("elastic.resizeInterval"), own if own is not None else 30.0),
+            parse_bool(a.get("elastic.oracle")),
         )
     return hit
 

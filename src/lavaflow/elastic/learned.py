@@ -1,0 +1,517 @@
+"""Speed models learned from what a training job reports, as a real scheduler has them.
+
+A scheduler on a cluster does not know how fast a job trains on a placement it has not run on:
+it learns it from the job's own measurements.  This module holds
+
+* the **report** a training job (its agent, like AdaptDL's) writes on its PodGroup — the
+  annotation ``lavaflow.io/metrics``, JSON (field names as in AdaptDL's scheduling hints)::
+
+      {"profile": [["t4", 1, 4, 64, 0, 0.213, 0.051], ...],   # gpuType, nodes, replicas,
+                                                                # localBsz, accumSteps,
+                                                                # stepTime s, syncTime s
+       "rates": [["v100", 1, 2, 3.2], ...],   # jobs without a batch model: gpuType, nodes,
+                                              # replicas, work units per second
+       "batchSize": 512, "gradSqr": 0.11, "gradVar": 2.3,     # now (adaptive-batch jobs)
+       "initBatchSize": 128, "maxBatchSize": 4096, "localBszBounds": [32, 256]}
+
+  beside the progress report (``lavaflow.io/progress``, ``-time``, ``gpu-seconds``).  Every
+  field is optional; a malformed report is ignored (the job is scheduled as if it had reported
+  nothing);
+* the **throughput model** fitted from the profile, in Pollux's parametric form: compute time
+  per micro-step ``Tc = αc + βc·b`` (b: per-replica batch), synchronisation time
+  ``Tn = α + β·max(r − 2, 0)`` with one (α, β) pair for jobs spread over nodes and one for jobs
+  within a node, and a step time ``(Tc^γ + Tn^γ)^(1/γ)`` (γ ∈ [1, 10]: how far the two overlap);
+  gradient accumulation adds ``Tc`` per extra micro-step.  Fitted by least squares with bounds
+  (all parameters ≥ 0, relative errors, γ on a grid), one fit per GPU type;
+* :class:`LearnedSpeed`, the speed object the policies read instead of the simulator's true
+  model: rates per placement from the fit (and, for an adaptive-batch job, at the batch with the
+  best goodput under the gradient statistics it reported last), a placeholder before the first
+  measurement (linear speed-up), and no more workers than twice the most it has been measured
+  on (:attr:`LearnedSpeed.max_allowed`).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from . import spec as es
+
+METRICS = es.PREFIX + "metrics"
+# One more micro-step on one replica without gradient accumulation: the placeholder rate before a
+# job has reported anything (work units per second per worker; only speed-ups matter then).
+PLACEHOLDER_RATE = 1.0
+_GAMMAS = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 10.0)
+_LO = 1e-8
+_MAX_PROFILE = 256  # entries a report may carry (the newest kept by the writer)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One profiled configuration: seconds per optimiser step and the part of it spent syncing."""
+
+    gpu_type: str
+    nodes: int
+    replicas: int
+    local_bsz: int
+    accum_steps: int
+    step_time: float
+    sync_time: float
+
+
+@dataclass(frozen=True)
+class Report:
+    """A training job's report (``lavaflow.io/metrics``), parsed."""
+
+    profile: tuple[Measurement, ...] = ()
+    rates: tuple[tuple[str, int, int, float], ...] = ()
+    batch_size: int | None = None
+    grad_sqr: float | None = None
+    grad_var: float | None = None
+    init_batch_size: int | None = None
+    max_batch_size: int | None = None
+    local_bsz_bounds: tuple[int, int] | None = None
+
+    def to_json(self) -> str:
+        out: dict[str, Any] = {}
+        if self.profile:
+            out["profile"] = [
+                [m.gpu_type, m.nodes, m.replicas, m.local_bsz, m.accum_steps, m.step_time, m.sync_time]
+                for m in self.profile[-_MAX_PROFILE:]
+            ]
+        if self.rates:
+            out["rates"] = [list(r) for r in self.rates[-_MAX_PROFILE:]]
+        for key, v in (
+            ("batchSize", self.batch_size),
+            ("gradSqr", self.grad_sqr),
+            ("gradVar", self.grad_var),
+            ("initBatchSize", self.init_batch_size),
+            ("maxBatchSize", self.max_batch_size),
+        ):
+            if v is not None:
+                out[key] = v
+        if self.local_bsz_bounds is not None:
+            out["localBszBounds"] = list(self.local_bsz_bounds)
+        return json.dumps(out, separators=(",", ":"))
+
+
+class ReportError(ValueError):
+    pass
+
+
+def _pos_int(v: Any, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
+        raise ReportError(f"{what}: expected a non-negative integer, got {v!r}")
+    return int(v)
+
+
+def _pos_float(v: Any, what: str, strict: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or (strict and v == 0):
+        raise ReportError(f"{what}: expected a {'positive' if strict else 'non-negative'} number, got {v!r}")
+    return float(v)
+
+
+@lru_cache(maxsize=8192)
+def parse_report(raw: str) -> Report:
+    """The report in ``raw`` (raises ReportError naming the part that is wrong)."""
+    try:
+        d = json.loads(raw)
+    except ValueError as exc:
+        raise ReportError(f"not JSON: {exc}") from None
+    if not isinstance(d, dict):
+        raise ReportError("expected a JSON object")
+    profile = []
+    for i, row in enumerate(d.get("profile") or ()):
+        if not isinstance(row, list) or len(row) != 7 or not isinstance(row[0], str):
+            raise ReportError(
+                f"profile[{i}]: expected [gpuType, nodes, replicas, localBsz, accumSteps, stepTime, syncTime]"
+            )
+        nodes, reps = _pos_int(row[1], f"profile[{i}] nodes"), _pos_int(row[2], f"profile[{i}] replicas")
+        if not 1 <= nodes <= reps:
+            raise ReportError(f"profile[{i}]: needs 1 <= nodes <= replicas, got {nodes} and {reps}")
+        step = _pos_float(row[5], f"profile[{i}] stepTime", strict=True)
+        sync = min(_pos_float(row[6], f"profile[{i}] syncTime"), step)
+        profile.append(
+            Measurement(
+                row[0].lower(),
+                nodes,
+                reps,
+                _pos_int(row[3], f"profile[{i}] localBsz"),
+                _pos_int(row[4], f"profile[{i}] accumSteps"),
+                step,
+                sync,
+            )
+        )
+    rates = []
+    for i, row in enumerate(d.get("rates") or ()):
+        if not isinstance(row, list) or len(row) != 4 or not isinstance(row[0], str):
+            raise ReportError(f"rates[{i}]: expected [gpuType, nodes, replicas, rate]")
+        nodes, reps = _pos_int(row[1], f"rates[{i}] nodes"), _pos_int(row[2], f"rates[{i}] replicas")
+        if not 1 <= nodes <= reps:
+            raise ReportError(f"rates[{i}]: needs 1 <= nodes <= replicas, got {nodes} and {reps}")
+        rates.append((row[0].lower(), nodes, reps, _pos_float(row[3], f"rates[{i}] rate")))
+    opt: dict[str, Any] = {}
+    for key, attr, conv in (
+        ("batchSize", "batch_size", _pos_int),
+        ("gradSqr", "grad_sqr", _pos_float),
+        ("gradVar", "grad_var", _pos_float),
+        ("initBatchSize", "init_batch_size", _pos_int),
+        ("maxBatchSize", "max_batch_size", _pos_int),
+    ):
+        if d.get(key) is not None:
+            opt[attr] = conv(d[key], key)
+    bounds = d.get("localBszBounds")
+    if bounds is not None:
+        if not isinstance(bounds, list) or len(bounds) != 2:
+            raise ReportError("localBszBounds: expected [min, max]")
+        lo, hi = _pos_int(bounds[0], "localBszBounds"), _pos_int(bounds[1], "localBszBounds")
+        if not 1 <= lo <= hi:
+            raise ReportError(f"localBszBounds: needs 1 <= min <= max, got {bounds}")
+        opt["local_bsz_bounds"] = (lo, hi)
+    return Report(tuple(profile), tuple(rates), **opt)
+
+
+def report_of(annotations: Mapping[str, str]) -> Report | None:
+    """The job's last report, or None (none written, or malformed: ignored as a bad progress
+    report is)."""
+    raw = annotations.get(METRICS)
+    if not raw:
+        return None
+    try:
+        return parse_report(str(raw))
+    except ReportError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The throughput model
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PerfParams:
+    alpha_c: float
+    beta_c: float
+    alpha_n: float  # across nodes
+    beta_n: float
+    alpha_r: float  # within one node
+    beta_r: float
+    gamma: float
+
+    def compute_time(self, local_bsz: np.ndarray | float) -> np.ndarray | float:
+        return self.alpha_c + self.beta_c * local_bsz
+
+    def sync_time(self, nodes: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+        extra = np.maximum(replicas - 2, 0)
+        return np.where(
+            nodes > 1,
+            self.alpha_n + self.beta_n * extra,
+            np.where(replicas > 1, self.alpha_r + self.beta_r * extra, _LO),
+        )
+
+    def sync_one(self, nodes: int, replicas: int) -> float:
+        extra = max(replicas - 2, 0)
+        if nodes > 1:
+            return self.alpha_n + self.beta_n * extra
+        return self.alpha_r + self.beta_r * extra if replicas > 1 else _LO
+
+    def step_time(self, nodes, replicas, local_bsz, accum) -> np.ndarray:
+        """Seconds per optimiser step (``accum`` extra micro-steps of gradient accumulation)."""
+        tc = self.compute_time(np.asarray(local_bsz, dtype=float))
+        tn = self.sync_time(np.asarray(nodes), np.asarray(replicas))
+        g = self.gamma
+        return np.asarray(accum) * tc + (tc**g + tn**g) ** (1.0 / g)
+
+
+def _line(x: np.ndarray, y: np.ndarray, fixed_slope: bool = False) -> tuple[float, float]:
+    """(a, b) ≥ 0 minimising the relative squared error of ``a + b·x`` against ``y``."""
+    w = 1.0 / np.maximum(y, _LO) ** 2
+    if fixed_slope or len(np.unique(x)) < 2:
+        a = float(np.sum(w * y) / np.sum(w))
+        return max(a, _LO), _LO
+    sw, sx, sy = w.sum(), (w * x).sum(), (w * y).sum()
+    sxx, sxy = (w * x * x).sum(), (w * x * y).sum()
+    det = sw * sxx - sx * sx
+    if not det > 1e-12 * sw * sxx:
+        return max(float(sy / sw), _LO), _LO
+    a = (sxx * sy - sx * sxy) / det
+    b = (sw * sxy - sx * sy) / det
+    if b < _LO:
+        return max(float(sy / sw), _LO), _LO
+    if a < _LO:
+        return _LO, max(float(sxy / sxx), _LO)
+    return float(a), float(b)
+
+
+@lru_cache(maxsize=4096)
+def fit_perf(rows: tuple[tuple[int, int, int, float, float], ...]) -> PerfParams:
+    """Pollux's throughput model fitted to measurements ``(nodes, replicas, local batch, compute
+    time per micro-step, step time)`` (seconds), with Pollux's priors where the measurements say
+    nothing: one local batch size observed → the compute time is split half constant, half per
+    sample; nothing observed across nodes → syncing across nodes costs at least 1.1 × within one;
+    nothing observed on ≥ 2 replicas within a node → that sync is free (optimistic); nothing on
+    more than 2 replicas → no growth with the replica count."""
+    a = np.array(rows, dtype=float)
+    nodes, reps, bsz, comp, step = a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4]
+    comp = np.maximum(comp, _LO)
+    if len(np.unique(bsz)) == 1:
+        ac = float(comp.mean()) / 2
+        bc = max(ac / max(float(bsz[0]), 1.0), _LO)
+    else:
+        ac, bc = _line(bsz, comp)
+    tc = ac + bc * bsz
+    inter, intra = nodes > 1, (nodes == 1) & (reps > 1)
+    grows = bool(np.any(reps > 2))
+    best: tuple[float, PerfParams] | None = None
+    for g in _GAMMAS:
+        implied = np.maximum(np.maximum(step, _LO) ** g - tc**g, _LO**g) ** (1.0 / g)
+        pn = _line(reps[inter] - 2, implied[inter], not grows) if inter.any() else (_LO, _LO)
+        pr = _line(reps[intra] - 2, implied[intra], not grows) if intra.any() else (_LO, _LO)
+        p = PerfParams(ac, bc, pn[0], pn[1], pr[0], pr[1], g)
+        pred = p.step_time(nodes, reps, bsz, 0)
+        err = float(np.sqrt(np.mean((np.log(pred) - np.log(np.maximum(step, _LO))) ** 2)))
+        reg = 1e-3 * (g - 1) ** 2 + 1e-2 * ((p.beta_n / p.alpha_n) ** 2 + (p.beta_r / p.alpha_r) ** 2)
+        if best is None or err + reg < best[0] - 1e-12:
+            best = (err + reg, p)
+    assert best is not None
+    p = best[1]
+    if not inter.any():
+        p = PerfParams(
+            p.alpha_c,
+            p.beta_c,
+            max(p.alpha_n, 1.1 * p.alpha_r),
+            max(p.beta_n, 1.1 * p.beta_r),
+            p.alpha_r,
+            p.beta_r,
+            p.gamma,
+        )
+    return p
+
+
+def batch_config(replicas: int, batch_size: int, max_local: int) -> tuple[int, int]:
+    """(micro-batch per replica, extra accumulation steps) of a global batch on ``replicas``."""
+    local = math.ceil(batch_size / replicas - 1e-9)
+    accum = max(math.ceil(local / max_local - 1e-9) - 1, 0)
+    return max(math.ceil(local / (accum + 1) - 1e-9), 1), accum
+
+
+def gain(batch_size: np.ndarray | float, init_batch: int, sqr: float, var: float) -> np.ndarray | float:
+    """Statistical progress per optimiser step at ``batch_size`` (Pollux's gradient noise
+    scale rule): ``(var + sqr) / (var / s + sqr)`` with ``s = batch / init batch``."""
+    s = np.asarray(batch_size, dtype=float) / init_batch
+    den = var / s + sqr
+    return np.where(den > 0, (var + sqr) / np.where(den > 0, den, 1.0), 1.0)
+
+
+@lru_cache(maxsize=1024)
+def _grid(lo: int, hi: int, points: int = 50) -> tuple[int, ...]:
+    return tuple(sorted({int(round(b)) for b in np.geomspace(lo, hi, points)}))
+
+
+_MISSING = object()
+
+
+@lru_cache(maxsize=8192)
+def _fit_for(profile: tuple[Measurement, ...], gpu_type: str) -> PerfParams:
+    by_type: dict[str, list[Measurement]] = {}
+    for m in profile:
+        by_type.setdefault(m.gpu_type, []).append(m)
+    ms = by_type.get(gpu_type) or by_type[min(by_type, key=lambda k: (-len(by_type[k]), k))]
+    rows = tuple(sorted({(m.nodes, m.replicas, m.local_bsz, m.step_time - m.sync_time, m.step_time) for m in ms}))
+    return fit_perf(rows)
+
+
+@lru_cache(maxsize=8192)
+def _candidates(
+    n: int, own: int, b0: int, limit: int, lo_local: int, hi_local: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(batches, micro-batch per replica, extra accumulation steps, real batch) an adaptive job
+    may train at on ``n`` replicas: its own batch, the smallest the replicas allow and a
+    geometric grid up to its limit (the same candidates as the simulator's true model)."""
+    lo = max(b0, lo_local * n)
+    cands = {own}
+    if limit >= lo:
+        cands.add(lo)
+        cands.update(b for b in _grid(b0, limit) if lo <= b <= limit)
+    bs = np.array(sorted(cands), dtype=float)
+    local = np.ceil(bs / n - 1e-9)
+    accum = np.maximum(np.ceil(local / hi_local - 1e-9) - 1, 0)
+    atomic = np.maximum(np.ceil(local / (accum + 1) - 1e-9), 1)
+    return bs, atomic, accum, n * atomic * (accum + 1)
+
+
+@dataclass(eq=False)
+class LearnedSpeed:
+    """What a scheduler knows of a job's speed: the report's fits (see the module docstring).
+
+    ``batch_size`` is the job's own batch (declared); ``adaptive`` whether it co-adapts it
+    (then rates are goodput, in the statistical progress units of its work); ``prior`` an
+    optional speed object used as the placeholder before the first measurement (a user's
+    speed-up table: a prior, replaced by what the job measures)."""
+
+    report: Report | None
+    batch_size: int | None = None
+    adaptive: bool = False
+    max_batch_size: int | None = None
+    prior: Any = None
+    _fits: dict[str, PerfParams | None] = field(default_factory=dict, repr=False)
+    _rates: dict[tuple, float] = field(default_factory=dict, repr=False)
+    _best: dict[tuple, tuple[float, int]] = field(default_factory=dict, repr=False)
+
+    # -- what has been observed ----------------------------------------------------------------
+    @property
+    def observed(self) -> bool:
+        r = self.report
+        return r is not None and bool(r.profile or r.rates)
+
+    @property
+    def max_observed(self) -> int:
+        r = self.report
+        if r is None:
+            return 0
+        return max([m.replicas for m in r.profile] + [x[2] for x in r.rates], default=0)
+
+    @property
+    def max_allowed(self) -> int:
+        """Pollux's bound: no more workers than twice the most the job has been measured on."""
+        return max(2 * self.max_observed, 1)
+
+    def max_useful_workers(self) -> int:
+        return 1 << 16
+
+    # -- fits --------------------------------------------------------------------------------
+    def fit(self, gpu_type: str | None) -> PerfParams | None:
+        """The throughput model for ``gpu_type``: fitted on that type's measurements, else on the
+        type measured most (a prior: the same speed), else None."""
+        t = (gpu_type or "default").lower()
+        hit = self._fits.get(t, _MISSING)
+        if hit is _MISSING:
+            r = self.report
+            hit = self._fits[t] = _fit_for(r.profile, t) if r is not None and r.profile else None
+        return hit  # type: ignore[return-value]
+
+    # -- rates ---------------------------------------------------------------------------------
+    def rate(self, placement, gpu_type: str | None = None, phase: int | None = None) -> float:
+        pl = tuple(sorted((int(v) for v in placement if v), reverse=True))
+        if not pl:
+            return 0.0
+        key = (pl, gpu_type)
+        hit = self._rates.get(key)
+        if hit is None:
+            hit = self._rates[key] = self._rate(pl, gpu_type)
+        return hit
+
+    def best_batch(self, placement, gpu_type: str | None = None) -> tuple[float, int]:
+        """(goodput, batch) the job's agent would choose on ``placement`` from this model (for an
+        adaptive job; others: their own batch).  Before any measurement: Pollux's starting rule,
+        the smallest batch the replicas allow."""
+        pl = tuple(sorted((int(v) for v in placement if v), reverse=True))
+        r = self.report
+        own = int(self.batch_size or 1)
+        if not pl or r is None or not self.adaptive:
+            return (0.0 if not pl else self.rate(pl, gpu_type)), own
+        b0 = r.init_batch_size or own
+        lo_local = r.local_bsz_bounds[0] if r.local_bsz_bounds else 1
+        p = self.fit(gpu_type)
+        if p is None:
+            return self.rate(pl, gpu_type), max(b0, lo_local * sum(pl))
+        return self._goodput(pl, p, r)
+
+    def _limits(self, r: Report) -> tuple[int, int, int, int]:
+        own = int(self.batch_size or r.batch_size or r.init_batch_size or 1)
+        b0 = r.init_batch_size or own
+        lo_local, hi_local = r.local_bsz_bounds or (1, 1 << 30)
+        return own, b0, lo_local, hi_local
+
+    def _goodput(self, pl: tuple[int, ...], p: PerfParams, r: Report) -> tuple[float, int]:
+        key = (pl, p)
+        hit = self._best.get(key)
+        if hit is not None:
+            return hit
+        own, b0, lo_local, hi_local = self._limits(r)
+        n = sum(pl)
+        limit = max(int(self.max_batch_size or r.max_batch_size or own), own)
+        bs, atomic, accum, real = _candidates(n, own, b0, limit, lo_local, hi_local)
+        tc = p.alpha_c + p.beta_c * atomic
+        tn = p.sync_one(len(pl), n)
+        g = p.gamma
+        t = accum * tc + (tc**g + tn**g) ** (1.0 / g)
+        sqr, var = r.grad_sqr, r.grad_var
+        good = (gain(real, b0, sqr, var) if sqr is not None and var is not None else 1.0) / t
+        i = int(np.argmax(good))
+        hit = self._best[key] = (float(good[i]), int(bs[i]))
+        return hit
+
+    def _rate(self, pl: tuple[int, ...], gpu_type: str | None) -> float:
+        r = self.report
+        n = sum(pl)
+        if r is not None and r.rates and not r.profile:
+            return _tabulated(r.rates, (gpu_type or "default").lower(), n)
+        p = self.fit(gpu_type) if r is not None else None
+        if p is None:
+            if self.prior is not None:
+                return float(self.prior.rate(pl, gpu_type))
+            return PLACEHOLDER_RATE * n
+        assert r is not None
+        if self.adaptive:
+            return self._goodput(pl, p, r)[0]
+        own, _b0, _lo, hi_local = self._limits(r)
+        atomic, accum = batch_config(n, own, hi_local)
+        t = float(p.step_time(len(pl), n, atomic, accum))
+        return (n * atomic * (accum + 1) / own) / t if t > 0 else 0.0
+
+
+def _tabulated(rates: tuple[tuple[str, int, int, float], ...], gpu_type: str, n: int) -> float:
+    """Rate on ``n`` workers from measured (type, nodes, replicas, rate) points: interpolated
+    between measured counts, linear below the smallest, flat beyond the largest; a type not
+    measured takes the type measured most."""
+    by_type: dict[str, dict[int, float]] = {}
+    for t, _nodes, reps, rate in rates:
+        by_type.setdefault(t, {})[reps] = rate  # the newest measurement of a count
+    pts = by_type.get(gpu_type) or by_type[min(by_type, key=lambda k: (-len(by_type[k]), k))]
+    xs = sorted(pts)
+    ys = np.maximum.accumulate(np.array([pts[x] for x in xs], dtype=float))
+    if n <= xs[0]:
+        return float(ys[0] * n / xs[0])
+    if n >= xs[-1]:
+        return float(ys[-1])
+    return float(np.interp(n, xs, ys))
+
+
+@lru_cache(maxsize=8192)
+def _learned(items: tuple[tuple[str, str], ...], raw: str | None) -> es.SpeedSpec:
+    ann = dict(items)
+    declared = es.speed_spec(ann)
+    report = None
+    if raw:
+        try:
+            report = parse_report(raw)
+        except ReportError:
+            report = None
+    adaptive = str(ann.get(es.ADAPTIVE, "false")).strip().lower() == "true"
+    max_batch = ann.get(es.MAX_BATCH)
+    prior = declared.speed if es.SPEEDUP in ann else None  # the user's table: a prior, not the truth
+    speed = LearnedSpeed(
+        report,
+        batch_size=declared.batch_size,
+        adaptive=adaptive,
+        max_batch_size=int(max_batch) if max_batch is not None else None,
+        prior=prior,
+    )
+    return es.SpeedSpec(speed, declared.work, declared.application, declared.batch_size)
+
+
+def learned_spec(annotations: Mapping[str, str]) -> es.SpeedSpec:
+    """The job's speed as a scheduler learns it (raises SpecError as :func:`spec.speed_spec`):
+    its declared work and batch, and a :class:`LearnedSpeed` from its last report."""
+    items = tuple(sorted((k, str(v)) for k, v in annotations.items() if k in es.SPEED_KEYS))
+    raw = annotations.get(METRICS)
+    return _learned(items, str(raw) if raw is not None else None)

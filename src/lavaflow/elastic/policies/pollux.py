@@ -1,0 +1,145 @@
+"""``Pollux``: the literature baseline for adaptive-batch jobs (Qiao et al., OSDI'21), as its
+artifact configures it.
+
+Objective (per scheduling round, every 60 s): maximise the generalised (power) mean with
+``p = -1`` of every job's *speed-up* — its goodput on the allocation over its goodput on a fair
+share of the cluster (``⌈GPUs / jobs⌉`` workers) — scaled so that a node's worth of fair share is
+1, plus 1e-3; a job whose allocation changes has its speed-up multiplied by the *restart penalty*
+``max(age − restarts · 30 s, 0) / (age + 30 s)`` (age: time since submission).  With ``p = -1``
+the mean is a harmonic one: a job with nothing counts ``1 / 1e-3``, so the objective first gives
+every job something, then grows jobs where goodput rises most.
+
+Speed-ups come from the jobs' *learned* models (the rates the elastic plugin hands every policy:
+fitted from what each job reported, a linear placeholder before its first report, and at most
+twice the workers it was measured on, which is the artifact's ``max_replicas``).
+
+Search.  The artifact runs NSGA-II (population 100, 100 generations) over job × node replica
+matrices.  Here placement is the elastic action's (consolidated, fewest moves), so the search is
+over each job's worker count (and GPU type).  The objective is then separable: minimise
+``Σ_j 1 / (s_j(n_j) + 1e-3)`` subject to the GPUs per type.  A lazy greedy takes, again and again,
+the allocation step (any larger size, not only +1, so that dips in measured curves and the
+restart penalty's jump are crossed) with the largest decrease of that sum per GPU that still fits;
+for convex per-job terms this is optimal, and on small instances it matches exhaustive search
+(tests/elastic/test_pollux_policy.py).  Jobs may be halted (``min_replicas = 0`` in the artifact):
+a job gets 0 or a size in its range.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+from .base import Assignment, JobView
+
+EPS = 1e-3  # the artifact's offset in the power mean
+RESTART_DELAY = 30.0  # the artifact's restart delay in the penalty (its rescale time)
+
+
+def _costs(j: JobView, t: str, base: float, now: float, scale: float, delay: float) -> list[float]:
+    """1 / (scaled speed-up + EPS) of ``j`` on 0..max workers of type ``t``."""
+    age = max(now - j.submit_time, 0.0)
+    factor = max(age - j.restarts * delay, 0.0) / (age + delay) if age + delay > 0 else 0.0
+    out = [1.0 / EPS]
+    same_type = j.current_type == t or j.current_workers == 0
+    for n in range(1, j.max_workers + 1):
+        if n < j.min_workers:
+            out.append(math.inf)
+            continue
+        s = j.rate(t, n) / base * scale if base > 0 else 0.0
+        if not (n == j.current_workers and same_type):
+            s *= factor
+        out.append(1.0 / (s + EPS))
+    if j.current_workers:
+        out[0] = 1.0 / EPS  # halted: speed-up 0 whatever the penalty
+    return out
+
+
+def pollux(
+    jobs: Sequence[JobView],
+    capacity: dict[str, int],
+    now: float,
+    resize_cost: float = RESTART_DELAY,
+    p: float = -1.0,
+    gpus_per_node: float = 4.0,
+) -> dict[str, Assignment]:
+    if p != -1.0:
+        raise ValueError("pollux: only p = -1 (the artifact's power mean) is implemented")
+    types = sorted(t for t, c in capacity.items() if c > 0)
+    if not jobs or not types:
+        return {}
+    total = sum(capacity[t] for t in types)
+    fair = max(math.ceil(total / len(jobs)), 1)
+    scale = 1.0 / max(gpus_per_node, 1.0)  # the artifact's dominant share x nodes: speed-up per node
+    delay = resize_cost if resize_cost > 0 else RESTART_DELAY
+    order = sorted(jobs, key=lambda j: (j.submit_time, j.name))
+    costs: dict[tuple[int, str], list[float]] = {}
+    for i, j in enumerate(order):
+        for t in j.types(capacity):
+            if t not in types or t not in j.rates:
+                continue
+            base = j.rate_fn(t, fair) if j.rate_fn is not None else j.rate(t, min(fair, j.max_workers))
+            costs[(i, t)] = _costs(j, t, base, now, scale, delay)
+    free = dict((t, capacity[t]) for t in types)
+    size = [0] * len(order)
+    kind: list[str | None] = [None] * len(order)
+
+    def best_step(i: int) -> tuple[float, int, str] | None:
+        """The step of job ``i`` with the largest cost decrease per GPU that fits now."""
+        j = order[i]
+        best: tuple[float, int, str] | None = None
+        for t in [kind[i]] if kind[i] is not None else types:
+            c = costs.get((i, t))
+            if c is None:
+                continue
+            n0 = size[i]
+            here = c[n0]
+            room = free[t]
+            for n in range(max(n0 + 1, j.min_workers), min(j.max_workers, n0 + room) + 1):
+                gain = (here - c[n]) / (n - n0)
+                if gain > 1e-12 and (best is None or gain > best[0] + 1e-15):
+                    best = (gain, n, t)
+        return best
+
+    heap: list[tuple[float, int, int, str]] = []
+    for i in range(len(order)):
+        b = best_step(i)
+        if b is not None:
+            heapq.heappush(heap, (-b[0], i, b[1], b[2]))
+    while heap:  # (one entry per job)
+        neg, i, _n, _t = heapq.heappop(heap)
+        fresh = best_step(i)
+        if fresh is None:
+            continue
+        if fresh[0] < -neg - 1e-15:  # worth less now (GPUs went to others): back in line
+            heapq.heappush(heap, (-fresh[0], i, fresh[1], fresh[2]))
+            continue
+        _, n, t = fresh
+        free[t] -= n - size[i]
+        size[i], kind[i] = n, t
+        b = best_step(i)
+        if b is not None:
+            heapq.heappush(heap, (-b[0], i, b[1], b[2]))
+    return {order[i].name: Assignment(kind[i], size[i]) for i in range(len(order)) if size[i] and kind[i]}
+
+
+def objective(
+    jobs: Sequence[JobView],
+    capacity: dict[str, int],
+    now: float,
+    result: dict[str, Assignment],
+    resize_cost: float = RESTART_DELAY,
+    gpus_per_node: float = 4.0,
+) -> float:
+    """Pollux's objective (the p = -1 power mean of scaled, penalised speed-ups) of ``result``."""
+    total = sum(c for c in capacity.values() if c > 0)
+    fair = max(math.ceil(total / max(len(jobs), 1)), 1)
+    scale = 1.0 / max(gpus_per_node, 1.0)
+    acc = 0.0
+    for j in jobs:
+        a = result.get(j.name)
+        t = a.gpu_type if a else (j.current_type or next(iter(sorted(capacity)), ""))
+        base = j.rate_fn(t, fair) if j.rate_fn is not None else j.rate(t, min(fair, j.max_workers))
+        c = _costs(j, t, base, now, scale, resize_cost if resize_cost > 0 else RESTART_DELAY)
+        acc += c[a.workers if a else 0]
+    return len(jobs) / acc if acc > 0 else 0.0
