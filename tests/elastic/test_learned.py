@@ -268,3 +268,29 @@ tiers:
     with pytest.raises(SchedulerConfError) as exc:
         load_scheduler_conf(bad)
     assert any("elastic.oracle" in p and "true or false" in m for p, m in exc.value.problems), exc.value.problems
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    adaptive=st.booleans(),
+    stats=st.sampled_from([(0.01, 10.0), (10.0, 0.01), (1.0, 1.0), None]),
+    own=st.sampled_from([64, 128, 256, 1000]),
+    per_node=st.sampled_from([1, 4, 8]),
+    bounds=st.sampled_from([(8, 32), (16, 64), (1, 512)]),
+)
+def test_whole_curve_equals_rates_one_by_one(adaptive, stats, own, per_node, bounds):
+    """The vectorised curve the policies read gives exactly the rates of each placement."""
+    from lavaflow.elastic.speed import consolidated_placement, rate_curve
+
+    prof = (
+        lr.Measurement("default", 1, 4, 32, 0, 0.1, 0.02),
+        lr.Measurement("default", 2, 8, 64, 1, 0.2, 0.08),
+        lr.Measurement("default", 1, 2, 16, 0, 0.05, 0.01),
+    )
+    sqr, var = stats if stats is not None else (None, None)
+    rep = lr.Report(prof, grad_sqr=sqr, grad_var=var, init_batch_size=64, max_batch_size=4096, local_bsz_bounds=bounds)
+    whole = rate_curve(lr.LearnedSpeed(rep, own, adaptive=adaptive), "default", 40, per_node)
+    one = lr.LearnedSpeed(rep, own, adaptive=adaptive)
+    assert whole == tuple(
+        0.0 if n == 0 else one.rate(consolidated_placement(n, per_node), "default") for n in range(41)
+    )

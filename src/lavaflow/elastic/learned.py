@@ -251,6 +251,27 @@ def _line(x: np.ndarray, y: np.ndarray, fixed_slope: bool = False) -> tuple[floa
     return float(a), float(b)
 
 
+def _lines(x: np.ndarray, ys: np.ndarray, fixed_slope: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_line` for each row of ``ys`` (the same ``x``): arrays of a and b."""
+    w = 1.0 / np.maximum(ys, _LO) ** 2
+    sw, sy = w.sum(axis=1), (w * ys).sum(axis=1)
+    const = np.maximum(sy / sw, _LO)
+    lo = np.full(len(ys), _LO)
+    if fixed_slope or len(np.unique(x)) < 2:
+        return const, lo
+    sx, sxx, sxy = w @ x, w @ (x * x), (w * ys) @ x
+    det = sw * sxx - sx * sx
+    ok = det > 1e-12 * sw * sxx
+    d = np.where(ok, det, 1.0)
+    a = (sxx * sy - sx * sxy) / d
+    b = (sw * sxy - sx * sy) / d
+    flat = ~ok | (b < _LO)
+    through0 = ~flat & (a < _LO)
+    a_out = np.where(flat, const, np.where(through0, _LO, a))
+    b_out = np.where(flat, _LO, np.where(through0, np.maximum(sxy / np.where(sxx > 0, sxx, 1.0), _LO), b))
+    return a_out, b_out
+
+
 @lru_cache(maxsize=4096)
 def fit_perf(rows: tuple[tuple[int, int, int, float, float], ...]) -> PerfParams:
     """Pollux's throughput model fitted to measurements ``(nodes, replicas, local batch, compute
@@ -270,17 +291,19 @@ def fit_perf(rows: tuple[tuple[int, int, int, float, float], ...]) -> PerfParams
     tc = ac + bc * bsz
     inter, intra = nodes > 1, (nodes == 1) & (reps > 1)
     grows = bool(np.any(reps > 2))
-    best: tuple[float, PerfParams] | None = None
-    for g in _GAMMAS:
-        implied = np.maximum(np.maximum(step, _LO) ** g - tc**g, _LO**g) ** (1.0 / g)
-        pn = _line(reps[inter] - 2, implied[inter], not grows) if inter.any() else (_LO, _LO)
-        pr = _line(reps[intra] - 2, implied[intra], not grows) if intra.any() else (_LO, _LO)
-        p = PerfParams(ac, bc, pn[0], pn[1], pr[0], pr[1], g)
-        pred = p.step_time(nodes, reps, bsz, 0)
-        err = float(np.sqrt(np.mean((np.log(pred) - np.log(np.maximum(step, _LO))) ** 2)))
-        reg = 1e-3 * (g - 1) ** 2 + 1e-2 * ((p.beta_n / p.alpha_n) ** 2 + (p.beta_r / p.alpha_r) ** 2)
-        if best is None or err + reg < best[0] - 1e-12:
-            best = (err + reg, p)
+    # every gamma of the grid at once: one row each
+    g = np.array(_GAMMAS)[:, None]
+    implied = np.maximum(np.maximum(step, _LO) ** g - tc**g, _LO**g) ** (1.0 / g)
+    lo = np.full(len(_GAMMAS), _LO)
+    an, bn = _lines(reps[inter] - 2, implied[:, inter], not grows) if inter.any() else (lo, lo)
+    ar, br = _lines(reps[intra] - 2, implied[:, intra], not grows) if intra.any() else (lo, lo)
+    extra = np.maximum(reps - 2, 0)
+    tn = np.where(inter, an[:, None] + bn[:, None] * extra, np.where(intra, ar[:, None] + br[:, None] * extra, _LO))
+    pred = (tc**g + tn**g) ** (1.0 / g)
+    err = np.sqrt(np.mean((np.log(pred) - np.log(np.maximum(step, _LO))) ** 2, axis=1))
+    reg = 1e-3 * (g[:, 0] - 1) ** 2 + 1e-2 * ((bn / an) ** 2 + (br / ar) ** 2)
+    i = int(np.argmin(err + reg))
+    best = (0.0, PerfParams(ac, bc, float(an[i]), float(bn[i]), float(ar[i]), float(br[i]), float(_GAMMAS[i])))
     assert best is not None
     p = best[1]
     if not inter.any():
@@ -450,6 +473,49 @@ class LearnedSpeed:
         hit = self._best[key] = (float(good[i]), int(bs[i]))
         return hit
 
+    def packed_rates(self, gpu_type: str | None, max_workers: int, gpus_per_node: int) -> tuple[float, ...]:
+        """Rates on 0..max_workers workers packed onto ``gpus_per_node``-GPU nodes: the values of
+        :meth:`rate` on those placements, worked out for every count at once."""
+        r = self.report
+        p = self.fit(gpu_type) if r is not None and r.profile else None
+        if p is None or r is None or max_workers < 1:
+            return tuple(
+                0.0 if n == 0 else self.rate(_packed(n, gpus_per_node), gpu_type) for n in range(max_workers + 1)
+            )
+        ns = np.arange(1, max_workers + 1)
+        nodes = -(-ns // max(gpus_per_node, 1))
+        extra = np.maximum(ns - 2, 0)
+        tn = np.where(nodes > 1, p.alpha_n + p.beta_n * extra, np.where(ns > 1, p.alpha_r + p.beta_r * extra, _LO))
+        own, b0, lo_local, hi_local = self._limits(r)
+        g = p.gamma
+        if not self.adaptive:
+            local = np.ceil(own / ns - 1e-9)
+            accum = np.maximum(np.ceil(local / hi_local - 1e-9) - 1, 0)
+            atomic = np.maximum(np.ceil(local / (accum + 1) - 1e-9), 1)
+            tc = p.alpha_c + p.beta_c * atomic
+            t = accum * tc + (tc**g + tn**g) ** (1.0 / g)
+            rates = (ns * atomic * (accum + 1) / own) / t
+            return (0.0, *(float(x) for x in rates))
+        limit = max(int(self.max_batch_size or r.max_batch_size or own), own)
+        los = np.maximum(b0, lo_local * ns)
+        cands = sorted({own, *(int(x) for x in los if x <= limit), *_grid(b0, limit)})
+        bs = np.array(cands, dtype=float)[None, :]
+        n2 = ns[:, None].astype(float)
+        grid = set(_grid(b0, limit))
+        in_grid = np.array([c in grid for c in cands])[None, :]
+        lo2 = los[:, None]
+        valid = (bs == own) | ((lo2 <= limit) & ((bs == lo2) | (in_grid & (bs >= lo2) & (bs <= limit))))
+        local = np.ceil(bs / n2 - 1e-9)
+        accum = np.maximum(np.ceil(local / hi_local - 1e-9) - 1, 0)
+        atomic = np.maximum(np.ceil(local / (accum + 1) - 1e-9), 1)
+        tc = p.alpha_c + p.beta_c * atomic
+        t = accum * tc + (tc**g + tn[:, None] ** g) ** (1.0 / g)
+        real = n2 * atomic * (accum + 1)
+        sqr, var = r.grad_sqr, r.grad_var
+        good = (gain(real, b0, sqr, var) if sqr is not None and var is not None else 1.0) / t
+        good = np.where(valid, good, -np.inf)
+        return (0.0, *(float(x) for x in good.max(axis=1)))
+
     def _rate(self, pl: tuple[int, ...], gpu_type: str | None) -> float:
         r = self.report
         n = sum(pl)
@@ -467,6 +533,11 @@ class LearnedSpeed:
         atomic, accum = batch_config(n, own, hi_local)
         t = float(p.step_time(len(pl), n, atomic, accum))
         return (n * atomic * (accum + 1) / own) / t if t > 0 else 0.0
+
+
+def _packed(n: int, per_node: int) -> tuple[int, ...]:
+    per_node = max(per_node, 1)
+    return (per_node,) * (n // per_node) + ((n % per_node,) if n % per_node else ())
 
 
 def _tabulated(rates: tuple[tuple[str, int, int, float], ...], gpu_type: str, n: int) -> float:

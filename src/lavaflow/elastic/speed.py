@@ -731,6 +731,9 @@ def rate_curve(
 ) -> tuple[float, ...]:
     """Rates for 0..max_workers workers packed onto ``gpus_per_node``-GPU nodes (in training phase
     ``phase`` for a speed whose rate depends on progress)."""
+    whole = getattr(speed, "packed_rates", None)
+    if whole is not None:  # a speed that works out every count at once (a learned model)
+        return whole(gpu_type, max_workers, gpus_per_node)
     if phase is not None and phase_bounds(speed):
         return tuple(
             0.0 if n == 0 else speed.rate(consolidated_placement(n, gpus_per_node), gpu_type, phase=phase)

@@ -509,7 +509,7 @@ class Simulation:
             while self._events and self._events[0][2] == "train" and self.training.stale(*self._events[0][3]):
                 heapq.heappop(self._events)  # a progress projection a later change replaced
             t_event = self._events[0][0] if self._events else math.inf
-            dirty = self.store.version != last_cycle_version
+            dirty = self.store.changes != last_cycle_version
             if dirty and next_tick < self.now:
                 next_tick = math.ceil(self.now / self.period - 1e-9) * self.period
             t_tick = next_tick if dirty else math.inf
@@ -550,23 +550,23 @@ class Simulation:
                 elif kind == "wake":
                     last_cycle_version = -1  # a time-based rule asked for a cycle
                 self._settle()
-            if t >= next_tick and self.store.version != last_cycle_version:
-                before = self.store.version
+            if t >= next_tick and self.store.changes != last_cycle_version:
+                before = self.store.changes
                 self.last_session = self.scheduler.run_once(self.now)
                 self.cycles += 1
                 self._remember(self.last_session)
                 decisions = self.cache.take_decisions()
                 self._apply(decisions)
-                applied = self.store.version
+                applied = self.store.changes
                 self._settle()
-                last_cycle_version = self.store.version
+                last_cycle_version = self.store.changes
                 next_tick = t + self.period
                 idle_cycles = idle_cycles + 1 if not self._events else 0
                 # Something changed: schedule again next period. The session's own PodGroup and
                 # Queue status write-back alone is not a change (the next session would see what
                 # this one decided); what the controllers do in reaction to it is.
                 moved = bool(decisions.binds or decisions.evictions) and applied != before
-                if moved or self.store.version != applied:
+                if moved or self.store.changes != applied:
                     last_cycle_version = -1
                 if idle_cycles > MAX_IDLE_CYCLES:
                     self.stall_time = self.now  # cycles that change something, with nothing else to happen

@@ -337,7 +337,9 @@ class TrainingModel:
                 st.rate = self._true_rate(st, shape)
                 self._project(st, now)
                 self._report_later(st, max(now, st.paused_until) + self.report_period)
-        self._report(st, now)
+        # Read at the scheduler's next cycle (scheduling cycles come with every pod change anyway):
+        # no cycle of its own, which would cost the replay a cycle per report.
+        self._report(st, now, quiet=True)
 
     def on_report(self, key: str, token: int) -> None:
         """A reporting period has passed on a configuration the job had not measured yet."""
@@ -348,7 +350,7 @@ class TrainingModel:
         self._accrue(st, self.sim.now)
         self._learn(st, self.sim.now)
 
-    def _report(self, st: TrainState, now: float) -> None:
+    def _report(self, st: TrainState, now: float, quiet: bool = False) -> None:
         pg = self.sim.store.get("PodGroup", st.key)
         if pg is None:
             return
@@ -361,7 +363,7 @@ class TrainingModel:
         if st.agent is not None:
             a[METRICS] = st.agent.report.to_json() if st.agent.report is not None else "{}"
         set_fields(pg.metadata, {"annotations": a})
-        self.sim.store.update(pg)
+        self.sim.store.update(pg, quiet=quiet)
 
     def stale(self, key: str, token: int) -> bool:
         st = self.jobs.get(key)

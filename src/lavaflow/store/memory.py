@@ -51,6 +51,7 @@ class MemoryStore:
         self._handlers: dict[str, list[Handler]] = {}
         self.clock = clock
         self.version = 0
+        self.quiet = 0  # quiet updates among the versions (see update)
         self._rng = random.Random(seed)
         self._generated = 0
 
@@ -99,13 +100,22 @@ class MemoryStore:
             h(ADDED, obj, None)
         return obj
 
-    def update(self, obj: Any, old: Any = None) -> Any:
-        """Store a changed object (objects are updated in place; ``old`` is an optional earlier copy)."""
+    @property
+    def changes(self) -> int:
+        """Changes that may call for a scheduling cycle: every change but the quiet updates."""
+        return self.version - self.quiet
+
+    def update(self, obj: Any, old: Any = None, quiet: bool = False) -> Any:
+        """Store a changed object (objects are updated in place; ``old`` is an optional earlier copy).
+        ``quiet``: a change nothing but a later cycle reads (a training job's report), counted
+        apart in ``changes`` so that it does not call for a cycle of its own."""
         kind = type(obj).__name__
         bucket = self._objects.get(kind)
         key = obj.key
         if bucket is None or key not in bucket:
             raise KeyError(f"{kind} {key} not found")
+        if quiet:
+            self.quiet += 1
         self.version = version = self.version + 1
         _stamp1(obj.metadata, "resource_version", str(version))
         bucket[key] = obj

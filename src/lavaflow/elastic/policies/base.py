@@ -147,7 +147,8 @@ class Policy:
     consolidates and may migrate; ``"keep"`` never moves a running job, as the Pollux artifact's
     Tiresias).  ``aligned_tick``: reschedules happen only at multiples of the interval (a periodic
     scheduling round, as the Pollux simulator runs every policy), not as soon as the interval since
-    the last one has passed."""
+    the last one has passed.  ``periodic``: a round every interval while there are jobs (the Pollux
+    artifact re-optimises every 60 s, as its learned models move)."""
 
     name: str
     elastic: bool
@@ -162,6 +163,7 @@ class Policy:
     promote_knob: float | None = None
     placement: str = "auto"
     aligned_tick: bool = False
+    periodic: bool = False  # reschedule every interval while jobs exist, not only on events
 
     def __call__(self, jobs: Sequence[JobView], capacity: Mapping[str, int], now: float) -> dict[str, Assignment]:
         return self.fn(list(jobs), dict(capacity), now, **self.params)

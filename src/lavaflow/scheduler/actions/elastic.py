@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from ...elastic import spec as es
+from ...elastic.learned import LearnedSpeed
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ..model import TaskStatus
@@ -106,6 +107,15 @@ class ElasticAction(Action):
                 ssn.wake_at(nxt)
         if stuck:
             dirty = True
+        # What the jobs' reports taught: a job measured on more workers than before may be given
+        # more (learned models allow twice the most measured), so that is news for the policy.
+        learned = frozenset(
+            (uid, ej.speed.speed.max_observed) for uid, ej in jobs.items() if isinstance(ej.speed.speed, LearnedSpeed)
+        )
+        if learned != st.known_learned:
+            dirty = True
+        if getattr(plugin.policy, "periodic", False) and jobs:
+            dirty = True  # a round every interval, whatever happened (the Pollux artifact's policy)
         if dirty:
             due = now if force else max(now, st.last_resched + plugin.interval)
             if not force and getattr(plugin.policy, "aligned_tick", False) and plugin.interval > 0:
@@ -116,6 +126,7 @@ class ElasticAction(Action):
             st.due = None
             self._reschedule(ssn, plugin, jobs, capacity, nodes)
             st.known = active
+            st.known_learned = learned
         elif st.due is not None and not jobs:
             st.due = None
             st.known = active

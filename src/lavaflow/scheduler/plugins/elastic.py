@@ -142,6 +142,7 @@ class ElasticState:
     last_resched: float = -math.inf
     due: float | None = None  # a reschedule is wanted at this time
     known: frozenset[str] = frozenset()
+    known_learned: frozenset[tuple[str, int]] = frozenset()  # (job, most workers measured) at the last reschedule
     node_version: GpuNodes | int = -1  # -1 before the first session
     jobs: dict[str, JobState] = field(default_factory=dict)
     # (id of the speed, type, max workers, GPUs per node, training phase) -> (the speed, rates for
