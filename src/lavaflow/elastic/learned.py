@@ -119,6 +119,21 @@ def _pos_float(v: Any, what: str, strict: bool = False) -> float:
     return float(v)
 
 
+@lru_cache(maxsize=65536)
+def _measurement(row: Any) -> Measurement:
+    """One profile row (a report repeats its earlier rows: each is checked once)."""
+    if not isinstance(row, tuple) or len(row) != 7 or not isinstance(row[0], str):
+        raise ReportError(": expected [gpuType, nodes, replicas, localBsz, accumSteps, stepTime, syncTime]")
+    nodes, reps = _pos_int(row[1], " nodes"), _pos_int(row[2], " replicas")
+    if not 1 <= nodes <= reps:
+        raise ReportError(f": needs 1 <= nodes <= replicas, got {nodes} and {reps}")
+    step = _pos_float(row[5], " stepTime", strict=True)
+    sync = min(_pos_float(row[6], " syncTime"), step)
+    return Measurement(
+        row[0].lower(), nodes, reps, _pos_int(row[3], " localBsz"), _pos_int(row[4], " accumSteps"), step, sync
+    )
+
+
 @lru_cache(maxsize=8192)
 def parse_report(raw: str) -> Report:
     """The report in ``raw`` (raises ReportError naming the part that is wrong)."""
@@ -130,26 +145,14 @@ def parse_report(raw: str) -> Report:
         raise ReportError("expected a JSON object")
     profile = []
     for i, row in enumerate(d.get("profile") or ()):
-        if not isinstance(row, list) or len(row) != 7 or not isinstance(row[0], str):
+        try:
+            profile.append(_measurement(tuple(row) if isinstance(row, list) else row))
+        except ReportError as exc:
+            raise ReportError(f"profile[{i}]{exc}") from None
+        except TypeError:  # (an unhashable element: not a measurement)
             raise ReportError(
                 f"profile[{i}]: expected [gpuType, nodes, replicas, localBsz, accumSteps, stepTime, syncTime]"
-            )
-        nodes, reps = _pos_int(row[1], f"profile[{i}] nodes"), _pos_int(row[2], f"profile[{i}] replicas")
-        if not 1 <= nodes <= reps:
-            raise ReportError(f"profile[{i}]: needs 1 <= nodes <= replicas, got {nodes} and {reps}")
-        step = _pos_float(row[5], f"profile[{i}] stepTime", strict=True)
-        sync = min(_pos_float(row[6], f"profile[{i}] syncTime"), step)
-        profile.append(
-            Measurement(
-                row[0].lower(),
-                nodes,
-                reps,
-                _pos_int(row[3], f"profile[{i}] localBsz"),
-                _pos_int(row[4], f"profile[{i}] accumSteps"),
-                step,
-                sync,
-            )
-        )
+            ) from None
     rates = []
     for i, row in enumerate(d.get("rates") or ()):
         if not isinstance(row, list) or len(row) != 4 or not isinstance(row[0], str):

@@ -319,6 +319,7 @@ class TrainingModel:
 
     def _learn(self, st: TrainState, now: float) -> None:
         """Measure, update the agent's own model, re-choose the batch (an adaptive job), report."""
+        most = st.agent.max_observed if st.agent is not None else 0
         self._measure(st)
         sp = st.speed.speed
         report = self._agent_report(st)
@@ -337,9 +338,10 @@ class TrainingModel:
                 st.rate = self._true_rate(st, shape)
                 self._project(st, now)
                 self._report_later(st, max(now, st.paused_until) + self.report_period)
-        # Read at the scheduler's next cycle (scheduling cycles come with every pod change anyway):
-        # no cycle of its own, which would cost the replay a cycle per report.
-        self._report(st, now, quiet=True)
+        # Read at the scheduler's next cycle: a cycle of its own only when the job was measured on
+        # more workers than before (news: the policy may now give it more). Other reports would
+        # cost the replay a cycle each for nothing a policy acts on at once.
+        self._report(st, now, quiet=st.agent.max_observed <= most)
 
     def on_report(self, key: str, token: int) -> None:
         """A reporting period has passed on a configuration the job had not measured yet."""
