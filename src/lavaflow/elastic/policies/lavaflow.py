@@ -93,7 +93,7 @@ def _values(order, capacity, free, switch, horizon, hetero_weight) -> dict[str, 
             if len(r) < j.max_workers + 1:
                 r = np.concatenate([r, np.full(j.max_workers + 1 - len(r), r[-1] if len(r) else 0.0)])
             v = r / w
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # (tiny rates: inf)
                 rem = np.where(r > 0, w / np.maximum(r, 1e-300), math.inf)
             span = np.minimum(rem, horizon)
             if switch > 0:

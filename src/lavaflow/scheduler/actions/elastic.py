@@ -132,6 +132,12 @@ class ElasticAction(Action):
             st.known = active
         elif st.due is not None:
             ssn.wake_at(st.due)
+        if getattr(plugin.policy, "periodic", False) and jobs and st.due is None:
+            # the next round, whether or not anything else asks for a cycle by then
+            nxt = st.last_resched + plugin.interval
+            if getattr(plugin.policy, "aligned_tick", False) and plugin.interval > 0:
+                nxt = math.ceil(nxt / plugin.interval - EPS) * plugin.interval
+            ssn.wake_at(max(nxt, now + EPS))
         self._reconcile(ssn, plugin, jobs, capacity)
 
     # ------------------------------------------------------------------ capacity
