@@ -473,6 +473,8 @@ SCHEDULER_RULES = [
     _rule(["topology.volcano.sh"], ["hypernodes"], READ),
     _rule(["nodeinfo.volcano.sh"], ["numatopologies"], READ),
     _rule(["scheduling.volcano.sh"], ["podgroups/status", "queues/status"], ["patch", "update"]),
+    # status written on the object where its CRD has no status subresource (Volcano's PodGroup)
+    _rule(["scheduling.volcano.sh"], ["podgroups", "queues"], ["patch", "update"]),
     # scheduler-plugins' PodGroups (gangs by the scheduling.x-k8s.io/pod-group label), where served
     _rule(["scheduling.x-k8s.io"], ["podgroups"], READ),
     _rule(["scheduling.x-k8s.io"], ["podgroups/status"], ["patch", "update"]),
