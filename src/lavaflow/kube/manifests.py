@@ -22,6 +22,8 @@ QUANTITY_PATTERN = (
 
 IMAGE = "ghcr.io/lavaflow/lavaflow:0.1.0"
 NAMESPACE = "lavaflow-system"
+# marks lavaflow's own CRDs (`lavaflow install` leaves a CRD of the same name without it as it is)
+OWN_CRD_LABEL = ("app.kubernetes.io/part-of", "lavaflow")
 
 
 # ---------------------------------------------------------------------- schema helpers
@@ -179,7 +181,7 @@ def crd(
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
+        "metadata": {"name": f"{plural}.{group}", "labels": dict([OWN_CRD_LABEL])},
         "spec": {"group": group, "names": names, "scope": scope, "versions": [ver]},
     }
 
