@@ -309,3 +309,19 @@ def test_failed_discovery_falls_back_to_the_table_of_kinds(error):
         assert store.status_subresource == {}
 
     run(scenario())
+
+
+def test_empty_volcano_names_are_left_out_of_what_is_written():
+    """Volcano's Queue CRD holds spec.parent to a DNS pattern, which "" fails (a real server
+    refused lavaflow's root queue with 422): empty queue, parent and priorityClassName names of
+    Volcano's kinds are written as absent, as Volcano's Go types write them."""
+    from lavaflow.api.volcano import PodGroup
+    from lavaflow.controllers.queue import builtin_queues
+    from lavaflow.kube import codec
+
+    root, default = builtin_queues()
+    assert "parent" not in codec.encode(root, QUEUE)["spec"]
+    assert codec.encode(default, QUEUE)["spec"]["parent"] == "root"
+    pg = PodGroup.model_validate({"metadata": {"name": "p", "namespace": "d"}, "spec": {"minMember": 1}})
+    assert "queue" not in codec.encode(pg, PODGROUP)["spec"]
+    assert codec.decode(PODGROUP, codec.encode(pg, PODGROUP)).spec.queue == ""

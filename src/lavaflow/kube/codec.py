@@ -148,7 +148,17 @@ def encode(obj: Any, res: Kind | None = None) -> dict[str, Any]:
     status = d.get("status")
     if isinstance(status, dict) and type(obj).__name__ == "Pod":
         status.pop("exitCode", None)
+    spec = d.get("spec")
+    if res is not None and res.group.endswith("volcano.sh") and isinstance(spec, dict):
+        # Volcano's CRDs hold these names to a DNS pattern, which "" fails: an empty one is left
+        # out, as Volcano's Go types leave it (omitempty); lavaflow's models read absent as ""
+        for key in _NAMES:
+            if spec.get(key) == "":
+                del spec[key]
     return d
+
+
+_NAMES = ("queue", "parent", "priorityClassName")
 
 
 def merge3(base: Any, old: Any, new: Any) -> Any:
