@@ -325,3 +325,20 @@ def test_empty_volcano_names_are_left_out_of_what_is_written():
     pg = PodGroup.model_validate({"metadata": {"name": "p", "namespace": "d"}, "spec": {"minMember": 1}})
     assert "queue" not in codec.encode(pg, PODGROUP)["spec"]
     assert codec.decode(PODGROUP, codec.encode(pg, PODGROUP)).spec.queue == ""
+
+
+def test_an_empty_pod_overhead_is_not_written():
+    """kube-apiserver refuses a pod with ``overhead: {}`` and no RuntimeClass (403); a Job lavaflow
+    writes (a JobFlow's) passed the empty overhead of its model to every pod it made."""
+    from lavaflow.api.core import Pod
+    from lavaflow.api.volcano import Job
+    from lavaflow.kube import codec
+
+    pod = Pod.model_validate({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
+    assert "overhead" not in codec.encode(pod, kind_info("Pod"))["spec"]
+    template = {"spec": {"containers": [{"name": "c"}]}}
+    job = Job.model_validate({"metadata": {"name": "j"}, "spec": {"tasks": [{"name": "t", "template": template}]}})
+    assert "overhead" not in codec.encode(job, kind_info("Job"))["spec"]["tasks"][0]["template"]["spec"]
+    given = {"containers": [{"name": "c"}], "overhead": {"cpu": "250m"}}
+    pod = Pod.model_validate({"metadata": {"name": "p"}, "spec": given})
+    assert codec.encode(pod, kind_info("Pod"))["spec"]["overhead"] == {"cpu": "0.25"}
