@@ -342,3 +342,24 @@ def test_an_empty_pod_overhead_is_not_written():
     given = {"containers": [{"name": "c"}], "overhead": {"cpu": "250m"}}
     pod = Pod.model_validate({"metadata": {"name": "p"}, "spec": given})
     assert codec.encode(pod, kind_info("Pod"))["spec"]["overhead"] == {"cpu": "0.25"}
+
+
+def test_a_refused_lease_write_is_an_error_and_counted(caplog):
+    """Leader election's Lease writes too: a creation refused (403) is an error line and counted;
+    the candidate tries again and leads."""
+
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="4")], lease=True) as c:
+            c.double.fail_next("Lease", "create", 403)
+            s = c.start_scheduler()
+
+            async def leads():
+                return s.elector.is_leader
+
+            await c.wait_for(leads, 15, "the scheduler to lead")
+            errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+            assert any("create Lease default/lavaflow-scheduler" in e and "HTTP 403 Forbidden" in e for e in errors)
+            assert refused(s.metrics, "Lease", "create", 403) == 1
+
+    with caplog.at_level(logging.INFO, logger="lavaflow.kube"):
+        run(scenario())

@@ -58,7 +58,7 @@ class KubeControllers:
             self.store.inform(kind)
         self.elector = elector
         self.metrics = metrics or ControllerMetrics()
-        count_refusals(self.store, self.metrics.writes_refused)
+        count_refusals(self.store, self.metrics.writes_refused, elector)
         self.resync = resync
         self.max_requeue = max_requeue
         self.controllers = build_controllers(self.store, time.time, scheduler_names).all()

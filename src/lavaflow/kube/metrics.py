@@ -30,9 +30,12 @@ def _write_counters(r: CollectorRegistry) -> tuple[Counter, Counter]:
     return fenced, refused
 
 
-def count_refusals(store, counter: Counter) -> None:
-    """Count the writes ``store`` (a KubeStore) reports refused in ``counter``."""
+def count_refusals(store, counter: Counter, elector=None) -> None:
+    """Count the writes ``store`` (a KubeStore) reports refused in ``counter``; with ``elector``
+    (a LeaderElector), its Lease writes are reported through the store too."""
     store.refusal_hooks.append(lambda kind, verb, code: counter.labels(kind=kind, verb=verb, code=str(code)).inc())
+    if elector is not None:
+        elector.on_refused = store.refused
 
 
 class SchedulerMetrics:

@@ -106,7 +106,7 @@ class KubeScheduler:
         self.elector = elector
         self.idle_cycles_every = idle_cycles_every
         self.store = KubeStore(client, keep_raw=False)
-        count_refusals(self.store, self.metrics.writes_refused)
+        count_refusals(self.store, self.metrics.writes_refused, elector)
         for kind in ("Node", "PriorityClass", "Queue", "PodGroup", "Pod"):
             self.store.inform(kind)
         # Kinds only some plugins read are watched when a configured plugin needs them (their
