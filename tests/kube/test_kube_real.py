@@ -1496,7 +1496,13 @@ def test_volcano_job_queue_command_and_jobflow_over_volcanos_own_crds_on_a_real_
                 await _abort_and_resume(c, ns, suffix, queue)
                 await _jobflow_runs(c, ns, suffix, queue)
                 assert not s.store.refusals and not ctrl.store.refusals, (s.store.refusals, ctrl.store.refusals)
+                # every status written on an object stayed as written (nothing pruned by Volcano's schemas)
+                assert not s.store._rediscovered and not ctrl.store._rediscovered
             finally:
+                for kind in ("JobFlow", "JobTemplate", "Command"):  # (or the JobFlow makes its Jobs again)
+                    await c.api.request(
+                        "DELETE", kind_info(kind).path(ns), body={"apiVersion": "v1", "kind": "DeleteOptions"}
+                    )
                 await _cleanup(c.api, ns, nodes)
                 await delete_object(c.api, "Queue", queue)
                 await _install_crds(c.api)
