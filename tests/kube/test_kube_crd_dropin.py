@@ -363,3 +363,38 @@ def test_a_refused_lease_write_is_an_error_and_counted(caplog):
 
     with caplog.at_level(logging.INFO, logger="lavaflow.kube"):
         run(scenario())
+
+
+def test_store_updates_follow_the_status_subresource_as_it_goes_and_comes_back(caplog):
+    """The controllers' writes (whole-object updates): a status update answered 404 on /status
+    for a Queue that exists goes on the object instead; once the subresource is back, a status the
+    object write did not keep goes through it again."""
+    from lavaflow.controllers.queue import builtin_queues
+
+    async def scenario():
+        double = ApiDouble().start()
+        client = KubeClient(ClientConfig(server=double.url, qps=0, burst=0))
+        store = KubeStore(client)
+        store.inform("Queue")
+        try:
+            await store.start()
+            await store.wait_synced(10)
+            await store.acreate(builtin_queues()[0])  # root, Open
+            double.without_status_subresource("Queue")
+            for state, has in (("Closed", False), ("Open", True)):
+                queue = store.get("Queue", "root").model_copy(deep=True)
+                queue.status.state = state
+                await store.aupdate(queue)
+                assert double.get("Queue", "root")["status"]["state"] == state
+                assert store.has_status(QUEUE) is has
+                double.with_status_subresource("Queue")
+            assert "answered 404 while the object exists" in caplog.text
+            assert "served with a status subresource: status is written through it" in caplog.text
+            assert not store.refusals
+        finally:
+            await store.stop()
+            await client.close()
+            double.stop()
+
+    with caplog.at_level(logging.INFO, logger="lavaflow.kube"):
+        run(scenario())
