@@ -447,3 +447,36 @@ def test_a_scheduler_that_never_cycles_turns_the_collector_back_on_after_a_while
 
 async def _async_value(v):
     return v
+
+
+def test_abort_and_resume_commands_on_a_cluster():
+    """bus.volcano.sh Commands through the controller process: AbortJob deletes a running job's
+    pods and leaves it Aborted, ResumeJob runs it again; each Command is consumed (deleted). (The
+    Command was consumed in its watch handler, which on a cluster runs on the event loop, where
+    the store cannot write: the handler raised and nothing happened.)"""
+
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="4")]) as c:
+            c.start_controllers()
+            c.start_scheduler()
+            await c.until_ready()
+            job = many_jobs(1, 2)[0]
+            await c.create([job])
+
+            async def job_is(phase_: str, bound: int):
+                jobs = await c.objects("Job")
+                pods = [p for p in await c.pods() if p["spec"].get("nodeName")]
+                return phase(jobs[0]) == phase_ and len(pods) == bound and jobs[0]
+
+            async def consumed():
+                return not await c.objects("Command")
+
+            uid = (await c.wait_for(lambda: job_is("Running", 2), 15, "the job Running"))["metadata"]["uid"]
+            for action, then, bound in (("AbortJob", "Aborted", 0), ("ResumeJob", "Running", 2)):
+                target = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "job-0", "uid": uid}
+                command = {"apiVersion": "bus.volcano.sh/v1alpha1", "kind": "Command", "action": action}
+                await c.create([{**command, "metadata": {"name": action.lower()}, "target": target}])
+                await c.wait_for(lambda then=then, bound=bound: job_is(then, bound), 15, f"the job {then}")
+                await c.wait_for(consumed, 10, f"the {action} Command consumed")
+
+    run(scenario())

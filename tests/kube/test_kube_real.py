@@ -9,7 +9,10 @@ defaulted by lavaflow's admission code before being created, as the webhook woul
 serves lavaflow's webhook on 127.0.0.1, so the API server must run on this machine (its
 configurations match only that test's namespace and labelled queues). The Workload API test needs
 kube-apiserver 1.36 started with --feature-gates=GenericWorkload=true
---runtime-config=scheduling.k8s.io/v1alpha2=true and skips on a server that does not serve it.
+--runtime-config=scheduling.k8s.io/v1alpha2=true and skips on a server that does not serve it. The
+test over Volcano's own CRDs reads them from a copy of Volcano's repository named by
+LAVAFLOW_TEST_VOLCANO_REPO (skipped without it), puts them in place of lavaflow's and puts
+lavaflow's back at the end.
 """
 
 from __future__ import annotations
@@ -1326,3 +1329,295 @@ def test_bound_pods_read_as_protobuf_match_json_on_a_real_api_server():
         return store
 
     run(scenario())
+
+
+# ---------------------------------------------------------------------- over Volcano's own CRDs
+
+VOLCANO_REPO = os.environ.get("LAVAFLOW_TEST_VOLCANO_REPO")
+# where Volcano's repository keeps the CRDs its Helm chart installs (JobFlow's in a subchart)
+VOLCANO_CRD_DIRS = ("installer/helm/chart/volcano/crd/bases", "installer/helm/chart/volcano/charts/jobflow/crd/bases")
+
+
+def _volcano_crds() -> list[dict]:
+    """Volcano's own CRDs of the kinds lavaflow has CRDs for, read from LAVAFLOW_TEST_VOLCANO_REPO
+    (skips, saying why, when that is not set or holds none)."""
+    from lavaflow.kube.manifests import crds
+
+    if not VOLCANO_REPO:
+        pytest.skip(
+            "set LAVAFLOW_TEST_VOLCANO_REPO to a copy of Volcano's repository (a directory holding "
+            "installer/helm/chart/volcano/crd/bases/) to test lavaflow over Volcano's own CRDs"
+        )
+    root = Path(VOLCANO_REPO)
+    if not (root / VOLCANO_CRD_DIRS[0]).is_dir():
+        pytest.skip(
+            f"LAVAFLOW_TEST_VOLCANO_REPO={VOLCANO_REPO} has no {VOLCANO_CRD_DIRS[0]}/ (not Volcano's repository?)"
+        )
+    ours = {doc["metadata"]["name"] for doc in crds().values()}
+    docs = [yaml.safe_load(p.read_text()) for d in VOLCANO_CRD_DIRS for p in sorted((root / d).glob("*.yaml"))]
+    docs = [d for d in docs if d and d.get("kind") == "CustomResourceDefinition" and d["metadata"]["name"] in ours]
+    # (older Volcanos have no HyperNode CRD: lavaflow's stays)
+    missing = sorted(_USED - {d["metadata"]["name"] for d in docs})
+    if missing:
+        pytest.skip(f"{VOLCANO_REPO} lacks Volcano's CRDs {', '.join(missing)}")
+    return docs
+
+
+_USED = {
+    f"{plural}.{group}"
+    for plural, group in (
+        ("podgroups", "scheduling.volcano.sh"),
+        ("queues", "scheduling.volcano.sh"),
+        ("jobs", "batch.volcano.sh"),
+        ("commands", "bus.volcano.sh"),
+        ("jobflows", "flow.volcano.sh"),
+        ("jobtemplates", "flow.volcano.sh"),
+    )
+}
+
+
+async def _replace_crds(api, docs: list[dict]) -> None:
+    """Each CRD exactly as ``docs`` gives it (metadata included: not merged with what the server
+    has, unlike ``apply_manifest``), created or replaced."""
+    from lavaflow.kube.ops import create_manifest, get_object
+
+    for doc in docs:
+        cur = await get_object(api, "CustomResourceDefinition", doc["metadata"]["name"])
+        if cur is None:
+            await create_manifest(api, dict(doc))
+            continue
+        doc = dict(doc, metadata=dict(doc["metadata"], resourceVersion=cur["metadata"]["resourceVersion"]))
+        await api.request(
+            "PUT", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}", body=doc
+        )
+
+
+async def _served_as(api, crds: list[dict]) -> bool:
+    """Whether discovery serves each CRD's storage version, with a status subresource exactly
+    where the CRD has one (a replaced CRD takes a moment to be served as it now is)."""
+    from lavaflow.kube.client import ApiError
+    from lavaflow.kube.discovery import served_resources
+
+    for doc in crds:
+        spec = doc["spec"]
+        for v in spec["versions"]:
+            if not v.get("served"):
+                continue
+            try:
+                served = await served_resources(api, f"{spec['group']}/{v['name']}")
+            except ApiError:  # (a new group: 404 until its first CRD is established)
+                return False
+            plural = spec["names"]["plural"]
+            if plural not in served or (f"{plural}/status" in served) != ("status" in (v.get("subresources") or {})):
+                return False
+    return True
+
+
+def test_volcano_job_queue_command_and_jobflow_over_volcanos_own_crds_on_a_real_api_server():
+    """Volcano's own CRDs (read from a copy of Volcano's repository; its PodGroup CRD has no status
+    subresource) in place of lavaflow's: `lavaflow install` finds them and leaves them as they are;
+    the scheduler and controllers then run a Queue, a Volcano Job in it, an AbortJob and a ResumeJob
+    Command, and a JobFlow of two JobTemplates, with no write refused. lavaflow's CRDs are put back
+    at the end."""
+    from typer.testing import CliRunner
+
+    from kube_harness import Cluster
+    from lavaflow.api.kinds import kind_info
+    from lavaflow.cli import app
+    from lavaflow.kube.manifests import crds
+    from lavaflow.kube.ops import delete_object
+
+    volcano = _volcano_crds()
+
+    async def scenario():
+        suffix = uuid.uuid4().hex[:6]
+        ns = f"lavaflow-volcano-{suffix}"
+        queue = f"q-{suffix}"
+        nodes = _labelled_nodes(suffix, 2, "4", "8Gi")
+        commit = Path(VOLCANO_REPO, "COMMIT")
+        async with Cluster(nodes, real=True, period=0.2, time_scale=0.01) as c:
+            version = (await c.api.request("GET", "/version")).get("gitVersion")
+            print(
+                f"kube-apiserver {version}; Volcano {commit.read_text().strip() if commit.exists() else VOLCANO_REPO}"
+            )
+            try:
+                await _replace_crds(c.api, volcano)
+                await c.wait_for(lambda: _served_as(c.api, volcano), 30, "Volcano's CRDs served as they are")
+                installed = await asyncio.to_thread(
+                    CliRunner().invoke, app, ["install", "--crds-only", "--kubeconfig", KUBECONFIG]
+                )
+                assert installed.exit_code == 0, installed.output
+                lines = installed.stdout.splitlines()
+                theirs = {d["metadata"]["name"] for d in volcano}
+                for line in lines:
+                    if line.split(":")[0] in theirs:
+                        assert "found (not lavaflow's; serves " in line and line.endswith(": left as it is"), line
+                    else:
+                        assert line.endswith("found (lavaflow's): updated"), line
+                assert len(lines) == len(crds())
+                assert (
+                    "podgroups.scheduling.volcano.sh: found (not lavaflow's; serves v1beta1; no status subresource "
+                    "— lavaflow writes status on the object): left as it is"
+                ) in lines
+                assert await _served_as(c.api, volcano)  # install left them as they are
+
+                await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+                ctrl = c.start_controllers()
+                s = c.start_scheduler()
+                await c.until_ready()
+
+                async def synced():  # (the built-in queues may be there from before)
+                    return s.ready and ctrl.ready
+
+                await c.wait_for(synced, 30, "the scheduler's and the controller's informers synced")
+                assert s.store.has_status(kind_info("PodGroup")) is False
+                assert ctrl.store.has_status(kind_info("PodGroup")) is False
+                assert s.store.has_status(kind_info("Queue")) is True
+
+                await c.create(
+                    [
+                        _admitted(
+                            {
+                                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                                "kind": "Queue",
+                                "metadata": {"name": queue},
+                                "spec": {"weight": 1, "reclaimable": True},
+                            }
+                        )
+                    ]
+                )
+
+                async def queue_open():
+                    q = next((q for q in await c.objects("Queue") if q["metadata"]["name"] == queue), None)
+                    return q is not None and (q.get("status") or {}).get("state") == "Open"
+
+                await c.wait_for(queue_open, 30, "the Queue Open")
+                await _volcano_job_runs(c, ns, suffix, queue)
+                await _abort_and_resume(c, ns, suffix, queue)
+                await _jobflow_runs(c, ns, suffix, queue)
+                assert not s.store.refusals and not ctrl.store.refusals, (s.store.refusals, ctrl.store.refusals)
+                # every status written on an object stayed as written (nothing pruned by Volcano's schemas)
+                assert not s.store._rediscovered and not ctrl.store._rediscovered
+            finally:
+                for kind in ("JobFlow", "JobTemplate", "Command"):  # (or the JobFlow makes its Jobs again)
+                    await c.api.request(
+                        "DELETE", kind_info(kind).path(ns), body={"apiVersion": "v1", "kind": "DeleteOptions"}
+                    )
+                await _cleanup(c.api, ns, nodes)
+                await delete_object(c.api, "Queue", queue)
+                await _install_crds(c.api)
+                await c.wait_for(lambda: _served_as(c.api, list(crds().values())), 30, "lavaflow's CRDs served again")
+
+    asyncio.run(asyncio.wait_for(scenario(), 300))
+
+
+def _vjob(ns: str, suffix: str, name: str, queue: str, replicas: int, duration: str) -> dict:
+    """A Volcano Job of ``replicas`` pods of 1 CPU on the test's nodes, each running ``duration``
+    (the fake kubelet's seconds; "inf": until deleted)."""
+    from test_kube_e2e import many_jobs
+
+    job = many_jobs(1, replicas)[0]
+    job["metadata"] = {"name": name, "namespace": ns}
+    job["spec"]["queue"] = queue
+    template = job["spec"]["tasks"][0]["template"]
+    template["metadata"]["annotations"]["sim.lavaflow.io/duration"] = duration
+    template["spec"].update(
+        nodeSelector={"lavaflow-test": suffix}, restartPolicy="Never", terminationGracePeriodSeconds=0
+    )
+    return job
+
+
+def _job_phase(job: dict | None) -> str:
+    return ((job or {}).get("status") or {}).get("state", {}).get("phase", "")
+
+
+async def _job(c, ns: str, name: str) -> dict | None:
+    return next((j for j in await c.objects("Job", ns) if j["metadata"]["name"] == name), None)
+
+
+async def _volcano_job_runs(c, ns: str, suffix: str, queue: str) -> None:
+    """A Job in the queue: its PodGroup (no status subresource) goes Inqueue and Running, its two
+    pods are bound, it completes."""
+    name = f"run-{suffix}"
+    phases: set[str] = set()
+
+    async def completed():
+        for pg in await c.objects("PodGroup", ns):
+            if pg["metadata"]["name"].startswith(name):
+                phases.add((pg.get("status") or {}).get("phase", ""))
+        return _job_phase(await _job(c, ns, name)) == "Completed"
+
+    await c.create([_admitted(_vjob(ns, suffix, name, queue, 2, "100"))])
+    await c.wait_for(completed, 60, f"Job {name} Completed")
+    assert {"Inqueue", "Running"} & phases, phases
+    job = await _job(c, ns, name)
+    assert job["status"].get("succeeded") == 2, job["status"]
+
+
+async def _abort_and_resume(c, ns: str, suffix: str, queue: str) -> None:
+    """AbortJob, then ResumeJob (bus.volcano.sh Commands) on a running Job: Aborted with its pods
+    gone, then Running again with its pods bound; each Command consumed."""
+    name = f"hold-{suffix}"
+
+    async def phase_is(want: str, bound: int):
+        job = await _job(c, ns, name)
+        pods = [p for p in await c.pods(ns) if p["metadata"]["name"].startswith(f"{name}-")]
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return _job_phase(job) == want and sum(1 for p in live if p["spec"].get("nodeName")) == bound and job
+
+    async def command(action: str, uid: str) -> None:
+        target = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": name, "uid": uid}
+        doc = {
+            "apiVersion": "bus.volcano.sh/v1alpha1",
+            "kind": "Command",
+            "metadata": {"name": f"{name}-{action.lower()}", "namespace": ns},
+            "action": action,
+            "target": target,
+        }
+        await c.create([doc])
+
+    async def consumed():
+        return not await c.objects("Command", ns)
+
+    await c.create([_admitted(_vjob(ns, suffix, name, queue, 2, "inf"))])
+    job = await c.wait_for(lambda: phase_is("Running", 2), 60, f"Job {name} Running")
+    await command("AbortJob", job["metadata"]["uid"])
+    await c.wait_for(lambda: phase_is("Aborted", 0), 60, f"Job {name} Aborted")
+    await c.wait_for(consumed, 30, "the AbortJob Command consumed")
+    await command("ResumeJob", job["metadata"]["uid"])
+    await c.wait_for(lambda: phase_is("Running", 2), 60, f"Job {name} Running again")
+    await c.wait_for(consumed, 30, "the ResumeJob Command consumed")
+
+
+async def _jobflow_runs(c, ns: str, suffix: str, queue: str) -> None:
+    """A JobFlow of two JobTemplates, b after a: each Job made when its turn comes, both complete,
+    the flow Succeed."""
+    templates = []
+    for t in ("a", "b"):
+        job = _admitted(_vjob(ns, suffix, t, queue, 1, "100"))
+        templates.append(
+            {
+                "apiVersion": "flow.volcano.sh/v1alpha1",
+                "kind": "JobTemplate",
+                "metadata": job["metadata"],
+                "spec": job["spec"],
+            }
+        )
+    flow = {
+        "apiVersion": "flow.volcano.sh/v1alpha1",
+        "kind": "JobFlow",
+        "metadata": {"name": f"f-{suffix}", "namespace": ns},
+        "spec": {"jobRetainPolicy": "retain", "flows": [{"name": "a"}, {"name": "b", "dependsOn": {"targets": ["a"]}}]},
+    }
+    await c.create([*templates, flow])
+
+    async def succeeded():
+        got = next(
+            (f for f in await c.objects("JobFlow", ns) if f["metadata"]["name"] == flow["metadata"]["name"]), None
+        )
+        return ((got or {}).get("status") or {}).get("state", {}).get("phase") == "Succeed" and got
+
+    got = await c.wait_for(succeeded, 90, "the JobFlow Succeed")
+    for t in ("a", "b"):
+        assert _job_phase(await _job(c, ns, f"f-{suffix}-{t}")) == "Completed"
+    assert sorted(got["status"].get("completedJobs") or []) == [f"f-{suffix}-a", f"f-{suffix}-b"], got["status"]

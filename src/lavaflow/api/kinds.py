@@ -220,7 +220,7 @@ ALL: tuple[Kind, ...] = (
     Kind("ResourceQuota", "ResourceQuota", "v1", "resourcequotas", True, True, ResourceQuota, loadable=True),
     Kind("Lease", "Lease", "coordination.k8s.io/v1", "leases"),
     Kind("PodDisruptionBudget", "PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True, True),
-    # so that the CRDs of deploy/crds can be applied through the client (tests against a real server)
+    # so that the CRDs of deploy/crds can be applied through the client (`lavaflow install`, tests)
     Kind(
         "CustomResourceDefinition",
         "CustomResourceDefinition",
@@ -228,6 +228,24 @@ ALL: tuple[Kind, ...] = (
         "customresourcedefinitions",
         False,
         True,
+    ),
+    # what `lavaflow install` applies besides the CRDs, Deployments, Services and ConfigMaps
+    Kind("ServiceAccount", "ServiceAccount", "v1", "serviceaccounts"),
+    Kind("ClusterRole", "ClusterRole", "rbac.authorization.k8s.io/v1", "clusterroles", False),
+    Kind("ClusterRoleBinding", "ClusterRoleBinding", "rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    Kind(
+        "MutatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "admissionregistration.k8s.io/v1",
+        "mutatingwebhookconfigurations",
+        False,
+    ),
+    Kind(
+        "ValidatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+        False,
     ),
     # the simulator's shorthand for a group of identical nodes
     Kind(

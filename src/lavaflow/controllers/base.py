@@ -13,6 +13,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # The backend's clock: virtual seconds in the simulator, wall-clock time on a cluster.
 Clock = Callable[[], float]
 
+# The dirty key under which a bus.volcano.sh Command is consumed (see Controller.take_command).
+COMMAND_KEY = "command:"
+
 
 class Controller:
     def __init__(self, store: Store, clock: Clock) -> None:
@@ -44,6 +47,18 @@ class Controller:
 
     def mark(self, key: str) -> None:
         self.dirty.add(key)
+
+    def take_command(self, key: str) -> tuple[Any, str] | None:
+        """The Command ``key`` and the name of its target, deleted from the store: consumed at
+        most once, as Volcano does. Called from sync (a Command's watch handler marks
+        ``COMMAND_KEY + key``), never from a watch handler: on a cluster handlers run on the
+        event loop, where the store cannot write."""
+        cmd = self.store.get("Command", key)
+        if cmd is None:
+            return None
+        self.store.delete("Command", key)
+        target = cmd.target if isinstance(cmd.target, dict) else {}
+        return cmd, str(target.get("name") or "")
 
     def run(self) -> int:
         """Reconcile every dirty key (in sorted order, for determinism); returns how many."""

@@ -64,7 +64,7 @@ from ..api.volcano import (
     TaskSpec,
 )
 from ..elastic import spec as elastic_spec
-from .base import Controller
+from .base import COMMAND_KEY, Controller
 from .job_plugins import plugins_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -372,12 +372,17 @@ class JobController(Controller):
         if event == "DELETED":
             return
         target = cmd.target if isinstance(cmd.target, dict) else {}
-        if target.get("kind") != "Job":
+        if target.get("kind") == "Job":
+            self.mark(COMMAND_KEY + cmd.key)
+
+    def _consume(self, key: str) -> None:
+        taken = self.take_command(key)
+        if taken is None:
             return
-        self.store.delete("Command", cmd.key)  # consumed at most once
-        key = f"{cmd.namespace}/{target.get('name')}"
-        if self.store.get("Job", key) is not None:
-            self._request(key, Request("CommandIssued", action=cmd.action))
+        cmd, target = taken
+        job_key = f"{cmd.namespace}/{target}"
+        if self.store.get("Job", job_key) is not None:
+            self._request(job_key, Request("CommandIssued", action=cmd.action))
 
     def timer_fired(self, key: str, payload: Any) -> None:
         req, token = payload
@@ -605,6 +610,9 @@ class JobController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     def sync(self, key: str) -> None:
+        if key.startswith(COMMAND_KEY):
+            self._consume(key[len(COMMAND_KEY) :])
+            return
         job: Job | None = self.store.get("Job", key)
         if job is None:
             self._cleanup(key, self.pods_by_job.get(key, {}))

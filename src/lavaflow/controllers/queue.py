@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..api.volcano import Queue
-from .base import Controller
+from .base import COMMAND_KEY, Controller
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.volcano import Command, PodGroup
@@ -77,7 +77,7 @@ class QueueController(Controller):
 
     def _on_command(self, event: str, cmd: Command, old: Command | None) -> None:
         if event != "DELETED" and cmd.action in QUEUE_ACTIONS:
-            self.mark(f"command:{cmd.key}")
+            self.mark(COMMAND_KEY + cmd.key)
 
     def ensure_builtin(self) -> None:
         for q in builtin_queues():
@@ -105,8 +105,8 @@ class QueueController(Controller):
         return False
 
     def sync(self, key: str) -> None:
-        if key.startswith("command:"):
-            self._consume(key[len("command:") :])
+        if key.startswith(COMMAND_KEY):
+            self._consume(key[len(COMMAND_KEY) :])
             return
         queue: Queue | None = self.store.get("Queue", key)
         if queue is None:
@@ -136,11 +136,10 @@ class QueueController(Controller):
         return "Closing" if groups else "Closed"
 
     def _consume(self, key: str) -> None:
-        cmd = self.store.get("Command", key)
-        if cmd is None:
+        taken = self.take_command(key)
+        if taken is None:
             return
-        target = (cmd.target or {}).get("name") if isinstance(cmd.target, dict) else None
-        self.store.delete("Command", key)  # at most once, as Volcano does
+        cmd, target = taken
         if not target or self.store.get("Queue", target) is None:
             return
         self.desired[target] = "Open" if cmd.action == "OpenQueue" else "Closed"

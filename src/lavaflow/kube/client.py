@@ -57,6 +57,7 @@ class ApiError(Exception):
 
     def __init__(self, status: int, body: Any, method: str = "", path: str = "") -> None:
         self.status = status
+        self.method, self.path = method, path
         self.body = body if isinstance(body, dict) else {"message": str(body)}
         self.reason = self.body.get("reason", "")
         self.message = self.body.get("message", "")

@@ -148,7 +148,36 @@ def encode(obj: Any, res: Kind | None = None) -> dict[str, Any]:
     status = d.get("status")
     if isinstance(status, dict) and type(obj).__name__ == "Pod":
         status.pop("exitCode", None)
+    _no_empty_overhead(d)
+    spec = d.get("spec")
+    if res is not None and res.group.endswith("volcano.sh") and isinstance(spec, dict):
+        # Volcano's CRDs hold these names to a DNS pattern, which "" fails: an empty one is left
+        # out, as Volcano's Go types leave it (omitempty); lavaflow's models read absent as ""
+        for key in _NAMES:
+            if spec.get(key) == "":
+                del spec[key]
     return d
+
+
+_NAMES = ("queue", "parent", "priorityClassName")
+
+
+def _no_empty_overhead(d: Any) -> None:
+    """Leave an empty ``overhead`` out of every pod spec in ``d`` (a pod, a pod template, a Job's
+    or JobTemplate's tasks): kube-apiserver refuses a pod whose overhead is set at all, ``{}``
+    too, without a RuntimeClass that defines one (403 "Pod Overhead set without corresponding
+    RuntimeClass defined Overhead"), and a Job that lavaflow wrote would pass it to its pods."""
+    if isinstance(d, list):
+        for item in d:
+            _no_empty_overhead(item)
+        return
+    if not isinstance(d, dict):
+        return
+    if d.get("overhead") == {} and "containers" in d:
+        del d["overhead"]
+    for key in ("spec", "template", "tasks"):
+        if key in d:
+            _no_empty_overhead(d[key])
 
 
 def merge3(base: Any, old: Any, new: Any) -> Any:

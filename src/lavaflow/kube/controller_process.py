@@ -18,7 +18,7 @@ import time
 from ..controllers import build_controllers
 from .client import KubeClient
 from .leader import LeaderElector, lead
-from .metrics import ControllerMetrics
+from .metrics import ControllerMetrics, count_refusals
 from .store import KubeStore
 
 log = logging.getLogger("lavaflow.kube")
@@ -58,6 +58,7 @@ class KubeControllers:
             self.store.inform(kind)
         self.elector = elector
         self.metrics = metrics or ControllerMetrics()
+        count_refusals(self.store, self.metrics.writes_refused, elector)
         self.resync = resync
         self.max_requeue = max_requeue
         self.controllers = build_controllers(self.store, time.time, scheduler_names).all()

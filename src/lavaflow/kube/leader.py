@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .client import ApiError, KubeClient
@@ -60,6 +61,13 @@ class LeaderElector:
         self.renewed_at = float("-inf")  # monotonic start of the last successful acquire/renew
         self._observed: tuple[str | None, str | None, float] = (None, None, 0.0)  # holder, renewTime, local time seen
         self.transitions = 0
+        # called with (kind, key, verb, error) for a write of the Lease the server refused (not a
+        # 409: another candidate won); the processes report it as any refused write
+        self.on_refused: Callable[[str, str, str, ApiError], None] | None = None
+
+    def _refused(self, verb: str, exc: ApiError) -> None:
+        if self.on_refused is not None:
+            self.on_refused("Lease", f"{self.namespace}/{self.name}", verb, exc)
 
     @property
     def path(self) -> str:
@@ -109,6 +117,7 @@ class LeaderElector:
             except ApiError as exc2:
                 if exc2.status == 409:
                     return False
+                self._refused("create", exc2)
                 raise
             self._observed = (self.identity, body["spec"]["renewTime"], time.monotonic())
             self.renewed_at = started
@@ -127,6 +136,7 @@ class LeaderElector:
         except ApiError as exc:
             if exc.status == 409:
                 return False
+            self._refused("update", exc)
             raise
         self._observed = (self.identity, lease["spec"]["renewTime"], time.monotonic())
         self.renewed_at = started
@@ -197,6 +207,10 @@ class LeaderElector:
             lease["spec"]["leaseDurationSeconds"] = 1
             lease["spec"]["renewTime"] = micro_time(time.time())
             await self.client.request("PUT", self.path, body=lease, limited=False)
+        except ApiError as exc:
+            if exc.status != 409:
+                self._refused("update", exc)
+            log.warning("releasing lease: %s", exc)
         except Exception as exc:
             log.warning("releasing lease: %s", exc)
 

@@ -22,6 +22,8 @@ QUANTITY_PATTERN = (
 
 IMAGE = "ghcr.io/lavaflow/lavaflow:0.1.0"
 NAMESPACE = "lavaflow-system"
+# marks lavaflow's own CRDs (`lavaflow install` leaves a CRD of the same name without it as it is)
+OWN_CRD_LABEL = ("app.kubernetes.io/part-of", "lavaflow")
 
 
 # ---------------------------------------------------------------------- schema helpers
@@ -179,7 +181,7 @@ def crd(
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
+        "metadata": {"name": f"{plural}.{group}", "labels": dict([OWN_CRD_LABEL])},
         "spec": {"group": group, "names": names, "scope": scope, "versions": [ver]},
     }
 
@@ -473,6 +475,8 @@ SCHEDULER_RULES = [
     _rule(["topology.volcano.sh"], ["hypernodes"], READ),
     _rule(["nodeinfo.volcano.sh"], ["numatopologies"], READ),
     _rule(["scheduling.volcano.sh"], ["podgroups/status", "queues/status"], ["patch", "update"]),
+    # status written on the object where its CRD has no status subresource (Volcano's PodGroup)
+    _rule(["scheduling.volcano.sh"], ["podgroups", "queues"], ["patch", "update"]),
     # scheduler-plugins' PodGroups (gangs by the scheduling.x-k8s.io/pod-group label), where served
     _rule(["scheduling.x-k8s.io"], ["podgroups"], READ),
     _rule(["scheduling.x-k8s.io"], ["podgroups/status"], ["patch", "update"]),

@@ -13,6 +13,31 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 E2E_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 
+def _write_counters(r: CollectorRegistry) -> tuple[Counter, Counter]:
+    """What both processes count of their writes: those fenced, and those the server refused."""
+    fenced = Counter(
+        "lavaflow_writes_fenced",
+        "Bindings, evictions and status writes not sent because the lease could not be proven held (renew deadline passed).",
+        ["kind"],
+        registry=r,
+    )
+    refused = Counter(
+        "lavaflow_api_writes_refused",
+        "Writes (create, update, patch, delete, bind, evict) the API server refused, by kind, verb and HTTP status.",
+        ["kind", "verb", "code"],
+        registry=r,
+    )
+    return fenced, refused
+
+
+def count_refusals(store, counter: Counter, elector=None) -> None:
+    """Count the writes ``store`` (a KubeStore) reports refused in ``counter``; with ``elector``
+    (a LeaderElector), its Lease writes are reported through the store too."""
+    store.refusal_hooks.append(lambda kind, verb, code: counter.labels(kind=kind, verb=verb, code=str(code)).inc())
+    if elector is not None:
+        elector.on_refused = store.refused
+
+
 class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -57,12 +82,7 @@ class SchedulerMetrics:
             ["kind"],
             registry=r,
         )
-        self.fenced = Counter(
-            "lavaflow_writes_fenced",
-            "Bindings, evictions and status writes not sent because the lease could not be proven held (renew deadline passed).",
-            ["kind"],
-            registry=r,
-        )
+        self.fenced, self.writes_refused = _write_counters(r)
         self.leader = Gauge("lavaflow_leader", "1 while this replica holds the leader lease.", registry=r)
         self.relists = Gauge("lavaflow_informer_relists", "Relists after 410 Gone, per kind.", ["kind"], registry=r)
         self.writes_waiting = Gauge(
@@ -110,12 +130,7 @@ class ControllerMetrics:
         self.errors = Counter(
             "lavaflow_controller_errors", "Reconciles that failed, per controller.", ["controller"], registry=r
         )
-        self.fenced = Counter(
-            "lavaflow_writes_fenced",
-            "Bindings, evictions and status writes not sent because the lease could not be proven held (renew deadline passed).",
-            ["kind"],
-            registry=r,
-        )
+        self.fenced, self.writes_refused = _write_counters(r)
         self.leader = Gauge("lavaflow_leader", "1 while this replica holds the leader lease.", registry=r)
 
 

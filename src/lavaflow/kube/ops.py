@@ -32,6 +32,21 @@ async def apply_manifest(client: KubeClient, doc: dict[str, Any], namespace: str
     return await client.request("PUT", res.path(meta.get("namespace"), meta["name"]), body=doc)
 
 
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+async def server_side_apply(
+    client: KubeClient, doc: dict[str, Any], manager: str = "lavaflow", force: bool = True
+) -> dict[str, Any]:
+    """``kubectl apply --server-side`` of one manifest: created if absent, else the fields it
+    gives set (with ``force``, taken over from other managers)."""
+    res = kind_of_manifest(doc)
+    meta = doc.get("metadata") or {}
+    ns = (meta.get("namespace") or "default") if res.namespaced else None
+    params = {"fieldManager": manager, "force": "true" if force else None}
+    return await client.request("PATCH", res.path(ns, meta["name"]), body=doc, params=params, content_type=APPLY_PATCH)
+
+
 async def list_objects(
     client: KubeClient, kind: str, namespace: str | None = None, label_selector: str | None = None
 ) -> list[dict[str, Any]]:

@@ -43,10 +43,10 @@ from ..scheduler.model import ALLOCATED, TaskStatus
 from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED
 from . import codec
-from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, Fenced, KubeClient
+from .client import ApiError, Fenced, KubeClient
 from .dispatch import Dispatcher, RateLimiter
 from .leader import LeaderElector, LostLeadership, lead
-from .metrics import SchedulerMetrics
+from .metrics import SchedulerMetrics, count_refusals
 from .store import KubeStore
 from .tasks import cancel_and_wait
 from .workload_api import WorkloadGangs
@@ -106,6 +106,7 @@ class KubeScheduler:
         self.elector = elector
         self.idle_cycles_every = idle_cycles_every
         self.store = KubeStore(client, keep_raw=False)
+        count_refusals(self.store, self.metrics.writes_refused, elector)
         for kind in ("Node", "PriorityClass", "Queue", "PodGroup", "Pod"):
             self.store.inform(kind)
         # Kinds only some plugins read are watched when a configured plugin needs them (their
@@ -534,7 +535,10 @@ class KubeScheduler:
             self.bind_failures += 1
             reason = str(exc.status) if isinstance(exc, ApiError) else type(exc).__name__
             self.metrics.bind_errors.labels(reason=reason).inc()
-            log.warning("binding %s to %s failed: %s", key, node, exc)
+            if isinstance(exc, ApiError) and exc.status not in (404, 409):
+                self.store.refused("Pod", key, "bind", exc)
+            else:  # the pod is gone or already bound (races), or no answer
+                log.warning("binding %s to %s failed: %s", key, node, exc)
             await self._forget(key)
             if isinstance(exc, ApiError) and not exc.not_found and not exc.status == 409:
                 self._event_later(
@@ -569,16 +573,10 @@ class KubeScheduler:
         if reason.startswith(RESIZE_REASON):
             # Tell the job controller this worker goes for a resize, not a failure.
             try:
-                await self.client.request(
-                    "PATCH",
-                    f"/api/v1/namespaces/{ns}/pods/{name}",
-                    body={"metadata": {"annotations": {RESIZED_OUT: reason[:200]}}},
-                    content_type=MERGE_PATCH,
-                )
-            except ApiError as exc:
+                await self.store.patch("Pod", key, {"metadata": {"annotations": {RESIZED_OUT: reason[:200]}}})
+            except ApiError as exc:  # (a refusal is reported by the store)
                 if exc.not_found:
                     return
-                log.warning("marking %s for a resize: %s", key, exc)
         try:
             fence = None if self.elector is None else functools.partial(self._may_send, "eviction", key)
             await self.client.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", body=body, fence=fence)
@@ -586,8 +584,11 @@ class KubeScheduler:
             await self._forget(key)
             return
         except ApiError as exc:
-            if not exc.not_found:
+            if exc.status == 409:
                 log.warning("evicting %s: %s", key, exc)
+            elif not exc.not_found:
+                self.store.refused("Pod", key, "evict", exc)
+            if not exc.not_found:
                 await self._forget(key)
             return
         self.metrics.evictions.labels(reason=_reason_label(reason)).inc()
@@ -632,10 +633,9 @@ class KubeScheduler:
             return
         old = self.store.get("PodGroup", key)
         try:
-            raw = await self.store.patch("PodGroup", key, {"status": codec._times_out(status)}, sub="status")
+            raw = await self.store.patch("PodGroup", key, {"status": codec._times_out(status)}, status=True)
         except Exception as exc:  # gone, refused or a dropped connection: the next cycle decides again
-            if not (isinstance(exc, ApiError) and exc.not_found):
-                log.warning("PodGroup %s status: %s: %s", key, type(exc).__name__, exc)
+            unsent("PodGroup", key, exc)
 
             def back() -> None:
                 if _settle(self.pg_wanted, key, status) and old is not None:
@@ -671,10 +671,9 @@ class KubeScheduler:
             for k in old.status.allocated:
                 allocated.setdefault(k, None)
         try:
-            raw = await self.store.patch("Queue", name, {"status": {"allocated": allocated}}, sub="status")
+            raw = await self.store.patch("Queue", name, {"status": {"allocated": allocated}}, status=True)
         except Exception as exc:  # the next cycle decides again
-            if not (isinstance(exc, ApiError) and exc.not_found):
-                log.warning("Queue %s status: %s: %s", name, type(exc).__name__, exc)
+            unsent("Queue", name, exc)
             _settle(self.queue_wanted, name, status)
             return
         self._observe("Queue", raw, then=functools.partial(_settle, self.queue_wanted, name, status))
@@ -691,17 +690,10 @@ class KubeScheduler:
             "lastProbeTime": None,
             "lastTransitionTime": codec.rfc3339(time.time()),
         }
-        ns, name = key.split("/", 1)
         try:
-            raw = await self.client.request(
-                "PATCH",
-                f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                body={"status": {"conditions": [cond]}},
-                content_type=STRATEGIC_PATCH,
-            )
+            raw = await self.store.patch("Pod", key, {"status": {"conditions": [cond]}}, status=True, strategic=True)
         except Exception as exc:
-            if not (isinstance(exc, ApiError) and exc.not_found):
-                log.warning("pod %s condition: %s: %s", key, type(exc).__name__, exc)
+            unsent("Pod", key, exc)
             _settle(self.condition_wanted, key, message)
             return
         self._observe("Pod", raw, then=functools.partial(_settle, self.condition_wanted, key, message))
@@ -746,6 +738,13 @@ def in_daemon_thread(fn, *args) -> asyncio.Future:
 
     threading.Thread(target=target, name="lavaflow-session", daemon=True).start()
     return fut
+
+
+def unsent(kind: str, key: str, exc: BaseException) -> None:
+    """A status write that did not go through: a refusal was reported by the store (a 404 is an
+    object gone); anything else (no answer) is a warning. The next cycle decides again."""
+    if not isinstance(exc, ApiError):
+        log.warning("%s %s status: %s: %s", kind, key, type(exc).__name__, exc)
 
 
 def _reason_label(reason: str) -> str:
@@ -821,5 +820,10 @@ async def post_event(
                 await client.request("POST", f"/api/v1/namespaces/{ns}/events", body=body)
         else:
             await client.request("POST", f"/api/v1/namespaces/{ns}/events", body=body)
+    except ApiError as exc:  # refused, as client-go's recorder reports it: an error, not retried
+        if store is not None:
+            store.refused("Event", f"about {kind} {key}", "create", exc)
+        else:
+            log.error("event %s on %s %s refused: %s", reason, kind, key, exc)
     except Exception as exc:
         log.debug("event %s on %s %s: %s", reason, kind, key, exc)

@@ -17,22 +17,24 @@ resourceVersion that arrives later is recognised and skipped.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..api.kinds import Kind, kind_info
+from ..api.kinds import API_KINDS, Kind, kind_info
 from ..api.meta import ObjectKeys
 from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION, PodGroup
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec, protopod
-from .client import ApiError, KubeClient, NotProtobuf
+from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, NotProtobuf
 from .compact import compact
+from .discovery import served_resources
 from .lightpod import (
     _INVALID,
     _PHASES,
@@ -69,6 +71,7 @@ class Gone(Exception):
 
 
 _BY_NAME = 16  # bound pods the protobuf could not give in full, listed one by one up to this many
+_REDISCOVER = 30.0  # seconds between two readings of one group/version's discovery at run time
 
 
 def _rv(raw: dict[str, Any] | None) -> str | None:
@@ -98,6 +101,24 @@ def _key_in(res: Kind, meta: dict[str, Any]) -> str:
     if res.namespaced:
         return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
     return meta.get("name", "")
+
+
+def _kind_name(res: Kind) -> str:
+    return f"{res.api_kind} ({res.api_version})"
+
+
+def _status_way(has: bool) -> str:
+    if has:
+        return "served with a status subresource: status is written through it"
+    return "served without a status subresource: status is written on the object itself"
+
+
+def _kept(sent: Any, got: Any) -> bool:
+    """Whether the object ``got`` holds what the merge patch ``sent`` set (a None removes)."""
+    if not isinstance(sent, dict):
+        return sent == got
+    have = got if isinstance(got, dict) else {}
+    return all(have.get(k) is None if v is None else _kept(v, have.get(k)) for k, v in sent.items())
 
 
 def _strip(raw: dict[str, Any]) -> dict[str, Any]:
@@ -809,6 +830,14 @@ class KubeStore:
         # protopod): decided at start unless set (with keep_raw off, ours set, streaming lists
         # and the protobuf package).
         self.protobuf_pods: bool | None = None
+        # Store kind -> whether the server serves it with a status subresource, from discovery at
+        # start and corrected at run time (see has_status); a kind not found there: the table's flag.
+        self.status_subresource: dict[str, bool] = {}
+        self._rediscovered: dict[str, float] = {}  # api version -> when discovery was last read again
+        # Writes the server refused: (kind, verb, HTTP status) -> how many; each also goes to every
+        # hook (the processes count them in their metrics).
+        self.refusals: collections.Counter[tuple[str, str, int]] = collections.Counter()
+        self.refusal_hooks: list[Callable[[str, str, int], None]] = []
 
     # ------------------------------------------------------------------ informers
     def inform(self, kind: str, **opts: Any) -> Informer:
@@ -822,6 +851,7 @@ class KubeStore:
         self.loop = asyncio.get_running_loop()
         if self.watch_list is None:
             self.watch_list = await self._streams_lists()
+        await self.discover()
         if self.protobuf_pods is None:
             self.protobuf_pods = (
                 bool(self.watch_list) and not self.keep_raw and self.ours is not None and protopod.available()
@@ -839,6 +869,83 @@ class KubeStore:
             log.debug("server version unknown (%s): listing", exc)
             return False
         return (major, minor) >= (1, 32)
+
+    # ------------------------------------------------------------------ status subresources
+    def has_status(self, res: Kind) -> bool:
+        """Whether ``res`` is served with a status subresource: as the server's discovery says
+        (Volcano's PodGroup CRD has none, lavaflow's has one), else as the table of kinds says."""
+        return self.status_subresource.get(res.kind, res.status)
+
+    async def discover(self, versions: Iterable[str] | None = None) -> None:
+        """Read which resources of ``versions`` (default: those of the informed kinds) have a status
+        subresource. A group/version that cannot be read keeps the table's flags."""
+        if versions is None:
+            versions = {kind_info(k).api_version for k in self.informers}
+        await asyncio.gather(*(self._discover_version(v) for v in sorted(set(versions))))
+
+    async def _discover_version(self, api_version: str) -> None:
+        try:
+            served = await served_resources(self.client, api_version)
+        except Exception as exc:  # not served (no CRD), not readable, or no answer
+            log.debug("discovery of %s: %s; status subresources as lavaflow's CRDs have them", api_version, exc)
+            return
+        for res in API_KINDS.values():
+            if res.api_version != api_version or res.plural not in served:
+                continue
+            has = f"{res.plural}/status" in served
+            if has == self.has_status(res):
+                self.status_subresource[res.kind] = has
+            elif res.kind in self.status_subresource:
+                self._set_status(res, has, "discovery says so now")
+            else:
+                self.status_subresource[res.kind] = has
+                log.info("%s: %s", _kind_name(res), _status_way(has))
+
+    def _set_status(self, res: Kind, has: bool, why: str) -> None:
+        self.status_subresource[res.kind] = has
+        log.warning("%s: %s (%s; its CRD was replaced?)", _kind_name(res), _status_way(has), why)
+
+    async def _status_gone(self, res: Kind, key: str, exc: ApiError) -> bool:
+        """A write to the status subresource of ``key`` was answered ``exc``: True (and the kind's
+        status is written on the object from now on) when that is a 404 while the object exists,
+        that is, the subresource is gone."""
+        if not exc.not_found or not self.has_status(res):
+            return False
+        if await self._get_remote(res, key) is None:
+            return False
+        self._set_status(res, False, f"{exc.method} {exc.path} answered 404 while the object exists")
+        return True
+
+    async def _status_back(self, res: Kind) -> bool:
+        """A status written on the object did not stay there: True when discovery, read again (at
+        most every _REDISCOVER seconds per group/version), now lists a status subresource."""
+        now = time.monotonic()
+        if now - self._rediscovered.get(res.api_version, -_REDISCOVER) < _REDISCOVER:
+            return False
+        self._rediscovered[res.api_version] = now
+        await self._discover_version(res.api_version)
+        return self.has_status(res)
+
+    def refused(self, kind: str, key: str, verb: str, exc: ApiError) -> None:
+        """A write the API server refused: an error line naming the object, the verb and the
+        HTTP status, counted in ``refusals`` and handed to the hooks."""
+        self.refusals[(kind, verb, exc.status)] += 1
+        log.error(
+            "API server refused to %s %s %s: HTTP %d %s: %s (%s %s)",
+            verb,
+            kind,
+            key,
+            exc.status,
+            exc.reason or "",
+            exc.message or "",
+            exc.method,
+            exc.path,
+        )
+        for hook in self.refusal_hooks:
+            try:
+                hook(kind, verb, exc.status)
+            except Exception:  # a metrics bug must not hide the refusal
+                log.exception("refusal hook failed")
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
         try:
@@ -1131,18 +1238,26 @@ class KubeStore:
         except ApiError as exc:
             if exc.already_exists:
                 raise AlreadyExists(f"{res.kind} {obj.key} already exists") from None
+            self.refused(res.kind, obj.key, "create", exc)
             raise
         want = body.get("status")
-        if res.status and want:
+        if want and not self.has_status(res) and not _kept(want, raw.get("status")):
+            await self._status_back(res)  # the server dropped the status: a subresource now?
+        if want and self.has_status(res):
             raw.setdefault("apiVersion", res.api_version)
             raw.setdefault("kind", res.api_kind)
             got = codec.encode(codec.decode(res, raw) or obj, res).get("status")
             if got != want:
                 status_body = dict(raw)
                 status_body["status"] = codec.merge3(raw.get("status") or {}, got or {}, want)
-                raw = await self.client.request(
-                    "PUT", res.path(ns, raw["metadata"]["name"], "status"), body=status_body
-                )
+                path = res.path(ns, raw["metadata"]["name"], "status")
+                try:
+                    raw = await self.client.request("PUT", path, body=status_body)
+                except ApiError as exc:
+                    # no subresource after all: the object was created with its status
+                    if not await self._status_gone(res, obj.key, exc):
+                        self.refused(res.kind, obj.key, "update", exc)
+                        raise
         return raw
 
     async def _update_remote(self, res: Kind, obj: Any) -> dict[str, Any]:
@@ -1163,28 +1278,36 @@ class KubeStore:
         old_model = codec.decode(res, base)
         old_d = codec.encode(old_model, res) if old_model is not None else {}
         old_d.get("metadata", {}).pop("resourceVersion", None)
+        main_old, main_new = codec.without(old_d, "status"), codec.without(new_d, "status")
+        status_changed = old_d.get("status") != new_d.get("status")
         for attempt in range(self.conflict_retries):
             base = dict(base)
             base.setdefault("apiVersion", res.api_version)
             base.setdefault("kind", res.api_kind)
+            result = base
+            to_status = False
             try:
-                result = base
-                main_old, main_new = codec.without(old_d, "status"), codec.without(new_d, "status")
-                status_changed = old_d.get("status") != new_d.get("status")
-                if main_old != main_new or (status_changed and not res.status):
-                    body = codec.merge3(
-                        base, old_d if not res.status else main_old, new_d if not res.status else main_new
-                    )
+                sub = self.has_status(res)
+                if main_old != main_new or (status_changed and not sub):
+                    # without a status subresource the status goes with the object
+                    body = codec.merge3(base, main_old if sub else old_d, main_new if sub else new_d)
                     result = await self.client.request("PUT", res.path_for_key(key), body=body)
-                if res.status and status_changed:
+                    if status_changed and not sub and not _kept(body.get("status"), result.get("status")):
+                        sub = await self._status_back(res)  # dropped: through a subresource now?
+                if sub and status_changed:
+                    to_status = True
                     body = codec.merge3(result, old_d, new_d)
                     body.setdefault("metadata", {})["resourceVersion"] = _rv(result)
                     result = await self.client.request("PUT", res.path_for_key(key, "status"), body=body)
                 return result
             except ApiError as exc:
+                if to_status and await self._status_gone(res, key, exc):
+                    base = result  # the status goes with the object now
+                    continue
                 if exc.not_found:
                     raise KeyError(f"{res.kind} {key} not found") from None
                 if not exc.conflict or attempt == self.conflict_retries - 1:
+                    self.refused(res.kind, key, "update", exc)
                     raise
                 self.conflicts += 1
                 await asyncio.sleep(min(0.01 * 2**attempt, 0.5) * random.random())
@@ -1203,15 +1326,33 @@ class KubeStore:
         except ApiError as exc:
             if exc.not_found:
                 return None
+            self.refused(res.kind, key, "delete", exc)
             raise
 
     # ------------------------------------------------------------------ raw helpers
     async def patch(
-        self, kind: str, key: str, patch: dict[str, Any], sub: str | None = None, strategic: bool = False
+        self, kind: str, key: str, patch: dict[str, Any], status: bool = False, strategic: bool = False
     ) -> dict[str, Any]:
-        from .client import MERGE_PATCH, STRATEGIC_PATCH
-
+        """A merge (or strategic merge) patch of ``key``; with ``status``, of its status: through
+        the status subresource where the kind has one (see has_status), else on the object itself.
+        Raises ApiError (a 404: the object is gone); any other refusal is reported (see refused)."""
         res = kind_info(kind)
-        return await self.client.request(
-            "PATCH", res.path_for_key(key, sub), body=patch, content_type=STRATEGIC_PATCH if strategic else MERGE_PATCH
-        )
+        content_type = STRATEGIC_PATCH if strategic else MERGE_PATCH
+        answer: dict[str, Any] = {}
+        for _ in range(3):  # (a subresource found gone, or back, is tried once the other way)
+            sub = "status" if status and self.has_status(res) else None
+            try:
+                answer = await self.client.request(
+                    "PATCH", res.path_for_key(key, sub), body=patch, content_type=content_type
+                )
+            except ApiError as exc:
+                if sub and await self._status_gone(res, key, exc):
+                    continue
+                if not exc.not_found:
+                    self.refused(res.kind, key, "patch", exc)
+                raise
+            if status and not sub and not strategic and not _kept(patch.get("status"), answer.get("status")):
+                if await self._status_back(res):
+                    continue
+            return answer
+        return answer

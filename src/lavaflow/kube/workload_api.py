@@ -201,17 +201,16 @@ class WorkloadGangs:
         """A strategic merge patch of the one condition: the server merges status.conditions by
         type, so conditions other components write (DisruptionTarget) are never overwritten from
         this process's possibly older view of them."""
-        from .scheduler_process import _settle
+        from .scheduler_process import _settle, unsent
 
         cond = self.wanted.get(key)
         if cond is None or self.sched._fenced("status", key):
             return
         try:
             body = {"status": {"conditions": [codec._times_out(cond)]}}
-            raw = await self.sched.store.patch(wapi.PODGROUP_KIND, key, body, sub="status", strategic=True)
+            raw = await self.sched.store.patch(wapi.PODGROUP_KIND, key, body, status=True, strategic=True)
         except Exception as exc:  # gone, refused or a dropped connection: decided again next cycle
-            if not (isinstance(exc, ApiError) and exc.not_found):
-                log.warning("PodGroup %s (scheduling.k8s.io/v1alpha2) status: %s: %s", key, type(exc).__name__, exc)
+            unsent(wapi.PODGROUP_KIND, key, exc)
 
             def back() -> None:
                 if _settle(self.wanted, key, cond):

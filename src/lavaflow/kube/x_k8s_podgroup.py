@@ -174,16 +174,15 @@ class CoschedulingGroups:
         return xpg.timeout_message(group, message) if group is not None else message
 
     async def _write(self, key: str) -> None:
-        from .scheduler_process import _settle
+        from .scheduler_process import _settle, unsent
 
         status = self.wanted.get(key)
         if status is None or self.sched._fenced("status", key):
             return
         try:
-            raw = await self.sched.store.patch(KIND, key, {"status": status}, sub="status")
+            raw = await self.sched.store.patch(KIND, key, {"status": status}, status=True)
         except Exception as exc:  # gone, refused or a dropped connection: decided again next cycle
-            if not (isinstance(exc, ApiError) and exc.not_found):
-                log.warning("PodGroup %s (scheduling.x-k8s.io) status: %s: %s", key, type(exc).__name__, exc)
+            unsent(KIND, key, exc)
 
             def back() -> None:
                 if _settle(self.wanted, key, status):

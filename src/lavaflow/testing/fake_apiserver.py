@@ -10,7 +10,10 @@ object. It serves every group/version of the table of kinds — the built-in one
 behind feature gates too (``scheduling.k8s.io/v1alpha1`` Workloads,
 ``v1alpha2`` Workloads and PodGroups) — unless told not to:
 ``unserve(api_version)`` answers 404 for all of that group/version, as a server
-with the feature gate or runtime-config off does. Faults can be injected:
+with the feature gate or runtime-config off does. ``without_status_subresource(kind)``
+serves a kind as a CRD without a status subresource (Volcano's PodGroup): ``.../status``
+answers 404 and writes to the object change its status. Discovery documents (``GET /api/v1``,
+``GET /apis/{group}/{version}``) list what is served. Faults can be injected:
 ``fail_next(kind, verb, status, n)`` and ``compact()`` (every open watch gets a
 410 and must relist).
 """
@@ -143,6 +146,7 @@ class ApiDouble:
         self._stop: asyncio.Event | None = None
         self._plurals: dict[tuple[str, str], Kind] = {}
         self.unserved: set[str] = set()  # group/versions answered with 404 (see unserve)
+        self.no_status: set[str] = set()  # kinds served without their status subresource
         # /version's answer, and whether a watch may ask for its initial state (sendInitialEvents,
         # on from 1.32): False answers it with the ERROR event a server on an etcd without
         # progress requests sends.
@@ -228,6 +232,19 @@ class ApiDouble:
         """Serve nothing of ``api_version`` (e.g. ``scheduling.k8s.io/v1alpha1``) from now on: every
         request to it is a 404, as on a kube-apiserver where it is not enabled."""
         self.call(lambda: self.unserved.add(api_version))
+
+    def without_status_subresource(self, kind: str) -> None:
+        """Serve ``kind`` (a store kind, e.g. ``PodGroup``) from now on as a CRD without a status
+        subresource, as Volcano's PodGroup CRD is: ``.../status`` answers 404, writes to the object
+        itself change its status, and discovery lists no ``plural/status``."""
+        self.call(lambda: self.no_status.add(kind))
+
+    def with_status_subresource(self, kind: str) -> None:
+        """Serve ``kind``'s status subresource again (as the table of kinds has it)."""
+        self.call(lambda: self.no_status.discard(kind))
+
+    def _has_status(self, res: Kind) -> bool:
+        return res.status and res.kind not in self.no_status
 
     def fail_next(self, kind: str, verb: str, status: int = 409, n: int = 1) -> None:
         """The next ``n`` requests ``verb`` (get/list/create/update/patch/delete/bind/evict) on ``kind`` fail."""
@@ -324,7 +341,35 @@ class ApiDouble:
             return None
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
+        if sub == "status" and not self._has_status(res):
+            return None
         return _Route(res, ns, name, sub)
+
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        """The APIResourceList of ``/api/v1`` or ``/apis/{group}/{version}``, if served."""
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["api"] and len(parts) == 2:
+            gv = parts[1]
+        elif parts[:1] == ["apis"] and len(parts) == 3:
+            gv = f"{parts[1]}/{parts[2]}"
+        else:
+            return None
+        kinds = [r for r in API_KINDS.values() if r.api_version == gv]
+        if not kinds or gv in self.unserved:
+            return None
+        resources = []
+        for r in kinds:
+            verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+            resources.append({"name": r.plural, "namespaced": r.namespaced, "kind": r.api_kind, "verbs": verbs})
+            subs = (["status"] if self._has_status(r) else []) + (["binding", "eviction"] if r.kind == "Pod" else [])
+            for sub in subs:
+                kind, sub_verbs = (
+                    (r.api_kind, ["get", "patch", "update"]) if sub == "status" else (sub.title(), ["create"])
+                )
+                resources.append(
+                    {"name": f"{r.plural}/{sub}", "namespaced": r.namespaced, "kind": kind, "verbs": sub_verbs}
+                )
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
     def _fault(self, kind: str, verb: str) -> int | None:
         q = self.faults.get((kind, verb))
@@ -338,6 +383,11 @@ class ApiDouble:
         if request.path == "/version":
             major, minor = self.version
             return web.json_response({"major": str(major), "minor": str(minor), "gitVersion": f"v{major}.{minor}.0"})
+        if request.method == "GET":
+            found = self._discovery(request.path)
+            if found is not None:
+                self.counts["discovery"] += 1
+                return web.json_response(found)
         route = self._route(request.path)
         if route is None:
             return web.json_response(_status(404, "NotFound", f"the server could not find {request.path}"), status=404)
@@ -360,6 +410,8 @@ class ApiDouble:
                 429: "TooManyRequests",
                 500: "InternalError",
                 404: "NotFound",
+                403: "Forbidden",
+                422: "Invalid",
             }.get(code, "Failure")
             return web.json_response(_status(code, reason, f"injected {code} for {verb} {res.kind}"), status=code)
         body = None
@@ -389,6 +441,8 @@ class ApiDouble:
         res = r.res
         bucket = self.objects[self._bucket(res)]
         ns = r.namespace if res.namespaced else None
+        if verb == "patch" and "apply-patch" in ctype and (ns, r.name or "") not in bucket:
+            verb = "create"  # server-side apply of an object that does not exist yet (else: a merge)
         if verb == "list":
             items = [
                 o
@@ -431,7 +485,7 @@ class ApiDouble:
                 body = verdict
             if res.kind == "Pod":
                 body.setdefault("status", {}).setdefault("phase", "Pending")
-            elif res.status and res.kind not in ("Node", "Namespace"):
+            elif self._has_status(res) and res.kind not in ("Node", "Namespace"):
                 body.pop("status", None)
             return 201, self._store_put(res, body)
         key = (ns, r.name or "")
@@ -484,7 +538,7 @@ class ApiDouble:
 
     def _split_status(self, res: Kind, sub: str | None, cur: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         """Main resource writes keep the old status; status writes keep everything else."""
-        if not res.status or res.kind in ("Namespace",):
+        if not self._has_status(res) or res.kind in ("Namespace",):
             return new
         if sub == "status":
             out = copy.deepcopy(cur)
