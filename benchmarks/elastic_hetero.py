@@ -33,6 +33,11 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=8.0)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--resize-cost", type=float, default=30.0)
+    ap.add_argument(
+        "--oracle",
+        action="store_true",
+        help="hand the policies the true speed models (ablation; default: models learned from the jobs' reports)",
+    )
     args = ap.parse_args()
     types = {"k80": args.nodes_per_type, "p100": args.nodes_per_type, "v100": args.nodes_per_type}
     cluster = gpu_cluster(types, gpus_per_node=args.gpus_per_node)
@@ -40,7 +45,8 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     print(
         f"# cluster {types} x {args.gpus_per_node} GPUs = {total}; {args.jobs} jobs over "
-        f"{args.hours:g} h; seeds {seeds}; resize cost {args.resize_cost:g}s; nproc {os.cpu_count()}"
+        f"{args.hours:g} h; seeds {seeds}; resize cost {args.resize_cost:g}s; nproc {os.cpu_count()}; speed models: "
+        + ("ORACLE (the simulator's true models)" if args.oracle else "learned from the jobs' reports")
     )
     res: dict[str, list[float]] = {v[0]: [] for v in VARIANTS}
     for seed in seeds:
@@ -49,7 +55,7 @@ def main() -> None:
         loaded = spec_inputs(jobs, cluster)
         for label, name, kw in VARIANTS:
             t0 = time.perf_counter()
-            r = replay(loaded, name, params=kw, cost=args.resize_cost)
+            r = replay(loaded, name, params=kw, cost=args.resize_cost, oracle=args.oracle)
             s = r.summary()
             res[label].append(s["avg_jct"] / 3600)
             print(

@@ -545,8 +545,9 @@ def _packed(n: int, per_node: int) -> tuple[int, ...]:
 
 def _tabulated(rates: tuple[tuple[str, int, int, float], ...], gpu_type: str, n: int) -> float:
     """Rate on ``n`` workers from measured (type, nodes, replicas, rate) points: interpolated
-    between measured counts, linear below the smallest, flat beyond the largest; a type not
-    measured takes the type measured most."""
+    between measured counts, linear below the smallest and, optimistic as Pollux's placeholder,
+    linear beyond the largest (how far is bounded by the 2 × measured rule); a type not measured
+    takes the type measured most."""
     by_type: dict[str, dict[int, float]] = {}
     for t, _nodes, reps, rate in rates:
         by_type.setdefault(t, {})[reps] = rate  # the newest measurement of a count
@@ -556,7 +557,7 @@ def _tabulated(rates: tuple[tuple[str, int, int, float], ...], gpu_type: str, n:
     if n <= xs[0]:
         return float(ys[0] * n / xs[0])
     if n >= xs[-1]:
-        return float(ys[-1])
+        return float(ys[-1] * n / xs[-1])
     return float(np.interp(n, xs, ys))
 
 
