@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 
 import pytest
 
@@ -222,3 +223,50 @@ def test_running_job_can_report_its_measured_speed():
             await c.wait_for(lambda: pg_ann("lavaflow.io/metrics", report), 30, "the job's report on the PodGroup")
 
     asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+async def learning_scenario(c: Cluster, ns: str = "default", admit=lambda d: d, suffix: str = "") -> None:
+    """With learned models (no oracle) an elastic job starts on its minimum and is given more
+    workers only as its training agent's reports show it measured on more: twice the most it was
+    measured on. Used against the API double here and a real kube-apiserver in test_kube_real.py."""
+    learned = CONF.replace(", elastic.oracle: true", "")
+    assert "oracle" not in learned
+    c.start_scheduler(conf=load_scheduler_conf(learned))
+    await c.until_ready()
+    job = elastic_job("learner", 1000, 1, 8, "inf")
+    job["metadata"]["namespace"] = ns
+    await c.create([admit(job)])
+
+    async def running(n: int):
+        pods = await c.pods(ns)
+        return len(running_workers(pods, "learner")) == n
+
+    await c.wait_for(lambda: running(1), 60, "the job on one worker (nothing measured yet)")
+    await asyncio.sleep(1.0)
+    assert await running(1), "no more workers before a report"
+    from lavaflow.kube.client import MERGE_PATCH
+
+    async def report(rows):
+        body = {"metadata": {"annotations": {"lavaflow.io/metrics": json.dumps({"rates": rows})}}}
+        await c.api.request(
+            "PATCH",
+            f"/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs/learner",
+            body=body,
+            content_type=MERGE_PATCH,
+        )
+
+    # the agent reports one worker's speed: the policy may now give two
+    await report([["v100", 1, 1, 1.0 / 60]])
+    await c.wait_for(lambda: running(2), 60, "two workers after a report on one")
+    # and measured on two (nearly twice as fast): up to four
+    await report([["v100", 1, 1, 1.0 / 60], ["v100", 1, 2, 1.9 / 60]])
+    await c.wait_for(lambda: running(4), 60, "four workers after a report on two")
+
+
+def test_a_job_grows_as_its_training_agent_reports_on_a_cluster():
+    async def scenario():
+        async with Cluster(gpu_nodes(), time_scale=0.01) as c:
+            c.start_controllers()
+            await learning_scenario(c)
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))

@@ -469,24 +469,39 @@ def test_helm_chart_is_accepted_by_a_real_api_server():
 def test_elastic_job_is_resized_on_a_real_api_server():
     """Issue 10 on a cluster: an elastic Volcano Job on GPU nodes (nvidia.com/gpu, accelerator
     label) runs at its maximum, shrinks for a second job, grows back when that one completes."""
-    from test_kube_elastic import gpu_nodes, resize_scenario
+    from test_kube_elastic import resize_scenario
+
+    _elastic_on_a_real_api_server(resize_scenario, "lavaflow-elastic")
+
+
+def _elastic_on_a_real_api_server(scenario_fn, prefix: str) -> None:
+    """Run an elastic scenario of test_kube_elastic on GPU nodes of the real server, in a namespace
+    of its own, cleaned up afterwards."""
+    from test_kube_elastic import gpu_nodes
 
     from kube_harness import Cluster
 
     async def scenario():
         suffix = "-" + uuid.uuid4().hex[:6]
         nodes = gpu_nodes(suffix)
-        ns = f"lavaflow-elastic{suffix}"
+        ns = f"{prefix}{suffix}"
         async with Cluster(nodes, real=True, period=0.2, time_scale=0.01) as c:
             try:
                 await _install_crds(c.api)
                 await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
                 c.start_controllers()
-                await resize_scenario(c, ns, _admitted, suffix)
+                await scenario_fn(c, ns, _admitted, suffix)
             finally:
                 await _cleanup(c.api, ns, nodes)
 
     asyncio.run(asyncio.wait_for(scenario(), 300))
+
+
+def test_elastic_job_grows_with_its_reports_on_a_real_api_server():
+    """Issue 31 on a cluster: learned models; the job grows as its reports come in."""
+    from test_kube_elastic import learning_scenario
+
+    _elastic_on_a_real_api_server(learning_scenario, "lavaflow-learn")
 
 
 # ---------------------------------------------------------------------- failover of real processes
