@@ -82,7 +82,7 @@ def goodput(
         now,
         resize_cost=resize_cost,
         horizon=horizon,
-        lookahead=lookahead,
+        lookahead=int(lookahead),
         hetero_weight=hetero_weight,
         switch_factor=switch_factor,
         spare_factor=spare_factor,
