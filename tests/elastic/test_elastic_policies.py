@@ -269,3 +269,24 @@ def test_elastic_srjf_starts_waiting_job_on_leftover_gpus():
     wait = _job("wait", 2, 8, req=6, work=500, t=1)
     assert "wait" not in make_policy("SRJF")([run, wait], {"gpu": 8}, 0)
     assert make_policy("ElasticSRJF")([run, wait], {"gpu": 8}, 0)["wait"].workers == 4
+
+
+def test_goodput_node_size_gives_only_whole_node_sizes_and_ignores_remaining_work():
+    # linear speed-up, 8 GPUs on 4-GPU nodes, a job of at most 6 workers: unaligned it takes 6;
+    # with node_size 4 only 1..4 or whole nodes may be chosen, so it takes 4 and the rest goes to
+    # the second job
+    a = _job("a", 1, 6)
+    b = _job("b", 1, 8, t=1, done_work=1e7)  # far past the prior: a comes first
+    res = make_policy("Goodput")([a, b], {"gpu": 8}, 0)
+    assert res["a"].workers == 6
+    res4 = make_policy("Goodput", node_size=4)([a, b], {"gpu": 8}, 0)
+    assert res4["a"].workers == 4 and res4["b"].workers == 4
+    check_allocation([a, b], {"gpu": 8}, res4)
+    # a job running at an unaligned size may keep it; a minimum that is not aligned is allowed
+    run = _job("r", 1, 8, current_workers=6, current_type="gpu", done_work=1e7)
+    assert make_policy("Goodput", node_size=4)([run], {"gpu": 6}, 0)["r"].workers == 6
+    odd = _job("o", 6, 6)
+    assert make_policy("Goodput", node_size=4)([odd], {"gpu": 8}, 0)["o"].workers == 6
+    # never reads remaining_work / total_work
+    other = [dataclasses.replace(j, remaining_work=j.remaining_work * 7 + 3, total_work=99.0) for j in (a, b)]
+    assert make_policy("Goodput", node_size=4)(other, {"gpu": 8}, 0) == res4

@@ -70,6 +70,7 @@ def goodput(
     lookahead: int = 8,
     hetero_weight: float = 1.0,
     spare_factor: float | None = None,
+    node_size: int = 0,
 ) -> dict[str, Assignment]:
     views = []
     for j in jobs:
@@ -81,8 +82,9 @@ def goodput(
         now,
         resize_cost=resize_cost,
         horizon=horizon,
-        lookahead=lookahead,
+        lookahead=int(lookahead),
         hetero_weight=hetero_weight,
         switch_factor=switch_factor,
         spare_factor=spare_factor,
+        node_size=int(node_size),
     )

@@ -52,6 +52,7 @@ def lavaflow(
     type_agnostic: bool = False,
     switch_factor: float = 12.0,
     spare_factor: float | None = None,
+    node_size: int = 0,
 ) -> dict[str, Assignment]:
     if type_agnostic and len(capacity) > 1:
         # ablation: Voda-style per-type pools, jobs assigned to pools without looking at speed
@@ -67,19 +68,21 @@ def lavaflow(
     free = {t: capacity[t] for t in types}
     order = sorted(jobs, key=lambda j: (j.submit_time, j.name))
     rank = {j.name: i for i, j in enumerate(order)}
-    val = _values(order, capacity, free, max(resize_cost, 0.0) * switch_factor, horizon, hetero_weight)
+    val = _values(order, capacity, free, max(resize_cost, 0.0) * switch_factor, horizon, hetero_weight, node_size)
     alloc: dict[str, Assignment] = {}
     _greedy(order, rank, val, free, alloc, lookahead)
     if spare_factor is not None and spare_factor < switch_factor and any(f > 0 for f in free.values()):
         # GPUs nobody takes at the full switching cost: offered again at a lower one (they are
         # idle otherwise; a job grown onto them is shrunk again only if others need them)
-        val = _values(order, capacity, free, max(resize_cost, 0.0) * spare_factor, horizon, hetero_weight)
+        val = _values(order, capacity, free, max(resize_cost, 0.0) * spare_factor, horizon, hetero_weight, node_size)
         _greedy(order, rank, val, free, alloc, lookahead)
     return alloc
 
 
-def _values(order, capacity, free, switch, horizon, hetero_weight) -> dict[str, dict[str, np.ndarray]]:
-    """Value tables ``val[name][type][n]`` for n = 0..max workers."""
+def _values(order, capacity, free, switch, horizon, hetero_weight, node_size=0) -> dict[str, dict[str, np.ndarray]]:
+    """Value tables ``val[name][type][n]`` for n = 0..max workers.  With ``node_size`` > 1 only
+    sizes up to one node or whole multiples of it (and the job's minimum and current size) can be
+    chosen: the others get value -inf."""
     val: dict[str, dict[str, np.ndarray]] = {}
     for j in order:
         w = max(j.remaining_work, 1e-12)
@@ -105,6 +108,11 @@ def _values(order, capacity, free, switch, horizon, hetero_weight) -> dict[str, 
                 forgo = 1.0 - r[1] / best_unit if len(r) > 1 else 0.0
                 disc = disc * (1.0 - hetero_weight * forgo * 0.5)
             v = v * disc
+            if node_size > 1 and len(v) > node_size + 1:
+                # whole nodes (or part of one): sizes that leave no fragments to re-pack around
+                ns = np.arange(len(v))
+                ok = (ns <= node_size) | (ns % node_size == 0) | (ns == j.min_workers)
+                v = np.where(ok, v, -math.inf)
             if j.current_type == t and 0 < j.current_workers <= j.max_workers:
                 c = j.current_workers
                 v[c] = r[c] / w  # staying as is costs nothing
