@@ -902,9 +902,8 @@ class JobController(Controller):
             template = self._template(job, task)
             names = template[1]
             if not pods.keys() >= self._name_sets[job.key][task.name]:  # (usually all are there)
-                for i, name in enumerate(names):
-                    if name not in pods:
-                        self.store.create(self._new_pod(job, task, i, template))
+                missing = [self._new_pod(job, task, i, template) for i, name in enumerate(names) if name not in pods]
+                self.store.create_many(missing)
             # Scale down: pods beyond replicas go.
             indices = tally.indices.get(task.name)
             if not indices or max(indices) < task.replicas:

@@ -818,6 +818,8 @@ class KubeStore:
         self.version = 0  # bumped on every applied change (like MemoryStore.version)
         self.write_timeout = 120.0
         self.conflict_retries = 8
+        # requests in flight at most when a controller creates several objects (create_many)
+        self.create_concurrency = 64
         self.conflicts = 0
         # Streaming lists (watch with sendInitialEvents): on by default from Kubernetes 1.32 (an
         # older server ignores the parameter and would never end the initial state); decided from
@@ -1114,6 +1116,42 @@ class KubeStore:
         res = kind_info(kind_of(obj))
         raw = self._call(self._create_remote(res, obj))
         return self._after_write(res, raw)
+
+    def create_many(self, objs: list[Any]) -> list[Any]:
+        """Create ``objs`` with a bounded number of requests in flight, as Kubernetes' controllers
+        create a ReplicaSet's pods: batches of 1, 2, 4, … up to ``create_concurrency``, the next
+        batch sent only if the last one had no error (a server refusing every pod is not sent them
+        all). The client's QPS limiter paces them. Results are applied in order; the first error
+        is raised after that."""
+        if len(objs) <= 1:
+            return [self.create(obj) for obj in objs]
+        done = self._call(self._create_batches(objs))
+        out = []
+        first: BaseException | None = None
+        for obj, raw in zip(objs, done):
+            if isinstance(raw, BaseException):
+                first = first or raw
+                continue
+            out.append(self._after_write(kind_info(kind_of(obj)), raw))
+        if first is not None:
+            raise first
+        if len(done) < len(objs):  # (stopped after a failed batch: raised above)
+            raise RuntimeError("create_many stopped early")
+        return out
+
+    async def _create_batches(self, objs: list[Any]) -> list[Any]:
+        results: list[Any] = []
+        size = 1
+        while len(results) < len(objs):
+            batch = objs[len(results) : len(results) + size]
+            got = await asyncio.gather(
+                *(self._create_remote(kind_info(kind_of(o)), o) for o in batch), return_exceptions=True
+            )
+            results.extend(got)
+            if any(isinstance(g, BaseException) for g in got):
+                break
+            size = min(2 * size, self.create_concurrency)
+        return results
 
     def update(self, obj: Any, old: Any = None) -> Any:
         res = kind_info(kind_of(obj))

@@ -105,6 +105,10 @@ class MemoryStore:
         """Changes that may call for a scheduling cycle: every change but the quiet updates."""
         return self.version - self.quiet
 
+    def create_many(self, objs: list[Any]) -> list[Any]:
+        """One create after another (a memory store has no round trips to overlap)."""
+        return [self.create(obj) for obj in objs]
+
     def update(self, obj: Any, old: Any = None, quiet: bool = False) -> Any:
         """Store a changed object (objects are updated in place; ``old`` is an optional earlier copy).
         ``quiet``: a change nothing but a later cycle reads (a training job's report), counted
