@@ -881,3 +881,45 @@ def test_the_controllers_wait_leaves_no_unawaited_waits_when_its_timeout_is_alre
         asyncio.run(scenario())
         gc.collect()
     assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_create_many_sends_slow_start_batches_and_stops_after_a_refusal():
+    """A Job's pods go out in batches of 1, 2, 4, ... (at most create_concurrency in flight), all
+    created and applied in order; a refused create stops the batches after its own and its error
+    is raised."""
+    from lavaflow.api.core import Pod
+    from lavaflow.kube.client import ApiError
+
+    def pod(i: int) -> Pod:
+        return Pod.model_validate(
+            {
+                "metadata": {"name": f"p{i}", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]},
+            }
+        )
+
+    async def scenario():
+        double = ApiDouble().start()
+        try:
+            client = KubeClient(ClientConfig(server=double.url, qps=0))
+            store = KubeStore(client)
+            store.inform("Pod")
+            await store.start()
+            assert await store.wait_synced(5)
+            made = await asyncio.to_thread(store.create_many, [pod(i) for i in range(10)])
+            assert [p.name for p in made] == [f"p{i}" for i in range(10)]
+            assert {p["metadata"]["name"] for p in double.snapshot("Pod")} == {f"p{i}" for i in range(10)}
+            # the first create of the next pods is refused: nothing after its batch is sent
+            later = [pod(i) for i in range(10, 30)]
+            double.fail_next("Pod", "create", 500, 1)
+            with pytest.raises(ApiError):
+                await asyncio.to_thread(store.create_many, later)
+            names = {p["metadata"]["name"] for p in double.snapshot("Pod")}
+            assert "p10" not in names  # the first batch (one pod) was the refused one
+            assert not names & {f"p{i}" for i in range(11, 30)}  # nothing sent after it
+            await store.stop()
+            await client.close()
+        finally:
+            double.stop()
+
+    run(scenario())
