@@ -228,34 +228,25 @@ class PerfParams:
 
     def step_time(self, nodes, replicas, local_bsz, accum) -> np.ndarray:
         """Seconds per optimiser step (``accum`` extra micro-steps of gradient accumulation)."""
+        return self.step_from(local_bsz, accum, self.sync_time(np.asarray(nodes), np.asarray(replicas)))
+
+    def step_from(self, local_bsz, accum, sync) -> np.ndarray:
+        """:meth:`step_time` from the micro-batch, the extra micro-steps and the sync time."""
         tc = self.compute_time(np.asarray(local_bsz, dtype=float))
-        tn = self.sync_time(np.asarray(nodes), np.asarray(replicas))
         g = self.gamma
-        return np.asarray(accum) * tc + (tc**g + tn**g) ** (1.0 / g)
+        return np.asarray(accum) * tc + (tc**g + sync**g) ** (1.0 / g)
 
 
-def _line(x: np.ndarray, y: np.ndarray, fixed_slope: bool = False) -> tuple[float, float]:
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(a, b) ≥ 0 minimising the relative squared error of ``a + b·x`` against ``y``."""
-    w = 1.0 / np.maximum(y, _LO) ** 2
-    if fixed_slope or len(np.unique(x)) < 2:
-        a = float(np.sum(w * y) / np.sum(w))
-        return max(a, _LO), _LO
-    sw, sx, sy = w.sum(), (w * x).sum(), (w * y).sum()
-    sxx, sxy = (w * x * x).sum(), (w * x * y).sum()
-    det = sw * sxx - sx * sx
-    if not det > 1e-12 * sw * sxx:
-        return max(float(sy / sw), _LO), _LO
-    a = (sxx * sy - sx * sxy) / det
-    b = (sw * sxy - sx * sy) / det
-    if b < _LO:
-        return max(float(sy / sw), _LO), _LO
-    if a < _LO:
-        return _LO, max(float(sxy / sxx), _LO)
-    return float(a), float(b)
+    a, b = _lines(x, y[None, :], False)
+    return float(a[0]), float(b[0])
 
 
 def _lines(x: np.ndarray, ys: np.ndarray, fixed_slope: bool) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_line` for each row of ``ys`` (the same ``x``): arrays of a and b."""
+    """For each row of ``ys`` (the same ``x``), (a, b) ≥ 0 minimising the relative squared error of
+    ``a + b·x`` against it (a constant where x does not vary or the slope would be negative):
+    arrays of a and b."""
     w = 1.0 / np.maximum(ys, _LO) ** 2
     sw, sy = w.sum(axis=1), (w * ys).sum(axis=1)
     const = np.maximum(sy / sw, _LO)
@@ -306,9 +297,7 @@ def fit_perf(rows: tuple[tuple[int, int, int, float, float], ...]) -> PerfParams
     err = np.sqrt(np.mean((np.log(pred) - np.log(np.maximum(step, _LO))) ** 2, axis=1))
     reg = 1e-3 * (g[:, 0] - 1) ** 2 + 1e-2 * ((bn / an) ** 2 + (br / ar) ** 2)
     i = int(np.argmin(err + reg))
-    best = (0.0, PerfParams(ac, bc, float(an[i]), float(bn[i]), float(ar[i]), float(br[i]), float(_GAMMAS[i])))
-    assert best is not None
-    p = best[1]
+    p = PerfParams(ac, bc, float(an[i]), float(bn[i]), float(ar[i]), float(br[i]), float(_GAMMAS[i]))
     if not inter.any():
         p = PerfParams(
             p.alpha_c,
@@ -322,11 +311,12 @@ def fit_perf(rows: tuple[tuple[int, int, int, float, float], ...]) -> PerfParams
     return p
 
 
-def batch_config(replicas: int, batch_size: int, max_local: int) -> tuple[int, int]:
-    """(micro-batch per replica, extra accumulation steps) of a global batch on ``replicas``."""
-    local = math.ceil(batch_size / replicas - 1e-9)
-    accum = max(math.ceil(local / max_local - 1e-9) - 1, 0)
-    return max(math.ceil(local / (accum + 1) - 1e-9), 1), accum
+def _split(batch, replicas, max_local: int) -> tuple[np.ndarray, np.ndarray]:
+    """(micro-batch per replica, extra accumulation steps) of global batches on replica counts
+    (arrays that broadcast)."""
+    local = np.ceil(batch / replicas - 1e-9)
+    accum = np.maximum(np.ceil(local / max_local - 1e-9) - 1, 0)
+    return np.maximum(np.ceil(local / (accum + 1) - 1e-9), 1), accum
 
 
 def gain(batch_size: np.ndarray | float, init_batch: int, sqr: float, var: float) -> np.ndarray | float:
@@ -368,9 +358,7 @@ def _candidates(
         cands.add(lo)
         cands.update(b for b in _grid(b0, limit) if lo <= b <= limit)
     bs = np.array(sorted(cands), dtype=float)
-    local = np.ceil(bs / n - 1e-9)
-    accum = np.maximum(np.ceil(local / hi_local - 1e-9) - 1, 0)
-    atomic = np.maximum(np.ceil(local / (accum + 1) - 1e-9), 1)
+    atomic, accum = _split(bs, n, hi_local)
     return bs, atomic, accum, n * atomic * (accum + 1)
 
 
@@ -409,9 +397,6 @@ class LearnedSpeed:
     def max_allowed(self) -> int:
         """Pollux's bound: no more workers than twice the most the job has been measured on."""
         return max(2 * self.max_observed, 1)
-
-    def max_useful_workers(self) -> int:
-        return 1 << 16
 
     # -- fits --------------------------------------------------------------------------------
     def fit(self, gpu_type: str | None) -> PerfParams | None:
@@ -466,12 +451,7 @@ class LearnedSpeed:
         n = sum(pl)
         limit = max(int(self.max_batch_size or r.max_batch_size or own), own)
         bs, atomic, accum, real = _candidates(n, own, b0, limit, lo_local, hi_local)
-        tc = p.alpha_c + p.beta_c * atomic
-        tn = p.sync_one(len(pl), n)
-        g = p.gamma
-        t = accum * tc + (tc**g + tn**g) ** (1.0 / g)
-        sqr, var = r.grad_sqr, r.grad_var
-        good = (gain(real, b0, sqr, var) if sqr is not None and var is not None else 1.0) / t
+        good = _goodputs(p, r, b0, atomic, accum, real, p.sync_one(len(pl), n))
         i = int(np.argmax(good))
         hit = self._best[key] = (float(good[i]), int(bs[i]))
         return hit
@@ -490,14 +470,9 @@ class LearnedSpeed:
         extra = np.maximum(ns - 2, 0)
         tn = np.where(nodes > 1, p.alpha_n + p.beta_n * extra, np.where(ns > 1, p.alpha_r + p.beta_r * extra, _LO))
         own, b0, lo_local, hi_local = self._limits(r)
-        g = p.gamma
         if not self.adaptive:
-            local = np.ceil(own / ns - 1e-9)
-            accum = np.maximum(np.ceil(local / hi_local - 1e-9) - 1, 0)
-            atomic = np.maximum(np.ceil(local / (accum + 1) - 1e-9), 1)
-            tc = p.alpha_c + p.beta_c * atomic
-            t = accum * tc + (tc**g + tn**g) ** (1.0 / g)
-            rates = (ns * atomic * (accum + 1) / own) / t
+            atomic, accum = _split(own, ns, hi_local)
+            rates = (ns * atomic * (accum + 1) / own) / p.step_from(atomic, accum, tn)
             return (0.0, *(float(x) for x in rates))
         limit = max(int(self.max_batch_size or r.max_batch_size or own), own)
         los = np.maximum(b0, lo_local * ns)
@@ -508,14 +483,8 @@ class LearnedSpeed:
         in_grid = np.array([c in grid for c in cands])[None, :]
         lo2 = los[:, None]
         valid = (bs == own) | ((lo2 <= limit) & ((bs == lo2) | (in_grid & (bs >= lo2) & (bs <= limit))))
-        local = np.ceil(bs / n2 - 1e-9)
-        accum = np.maximum(np.ceil(local / hi_local - 1e-9) - 1, 0)
-        atomic = np.maximum(np.ceil(local / (accum + 1) - 1e-9), 1)
-        tc = p.alpha_c + p.beta_c * atomic
-        t = accum * tc + (tc**g + tn[:, None] ** g) ** (1.0 / g)
-        real = n2 * atomic * (accum + 1)
-        sqr, var = r.grad_sqr, r.grad_var
-        good = (gain(real, b0, sqr, var) if sqr is not None and var is not None else 1.0) / t
+        atomic, accum = _split(bs, n2, hi_local)
+        good = _goodputs(p, r, b0, atomic, accum, n2 * atomic * (accum + 1), tn[:, None])
         good = np.where(valid, good, -np.inf)
         return (0.0, *(float(x) for x in good.max(axis=1)))
 
@@ -533,9 +502,16 @@ class LearnedSpeed:
         if self.adaptive:
             return self._goodput(pl, p, r)[0]
         own, _b0, _lo, hi_local = self._limits(r)
-        atomic, accum = batch_config(n, own, hi_local)
-        t = float(p.step_time(len(pl), n, atomic, accum))
-        return (n * atomic * (accum + 1) / own) / t if t > 0 else 0.0
+        atomic, accum = _split(own, n, hi_local)
+        t = float(p.step_from(atomic, accum, p.sync_one(len(pl), n)))
+        return float((n * atomic * (accum + 1) / own) / t) if t > 0 else 0.0
+
+
+def _goodputs(p: PerfParams, r: Report, b0: int, atomic, accum, real, sync) -> np.ndarray:
+    """Goodput (statistical progress per second) of micro-batch configurations: Pollux's gain
+    under the job's last gradient statistics (1 without them) over the step time."""
+    sqr, var = r.grad_sqr, r.grad_var
+    return (gain(real, b0, sqr, var) if sqr is not None and var is not None else 1.0) / p.step_from(atomic, accum, sync)
 
 
 def _packed(n: int, per_node: int) -> tuple[int, ...]:

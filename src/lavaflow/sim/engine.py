@@ -579,13 +579,20 @@ class Simulation:
 
         return build_result(self)
 
-    def _elastic_policy(self):
+    def _elastic_arguments(self) -> dict[str, Any] | None:
+        """The elastic plugin's arguments, None when elastic scheduling is not configured."""
         opt = next((p for t in self.scheduler.conf.tiers for p in t.plugins if p.name == "elastic"), None)
         if opt is None or "elastic" not in self.scheduler.conf.action_names:
             return None
+        return opt.arguments
+
+    def _elastic_policy(self):
+        args = self._elastic_arguments()
+        if args is None:
+            return None
         from ..scheduler.plugins.elastic import ElasticPlugin
 
-        return ElasticPlugin(opt.arguments).policy
+        return ElasticPlugin(args).policy
 
     def elastic_policy_name(self) -> str | None:
         pol = self._elastic_policy()
@@ -597,12 +604,12 @@ class Simulation:
 
     def elastic_oracle(self) -> bool:
         """Whether the elastic plugin hands its policy the true speed models (``elastic.oracle``)."""
-        opt = next((p for t in self.scheduler.conf.tiers for p in t.plugins if p.name == "elastic"), None)
-        if opt is None or "elastic" not in self.scheduler.conf.action_names:
+        args = self._elastic_arguments()
+        if args is None:
             return False
         from ..scheduler.plugins.elastic import parse_bool
 
-        return parse_bool(opt.arguments.get("elastic.oracle"))
+        return parse_bool(args.get("elastic.oracle"))
 
     def _anything_running(self) -> bool:
         return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())

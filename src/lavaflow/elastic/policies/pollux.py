@@ -16,11 +16,12 @@ twice the workers it was measured on, which is the artifact's ``max_replicas``).
 Search.  The artifact runs NSGA-II (population 100, 100 generations) over job × node replica
 matrices.  Here placement is the elastic action's (consolidated, fewest moves), so the search is
 over each job's worker count (and GPU type).  The objective is then separable: minimise
-``Σ_j 1 / (s_j(n_j) + 1e-3)`` subject to the GPUs per type.  A lazy greedy takes, again and again,
-the allocation step (any larger size, not only +1, so that dips in measured curves and the
-restart penalty's jump are crossed) with the largest decrease of that sum per GPU that still fits;
-for convex per-job terms this is optimal, and on small instances it matches exhaustive search
-(tests/elastic/test_pollux_policy.py).  Jobs may be halted (``min_replicas = 0`` in the artifact):
+``Σ_j 1 / (s_j(n_j) + 1e-3)`` subject to the GPUs per type.  With one GPU type that is a
+knapsack, solved exactly by dynamic programming over the jobs (it reaches exhaustive search's
+objective: tests/elastic/test_pollux_policy.py).  With several types a lazy greedy takes, again and
+again, the allocation step (any larger size, not only +1, so that dips in measured curves and the
+restart penalty's jump are crossed) with the largest decrease of that sum per GPU that still fits,
+which is optimal for convex per-job terms only.  Jobs may be halted (``min_replicas = 0`` in the artifact):
 a job gets 0 or a size in its range.
 """
 
@@ -29,6 +30,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from .base import Assignment, JobView
 
@@ -80,6 +83,8 @@ def pollux(
                 continue
             base = j.rate_fn(t, fair) if j.rate_fn is not None else j.rate(t, min(fair, j.max_workers))
             costs[(i, t)] = _costs(j, t, base, now, scale, delay)
+    if len(types) == 1:
+        return _exact(order, costs, types[0], capacity[types[0]])
     free = dict((t, capacity[t]) for t in types)
     size = [0] * len(order)
     kind: list[str | None] = [None] * len(order)
@@ -121,6 +126,30 @@ def pollux(
         if b is not None:
             heapq.heappush(heap, (-b[0], i, b[1], b[2]))
     return {order[i].name: Assignment(kind[i], size[i]) for i in range(len(order)) if size[i] and kind[i]}
+
+
+def _exact(order: list[JobView], costs: dict[tuple[int, str], list[float]], t: str, cap: int) -> dict[str, Assignment]:
+    """The allocation of one GPU type with the smallest ``Σ 1 / (speed-up + EPS)``: a knapsack
+    solved by dynamic programming over the jobs (best[k] = the least sum with at most k GPUs),
+    each job one min-plus step over its sizes; ties keep the smaller size."""
+    ks = np.arange(cap + 1)
+    best = np.zeros(cap + 1)
+    choices = []
+    for i, _j in enumerate(order):
+        c = np.array(costs.get((i, t), [1.0 / EPS]), dtype=float)[: cap + 1]
+        take = ks[:, None] - np.arange(len(c))[None, :]  # GPUs left for the jobs before
+        total = np.where(take >= 0, best[np.maximum(take, 0)] + c[None, :], math.inf)
+        n = np.argmin(total, axis=1)
+        best = total[ks, n]
+        choices.append(n)
+    out: dict[str, Assignment] = {}
+    k = cap
+    for i in range(len(order) - 1, -1, -1):
+        n = int(choices[i][k])
+        if n:
+            out[order[i].name] = Assignment(t, n)
+        k -= n
+    return dict(sorted(out.items(), key=lambda kv: [j.name for j in order].index(kv[0])))
 
 
 def objective(

@@ -634,8 +634,7 @@ class ElasticPlugin(Plugin):
         adaptive batch re-chosen per training phase), those of the phase it is in now — its
         observed progress, which non-clairvoyant policies may read."""
         assert self.state is not None  # set when the session opened
-        sp = ej.speed.speed
-        phase = sp.phase_of(max(ej.speed.work - ej.remaining, 0.0)) if phase_bounds(sp) else None
+        phase = _phase(ej)
         out = {}
         for ty in types:
             if ej.pinned is not None and ty != ej.pinned:
@@ -655,11 +654,17 @@ class ElasticPlugin(Plugin):
         speed model and training phase as :meth:`curves`."""
         if n <= 0:
             return 0.0
-        sp = ej.speed.speed
         pl = consolidated_placement(n, gpus_per_node)
-        if phase_bounds(sp):
-            return float(sp.rate(pl, gpu_type, phase=sp.phase_of(max(ej.speed.work - ej.remaining, 0.0))))
-        return float(sp.rate(pl, gpu_type))
+        phase = _phase(ej)
+        if phase is None:
+            return float(ej.speed.speed.rate(pl, gpu_type))
+        return float(ej.speed.speed.rate(pl, gpu_type, phase=phase))
+
+
+def _phase(ej: ElasticJob) -> int | None:
+    """The training phase ``ej`` is in by its observed progress (None: its rate does not depend on it)."""
+    sp = ej.speed.speed
+    return sp.phase_of(max(ej.speed.work - ej.remaining, 0.0)) if phase_bounds(sp) else None
 
 
 _BY_INDEX = operator.attrgetter("index", "uid")
