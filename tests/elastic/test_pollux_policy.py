@@ -90,3 +90,15 @@ def test_registered_as_the_literature_baseline():
     p = make_policy("Pollux")
     assert p.elastic and not p.clairvoyant
     assert p.default_interval == 60.0 and p.aligned_tick
+
+
+def test_pollux_rounds_come_every_minute_even_when_nothing_else_happens(tmp_path):
+    """A lone job: Pollux's restart penalty first keeps it where it is (it is young), and a later
+    round — with no arrival, completion or report to call for one — grows it."""
+    from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
+
+    p = tmp_path / "one.csv"
+    p.write_text("name,time,application,num_replicas,batch_size\nds2,0,deepspeech2,2,20\n")
+    res = replay(trace_inputs([p], gpu_cluster(nodes=4), adaptive=True), "Pollux")
+    sizes = [n for _t, n, _ty in res.jobs[0].history]
+    assert max(sizes) >= 4, res.jobs[0].history
