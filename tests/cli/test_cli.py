@@ -389,3 +389,50 @@ def test_json_writer_matches_the_standard_library_byte_for_byte():
 def test_scheduler_refuses_an_unknown_api_content_type():
     (line,) = bad(run("scheduler", "--kube-api-content-type", "text/plain"))
     assert "--kube-api-content-type" in line and "text/plain" in line
+
+
+# ---------------------------------------------------------------- node choice (issue 40)
+def test_node_choice_options_run_volcanos_sampling():
+    r = run(
+        "simulate", EXAMPLES / "mpi-hello.yaml", "--node-choice", "volcano", "--percentage-nodes-to-find", "10",
+        "--output", "json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"][0]["phase"] == "Completed"
+    # Any of Volcano's sampling flags alone turns Volcano's node choice on.
+    r = run("simulate", EXAMPLES / "mpi-hello.yaml", "--minimum-feasible-nodes", "0", "--output", "json")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--percentage-nodes-to-find", "101"], "--percentage-nodes-to-find: 101 is not a percentage from 0 to 100"),
+        (["--percentage-nodes-to-find", "-1"], "--percentage-nodes-to-find: -1 is not a percentage"),
+        (["--minimum-percentage-nodes-to-find", "150"], "--minimum-percentage-nodes-to-find: 150 is not a percentage"),
+        (["--minimum-feasible-nodes", "-3"], "--minimum-feasible-nodes: -3 is negative"),
+        (["--node-choice", "random"], "--node-choice: 'random' is not one of lavaflow, volcano"),
+        (
+            ["--node-choice", "lavaflow", "--minimum-feasible-nodes", "50"],
+            "--minimum-feasible-nodes: Volcano's sampling options apply only with --node-choice volcano",
+        ),
+    ],
+)
+def test_bad_node_choice_options_are_refused(args, named):
+    lines = bad(run("simulate", EXAMPLES / "mpi-hello.yaml", *args))
+    assert any(named in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--percentage-nodes-to-find", "200"], "--percentage-nodes-to-find: 200 is not a percentage"),
+        (["--minimum-feasible-nodes", "-1"], "--minimum-feasible-nodes: -1 is negative"),
+        (["--node-choice", "kube"], "--node-choice: 'kube' is not one of"),
+    ],
+)
+def test_scheduler_refuses_bad_node_choice_options_before_connecting(args, named):
+    r = run("scheduler", "--kubeconfig", "/nonexistent/kubeconfig", *args)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert named in r.stderr, r.stderr

@@ -14,6 +14,13 @@ from rich.table import Table
 
 from .. import jsonout
 from ..sim import BATCH_GC_THRESHOLDS  # `simulate` is one batch run that ends with the process
+from .node_choice import (
+    MinimumFeasibleNodesOpt,
+    MinimumPercentageOpt,
+    NodeChoiceOpt,
+    PercentageOpt,
+    node_choice_from_options,
+)
 from .tables import fmt_time, print_results_table, summary_table
 
 _app = typer.Typer(
@@ -116,6 +123,7 @@ def _run(
     oracle: bool = False,
     report_period: float = 30.0,
     report_noise: float = 0.0,
+    node_choice=None,
 ):
     import time as _time
 
@@ -141,6 +149,7 @@ def _run(
         conf_origin=str(config) if config is not None else None,
         report_period=report_period,
         report_noise=report_noise,
+        node_choice=node_choice,
     )
     label = scheduler if policy is None else f"{scheduler} ({policy})"
     if not show_progress:
@@ -258,6 +267,10 @@ def simulate(
         float,
         typer.Option(help="relative noise (log-normal sigma) of the speeds training jobs report; seeded by --seed"),
     ] = 0.0,
+    node_choice: NodeChoiceOpt = None,
+    minimum_feasible_nodes: MinimumFeasibleNodesOpt = None,
+    minimum_percentage_nodes_to_find: MinimumPercentageOpt = None,
+    percentage_nodes_to_find: PercentageOpt = None,
     workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
@@ -298,6 +311,10 @@ def simulate(
             problems.append(f"--report-period: must be longer than 0s, got {report_period!r}")
     except ValueError as exc:
         problems.append(f"--report-period: {exc}")
+    choice, choice_problems = node_choice_from_options(
+        node_choice, minimum_feasible_nodes, minimum_percentage_nodes_to_find, percentage_nodes_to_find, seed
+    )
+    problems += choice_problems
     if not (report_noise >= 0 and report_noise < 10):
         problems.append(f"--report-noise: must be between 0 and 10 (a log-normal sigma), got {report_noise!r}")
     policies: list[str | None] = [policy]
@@ -346,6 +363,7 @@ def simulate(
                     oracle,
                     period_s,
                     report_noise,
+                    choice,
                 )
             )
     results = [r for r, _ in runs]

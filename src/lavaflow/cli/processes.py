@@ -24,6 +24,13 @@ from .common import (
     setup_logging,
     stop_event,
 )
+from .node_choice import (
+    MinimumFeasibleNodesOpt,
+    MinimumPercentageOpt,
+    NodeChoiceOpt,
+    PercentageOpt,
+    node_choice_from_options,
+)
 from .quick_exit import exit_now
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"  # (kube-scheduler's flag of the same name and values)
@@ -77,9 +84,18 @@ def scheduler_cmd(
     listen_address: Annotated[str, typer.Option("--listen-address")] = "0.0.0.0",
     listen_port: Annotated[int, typer.Option("--listen-port", help="/metrics, /healthz, /readyz")] = 8080,
     events: Annotated[bool, typer.Option("--events/--no-events", help="record Kubernetes Events")] = True,
+    node_choice: NodeChoiceOpt = None,
+    minimum_feasible_nodes: MinimumFeasibleNodesOpt = None,
+    minimum_percentage_nodes_to_find: MinimumPercentageOpt = None,
+    percentage_nodes_to_find: PercentageOpt = None,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
     """Run the batch scheduler against a cluster (kubeconfig or in-cluster)."""
+    choice, problems = node_choice_from_options(
+        node_choice, minimum_feasible_nodes, minimum_percentage_nodes_to_find, percentage_nodes_to_find
+    )
+    if problems:
+        die("; ".join(problems), 2)
     need_kube()
     setup_logging(verbose)
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
@@ -120,6 +136,7 @@ def scheduler_cmd(
             elector=elector,
             pause_gc_while_syncing=True,
             protobuf_pods=kube_api_content_type == PROTOBUF,
+            node_choice=choice,
         )
         await _run_component(sched, client, listen_address, listen_port)
 

@@ -39,6 +39,7 @@ from ..api.volcano import GROUP_NAME_ANNOTATION
 from ..elastic.spec import RESIZE_REASON, RESIZED_OUT
 from ..scheduler.cache import PLUGIN_KIND_OF, PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
+from ..scheduler.framework.node_choice import NodeChoice
 from ..scheduler.model import ALLOCATED, TaskStatus
 from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED
@@ -91,6 +92,7 @@ class KubeScheduler:
         eviction_burst: int = 100,
         pause_gc_while_syncing: bool = False,
         protobuf_pods: bool = True,
+        node_choice: NodeChoice | None = None,
     ) -> None:
         self.client = client
         self.pause_gc_while_syncing = pause_gc_while_syncing
@@ -118,7 +120,7 @@ class KubeScheduler:
         self.store.ours = frozenset(self.cache.scheduler_names)
         if not protobuf_pods:  # (else decided at start: where the server sends pods as protobuf)
             self.store.protobuf_pods = False
-        self.scheduler = Scheduler(self.cache, self.conf)
+        self.scheduler = Scheduler(self.cache, self.conf, node_choice=node_choice)
         self.inflight: dict[str, str] = {}  # pod key -> node, binding sent but not yet seen bound
         self.dispatch = Dispatcher(workers=bind_workers, status_workers=write_workers)
         # scheduler-plugins PodGroups (scheduling.x-k8s.io), when the API server serves them

@@ -10,6 +10,7 @@ import numpy as np
 
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
+from .framework.node_choice import NodeChoice, NodeSampler
 from .framework.registry import ACTIONS, PLUGINS, Plugin
 from .framework.session import Session
 from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, TaskStatus
@@ -35,10 +36,22 @@ class Scheduler:
     reraise: bool = False
 
     def __init__(
-        self, cache: SchedulerCache, conf: SchedulerConfiguration | None = None, *, reraise: bool | None = None
+        self,
+        cache: SchedulerCache,
+        conf: SchedulerConfiguration | None = None,
+        *,
+        reraise: bool | None = None,
+        node_choice: NodeChoice | None = None,
     ) -> None:
         self.cache = cache
         self.conf = conf or load_scheduler_conf()
+        self.node_choice = node_choice or NodeChoice()
+        problems = self.node_choice.problems()
+        if problems:
+            raise ValueError("; ".join(f"{name}: {msg}" for name, msg in problems))
+        # Volcano's sampling state lives as long as the scheduler (its start index, like
+        # vc-scheduler's, carries over from one session to the next).
+        self.sampler = NodeSampler(self.node_choice) if self.node_choice.volcano else None
         self.actions = [ACTIONS[name](self.conf.action_arguments(name)) for name in self.conf.action_names]
         self.cycles = 0
         self.failed_cycles = 0  # sessions an action or plugin raised in
@@ -104,7 +117,7 @@ class Scheduler:
         previous, self._previous = self._previous, None
         if previous is not None:
             previous.dispose()  # its callbacks and plugins' session state are freed with it, not by the collector
-        ssn = self._previous = Session(self.cache, self.conf, now)
+        ssn = self._previous = Session(self.cache, self.conf, now, self.sampler)
         try:
             ssn.open()
             for action in self.actions:

@@ -25,6 +25,7 @@ from ..controllers.queue import builtin_queues
 from ..elastic.spec import RESIZE_REASON
 from ..scheduler.cache import PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
+from ..scheduler.framework.node_choice import NodeChoice
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
 from .inputs import Item, SimInput
@@ -55,6 +56,7 @@ class Simulation:
         conf_origin: str | None = None,
         report_period: float = 30.0,
         report_noise: float = 0.0,
+        node_choice: NodeChoice | None = None,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(f"unknown scheduler {scheduler!r} (choose {', '.join(SCHEDULERS)})")
@@ -128,9 +130,9 @@ class Simulation:
                 where = f"{sim_input.conf_origin}." if sim_input.conf_origin else ""  # ConfigMap: "…data[key].path"
             for path, msg in conf.warnings:
                 self.warnings.append(f"{where}{path}: {msg}")
-        self.scheduler = Scheduler(
-            self.cache, conf, reraise=True
-        )  # a crashing plugin ends a simulation, never skipped silently
+        self.scheduler = Scheduler(  # a crashing plugin ends a simulation, never skipped silently
+            self.cache, conf, reraise=True, node_choice=node_choice if scheduler != "kube-default" else None
+        )
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
         self.held: dict[str, list[Pod]] = {}  # parent pod key -> pods it will spawn

@@ -28,6 +28,22 @@ tiers:
   - name: binpack
 """
 
+# Volcano's built-in configuration, used when vc-scheduler is given none (pkg/scheduler/util.go).
+VOLCANO_BUILTIN_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
 
 class PluginOption(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)

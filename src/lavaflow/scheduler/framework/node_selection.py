@@ -11,6 +11,10 @@ index). Three caches keep the work per task small:
   were computed are recomputed (``_class_array``);
 - for a gang's run of same-class tasks, one plan (``plan_run``) for the whole run, rescoring only
   the node each placement fills.
+
+With Volcano's node choice (``sampler`` set, see node_choice.py) a task's nodes are the sample a
+search from the rotating start index finds among the feasible ones, and a tie between the best
+goes to one of them at random; the same caches give the scores of the sample.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from ..model import NodeSet, TaskInfo
 from ..resources import EPS, ResourceIndex
+from .node_choice import NodeSampler
 from .session_plugins import UNCACHED, SessionPlugins
 
 
@@ -46,8 +51,10 @@ class NodeSelection:
         index: ResourceIndex,
         plugins: SessionPlugins,
         static_cache: dict[Any, np.ndarray],
+        sampler: NodeSampler | None = None,
     ) -> None:
         self.nodes = nodes
+        self.sampler = sampler
         self.index = index
         self.plugins = plugins
         self._static_cache = static_cache
@@ -173,6 +180,12 @@ class NodeSelection:
         return values
 
     def _best(self, task: TaskInfo, cand: np.ndarray, epoch: int | None = None) -> int:
+        scores = self._scores(task, cand, epoch)
+        if self.sampler is not None:
+            return self.sampler.pick(cand, scores)
+        return int(cand[int(np.argmax(scores))])
+
+    def _scores(self, task: TaskInfo, cand: np.ndarray, epoch: int | None = None) -> np.ndarray:
         key, apart = self._class_key(task)
         if key is None:
             scores = self.node_scores(task, cand)
@@ -184,7 +197,7 @@ class NodeSelection:
             if apart:
                 others = tuple(n for n in self.plugins.score_keys if n not in apart)
                 scores = scores + self.node_scores(task, cand, others)
-        return int(cand[int(np.argmax(scores))])
+        return scores
 
     def _resource_fit(self, req: np.ndarray, nz: np.ndarray, epoch: int) -> np.ndarray:
         """Per node: idle (allocatable - used) covers ``req`` in every requested column."""
@@ -256,8 +269,8 @@ class NodeSelection:
         callback that cannot be cached, no requests, no node that fits idle, NaN scores).
         """
         n = len(self.nodes)
-        if n == 0 or count < 2:
-            return None
+        if n == 0 or count < 2 or self.sampler is not None:
+            return None  # (a sample is drawn for each task)
         key, apart = self._class_key(task)
         if key is None or apart:
             return None
@@ -333,6 +346,8 @@ class NodeSelection:
         # kept over all nodes and only those rows are recomputed.
         epoch = self._changed_rows()
         fit = mask & self._resource_fit(req, nz, epoch) if len(nz) else mask
+        if self.sampler is not None:
+            return self._select_sampled(task, mask, fit, nz, future, epoch)
         cand = np.flatnonzero(fit)
         if len(cand):
             return self._best(task, cand, epoch), True
@@ -347,3 +362,29 @@ class NodeSelection:
         if len(cand):
             return self._best(task, cand), False
         return -1, False
+
+    def _select_sampled(
+        self, task: TaskInfo, mask: np.ndarray, idle_fit: np.ndarray, nz: np.ndarray, future: bool, epoch: int
+    ) -> tuple[int, bool]:
+        """Volcano's allocate: the feasible nodes (the task fits what will be free once releasing
+        resources are gone, or what is free now when ``future`` is off) are sampled; of the
+        sample, the nodes the task fits now are scored first, the others only when there is
+        none."""
+        sampler = self.sampler
+        assert sampler is not None
+        n = len(self.nodes)
+        if future and len(nz):
+            nodes = self.nodes
+            fidle = (nodes.allocatable[:n] - nodes.used[:n] + nodes.releasing[:n] - nodes.pipelined[:n])[:, nz]
+            feasible = mask & np.all(fidle + EPS >= task.resreq[nz], axis=1)
+        else:
+            feasible = idle_fit
+        sample = sampler.sample(np.flatnonzero(feasible), n)
+        if not len(sample):
+            return -1, False
+        now = sample[idle_fit[sample]]
+        if len(now):
+            return self._best(task, now, epoch), True
+        if not future:
+            return -1, False
+        return self._best(task, sample), False

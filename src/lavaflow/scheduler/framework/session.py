@@ -17,6 +17,7 @@ import numpy as np
 
 from ..model import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
 from ..resources import ResourceIndex
+from .node_choice import NodeChoice, NodeSampler
 from .node_selection import NodeSelection
 from .registry import PLUGINS, Plugin
 from .session_plugins import ABSTAIN, PERMIT, REJECT, UNCACHED, SessionPlugins
@@ -66,10 +67,19 @@ def _jobs_token(
     return int(token), previous, changed
 
 
+LAVAFLOW_CHOICE = NodeChoice()
+
+
 class Session(SessionPlugins):
     """One scheduling cycle over the cache's live state."""
 
-    def __init__(self, cache: SchedulerCache, conf: SchedulerConfiguration, now: float = 0.0) -> None:
+    def __init__(
+        self,
+        cache: SchedulerCache,
+        conf: SchedulerConfiguration,
+        now: float = 0.0,
+        sampler: NodeSampler | None = None,
+    ) -> None:
         super().__init__(conf.tiers)
         self.cache = cache
         self.conf = conf
@@ -112,7 +122,9 @@ class Session(SessionPlugins):
         self.jobs_token, self.jobs_previous_token, self.jobs_changed = _jobs_token(
             cache, tuple(self.jobs.values()), versions
         )
-        self.selection = NodeSelection(self.nodes, self.index, self, cache.static_masks)
+        # Volcano's node choice (node_choice.py) when the scheduler was given it, else lavaflow's.
+        self.node_choice: NodeChoice = sampler.choice if sampler is not None else LAVAFLOW_CHOICE
+        self.selection = NodeSelection(self.nodes, self.index, self, cache.static_masks, sampler)
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:

@@ -3,6 +3,12 @@
 leastrequested (1), balancedresource (1), nodeaffinity (2) for preferred node
 affinity, tainttoleration (3) against PreferNoSchedule taints. Every scorer
 gives 0..100 and is computed over all candidate nodes at once.
+
+With Volcano's node choice (``ssn.node_choice.volcano``) leastrequested, mostrequested and
+balancedresource are kube-scheduler's own integer scores (millicores and bytes, integer division,
+the balance truncated to an integer), as Volcano gets them from kube-scheduler's plugins: a node's
+score then steps down one point at a time as pods land on it, and where those steps fall against
+binpack's continuous score decides how many pods a node takes before an emptier one wins.
 """
 
 from __future__ import annotations
@@ -42,6 +48,53 @@ def balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) ->
     fm = np.minimum(fm, 1.0)
     score: np.ndarray = (1.0 - np.abs(fc - fm) / 2.0) * MAX_SCORE
     return score
+
+
+def _kube_units(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(allocatable, requested with the pod) per resource, in kube-scheduler's integer units:
+    millicores for cpu, bytes for memory."""
+    out = []
+    for r, scale in ((CPU, 1000.0), (MEMORY, 1.0)):
+        a = np.rint(alloc[:, r] * scale).astype(np.int64)
+        q = np.rint((used[:, r] + req[r]) * scale).astype(np.int64)
+        out.append((a, q))
+    return out
+
+
+def _kube_weighted(alloc: np.ndarray, used: np.ndarray, req: np.ndarray, most: bool) -> np.ndarray:
+    """kube-scheduler's NodeResourcesFit score over cpu and memory, in integers: LeastAllocated
+    (weights 50/50, Volcano's setting) or MostAllocated (weights 1/1); a resource a node does not
+    have is left out of the weighted mean."""
+    total = np.zeros(alloc.shape[0], dtype=np.int64)
+    weights = np.zeros(alloc.shape[0], dtype=np.int64)
+    weight = 1 if most else 50
+    for a, q in _kube_units(alloc, used, req):
+        has = a > 0
+        per = np.where(has, a, 1)
+        score = np.minimum(q, a) * 100 // per if most else np.where(q > a, 0, (a - q) * 100 // per)
+        total += np.where(has, score * weight, 0)
+        weights += np.where(has, weight, 0)
+    out: np.ndarray = (total // np.maximum(weights, 1)).astype(float)
+    return out
+
+
+def kube_least_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
+    return _kube_weighted(alloc, used, req, most=False)
+
+
+def kube_most_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
+    return _kube_weighted(alloc, used, req, most=True)
+
+
+def kube_balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
+    """kube-scheduler's BalancedAllocation over cpu and memory, truncated to an integer."""
+    (ac, qc), (am, qm) = _kube_units(alloc, used, req)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fc = np.minimum(qc / np.where(ac > 0, ac, 1), 1.0)
+        fm = np.minimum(qm / np.where(am > 0, am, 1), 1.0)
+    std = np.where((ac > 0) & (am > 0), np.abs((fc - fm) / 2), 0.0)
+    out: np.ndarray = np.trunc((1 - std) * MAX_SCORE)
+    return out
 
 
 @register_plugin
@@ -123,6 +176,22 @@ class NodeOrderPlugin(Plugin):
                 out += float(static[i])
             return out
 
+        def kube_score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+            alloc = nodes.allocatable[cand]
+            used = nodes.used[cand]
+            req = task.resreq
+            out = np.zeros(len(cand))
+            if w_least:
+                out += w_least * kube_least_requested(alloc, used, req)
+            if w_most:
+                out += w_most * kube_most_requested(alloc, used, req)
+            if w_balanced:
+                out += w_balanced * kube_balanced_allocation(alloc, used, req)
+            static = static_scores(task)
+            if static is not None:
+                out += static[cand]
+            return out
+
         def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             if len(cand) == 1:  # the session rescoring the one node a placement changed
                 return np.array([score_one(task, int(cand[0]))])
@@ -143,5 +212,7 @@ class NodeOrderPlugin(Plugin):
 
         # A node's score depends on its own row and on the task's requests and signature only.
         ssn.add_node_order_fn(
-            self.name, score, cache_key=lambda task: (task.resreq.tobytes(), task.signature, task.pod is None)
+            self.name,
+            kube_score if ssn.node_choice.volcano else score,
+            cache_key=lambda task: (task.resreq.tobytes(), task.signature, task.pod is None),
         )
