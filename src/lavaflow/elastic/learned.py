@@ -448,12 +448,8 @@ class LearnedSpeed:
         if hit is not None:
             return hit
         own, b0, lo_local, hi_local = self._limits(r)
-        n = sum(pl)
         limit = max(int(self.max_batch_size or r.max_batch_size or own), own)
-        bs, atomic, accum, real = _candidates(n, own, b0, limit, lo_local, hi_local)
-        good = _goodputs(p, r, b0, atomic, accum, real, p.sync_one(len(pl), n))
-        i = int(np.argmax(good))
-        hit = self._best[key] = (float(good[i]), int(bs[i]))
+        hit = self._best[key] = _best_goodput(pl, p, r.grad_sqr, r.grad_var, own, b0, limit, lo_local, hi_local)
         return hit
 
     def packed_rates(self, gpu_type: str | None, max_workers: int, gpus_per_node: int) -> tuple[float, ...]:
@@ -512,6 +508,30 @@ def _goodputs(p: PerfParams, r: Report, b0: int, atomic, accum, real, sync) -> n
     under the job's last gradient statistics (1 without them) over the step time."""
     sqr, var = r.grad_sqr, r.grad_var
     return (gain(real, b0, sqr, var) if sqr is not None and var is not None else 1.0) / p.step_from(atomic, accum, sync)
+
+
+@lru_cache(maxsize=16384)
+def _best_goodput(
+    pl: tuple[int, ...],
+    p: PerfParams,
+    sqr: float | None,
+    var: float | None,
+    own: int,
+    b0: int,
+    limit: int,
+    lo_local: int,
+    hi_local: int,
+) -> tuple[float, int]:
+    """(goodput, batch) of the best candidate batch on placement ``pl`` under fit ``p`` and the
+    gradient statistics ``sqr``, ``var``: a function of these values only, so one job's agent (in
+    the simulator) and the scheduler reading the same report share it instead of each learned
+    model working it out again."""
+    n = sum(pl)
+    bs, atomic, accum, real = _candidates(n, own, b0, limit, lo_local, hi_local)
+    g = gain(real, b0, sqr, var) if sqr is not None and var is not None else 1.0
+    good = g / p.step_from(atomic, accum, p.sync_one(len(pl), n))
+    i = int(np.argmax(good))
+    return float(good[i]), int(bs[i])
 
 
 def _packed(n: int, per_node: int) -> tuple[int, ...]:

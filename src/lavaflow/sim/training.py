@@ -80,6 +80,7 @@ class TrainState:
     agent: LearnedSpeed | None = None  # its own model, from its last report
     report_token: int = 0
     rng: Any = None
+    report_json: tuple[Report, str] | None = None  # the agent's last report and its JSON (see _report)
 
 
 class TrainingModel:
@@ -363,7 +364,16 @@ class TrainingModel:
         a[es.PROGRESS_TIME] = repr(float(at))
         a[es.GPU_SECONDS] = repr(float(st.gpu_seconds + n * (at - now)))
         if st.agent is not None:
-            a[METRICS] = st.agent.report.to_json() if st.agent.report is not None else "{}"
+            rep = st.agent.report
+            if rep is None:
+                a[METRICS] = "{}"
+            else:
+                # A progress report between two measurements repeats the agent's last report: its
+                # JSON is the one written then (the same string, which readers compare first).
+                kept = st.report_json
+                if kept is None or kept[0] is not rep:
+                    kept = st.report_json = (rep, rep.to_json())
+                a[METRICS] = kept[1]
         set_fields(pg.metadata, {"annotations": a})
         self.sim.store.update(pg, quiet=quiet)
 
