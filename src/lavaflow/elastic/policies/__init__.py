@@ -98,7 +98,7 @@ _REGISTRY = {
         False,
         "literature baseline (OSDI'21 artifact): p=-1 power mean of fair-share speed-ups with a restart penalty, learned models, 60 s tick",
         False,
-        {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True},
+        {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True, "shares_profiles": False},
     ),
     "Goodput": (
         goodput,
