@@ -763,7 +763,8 @@ def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, flo
         name = str(a.get("elastic.policy", "Lavaflow"))
         cost = parse_seconds(a.get("elastic.resizeCost"), 30.0)
         params = {k[len("elastic.policy.") :]: v for k, v in a.items() if k.startswith("elastic.policy.")}
-        policy = make_policy(name, resize_cost=cost, **params)
+        oracle = parse_bool(a.get("elastic.oracle"))
+        policy = make_policy(name, learned=not oracle, resize_cost=cost, **params)
         # The policy's own scheduling tick (60 s for the literature Tiresias) unless configured.
         own = policy.default_interval
         hit = _PARSED[key] = (
@@ -773,7 +774,7 @@ def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, flo
             str(a.get("elastic.gpuResource", es.DEFAULT_GPU_RESOURCE)),
             policy,
             parse_seconds(a.get("elastic.resizeInterval"), own if own is not None else 30.0),
-            parse_bool(a.get("elastic.oracle")),
+            oracle,
             policy.shares_profiles
             if a.get("elastic.sharedProfiles") is None
             else parse_bool(a["elastic.sharedProfiles"]),
