@@ -7,12 +7,16 @@ controller and the scheduler's `elastic` action; the simulator runs it by its wo
 Usage: python benchmarks/elastic_pollux.py [--loads 1.0,0.5,1.5,2.0] [--workloads DIR]
            [--policies A,B,C+AB] [--adaptive-batch] [--only 1,5] [--procs 2]
            [--resize-cost 30] [--interval S] [--param NAME=VALUE ...] [--fresh] [--json FILE]
+           [--shared-profiles auto|on|off] [--oracle]
 
 ``--loads`` picks Pollux's load variants (``workloads`` = 1.0, ``workloads-0.5`` ...), found like
 every other data file ($LAVAFLOW_DATA, ../shared/data, package copy); ``--workloads DIR`` gives one
 folder instead. A policy written ``NAME+AB`` runs on the same trace with every job allowed to
 co-adapt its batch size (``lavaflow.io/adaptive-batch``); ``--adaptive-batch`` does so for every
-policy; ``--param NAME=VALUE`` (repeatable) passes a policy parameter to every policy that takes
+policy; ``+SP`` / ``-SP`` at the end of a policy (``Pollux+AB+SP``) turns the sharing of
+measurements between jobs of one model (``lavaflow.io/profile-group``, the trace's application)
+on / off for that row, ``--shared-profiles`` for every row (default: each policy's own choice, off
+for Pollux as its artifact runs it); ``--param NAME=VALUE`` (repeatable) passes a policy parameter to every policy that takes
 parameters (e.g. ``--param prior=14400 --param switch_factor=24`` for Goodput, as
 ``elastic.policy.<NAME>`` in the scheduler configuration). Without ``--interval`` each policy runs at its own tick (60 s for the literature Tiresias,
 else 30 s). Prints avg JCT (hours) per policy per workload, the mean over workloads, the change
@@ -41,20 +45,26 @@ AB = "+AB"
 ARTIFACT_POLLUX = {"0.5": 1534.0, "1.0": 2751.0, "1.5": 3685.0, "2.0": 5289.0}
 
 
-def parse_policy(spec: str, all_adaptive: bool) -> tuple[str, str, bool]:
-    """``NAME`` or ``NAME+AB`` -> (row label, registered name, adaptive jobs)."""
-    from lavaflow.elastic.policies import resolve_name
+def parse_policy(spec: str, all_adaptive: bool, shared: bool | None = None) -> tuple[str, str, bool, bool]:
+    """``NAME``, ``NAME+AB`` (adaptive batch), with ``+SP`` / ``-SP`` at the end (profile sharing on /
+    off for this row) -> (row label, registered name, adaptive jobs, profiles shared)."""
+    from lavaflow.elastic.policies import make_policy, resolve_name
 
     s = spec.strip()
+    if s.upper().endswith(("+SP", "-SP")):
+        s, shared = s[:-3], s[-3] == "+"
     adaptive = all_adaptive
     if s.upper().endswith(AB):
         s, adaptive = s[: -len(AB)], True
     name = resolve_name(s)
-    return (name + AB if adaptive else name), name, adaptive
+    own = make_policy(name).shares_profiles
+    share = own if shared is None else shared
+    label = (name + AB if adaptive else name) + ("" if share == own else ("+SP" if share else "-SP"))
+    return label, name, adaptive, share
 
 
 def run_one(task: tuple) -> tuple:
-    label_set, path, label, name, adaptive, cost, interval, params, oracle = task
+    label_set, path, label, name, adaptive, cost, interval, params, oracle, shared = task
     from lavaflow.sim import BATCH_GC_THRESHOLDS
 
     gc.set_threshold(*BATCH_GC_THRESHOLDS)  # as `lavaflow simulate` sets it for its process
@@ -69,6 +79,7 @@ def run_one(task: tuple) -> tuple:
         interval=interval,
         cost=cost,
         oracle=oracle,
+        shared_profiles=shared,
     )
     s = res.summary()
     s["cpu"] = time.process_time() - t0
@@ -115,9 +126,19 @@ def main() -> None:
         action="store_true",
         help="hand the policies the simulator's true speed models (ablation; default: models learned from reports)",
     )
+    ap.add_argument(
+        "--shared-profiles",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="jobs of one model (the trace's application) share their measurements: on / off for every "
+        "policy (ablation), auto: each policy's own choice (off for Pollux, as its artifact runs it)",
+    )
     args = ap.parse_args()
+    shared = {"auto": None, "on": True, "off": False}[args.shared_profiles]
+    if args.oracle:
+        shared = False  # (the true models: nothing to learn, nothing to share)
     try:
-        rows = [parse_policy(p, args.adaptive_batch) for p in args.policies.split(",") if p.strip()]
+        rows = [parse_policy(p, args.adaptive_batch, shared) for p in args.policies.split(",") if p.strip()]
     except KeyError as exc:
         sys.exit(f"error: --policies: unknown policy {exc.args[0]!r} (choose from {', '.join(POLICY_NAMES)})")
     params = {}
@@ -162,9 +183,10 @@ def main() -> None:
                 args.interval,
                 params if name in _takes_params() else {},
                 args.oracle,
+                share,
             )
             for f in files
-            for label, name, ada in rows
+            for label, name, ada, share in rows
         ]
     table: dict[str, dict[str, dict[str, dict]]] = {}
     # max_tasks_per_child starts every worker anew (spawn): nothing is imported or cached yet
@@ -182,18 +204,19 @@ def main() -> None:
         names = sorted(next(iter(by_label.values())), key=lambda n: int(n.split("-")[1]))
         print(
             f"\nload {label_set}: avg JCT (hours); * = reads remaining work (clairvoyant); "
+            "s = jobs of one model share their measurements (lavaflow.io/profile-group); "
             + ("speed models: ORACLE (the simulator's true models)" if args.oracle else "speed models: learned")
         )
         print(f"{'policy':20s} " + " ".join(f"{n.split('-')[1]:>6s}" for n in names) + "    mean  max cpu(s)")
         means = {}
-        for label, _, _ in rows:
+        for label, _, _, share in rows:
             vals = [by_label[label][n]["avg_jct"] / 3600 for n in names]
             means[label] = statistics.mean(vals)
             cpu = max(by_label[label][n]["cpu"] for n in names)
-            mark = " *" if by_label[label][names[0]].get("clairvoyant") else ""
+            mark = (" *" if by_label[label][names[0]].get("clairvoyant") else "") + (" s" if share else "")
             print(f"{label + mark:20s} " + " ".join(f"{v:6.3f}" for v in vals) + f"  {means[label]:6.3f}  {cpu:7.2f}")
         print(f"{'policy':20s}  mean avg JCT (s)  mean p99 JCT (h)  mean makespan (h)  GPU-h per job")
-        for label, _, _ in rows:
+        for label, _, _, _ in rows:
             runs = [by_label[label][n] for n in names]
             print(
                 f"{label:20s}  {statistics.mean(r['avg_jct'] for r in runs):16.0f}  "
@@ -202,11 +225,11 @@ def main() -> None:
                 f"{statistics.mean(r['gpu_hours_per_job'] for r in runs):13.2f}"
             )
         if "Tiresias" in means:
-            for label, _, _ in rows:
+            for label, _, _, _ in rows:
                 print(f"{label:20s} mean avg JCT vs Tiresias: {100 * (means[label] / means['Tiresias'] - 1):+6.1f}%")
         ref = ARTIFACT_POLLUX.get(label_set)
         if ref is not None and len(names) == 8:
-            for label, _, _ in rows:
+            for label, _, _, _ in rows:
                 print(
                     f"{label:20s} mean avg JCT vs the Pollux artifact's own Pollux ({ref:.0f} s): "
                     f"{100 * (means[label] * 3600 / ref - 1):+6.1f}%"

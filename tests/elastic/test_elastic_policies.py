@@ -280,6 +280,10 @@ def test_goodput_node_size_gives_only_whole_node_sizes_and_ignores_remaining_wor
     res = make_policy("Goodput")([a, b], {"gpu": 8}, 0)
     assert res["a"].workers == 6
     res4 = make_policy("Goodput", node_size=4)([a, b], {"gpu": 8}, 0)
+    # on learned models (the scheduler's default) Goodput takes node_size 4 unless configured
+    assert make_policy("Goodput", learned=True)([a, b], {"gpu": 8}, 0) == res4
+    assert make_policy("Goodput", learned=True).params["switch_factor"] == 12.0
+    assert make_policy("Goodput", learned=True, node_size=0)([a, b], {"gpu": 8}, 0) == res
     assert res4["a"].workers == 4 and res4["b"].workers == 4
     check_allocation([a, b], {"gpu": 8}, res4)
     # a job running at an unaligned size may keep it; a minimum that is not aligned is allowed

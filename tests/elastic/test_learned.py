@@ -183,13 +183,90 @@ def test_the_oracle_hands_policies_the_true_models_and_is_marked(monkeypatch):
 def test_learned_jobs_grow_at_most_to_twice_what_they_were_measured_on():
     """Pollux's rule: an elastic job is never given more than twice the most workers it has been
     measured on (its first start: one worker, or its minimum)."""
-    res = _replay("Goodput", oracle=False)
+    res = _replay("Goodput", oracle=False, shared_profiles=False)
     for j in res.jobs:
         most = 0
         for _t, n, _ty in j.history:
             if n:
                 assert n <= max(2 * most, 1) or most == 0, (j.name, j.history)
                 most = max(most, n)
+
+
+def test_shared_jobs_grow_at_most_to_twice_what_their_model_was_measured_on():
+    """With profile groups (the trace's application), the bound is the group's: no job is given
+    more than twice the most workers any job of its model held before (a size is measured only
+    after it has been held), and sharing lets later jobs of a model start beyond one worker."""
+    res = _replay("Goodput", oracle=False)
+    held: list[tuple[float, str, int]] = sorted((t, j.application, n) for j in res.jobs for t, n, _ty in j.history if n)
+    beyond_one = 0
+    for j in res.jobs:
+        first = next((n for _t, n, _ty in j.history if n), 0)
+        beyond_one += first > 1
+        for t, n, _ty in j.history:
+            if n:
+                most = max((m for (u, a, m) in held if a == j.application and u < t), default=0)
+                assert n <= max(2 * most, 1), (j.name, t, n, most)
+    assert beyond_one > 0
+
+
+def test_profile_book_keeps_first_measurements_and_snapshots_only_change_with_news():
+    book = lr.ProfileBook()
+    m4 = lr.Measurement("t4", 1, 4, 32, 0, 0.2, 0.05)
+    first = lr.Report((m4,), grad_sqr=1.0, grad_var=2.0, init_batch_size=128)
+    book.record("cifar10", first)
+    a = book.snapshot("cifar10")
+    assert a is not None and a.profile == (m4,) and a.start is first
+    # the same configuration measured again (a later step time), other stats: nothing new
+    book.record("cifar10", lr.Report((lr.Measurement("t4", 1, 4, 32, 0, 0.3, 0.05),), grad_sqr=5.0, grad_var=5.0))
+    assert book.snapshot("cifar10") is a
+    m8 = lr.Measurement("t4", 2, 8, 32, 0, 0.4, 0.2)
+    book.record("cifar10", lr.Report((m8,)))
+    b = book.snapshot("cifar10")
+    assert b is not a and set(b.profile) == {m4, m8} and b.start is first
+    assert book.snapshot("bert") is None and len(book) == 1
+    book.record("bert", None)
+    assert book.snapshot("bert") is None
+
+
+def test_a_new_job_starts_from_what_its_model_measured():
+    """A job that has reported nothing learns its group's fit, bound (twice the group's largest
+    measured size) and first gradient statistics; without a group it starts from nothing; its own
+    measurement of a configuration wins over the group's."""
+    book = lr.ProfileBook()
+    prof = (lr.Measurement("default", 1, 4, 32, 0, 0.1, 0.02), lr.Measurement("default", 2, 8, 64, 0, 0.2, 0.08))
+    other = lr.Report(prof, batch_size=256, grad_sqr=0.5, grad_var=3.0, init_batch_size=128, local_bsz_bounds=(16, 256))
+    ann_a = {
+        "lavaflow.io/application": "cifar10",
+        "lavaflow.io/batch-size": "128",
+        "lavaflow.io/adaptive-batch": "true",
+    }
+    lr.learned_spec({**ann_a, lr.METRICS: other.to_json(), "lavaflow.io/profile-group": "c10"}, book)
+    new = lr.learned_spec({**ann_a, "lavaflow.io/profile-group": "c10"}, book).speed
+    alone = lr.learned_spec(ann_a, book).speed
+    assert alone.max_allowed == 1 and alone.fit("default") is None
+    assert new.max_observed == 8 and new.max_allowed == 16 and new.fit("default") is not None
+    assert new.report.grad_sqr == 0.5 and new.report.grad_var == 3.0 and new.report.batch_size is None
+    assert new.best_batch((4, 4))[0] > 0
+    # its own measurement of (1 node, 4 replicas, 32) replaces the group's
+    own = lr.Report((lr.Measurement("default", 1, 4, 32, 0, 0.5, 0.02),), grad_sqr=2.0, grad_var=1.0)
+    mine = lr.learned_spec({**ann_a, lr.METRICS: own.to_json(), "lavaflow.io/profile-group": "c10"}, book).speed
+    steps = {(m.nodes, m.replicas, m.local_bsz): m.step_time for m in mine.report.profile}
+    assert steps[(1, 4, 32)] == 0.5 and steps[(2, 8, 64)] == 0.2
+    assert mine.report.grad_sqr == 2.0  # its own statistics, not the group's first
+
+
+def test_pollux_does_not_share_unless_asked_and_sharing_can_be_turned_off():
+    """Pollux runs as its artifact does (every job learns alone); the others share by default;
+    elastic.sharedProfiles turns it either way (ablations)."""
+    from lavaflow.scheduler.plugins.elastic import _parsed_arguments
+
+    assert _parsed_arguments({"elastic.policy": "Pollux"})[-1] is False
+    assert _parsed_arguments({"elastic.policy": "Goodput"})[-1] is True
+    assert _parsed_arguments({"elastic.policy": "Pollux", "elastic.sharedProfiles": True})[-1] is True
+    assert _parsed_arguments({"elastic.policy": "Goodput", "elastic.sharedProfiles": "false"})[-1] is False
+    alone = _replay("Goodput", oracle=False, shared_profiles=False)
+    for j in alone.jobs:
+        assert next((n for _t, n, _ty in j.history if n), 1) == 1, j.history
 
 
 def test_reports_are_deterministic_and_noise_is_seeded():
@@ -268,6 +345,17 @@ tiers:
     with pytest.raises(SchedulerConfError) as exc:
         load_scheduler_conf(bad)
     assert any("elastic.oracle" in p and "true or false" in m for p, m in exc.value.problems), exc.value.problems
+    with pytest.raises(SchedulerConfError) as exc:
+        load_scheduler_conf(bad.replace("elastic.oracle", "elastic.sharedProfiles"))
+    assert any("elastic.sharedProfiles" in p and "true or false" in m for p, m in exc.value.problems)
+
+
+def test_cli_shared_profiles_flag_needs_elastic_scheduling(tmp_path):
+    conf = tmp_path / "plain.yaml"
+    conf.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n')
+    p = cli(str(DATA / "pollux-20.csv"), "--config", str(conf), "--no-shared-profiles")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "--no-shared-profiles" in p.stderr and "does not enable elastic scheduling" in p.stderr
 
 
 @settings(max_examples=60, deadline=None)

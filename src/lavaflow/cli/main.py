@@ -74,12 +74,20 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
     return sim_input, conf
 
 
-def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | None, oracle: bool = False):
-    """The configuration with the elastic plugin's policy / interval / cost / oracle overridden."""
+def _elastic_conf(
+    conf,
+    policy: str | None,
+    interval: str | None,
+    cost: str | None,
+    oracle: bool = False,
+    shared_profiles: bool | None = None,
+):
+    """The configuration with the elastic plugin's policy / interval / cost / oracle / profile
+    sharing overridden."""
     from ..scheduler.framework.conf import load_scheduler_conf
 
     conf = conf if conf is not None else load_scheduler_conf()
-    if policy is None and interval is None and cost is None and not oracle:
+    if policy is None and interval is None and cost is None and not oracle and shared_profiles is None:
         return conf
     conf = conf.model_copy(deep=True)
     opt = next((p for t in conf.tiers for p in t.plugins if p.name == "elastic"), None)
@@ -92,6 +100,10 @@ def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | No
             else "--resize-cost"
             if cost is not None
             else "--oracle"
+            if oracle
+            else "--shared-profiles"
+            if shared_profiles
+            else "--no-shared-profiles"
         )
         raise Invalid(
             [
@@ -104,6 +116,8 @@ def _elastic_conf(conf, policy: str | None, interval: str | None, cost: str | No
             opt.arguments[key] = value
     if oracle:
         opt.arguments["elastic.oracle"] = True
+    if shared_profiles is not None:
+        opt.arguments["elastic.sharedProfiles"] = shared_profiles
     return conf
 
 
@@ -124,6 +138,7 @@ def _run(
     report_period: float = 30.0,
     report_noise: float = 0.0,
     node_choice=None,
+    shared_profiles: bool | None = None,
 ):
     import time as _time
 
@@ -131,7 +146,7 @@ def _run(
 
     sim_input, conf = _load(files, config, skip_unsupported, adaptive)
     if scheduler == "lavaflow":
-        conf = _elastic_conf(conf, policy, interval, cost, oracle)
+        conf = _elastic_conf(conf, policy, interval, cost, oracle, shared_profiles)
     pause = 30.0
     if cost is not None:
         from ..api.sim_annotations import parse_duration
@@ -271,6 +286,14 @@ def simulate(
     minimum_feasible_nodes: MinimumFeasibleNodesOpt = None,
     minimum_percentage_nodes_to_find: MinimumPercentageOpt = None,
     percentage_nodes_to_find: PercentageOpt = None,
+    shared_profiles: Annotated[
+        Optional[bool],  # noqa: UP007
+        typer.Option(
+            "--shared-profiles/--no-shared-profiles",
+            help="jobs of one lavaflow.io/profile-group (a trace's model) learn from each other's measurements "
+            "(elastic.sharedProfiles; default: the policy's choice, off for Pollux as its artifact runs it)",
+        ),
+    ] = None,
     workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
@@ -364,6 +387,7 @@ def simulate(
                     period_s,
                     report_noise,
                     choice,
+                    shared_profiles,
                 )
             )
     results = [r for r, _ in runs]

@@ -34,6 +34,7 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -186,10 +187,15 @@ def report_of(annotations: Mapping[str, str]) -> Report | None:
     """The job's last report, or None (none written, or malformed: ignored as a bad progress
     report is)."""
     raw = annotations.get(METRICS)
+    return own_report(str(raw) if raw is not None else None)
+
+
+def own_report(raw: str | None) -> Report | None:
+    """The report in ``raw`` (the annotation's value), None when absent or malformed."""
     if not raw:
         return None
     try:
-        return parse_report(str(raw))
+        return parse_report(raw)
     except ReportError:
         return None
 
@@ -557,17 +563,112 @@ def _tabulated(rates: tuple[tuple[str, int, int, float], ...], gpu_type: str, n:
     return float(np.interp(n, xs, ys))
 
 
+# ---------------------------------------------------------------------------------------------
+# Profile groups: what jobs training the same model measured, shared
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class SharedProfile:
+    """What the jobs of one profile group (``lavaflow.io/profile-group``) have measured: every
+    configuration's first measurement, and ``start``, the first report with gradient statistics
+    (how the group's jobs begin training).  Immutable: the book makes a new one when the group
+    measures a configuration it had not (compared by identity, cheap as a cache key)."""
+
+    group: str
+    profile: tuple[Measurement, ...] = ()
+    rates: tuple[tuple[str, int, int, float], ...] = ()
+    start: Report | None = None
+
+
+class ProfileBook:
+    """The profile groups' shared measurements, kept by whoever learns the models (the elastic
+    plugin, across sessions).  :meth:`record` takes a job's report; :meth:`snapshot` gives what
+    the group knows.  A configuration keeps its first measurement (later ones of the same
+    configuration are the measuring job's own and stay in its report), so a group changes only
+    when it learns something new.  At most ``limit`` configurations per group."""
+
+    def __init__(self, limit: int = _MAX_PROFILE) -> None:
+        self.limit = limit
+        self._profile: dict[str, dict[tuple, Measurement]] = {}
+        self._rates: dict[str, dict[tuple, tuple[str, int, int, float]]] = {}
+        self._start: dict[str, Report] = {}
+        self._snap: dict[str, SharedProfile] = {}
+
+    def record(self, group: str, report: Report | None) -> None:
+        if report is None:
+            return
+        prof = self._profile.setdefault(group, {})
+        rates = self._rates.setdefault(group, {})
+        new = False
+        for m in report.profile:
+            k = (m.gpu_type, m.nodes, m.replicas, m.local_bsz, m.accum_steps)
+            if k not in prof and len(prof) < self.limit:
+                prof[k] = m
+                new = True
+        for r in report.rates:
+            k = r[:3]
+            if k not in rates and len(rates) < self.limit:
+                rates[k] = r
+                new = True
+        if group not in self._start and report.grad_sqr is not None and report.grad_var is not None:
+            self._start[group] = report
+            new = True
+        if new:
+            self._snap.pop(group, None)
+
+    def snapshot(self, group: str) -> SharedProfile | None:
+        if group not in self._profile and group not in self._start:
+            return None
+        hit = self._snap.get(group)
+        if hit is None:
+            hit = self._snap[group] = SharedProfile(
+                group,
+                tuple(self._profile.get(group, {}).values()),
+                tuple(self._rates.get(group, {}).values()),
+                self._start.get(group),
+            )
+        return hit
+
+    def __len__(self) -> int:
+        return len(set(self._profile) | set(self._start))
+
+
+def _merged(own: Report | None, shared: SharedProfile, adaptive: bool) -> Report | None:
+    """The job's report with its group's measurements of configurations it has not measured
+    itself, and, until it reports gradient statistics of its own (an adaptive job), the group's
+    first ones: how a job of that model starts."""
+    base = own if own is not None else Report()
+    mine = {(m.gpu_type, m.nodes, m.replicas, m.local_bsz, m.accum_steps) for m in base.profile}
+    profile = tuple(
+        m for m in shared.profile if (m.gpu_type, m.nodes, m.replicas, m.local_bsz, m.accum_steps) not in mine
+    )
+    mine_r = {r[:3] for r in base.rates}
+    rates = tuple(r for r in shared.rates if r[:3] not in mine_r)
+    changes: dict[str, Any] = {}
+    if profile:
+        changes["profile"] = profile + base.profile
+    if rates:
+        changes["rates"] = rates + base.rates
+    st = shared.start
+    if adaptive and st is not None and (base.grad_sqr is None or base.grad_var is None):
+        changes.update(grad_sqr=st.grad_sqr, grad_var=st.grad_var)
+        for attr in ("init_batch_size", "max_batch_size", "local_bsz_bounds"):
+            if getattr(base, attr) is None and getattr(st, attr) is not None:
+                changes[attr] = getattr(st, attr)
+    if not changes:
+        return own
+    return dataclasses.replace(base, **changes)
+
+
 @lru_cache(maxsize=8192)
-def _learned(items: tuple[tuple[str, str], ...], raw: str | None) -> es.SpeedSpec:
+def _learned(items: tuple[tuple[str, str], ...], raw: str | None, shared: SharedProfile | None = None) -> es.SpeedSpec:
     ann = dict(items)
     declared = es.speed_spec(ann)
-    report = None
-    if raw:
-        try:
-            report = parse_report(raw)
-        except ReportError:
-            report = None
+    report = own_report(raw)
     adaptive = str(ann.get(es.ADAPTIVE, "false")).strip().lower() == "true"
+    if shared is not None:
+        report = _merged(report, shared, adaptive)
     max_batch = ann.get(es.MAX_BATCH)
     prior = declared.speed if es.SPEEDUP in ann else None  # the user's table: a prior, not the truth
     speed = LearnedSpeed(
@@ -580,9 +681,25 @@ def _learned(items: tuple[tuple[str, str], ...], raw: str | None) -> es.SpeedSpe
     return es.SpeedSpec(speed, declared.work, declared.application, declared.batch_size)
 
 
-def learned_spec(annotations: Mapping[str, str]) -> es.SpeedSpec:
+def profile_group(annotations: Mapping[str, str]) -> str | None:
+    """The job's profile group (``lavaflow.io/profile-group``), None when it declares none."""
+    v = annotations.get(es.PROFILE_GROUP)
+    g = str(v).strip() if v is not None else ""
+    return g or None
+
+
+def learned_spec(annotations: Mapping[str, str], book: ProfileBook | None = None) -> es.SpeedSpec:
     """The job's speed as a scheduler learns it (raises SpecError as :func:`spec.speed_spec`):
-    its declared work and batch, and a :class:`LearnedSpeed` from its last report."""
+    its declared work and batch, and a :class:`LearnedSpeed` from its last report.  With a
+    ``book`` and a profile group, the job's report goes into the book first and its model also
+    learns from what the group's other jobs measured."""
     items = tuple(sorted((k, str(v)) for k, v in annotations.items() if k in es.SPEED_KEYS))
     raw = annotations.get(METRICS)
-    return _learned(items, str(raw) if raw is not None else None)
+    raw = str(raw) if raw is not None else None
+    shared = None
+    if book is not None:
+        group = profile_group(annotations)
+        if group is not None:
+            book.record(group, own_report(raw))
+            shared = book.snapshot(group)
+    return _learned(items, raw, shared)

@@ -44,6 +44,9 @@ REQUESTED = PREFIX + "requested-workers"
 JOB_PRIORITY = PREFIX + "job-priority"
 ADAPTIVE = PREFIX + "adaptive-batch"
 MAX_BATCH = PREFIX + "max-batch-size"
+# Jobs that train the same model (same code and model, any size): they share what they measure
+# (lavaflow.elastic.learned.ProfileBook).
+PROFILE_GROUP = PREFIX + "profile-group"
 PROGRESS = PREFIX + "progress"
 PROGRESS_TIME = PREFIX + "progress-time"
 GPU_SECONDS = PREFIX + "gpu-seconds"
@@ -56,7 +59,7 @@ WORKERS = PREFIX + "elastic-workers"
 RESIZE_REASON = "ElasticResize"
 
 SPEED_KEYS = (APPLICATION, BATCH_SIZE, EPOCHS, WORK, GAVEL_MODEL, SPEEDUP, EPOCH_TIME, ADAPTIVE, MAX_BATCH)
-STATIC_KEYS = SPEED_KEYS + (REQUESTED, JOB_PRIORITY)
+STATIC_KEYS = SPEED_KEYS + (REQUESTED, JOB_PRIORITY, PROFILE_GROUP)
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_GPU_TYPE_LABELS = ("lavaflow.io/accelerator", "vodascheduler/accelerator")
 

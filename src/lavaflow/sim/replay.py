@@ -82,8 +82,10 @@ def replay(
     oracle: bool = False,
     report_period: float = 30.0,
     report_noise: float = 0.0,
+    shared_profiles: bool | None = None,
 ):
     """Run one policy; returns the :class:`~lavaflow.elastic.results.SimResult`.
+    ``shared_profiles`` None: the policy's own choice (elastic.sharedProfiles).
     ``interval`` None: the policy's own scheduling tick (60 s for Tiresias), else 30 s."""
     from ..scheduler.framework.conf import load_scheduler_conf
     from .engine import Simulation
@@ -94,6 +96,8 @@ def replay(
         args["elastic.resizeInterval"] = f"{interval:g}s"
     if oracle:
         args["elastic.oracle"] = True
+    if shared_profiles is not None:
+        args["elastic.sharedProfiles"] = shared_profiles
     args.update({f"elastic.policy.{k}": v for k, v in (params or {}).items()})
     conf = load_scheduler_conf()
     opt = next(p for t in conf.tiers for p in t.plugins if p.name == "elastic")

@@ -54,6 +54,7 @@ def job_document(spec, namespace: str = "default") -> dict[str, Any]:
         ann.update(spec.extra["annotations"])
     elif isinstance(sp, PolluxJobSpeed):
         ann[es.APPLICATION] = sp.app
+        ann[es.PROFILE_GROUP] = sp.app  # the trace names each job's model: jobs of one model share
         ann[es.BATCH_SIZE] = str(sp.batch_size)
         if getattr(sp, "adaptive", False):
             ann[es.ADAPTIVE] = "true"
@@ -62,6 +63,7 @@ def job_document(spec, namespace: str = "default") -> dict[str, Any]:
         ann[es.WORK] = repr(float(spec.work))
     elif isinstance(sp, GavelJobSpeed):
         ann[es.GAVEL_MODEL] = sp.model
+        ann[es.PROFILE_GROUP] = sp.model
         ann[es.WORK] = repr(float(spec.work))
     else:  # pragma: no cover - trace readers only make the two above
         raise ValueError(f"trace job {spec.name}: speed model {type(sp).__name__} cannot be expressed as annotations")

@@ -11,6 +11,7 @@ from .elastic_srjf import elastic_srjf
 from .elastic_tiresias import elastic_tiresias
 from .ffdl import ffdl
 from .fifo import fifo
+from .goodput import LEARNED_PARAMS as GOODPUT_LEARNED
 from .goodput import goodput
 from .lavaflow import lavaflow
 from .pollux import pollux
@@ -98,7 +99,7 @@ _REGISTRY = {
         False,
         "literature baseline (OSDI'21 artifact): p=-1 power mean of fair-share speed-ups with a restart penalty, learned models, 60 s tick",
         False,
-        {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True},
+        {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True, "shares_profiles": False},
     ),
     "Goodput": (
         goodput,
@@ -139,12 +140,20 @@ def resolve_name(name: str) -> str:
     raise KeyError(name)
 
 
-def make_policy(name: str, **params) -> Policy:
+# Parameters a policy takes on learned speed models unless configured (tuned there; the function's
+# own defaults were tuned with the true models and stay for the oracle, so its figures stand).
+_LEARNED_PARAMS: dict[str, dict] = {"Goodput": GOODPUT_LEARNED}
+
+
+def make_policy(name: str, learned: bool = False, **params) -> Policy:
     """Build a policy by (case-insensitive) name; ``params`` go to resize-aware policies only
-    (``resize_cost``, ``horizon``, ...)."""
+    (``resize_cost``, ``horizon``, ...).  ``learned``: the policy will read learned speed models
+    (the scheduler's default), so it takes the parameters tuned for them where they differ."""
     n = resolve_name(name)
     fn, elastic, info, queues, desc, clairvoyant, extra = _REGISTRY[n]
-    kw = {k: v for k, v in params.items() if n in _RESIZE_AWARE and v is not None}
+    base = dict(_LEARNED_PARAMS.get(n, {})) if learned else {}
+    base.update(params)
+    kw = {k: v for k, v in base.items() if n in _RESIZE_AWARE and v is not None}
     return Policy(n, elastic, info, fn, queues, desc, kw, clairvoyant=clairvoyant, **extra)
 
 

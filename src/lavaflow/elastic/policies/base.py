@@ -148,7 +148,8 @@ class Policy:
     Tiresias).  ``aligned_tick``: reschedules happen only at multiples of the interval (a periodic
     scheduling round, as the Pollux simulator runs every policy), not as soon as the interval since
     the last one has passed.  ``periodic``: a round every interval while there are jobs (the Pollux
-    artifact re-optimises every 60 s, as its learned models move)."""
+    artifact re-optimises every 60 s, as its learned models move).  ``shares_profiles``: whoever
+    runs the policy lets jobs of one profile group learn from each other's measurements."""
 
     name: str
     elastic: bool
@@ -164,6 +165,9 @@ class Policy:
     placement: str = "auto"
     aligned_tick: bool = False
     periodic: bool = False  # reschedule every interval while jobs exist, not only on events
+    # jobs of one profile group share their measurements (lavaflow.io/profile-group), unless the
+    # plugin's elastic.sharedProfiles says otherwise; False for Pollux, as its artifact runs it
+    shares_profiles: bool = True
 
     def __call__(self, jobs: Sequence[JobView], capacity: Mapping[str, int], now: float) -> dict[str, Assignment]:
         return self.fn(list(jobs), dict(capacity), now, **self.params)

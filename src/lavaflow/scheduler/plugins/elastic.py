@@ -16,6 +16,8 @@ Configured like any plugin, with the ``elastic`` action in ``actions``::
           elastic.gpuTypeLabel: lavaflow.io/accelerator   # node label naming the GPU type
           elastic.gpuResource: nvidia.com/gpu
           elastic.oracle: false             # true: hand the policy the true speed models (ablation only)
+          elastic.sharedProfiles: true      # jobs of one lavaflow.io/profile-group share measurements
+                                            # (default: the policy's choice; Pollux, as its artifact: false)
 
 A job is elastic when its PodGroup carries a speed model (annotations, see
 :mod:`lavaflow.elastic.spec`) and its GPU pods (the workers, one GPU each) outnumber
@@ -32,6 +34,9 @@ Policies read each job's speed as a scheduler learns it (:mod:`lavaflow.elastic.
 from the measurements the job reports, a placeholder before the first, and no more workers than
 twice the most it was measured on (for the elastic policies; rigid ones give the request).  The
 true models, which no real scheduler has, reach a policy only with ``elastic.oracle: true``.
+Jobs that declare the same ``lavaflow.io/profile-group`` (they train the same model) share what
+they measured (:class:`~lavaflow.elastic.learned.ProfileBook`, kept in the cache): a job starts
+from its group's measurements and first gradient statistics instead of from nothing.
 
 The state is rebuilt from the cluster after a restart: a job's size is its running workers, its
 attained service the last ``lavaflow.io/gpu-seconds`` report; the first reschedule waits one
@@ -46,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...elastic import spec as es
-from ...elastic.learned import METRICS, LearnedSpeed, learned_spec
+from ...elastic.learned import METRICS, LearnedSpeed, ProfileBook, learned_spec
 from ...elastic.speed import advance, consolidated_placement, phase_bounds, rate_curve
 from ..framework.registry import Plugin, register_plugin
 from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
@@ -150,6 +155,7 @@ class ElasticState:
     curves: dict[tuple[int, str, int, int, Any], tuple[Any, tuple[float, ...]]] = field(default_factory=dict)
     reschedules: int = 0
     adopted: bool = False
+    profiles: ProfileBook = field(default_factory=ProfileBook)  # profile groups' shared measurements
     static: dict[str, _Static] = field(default_factory=dict)  # job uid -> what its PodGroup and tasks give
     node_types: dict[Any, Any] = field(default_factory=dict)  # node index -> GPU type, and "version"
     gpu_nodes: tuple[tuple[int, int, str], GpuNodes] | None = None  # ((NodeSet version, column, label), GPU nodes)
@@ -215,6 +221,7 @@ class ElasticPlugin(Plugin):
             self.policy,
             self.interval,
             self.oracle,
+            self.shared_profiles,
         ) = _parsed_arguments(self.arguments)
         self.jobs: dict[str, ElasticJob] = {}
         self.invalid: dict[str, str] = {}  # job uid -> why its annotations cannot be used
@@ -245,13 +252,15 @@ class ElasticPlugin(Plugin):
         for key in ("elastic.gpuTypeLabel", "elastic.gpuResource"):
             if key in arguments and (not isinstance(arguments[key], str) or not arguments[key].strip()):
                 out.append((key, "must be a non-empty string"))
-        if "elastic.oracle" in arguments:
-            try:
-                parse_bool(arguments["elastic.oracle"])
-            except ValueError as exc:
-                out.append(("elastic.oracle", str(exc)))
+        for key in ("elastic.oracle", "elastic.sharedProfiles"):
+            if key in arguments:
+                try:
+                    parse_bool(arguments[key])
+                except ValueError as exc:
+                    out.append((key, str(exc)))
         known = {
             "elastic.oracle",
+            "elastic.sharedProfiles",
             "elastic.policy",
             "elastic.resizeInterval",
             "elastic.resizeCost",
@@ -264,6 +273,12 @@ class ElasticPlugin(Plugin):
                     (str(key), f"unknown argument (known: {', '.join(sorted(known))}, elastic.policy.<parameter>)")
                 )
         return out
+
+    def _book(self) -> ProfileBook | None:
+        """The profile groups' shared measurements, when this configuration shares them."""
+        if not self.shared_profiles or self.state is None:
+            return None
+        return self.state.profiles
 
     # ------------------------------------------------------------------ session
     def on_session_open(self, ssn: Session) -> None:
@@ -457,7 +472,7 @@ class ElasticPlugin(Plugin):
                     # the speed model, knobs and worker range stand.
                     sp, kn, _, rng = kept.parsed
                     if not self.oracle and kept.ann.get(METRICS) != ann.get(METRICS):
-                        sp = learned_spec(ann)  # a new measurement: the learned model moves
+                        sp = learned_spec(ann, self._book())  # a new measurement: the learned model moves
                     try:
                         prog = es.progress(ann, parse_time=_time_parser)
                     except es.SpecError:
@@ -465,7 +480,7 @@ class ElasticPlugin(Plugin):
                     ann_seen = dict(ann)
                 else:
                     try:
-                        sp = es.speed_spec(ann) if self.oracle else learned_spec(ann)
+                        sp = es.speed_spec(ann) if self.oracle else learned_spec(ann, self._book())
                         kn = es.knobs(ann)
                     except es.SpecError as exc:
                         self.invalid[job.uid] = f"{exc.field}: {exc.message}"
@@ -733,12 +748,13 @@ def _split_tasks(job: JobInfo, col: int) -> tuple[list[TaskInfo], list[TaskInfo]
 
 
 # The plugin is built anew every session: its arguments are parsed once per distinct set.
-_PARSED: dict[tuple[tuple[str, str], ...], tuple[str, float, str, str, Any, float, bool]] = {}
+_PARSED: dict[tuple[tuple[str, str], ...], tuple[str, float, str, str, Any, float, bool, bool]] = {}
 
 
-def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, float, bool]:
-    """(policy name, resize cost, GPU type label, GPU resource, policy, interval, oracle) from
-    the plugin's arguments (policies are stateless, so one is shared by every session)."""
+def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, float, bool, bool]:
+    """(policy name, resize cost, GPU type label, GPU resource, policy, interval, oracle, shared
+    profiles) from the plugin's arguments (policies are stateless, so one is shared by every
+    session)."""
     key = tuple(sorted((str(k), repr(v)) for k, v in a.items()))
     hit = _PARSED.get(key)
     if hit is None:
@@ -747,7 +763,8 @@ def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, flo
         name = str(a.get("elastic.policy", "Lavaflow"))
         cost = parse_seconds(a.get("elastic.resizeCost"), 30.0)
         params = {k[len("elastic.policy.") :]: v for k, v in a.items() if k.startswith("elastic.policy.")}
-        policy = make_policy(name, resize_cost=cost, **params)
+        oracle = parse_bool(a.get("elastic.oracle"))
+        policy = make_policy(name, learned=not oracle, resize_cost=cost, **params)
         # The policy's own scheduling tick (60 s for the literature Tiresias) unless configured.
         own = policy.default_interval
         hit = _PARSED[key] = (
@@ -757,7 +774,10 @@ def _parsed_arguments(a: dict[str, Any]) -> tuple[str, float, str, str, Any, flo
             str(a.get("elastic.gpuResource", es.DEFAULT_GPU_RESOURCE)),
             policy,
             parse_seconds(a.get("elastic.resizeInterval"), own if own is not None else 30.0),
-            parse_bool(a.get("elastic.oracle")),
+            oracle,
+            policy.shares_profiles
+            if a.get("elastic.sharedProfiles") is None
+            else parse_bool(a["elastic.sharedProfiles"]),
         )
     return hit
 
