@@ -313,7 +313,11 @@ def test_cli_marks_the_oracle_in_table_and_json():
     header = next(line for line in lines if line.startswith("policy") and "reads work" in line)
     row = next(line for line in lines if line.startswith("Goodput"))
     cols = header.replace("reads work", "reads-work").split()
-    assert cols[:3] == ["policy", "reads-work", "oracle"] and row.split()[1:3] == ["no", "no"]
+    assert cols[:4] == ["policy", "reads-work", "oracle", "shares"] and row.split()[1:4] == ["no", "no", "yes"]
+    p = cli(trace, str(DATA / "gpu-16.yaml"), "--policy", "Pollux", "--output", "json")
+    assert json.loads(p.stdout)["elastic"]["summary"]["shared_profiles"] is False  # (as its artifact)
+    p = cli(trace, str(DATA / "gpu-16.yaml"), "--policy", "Pollux", "--shared-profiles", "--output", "json")
+    assert json.loads(p.stdout)["elastic"]["summary"]["shared_profiles"] is True
 
 
 @pytest.mark.parametrize(

@@ -413,7 +413,8 @@ def simulate(
             out = Console(width=max(Console().width, 100))
             out.print(
                 "[bold]elastic training jobs[/bold] (reads work: the policy reads jobs' remaining work, clairvoyant; "
-                "oracle: the policy was handed the true speed models, which no real scheduler has)"
+                "oracle: the policy was handed the true speed models, which no real scheduler has; "
+                "shares: jobs of one model learned from each other's reports)"
             )
             out.print(format_table(elastic), markup=False, highlight=False)
     if explain is not None and output == "table":

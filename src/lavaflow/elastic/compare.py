@@ -11,6 +11,7 @@ COLUMNS = (
     ("policy", "policy"),
     ("clairvoyant", "reads work"),
     ("oracle", "oracle"),
+    ("shared_profiles", "shares"),
     ("avg_jct", "avg JCT"),
     ("p50_jct", "p50 JCT"),
     ("p99_jct", "p99 JCT"),
@@ -45,7 +46,7 @@ def table_rows(results: Sequence[SimResult]) -> tuple[list[str], list[list[str]]
                 row.append(fmt_duration(v))
             elif key == "gpu_utilization":
                 row.append("-" if v is None else f"{100 * v:.1f}%")
-            elif key in ("clairvoyant", "oracle"):
+            elif key in ("clairvoyant", "oracle", "shared_profiles"):
                 row.append("yes" if v else "no")
             elif key == "completed":
                 row.append(f"{v}/{s['jobs']}")

@@ -33,6 +33,7 @@ class SimResult:
     end_time: float
     clairvoyant: bool = False  # the policy read jobs' remaining / total work
     oracle: bool = False  # the policy was handed the true speed models (no real scheduler has them)
+    shared_profiles: bool = False  # jobs of one profile group (one model) learned from each other's reports
 
     def summary(self) -> dict:
         jcts = np.array([j.jct for j in self.jobs if j.jct is not None], dtype=float)
@@ -45,6 +46,7 @@ class SimResult:
             "policy": self.policy,
             "clairvoyant": self.clairvoyant,
             "oracle": self.oracle,
+            "shared_profiles": self.shared_profiles,
             "jobs": len(self.jobs),
             "completed": done,
             "avg_jct": float(jcts.mean()) if done else None,

@@ -83,7 +83,8 @@ def render_report(results: Sequence[SimResult], title: str = "lavaflow elastic s
         f"<table><tr>{th}</tr>{trs}</table>",
         "<p>reads work: the policy read jobs' remaining work (clairvoyant). oracle: the policy was handed "
         "the simulator's true speed models, which no real scheduler has; otherwise it read speed models "
-        "learned from what the jobs reported.</p>",
+        "learned from what the jobs reported. shares: jobs of one model (lavaflow.io/profile-group) learned "
+        "from each other's reports.</p>",
     ]
     if any(r.oracle for r in results):
         parts.append(

@@ -613,6 +613,17 @@ class Simulation:
 
         return parse_bool(args.get("elastic.oracle"))
 
+    def elastic_shared_profiles(self) -> bool:
+        """Whether jobs of one profile group share their measurements (``elastic.sharedProfiles``,
+        else the policy's choice; never with the oracle, where nothing is learned)."""
+        args = self._elastic_arguments()
+        if args is None:
+            return False
+        from ..scheduler.plugins.elastic import ElasticPlugin
+
+        plugin = ElasticPlugin(args)
+        return bool(plugin.shared_profiles and not plugin.oracle)
+
     def _anything_running(self) -> bool:
         return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())
 

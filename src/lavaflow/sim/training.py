@@ -486,4 +486,5 @@ class TrainingModel:
             end_time=self.sim.now,
             clairvoyant=bool(self.sim.elastic_policy_clairvoyant()),
             oracle=self.oracle,
+            shared_profiles=self.sim.elastic_shared_profiles(),
         )
