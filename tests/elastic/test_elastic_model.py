@@ -128,13 +128,18 @@ def test_repack_fits_and_has_the_fewest_moves_of_any_node_mapping(sizes, rnd):
     assert sum(mig.values()) == sum(reqs.values()) - best
 
 
+def _fresh_interpreter_says_ok(code: str) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
 def test_the_assignment_solver_is_scipys_without_loading_scipy_optimize():
     """Placement loads scipy's linear_sum_assignment extension on its own (scipy.optimize costs
     ~0.25 s to import): in a fresh interpreter scipy.optimize stays unloaded, and the function
     gives scipy.optimize's answers (ties included) on square and rectangular problems."""
-    import subprocess
-    import sys
-
     code = (
         "import sys\n"
         "import numpy as np\n"
@@ -148,8 +153,51 @@ def test_the_assignment_solver_is_scipys_without_loading_scipy_optimize():
         "assert all((a == b).all() for o, t in zip(ours, theirs) for a, b in zip(o, t))\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    _fresh_interpreter_says_ok(code)
+
+
+def test_the_true_step_time_interpolation_is_scipys_without_loading_scipy_interpolate():
+    """The true speed model's interpolation over (nodes, replicas, local batch) gives, bit for bit,
+    what scipy's LinearNDInterpolator (NearestNDInterpolator outside the triangulation) gives on
+    the same Delaunay triangulation, for every Pollux application, point by point (``step_time``)
+    and many points per call (``prefill_step_times``); building and using it in a fresh
+    interpreter loads neither scipy.interpolate nor scipy.spatial (~0.45 s to import)."""
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from lavaflow.elastic.speed import PolluxApp, _barycentric_transforms\n"
+        "apps = [PolluxApp(n) for n in ('bert', 'cifar10', 'deepspeech2', 'imagenet', 'ncf', 'yolov3')]\n"
+        "grids = []\n"
+        "for app in apps:\n"
+        "    bs = np.unique(np.linspace(app.min_local_bsz, app.max_local_bsz * 1.2, 7).astype(int))\n"
+        "    qs = [[n, r, float(b)] for n in range(1, 17) for r in range(n, min(4 * n, 64) + 1, 5) for b in bs]\n"
+        "    q = np.array(qs) / (app._build_interpolators() or app._scale)\n"
+        "    one = [app._interp(q[i : i + 1].tolist())[0] for i in range(len(q))]\n"
+        "    grids.append((app, q, np.array(one), np.array(app._interp(q.tolist()))))\n"
+        "    for i in np.flatnonzero(~np.isfinite(np.array(one)).all(axis=1))[::7]:\n"
+        "        app._interp.nearest(q[i].tolist())  # (outside the triangulation)\n"
+        "loaded = [m for m in ('scipy.interpolate', 'scipy.spatial') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator\n"
+        "from scipy.spatial import Delaunay\n"
+        "same = lambda a, b: bool(((a.view(np.int64) == b.view(np.int64)) | (np.isnan(a) & np.isnan(b))).all())\n"
+        "outside = 0\n"
+        "for app, q, one, many in grids:\n"
+        "    ours = app._interp\n"
+        "    tri = Delaunay(ours.points)\n"
+        "    assert (tri.simplices == np.array(ours.simplices)).all()\n"
+        "    tri._transform = _barycentric_transforms(tri.points, tri.simplices)\n"
+        "    lin = LinearNDInterpolator(tri, ours.values)\n"
+        "    near = NearestNDInterpolator(ours.points, ours.values)\n"
+        "    assert same(np.array([lin(q[i : i + 1])[0] for i in range(len(q))]), one), app.name\n"
+        "    assert same(lin(q), many), app.name\n"
+        "    for i in np.flatnonzero(~np.isfinite(one).all(axis=1)):\n"
+        "        outside += 1\n"
+        "        assert same(near(q[i : i + 1])[0], np.array(ours.nearest(q[i].tolist()))), (app.name, i)\n"
+        "assert outside > 100\n"
+        "print('ok')\n"
+    )
+    _fresh_interpreter_says_ok(code)
 
 
 def test_unchanged_jobs_do_not_move_and_spread_jobs_get_consolidated():

@@ -19,15 +19,14 @@ many as it has there, then the next such node, and so on (ties: the first node).
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .scipy_ext import extension
 
 
 def _assignment_solver() -> Callable[..., Any]:
@@ -35,24 +34,13 @@ def _assignment_solver() -> Callable[..., Any]:
     that package (linear programming, minimisers, linear algebra, docstrings parsed at import):
     ~0.25 s, 5 % of a 160-job replay, for one function that is the C extension
     ``scipy.optimize._lsap``. So while scipy.optimize is not loaded, that extension is loaded on
-    its own (the same extension module, so the same function the package would give); with any
-    other layout of scipy, or any trouble doing so, the public import."""
+    its own (:mod:`lavaflow.elastic.scipy_ext`: the same extension module, so the same function
+    the package would give); with any other layout of scipy, or any trouble doing so, the public
+    import."""
     if "scipy.optimize" not in sys.modules:
-        try:
-            spec = importlib.util.find_spec("scipy")
-            if spec is not None and spec.origin is not None:
-                for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-                    path = Path(spec.origin).parent / "optimize" / f"_lsap{suffix}"
-                    if path.is_file():
-                        loader = importlib.machinery.ExtensionFileLoader("scipy.optimize._lsap", str(path))
-                        ext = importlib.util.spec_from_file_location(loader.name, str(path), loader=loader)
-                        if ext is None:
-                            break
-                        module = importlib.util.module_from_spec(ext)
-                        loader.exec_module(module)
-                        return module.linear_sum_assignment  # type: ignore[no-any-return]
-        except Exception:  # noqa: BLE001 - any trouble: the public import below
-            pass
+        module = extension("scipy.optimize._lsap", register=False)
+        if module is not None:
+            return module.linear_sum_assignment  # type: ignore[no-any-return]
     from scipy.optimize import linear_sum_assignment
 
     return linear_sum_assignment

@@ -34,13 +34,16 @@ import bisect
 import csv
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .data_paths import gavel_throughputs, pollux_trace_dir
+from .scipy_ext import extension
 
 POLLUX_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 # The Pollux artifact limits yolov3's per-replica batch to 8 (GPU memory); others use the
@@ -116,6 +119,224 @@ def _barycentric_transforms(points: np.ndarray, simplices: np.ndarray) -> np.nda
     return out
 
 
+def _delaunay(points: np.ndarray):
+    """``scipy.spatial.Delaunay(points)``, its extension module loaded on its own (with the LAPACK
+    one it needs): importing ``scipy.spatial`` brings ``scipy.linalg``, ``scipy.sparse`` and
+    more, ~0.3 s of every replay (:mod:`lavaflow.elastic.scipy_ext`)."""
+    qhull = None
+    if "scipy.spatial" not in sys.modules and extension("scipy.linalg.cython_lapack") is not None:
+        qhull = extension("scipy.spatial._qhull")
+    if qhull is None:
+        from scipy.spatial import Delaunay
+
+        return Delaunay(points)
+    return qhull.Delaunay(points)
+
+
+_EPS = 100 * sys.float_info.epsilon  # scipy's tolerances for finding a point's simplex
+_EPS_BROAD = math.sqrt(sys.float_info.epsilon)
+
+
+class _LinearND:
+    """``scipy.interpolate.LinearNDInterpolator(tri, values)`` and, for points outside the
+    triangulation, ``NearestNDInterpolator(tri.points, values)``, without scipy.interpolate
+    (whose import brings scipy.optimize, scipy.special and more: ~0.2 s of every replay).
+
+    A call finds each point's simplex as scipy does (``_find_simplex`` of ``scipy.spatial._qhull``:
+    a walk on the lifted paraboloid, a directed search, brute force when degenerate simplices are
+    in the way; the start carried from one point to the next of a call) and sums the vertices'
+    values weighted by the barycentric coordinates; the same double operations in the same order,
+    so the same values (``tests/elastic/test_elastic_model.py`` compares them with scipy's on the
+    Pollux applications).  ``transform`` is ``tri.transform``."""
+
+    def __init__(self, tri, transform: np.ndarray, values: np.ndarray) -> None:
+        nd = int(tri.ndim)
+        self.ndim = nd
+        self.points = np.asarray(tri.points, dtype=float)
+        self.simplices: list[list[int]] = tri.simplices.tolist()
+        self.neighbors: list[list[int]] = tri.neighbors.tolist()
+        self.equations: list[list[float]] = tri.equations.tolist()
+        self.transform: list[list[float]] = transform.reshape(len(transform), -1).tolist()
+        self.paraboloid_scale = float(tri.paraboloid_scale)
+        self.paraboloid_shift = float(tri.paraboloid_shift)
+        self.min_bound: list[float] = tri.min_bound.tolist()
+        self.max_bound: list[float] = tri.max_bound.tolist()
+        self.values = np.asarray(values, dtype=float)
+        self.rows: list[list[float]] = self.values.tolist()
+        self._tree: Any = None  # scipy's cKDTree of the points, for ``nearest``
+
+    def __call__(self, xs: list[list[float]]) -> list[list[float]]:
+        start = [0]
+        nv = self.values.shape[1]
+        out = []
+        c = [0.0] * (self.ndim + 1)
+        for x in xs:
+            isimplex = self._find_simplex(c, x, start)
+            if isimplex == -1:
+                out.append([math.nan] * nv)  # scipy's fill value
+                continue
+            row = [0.0] * nv
+            verts = self.simplices[isimplex]
+            for j in range(self.ndim + 1):
+                vals = self.rows[verts[j]]
+                for k in range(nv):
+                    row[k] = row[k] + c[j] * vals[k]
+            out.append(row)
+        return out
+
+    def nearest(self, x: list[float]) -> list[float]:
+        """The value at the data point nearest to ``x``: NearestNDInterpolator's, by scipy's k-d
+        tree (which breaks the ties between equally near points its own way), loaded on its own
+        the first time a point falls outside the triangulation."""
+        if self._tree is None:
+            ckdtree = extension("scipy.spatial._ckdtree") if "scipy.spatial" not in sys.modules else None
+            if ckdtree is None:
+                from scipy.spatial import cKDTree
+
+                self._tree = cKDTree(self.points)
+            else:
+                self._tree = ckdtree.cKDTree(self.points)
+        _, i = self._tree.query(np.asarray([x], dtype=float))
+        return self.rows[int(i[0])]
+
+    # -- scipy.spatial._qhull, step for step ------------------------------------------------------
+    def _coordinate(self, t: list[float], x: list[float], c: list[float], i: int) -> None:
+        nd = self.ndim
+        if i == nd:
+            v = 1.0
+            for j in range(nd):
+                v -= c[j]
+            c[nd] = v
+        else:
+            v = 0.0
+            for j in range(nd):
+                v += t[nd * i + j] * (x[j] - t[nd * nd + j])
+            c[i] = v
+
+    def _coordinates(self, t: list[float], x: list[float], c: list[float]) -> None:
+        nd = self.ndim
+        last = 1.0
+        for i in range(nd):
+            v = 0.0
+            for j in range(nd):
+                v += t[nd * i + j] * (x[j] - t[nd * nd + j])
+            c[i] = v
+            last -= v
+        c[nd] = last
+
+    def _inside(self, t: list[float], x: list[float], c: list[float]) -> bool:
+        # (scipy stops at the first coordinate out of range: the same answer)
+        self._coordinates(t, x, c)
+        return all(-_EPS <= v <= 1 + _EPS for v in c)
+
+    def _outside_box(self, x: list[float]) -> bool:
+        return any(x[i] < self.min_bound[i] - _EPS or x[i] > self.max_bound[i] + _EPS for i in range(self.ndim))
+
+    def _distplane(self, isimplex: int, z: list[float]) -> float:
+        eq = self.equations[isimplex]
+        dist = eq[self.ndim + 1]
+        for k in range(self.ndim + 1):
+            dist += eq[k] * z[k]
+        return dist
+
+    def _bruteforce(self, c: list[float], x: list[float]) -> int:
+        if self._outside_box(x):
+            return -1
+        nd = self.ndim
+        for isimplex, t in enumerate(self.transform):
+            if t[0] == t[0]:
+                if self._inside(t, x, c):
+                    return isimplex
+                continue
+            # a degenerate simplex: its neighbours, with more leeway towards it
+            for ineighbor in self.neighbors[isimplex]:
+                if ineighbor == -1:
+                    continue
+                tn = self.transform[ineighbor]
+                if tn[0] != tn[0]:
+                    continue
+                self._coordinates(tn, x, c)
+                back = self.neighbors[ineighbor]
+                inside = True
+                for m in range(nd + 1):
+                    lo = -_EPS_BROAD if back[m] == isimplex else -_EPS
+                    if not (lo <= c[m] <= 1 + _EPS):
+                        inside = False
+                        break
+                if inside:
+                    return ineighbor
+        return -1
+
+    def _directed(self, c: list[float], x: list[float], start: list[int]) -> int:
+        nd = self.ndim
+        nsimplex = len(self.simplices)
+        isimplex = start[0]
+        if isimplex < 0 or isimplex >= nsimplex:
+            isimplex = 0
+        for _ in range(1 + nsimplex // 4):
+            if isimplex == -1:
+                break
+            t = self.transform[isimplex]
+            inside = 1
+            for k in range(nd + 1):
+                self._coordinate(t, x, c, k)
+                if c[k] < -_EPS:
+                    m = self.neighbors[isimplex][k]
+                    if m == -1:
+                        start[0] = isimplex
+                        return -1
+                    isimplex = m
+                    inside = -1
+                    break
+                elif c[k] <= 1 + _EPS:
+                    pass
+                else:
+                    inside = 0
+            if inside == -1:
+                continue
+            if inside == 0:
+                isimplex = self._bruteforce(c, x)
+            break
+        else:
+            isimplex = self._bruteforce(c, x)
+        start[0] = isimplex
+        return isimplex
+
+    def _find_simplex(self, c: list[float], x: list[float], start: list[int]) -> int:
+        if self._outside_box(x) or not self.simplices:
+            return -1
+        nd = self.ndim
+        isimplex = start[0]
+        if isimplex < 0 or isimplex >= len(self.simplices):
+            isimplex = 0
+        z = [0.0] * (nd + 1)
+        lift = 0.0
+        for i in range(nd):
+            z[i] = x[i]
+            lift += x[i] ** 2
+        lift *= self.paraboloid_scale
+        lift += self.paraboloid_shift
+        z[nd] = lift
+        best = self._distplane(isimplex, z)
+        changed = True
+        while changed:
+            if best > 0:
+                break
+            changed = False
+            for k in range(nd + 1):
+                # (the neighbours of the simplex reached so far: scipy moves in mid-cycle)
+                ineigh = self.neighbors[isimplex][k]
+                if ineigh == -1:
+                    continue
+                dist = self._distplane(ineigh, z)
+                if dist > best + _EPS * (1 + abs(best)):
+                    isimplex = ineigh
+                    best = dist
+                    changed = True
+        start[0] = isimplex
+        return self._directed(c, x, start)
+
+
 class PolluxApp:
     """Measured step times and statistical efficiency of one Pollux application."""
 
@@ -148,8 +369,7 @@ class PolluxApp:
                 )
             )
         self._points = np.array(pts, dtype=float)
-        self._interp = None
-        self._nearest = None
+        self._interp: _LinearND | None = None
         vals: list[_Validation] = []
         for p in sorted(d.glob("validation-*.csv")):
             bsz = int(p.stem.split("-")[-1])
@@ -182,16 +402,14 @@ class PolluxApp:
     # -- step time -----------------------------------------------------------------------------
     def _interpolate(self, nodes: float, replicas: float, bsz: float) -> tuple[float, float]:
         self._build_interpolators()
+        assert self._interp is not None
         q = np.array([[nodes, replicas, bsz]]) / self._scale
-        out = self._interp(q)[0]
-        if not np.all(np.isfinite(out)):
-            out = self._nearest(q)[0]
+        out = self._interp(q.tolist())[0]
+        if not all(math.isfinite(v) for v in out):
+            out = self._interp.nearest(q.tolist()[0])
         return float(out[0]), float(out[1])
 
     def _build_interpolators(self) -> None:
-        from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
-        from scipy.spatial import Delaunay
-
         if self._interp is None:
             # merge duplicate (nodes, replicas, bsz) points by mean
             keys: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
@@ -201,13 +419,11 @@ class PolluxApp:
             ys = np.array([np.mean(v, axis=0) for v in keys.values()])
             scale = xs.max(axis=0)
             self._scale = scale
-            tri = Delaunay(xs / scale)
+            tri = _delaunay(xs / scale)
             # scipy computes the barycentric transforms lazily, simplex by simplex, on the first
             # query: seconds per application on these nearly flat point sets.  The same transforms,
             # vectorised (equal NaN pattern for degenerate simplices, equal values to rounding):
-            tri._transform = _barycentric_transforms(tri.points, tri.simplices)
-            self._interp = LinearNDInterpolator(tri, ys)
-            self._nearest = NearestNDInterpolator(xs / scale, ys)
+            self._interp = _LinearND(tri, _barycentric_transforms(tri.points, tri.simplices), ys)
 
     def prefill_step_times(self, placement, local_bszs) -> None:
         """Interpolate the step times of several local batches on an unmeasured placement in one
@@ -219,14 +435,13 @@ class PolluxApp:
         if not todo:
             return
         self._build_interpolators()
+        assert self._interp is not None
         nodes = min(len(pl), 16)
-        q = np.array([[nodes, sum(pl), float(b)] for b in todo]) / self._scale
+        q = (np.array([[nodes, sum(pl), float(b)] for b in todo]) / self._scale).tolist()
         out = self._interp(q)
-        bad = ~np.all(np.isfinite(out), axis=1)
-        if bad.any():
-            out[bad] = self._nearest(q[bad])
-        for b, (st, sy) in zip(todo, out):
-            st, sy = float(st), float(sy)
+        for b, x, (st, sy) in zip(todo, q, out):
+            if not (math.isfinite(st) and math.isfinite(sy)):
+                st, sy = self._interp.nearest(x)
             self._step_cache[(pl, b)] = (max(st, 1e-6), max(min(sy, st), 0.0))
 
     def step_time(self, placement, local_bsz: int) -> tuple[float, float]:
