@@ -933,9 +933,9 @@ def test_create_many_sends_slow_start_batches_and_stops_after_a_refusal():
 
 
 def test_deferred_creates_return_at_once_and_are_applied_when_taken():
-    """With defer_creates (the controller process), create_many returns before the requests end,
-    filed under the key being synced; take_created waits for them, applies the pods to the cache
-    in order and returns the first refusal instead of raising it."""
+    """With defer_creates (the controller process), create_many and update_later return before the
+    requests end, filed under the key being synced; take_created waits for them, applies the
+    results to the cache in order and returns the first refusal instead of raising it."""
     from lavaflow.kube.client import ApiError
 
     async def scenario():
@@ -963,6 +963,19 @@ def test_deferred_creates_return_at_once_and_are_applied_when_taken():
             assert isinstance(refused, ApiError) and taken == (None, None)
             assert store.deferred_owners() == []
             assert {p.name for p in store.list("Pod")} == {f"p{i}" for i in range(20)}
+
+            def update_later() -> tuple[Any, list, Any]:
+                store.owner = "u"
+                p0 = store.get("Pod", "default/p0")
+                p0.metadata.labels["seen"] = "yes"
+                got = store.update_later(p0)
+                store.owner = None
+                return got, store.deferred_owners(), store.take_created("u")
+
+            async with store.lock:
+                got, owners, err = await asyncio.to_thread(update_later)
+            assert got is None and owners == ["u"] and err is None
+            assert {p["metadata"]["name"] for p in double.snapshot("Pod") if p["metadata"].get("labels")} == {"p0"}
             await store.stop()
             await client.close()
         finally:

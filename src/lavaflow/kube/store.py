@@ -56,6 +56,14 @@ from .tasks import cancel_and_wait
 log = logging.getLogger("lavaflow.kube")
 
 
+async def _results(coro: Any) -> list[Any]:
+    """``[result]`` or ``[exception]``: one write in the shape of _create_batches' results."""
+    try:
+        return [await coro]
+    except Exception as exc:  # noqa: BLE001 - handed back to the syncing thread
+        return [exc]
+
+
 class AlreadyExists(KeyError):
     pass
 
@@ -1153,13 +1161,25 @@ class KubeStore:
             raise RuntimeError("create_many stopped early")
         return out
 
+    def update_later(self, obj: Any) -> Any:
+        """With defer_creates, filed with the key's deferred creates and applied with them (in
+        take_created); else an update."""
+        if not self.defer_creates:
+            return self.update(obj)
+        loop = self.loop
+        if loop is None:
+            raise RuntimeError("KubeStore has not been started")
+        fut = asyncio.run_coroutine_threadsafe(_results(self._update_remote(kind_info(kind_of(obj)), obj)), loop)
+        self._deferred.setdefault(self.owner, []).append((fut, [obj]))
+        return None
+
     def deferred_owners(self) -> list[Any]:
-        """The owners with deferred creates not yet taken, oldest first."""
+        """The owners with deferred writes not yet taken, oldest first."""
         return list(self._deferred)
 
     def take_created(self, owner: Any) -> BaseException | None:
-        """Wait for ``owner``'s deferred creates and apply their results in order, as create_many
-        does; the first error (after every result is applied), or None."""
+        """Wait for ``owner``'s deferred writes (creates, updates) and apply their results in order,
+        as create_many and update do; the first error (after every result is applied), or None."""
         first: BaseException | None = None
         for fut, objs in self._deferred.pop(owner, []):
             try:
