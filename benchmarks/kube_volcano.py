@@ -202,8 +202,9 @@ async def shape_phase(client: KubeClient, args, which: str, nodes: int, kubeconf
     return res
 
 
-async def ready_by_canary(client: KubeClient, procs: list[Proc], timeout: float) -> float:
-    """One 10-pod Job bound end to end: both processes have synced and act."""
+async def ready_by_canary(client: KubeClient, procs: list[Proc], timeout: float) -> tuple[float, str]:
+    """One 10-pod Job bound end to end: both processes have synced and act. Returns the time it
+    took and its namespace (cleared once the phase's processes have stopped)."""
     ns = await new_namespace(client, "canary")
     t0 = time.monotonic()
     watch = BindWatch(client, ns)
@@ -216,7 +217,7 @@ async def ready_by_canary(client: KubeClient, procs: list[Proc], timeout: float)
         raise RuntimeError(f"warm-up Job not bound within {timeout} s; see {[str(p.log) for p in procs]}")
     for p in procs:
         p.check()
-    return time.monotonic() - t0
+    return time.monotonic() - t0, ns
 
 
 class Created:
@@ -239,10 +240,10 @@ async def jobs_phase(
 ) -> dict:
     ctl = Proc(f"{which}-controller", controller_cmd(args, which, kubeconfig), tmp)
     sched = Proc(f"{which}-scheduler", scheduler_cmd(args, which, kubeconfig), tmp)
-    ns = None
+    ns = canary = None
     noise = None
     try:
-        warm = await ready_by_canary(client, [ctl, sched], args.timeout)
+        warm, canary = await ready_by_canary(client, [ctl, sched], args.timeout)
         ns = await new_namespace(client, f"jobs-{nodes}")
         watch = BindWatch(client, ns)
         created = Created(watch)
@@ -290,7 +291,8 @@ async def jobs_phase(
         "load_1m_before_after": [round(load0, 2), round(load1, 2)],
     }
     print(f"  {json.dumps(res)}", flush=True)
-    await clear(client, ns, jobs=True)
+    for done_ns in (ns, canary):
+        await clear(client, done_ns, jobs=True)
     return res
 
 
