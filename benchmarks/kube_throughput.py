@@ -109,6 +109,26 @@ def pod_doc(name: str, scheduler: str, cpu: str, memory: str, group: str | None)
     }
 
 
+async def create_grouped_pods(
+    client: KubeClient, ns: str, names: list[str], scheduler: str, cpu: str, memory: str
+) -> None:
+    """A PodGroup of minMember 1 named ``pg-NAME`` for each pod, then the pods, in ``ns``."""
+    pgs = (
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": f"pg-{x}", "namespace": ns},
+            "spec": {"minMember": 1, "queue": "default", "minResources": {"cpu": cpu, "memory": memory}},
+        }
+        for x in names
+    )
+    await bounded(
+        32, (post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups", pg) for pg in pgs)
+    )
+    docs = [pod_doc(x, scheduler, cpu, memory, f"pg-{x}") for x in names]
+    await bounded(32, (post(client, f"/api/v1/namespaces/{ns}/pods", d) for d in docs))
+
+
 class BindWatch:
     """Records when each pod of a namespace is first seen with a nodeName."""
 
@@ -210,22 +230,10 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
     names = [f"p-{i:06d}" for i in range(n)]
     t0 = time.monotonic()
     if which == "lavaflow":
-        pgs = (
-            {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "PodGroup",
-                "metadata": {"name": f"pg-{x}", "namespace": ns},
-                "spec": {"minMember": 1, "queue": "default", "minResources": {"cpu": args.cpu, "memory": args.memory}},
-            }
-            for x in names
-        )
-        await bounded(
-            32, (post(client, f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups", pg) for pg in pgs)
-        )
-        docs = [pod_doc(x, "lavaflow", args.cpu, args.memory, f"pg-{x}") for x in names]
+        await create_grouped_pods(client, ns, names, "lavaflow", args.cpu, args.memory)
     else:
         docs = [pod_doc(x, "default-scheduler", args.cpu, args.memory, None) for x in names]
-    await bounded(32, (post(client, f"/api/v1/namespaces/{ns}/pods", d) for d in docs))
+        await bounded(32, (post(client, f"/api/v1/namespaces/{ns}/pods", d) for d in docs))
     print(f"  {which}: {n} pods created in {time.monotonic() - t0:.1f}s", flush=True)
 
     watch = BindWatch(client, ns)
@@ -314,6 +322,16 @@ def start_neighbour() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code])
 
 
+async def connect(kubeconfig: str) -> tuple[KubeClient, dict[str, Any]]:
+    """An unthrottled client (64 connections) and the server's /version, printed with the cores."""
+    cfg = load_config(kubeconfig)
+    cfg.qps, cfg.burst, cfg.max_connections = 0, 0, 64
+    client = KubeClient(cfg)
+    version = await client.request("GET", "/version")
+    print(f"server {version.get('gitVersion')}, {os.cpu_count()} cores", flush=True)
+    return client, version
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), required=not os.environ.get("KUBECONFIG"))
@@ -336,11 +354,7 @@ async def main() -> int:
     )
     args = ap.parse_args()
     kubeconfig = str(Path(args.kubeconfig).resolve())
-    cfg = load_config(kubeconfig)
-    cfg.qps, cfg.burst, cfg.max_connections = 0, 0, 64
-    client = KubeClient(cfg)
-    version = await client.request("GET", "/version")
-    print(f"server {version.get('gitVersion')}, {os.cpu_count()} cores", flush=True)
+    client, version = await connect(kubeconfig)
     results = []
     order = [x for x in args.order.split(",") if x and (x != "kube" or args.kube_scheduler)]
     try:

@@ -2,9 +2,8 @@
 
 Writes a YAML input of ``--nodes`` nodes (one NodeGroup, 32 cpu / 128 Gi / 110 pods each, the
 fake nodes of benchmarks/kube_throughput.py) and ``--pods`` bare pods (100m cpu / 128 Mi each,
-``schedulerName: volcano``: each gets its own PodGroup, as on a cluster), and a
-volcano-scheduler.conf with Volcano's built-in actions and plugins
-(``VOLCANO_BUILTIN_CONF``). Then runs
+``schedulerName: volcano``: each gets its own PodGroup, as on a cluster), and Volcano's shipped
+volcano-scheduler.conf (``VOLCANO_SHIPPED_CONF``). Then runs
 ``lavaflow simulate FILE --config CONF --output json --until 10s`` in a subprocess once per node
 choice and prints, for each: the distinct nodes the pods were placed on, the most pods on one
 node, the pods placed, and the child process's CPU time (user + system; whole command).
@@ -25,7 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from lavaflow.scheduler.framework.conf import VOLCANO_BUILTIN_CONF
+from lavaflow.scheduler.framework.conf import VOLCANO_SHIPPED_CONF
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -77,7 +76,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "volcano-scheduler.conf"
-        conf.write_text(VOLCANO_BUILTIN_CONF)
+        conf.write_text(VOLCANO_SHIPPED_CONF)
         for nodes in (int(n) for n in args.nodes.split(",")):
             path = Path(tmp) / f"pods-{nodes}.yaml"
             path.write_text(workload(nodes, args.pods))

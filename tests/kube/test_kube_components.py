@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import ssl
+from typing import Any
 
 import pytest
 
@@ -883,29 +884,35 @@ def test_the_controllers_wait_leaves_no_unawaited_waits_when_its_timeout_is_alre
     assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
 
 
+def pod(i: int) -> Any:
+    """A bare pod ``p{i}`` in the default namespace."""
+    from lavaflow.api.core import Pod
+
+    return Pod.model_validate(
+        {"metadata": {"name": f"p{i}", "namespace": "default"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    )
+
+
+async def _pod_store(double: Any) -> tuple[KubeClient, KubeStore]:
+    """An unthrottled client of ``double`` and a started, synced store informing pods."""
+    client = KubeClient(ClientConfig(server=double.url, qps=0))
+    store = KubeStore(client)
+    store.inform("Pod")
+    await store.start()
+    assert await store.wait_synced(5)
+    return client, store
+
+
 def test_create_many_sends_slow_start_batches_and_stops_after_a_refusal():
     """A Job's pods go out in batches of 1, 2, 4, ... (at most create_concurrency in flight), all
     created and applied in order; a refused create stops the batches after its own and its error
     is raised."""
-    from lavaflow.api.core import Pod
     from lavaflow.kube.client import ApiError
-
-    def pod(i: int) -> Pod:
-        return Pod.model_validate(
-            {
-                "metadata": {"name": f"p{i}", "namespace": "default"},
-                "spec": {"containers": [{"name": "c", "image": "x"}]},
-            }
-        )
 
     async def scenario():
         double = ApiDouble().start()
         try:
-            client = KubeClient(ClientConfig(server=double.url, qps=0))
-            store = KubeStore(client)
-            store.inform("Pod")
-            await store.start()
-            assert await store.wait_synced(5)
+            client, store = await _pod_store(double)
             made = await asyncio.to_thread(store.create_many, [pod(i) for i in range(10)])
             assert [p.name for p in made] == [f"p{i}" for i in range(10)]
             assert {p["metadata"]["name"] for p in double.snapshot("Pod")} == {f"p{i}" for i in range(10)}
@@ -917,6 +924,58 @@ def test_create_many_sends_slow_start_batches_and_stops_after_a_refusal():
             names = {p["metadata"]["name"] for p in double.snapshot("Pod")}
             assert "p10" not in names  # the first batch (one pod) was the refused one
             assert not names & {f"p{i}" for i in range(11, 30)}  # nothing sent after it
+            await store.stop()
+            await client.close()
+        finally:
+            double.stop()
+
+    run(scenario())
+
+
+def test_deferred_creates_return_at_once_and_are_applied_when_taken():
+    """With defer_creates (the controller process), create_many and update_later return before the
+    requests end, filed under the key being synced; take_created waits for them, applies the
+    results to the cache in order and returns the first refusal instead of raising it."""
+    from lavaflow.kube.client import ApiError
+
+    async def scenario():
+        double = ApiDouble().start()
+        try:
+            client, store = await _pod_store(double)
+            store.defer_creates = True
+
+            def sync_jobs() -> tuple[list, list, list, Any, Any]:
+                store.owner = "refused"
+                double.fail_next("Pod", "create", 500, 1)
+                store.create_many([pod(i) for i in range(20, 25)])
+                err = store.take_created("refused")
+                store.owner = "a"
+                got_a = store.create_many([pod(i) for i in range(10)])
+                store.owner = "b"
+                got_b = store.create_many([pod(i) for i in range(10, 20)])
+                store.owner = None
+                owners = store.deferred_owners()  # both in flight at once
+                return got_a, got_b, owners, err, (store.take_created("a"), store.take_created("b"))
+
+            async with store.lock:  # as in a reconcile pass: the cache stays still meanwhile
+                got_a, got_b, owners, refused, taken = await asyncio.to_thread(sync_jobs)
+            assert got_a == [] and got_b == [] and owners == ["a", "b"]
+            assert isinstance(refused, ApiError) and taken == (None, None)
+            assert store.deferred_owners() == []
+            assert {p.name for p in store.list("Pod")} == {f"p{i}" for i in range(20)}
+
+            def update_later() -> tuple[Any, list, Any]:
+                store.owner = "u"
+                p0 = store.get("Pod", "default/p0")
+                p0.metadata.labels["seen"] = "yes"
+                got = store.update_later(p0)
+                store.owner = None
+                return got, store.deferred_owners(), store.take_created("u")
+
+            async with store.lock:
+                got, owners, err = await asyncio.to_thread(update_later)
+            assert got is None and owners == ["u"] and err is None
+            assert {p["metadata"]["name"] for p in double.snapshot("Pod") if p["metadata"].get("labels")} == {"p0"}
             await store.stop()
             await client.close()
         finally:

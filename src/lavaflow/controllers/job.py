@@ -242,7 +242,9 @@ class JobController(Controller):
         self._elastic_seen: dict[str, tuple[str, dict[str, str], Any, dict[str, str]]] = {}
         self._timer_tokens: dict[int, tuple[str, str]] = {}  # live delayed actions: token -> (job, scope)
         self._transitions = 0  # phase changes made so far (a sync tells whether it made any)
-        self._own_write: str | None = None  # the job whose status sync is writing, phase unmoved
+        # Jobs whose status the controller is writing with the phase unmoved (their write's own
+        # event needs no reconcile); the write may be applied after sync returns (update_later).
+        self._own_writes: set[str] = set()
         self._next_token = 0
         store.watch("Job", self._on_job)
         store.watch("Pod", self._on_pod)
@@ -264,7 +266,9 @@ class JobController(Controller):
             # A status write: the spec object is the one already seen. The controller's own write
             # of a status whose phase did not move needs no reconcile (as Volcano ignores
             # status-only updates): the sync that wrote it changed nothing else it reads.
-            if job.key != self._own_write:
+            if job.key in self._own_writes:
+                self._own_writes.discard(job.key)
+            else:
                 self.mark(job.key)
             return
         spec = job.spec.model_dump()
@@ -613,6 +617,7 @@ class JobController(Controller):
         if key.startswith(COMMAND_KEY):
             self._consume(key[len(COMMAND_KEY) :])
             return
+        self._own_writes.discard(key)  # (a write that never came back: this sync decides afresh)
         job: Job | None = self.store.get("Job", key)
         if job is None:
             self._cleanup(key, self.pods_by_job.get(key, {}))
@@ -639,11 +644,13 @@ class JobController(Controller):
             self._handle(job, pods, req)
         if _snapshot(job.status) != before:
             if self._transitions == transitions:
-                self._own_write = key
+                self._own_writes.add(key)
             try:
-                self.store.update(job)
-            finally:
-                self._own_write = None
+                if self.store.update_later(job) is not None:  # applied at once: its event is past
+                    self._own_writes.discard(key)
+            except BaseException:
+                self._own_writes.discard(key)
+                raise
 
     def _cleanup(self, key: str, pods: dict[str, Pod]) -> None:
         for p in list(pods.values()):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 from ..controllers import build_controllers
 from .client import KubeClient
@@ -68,6 +69,10 @@ class KubeControllers:
         self.store.add_listener(lambda kind, ev, obj: self.wake.set())
         self.passes = 0
         self.last_tick = time.monotonic()
+        # A job's pods are created while the next jobs sync (Volcano's job controller syncs jobs
+        # on several workers): at most this many keys' creates in flight at once.
+        self.store.defer_creates = True
+        self.creates_in_flight = 8
 
     @property
     def ready(self) -> bool:
@@ -144,30 +149,54 @@ class KubeControllers:
 
     def _settle(self) -> int:
         done = 0
+        store = self.store
         for _ in range(100):
             if not any(c.dirty for c in self.controllers):
-                break
+                self._take_created()  # pods still being created: their results may mark keys
+                if not any(c.dirty for c in self.controllers):
+                    break
             for c in self.controllers:
                 name = type(c).__name__
                 while c.dirty:
                     for key in sorted(c.dirty):
                         c.dirty.discard(key)
+                        owner = (c, key)
+                        if owner in store._deferred:  # its pods first: never create them twice
+                            self._take_created(owner)
+                        store.owner = owner
                         try:
                             c.sync(key)
                             self.failures.pop((id(c), key), None)
                             self.metrics.syncs.labels(controller=name).inc()
                         except Exception as exc:
-                            self.metrics.errors.labels(controller=name).inc()
-                            n = self.failures.get((id(c), key), 0) + 1
-                            self.failures[(id(c), key)] = n
-                            if n <= self.max_requeue:
-                                self.retry_at[(id(c), key)] = time.monotonic() + min(0.05 * 2 ** (n - 1), 30.0)
-                                log.warning("%s %s: %s (retry %d)", name, key, exc, n)
-                            else:
-                                log.error("%s %s: %s (giving up after %d retries)", name, key, exc, n - 1)
-                                self.failures.pop((id(c), key), None)
+                            self._failed(c, key, exc)
+                        finally:
+                            store.owner = None
                         done += 1
+                        while len(store._deferred) > self.creates_in_flight:
+                            self._take_created(store.deferred_owners()[0])
+        self._take_created()
         return done
+
+    def _take_created(self, owner: tuple[Any, str] | None = None) -> None:
+        """Apply the results of deferred creates (``owner``'s, or all); a failed one fails its
+        key's sync (retried with back-off)."""
+        for o in [owner] if owner is not None else self.store.deferred_owners():
+            exc = self.store.take_created(o)
+            if exc is not None and o is not None:
+                self._failed(o[0], o[1], exc)
+
+    def _failed(self, c: Any, key: str, exc: BaseException) -> None:
+        name = type(c).__name__
+        self.metrics.errors.labels(controller=name).inc()
+        n = self.failures.get((id(c), key), 0) + 1
+        self.failures[(id(c), key)] = n
+        if n <= self.max_requeue:
+            self.retry_at[(id(c), key)] = time.monotonic() + min(0.05 * 2 ** (n - 1), 30.0)
+            log.warning("%s %s: %s (retry %d)", name, key, exc, n)
+        else:
+            log.error("%s %s: %s (giving up after %d retries)", name, key, exc, n - 1)
+            self.failures.pop((id(c), key), None)
 
 
 def _has_model(kind: str) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import logging
 import random
@@ -53,6 +54,14 @@ from .plainpg import volcano_podgroup
 from .tasks import cancel_and_wait
 
 log = logging.getLogger("lavaflow.kube")
+
+
+async def _results(coro: Any) -> list[Any]:
+    """``[result]`` or ``[exception]``: one write in the shape of _create_batches' results."""
+    try:
+        return [await coro]
+    except Exception as exc:  # noqa: BLE001 - handed back to the syncing thread
+        return [exc]
 
 
 class AlreadyExists(KeyError):
@@ -820,6 +829,12 @@ class KubeStore:
         self.conflict_retries = 8
         # requests in flight at most when a controller creates several objects (create_many)
         self.create_concurrency = 64
+        # Deferred creates (the controller process turns this on): create_many returns at once and
+        # the syncing thread goes on to the next key while the requests run; the results are
+        # applied later, in that same thread (take_created), under the reconcile's lock.
+        self.defer_creates = False
+        self.owner: Any = None  # what create_many's deferred results are filed under (the key syncing)
+        self._deferred: dict[Any, list[tuple[concurrent.futures.Future, list[Any]]]] = {}
         self.conflicts = 0
         # Streaming lists (watch with sendInitialEvents): on by default from Kubernetes 1.32 (an
         # older server ignores the parameter and would never end the initial state); decided from
@@ -1123,6 +1138,13 @@ class KubeStore:
         batch sent only if the last one had no error (a server refusing every pod is not sent them
         all). The client's QPS limiter paces them. Results are applied in order; the first error
         is raised after that."""
+        if self.defer_creates and objs:
+            loop = self.loop
+            if loop is None:
+                raise RuntimeError("KubeStore has not been started")
+            fut = asyncio.run_coroutine_threadsafe(self._create_batches(objs), loop)
+            self._deferred.setdefault(self.owner, []).append((fut, objs))
+            return []
         if len(objs) <= 1:
             return [self.create(obj) for obj in objs]
         done = self._call(self._create_batches(objs))
@@ -1138,6 +1160,42 @@ class KubeStore:
         if len(done) < len(objs):  # (stopped after a failed batch: raised above)
             raise RuntimeError("create_many stopped early")
         return out
+
+    def update_later(self, obj: Any) -> Any:
+        """With defer_creates, filed with the key's deferred creates and applied with them (in
+        take_created); else an update."""
+        if not self.defer_creates:
+            return self.update(obj)
+        loop = self.loop
+        if loop is None:
+            raise RuntimeError("KubeStore has not been started")
+        fut = asyncio.run_coroutine_threadsafe(_results(self._update_remote(kind_info(kind_of(obj)), obj)), loop)
+        self._deferred.setdefault(self.owner, []).append((fut, [obj]))
+        return None
+
+    def deferred_owners(self) -> list[Any]:
+        """The owners with deferred writes not yet taken, oldest first."""
+        return list(self._deferred)
+
+    def take_created(self, owner: Any) -> BaseException | None:
+        """Wait for ``owner``'s deferred writes (creates, updates) and apply their results in order,
+        as create_many and update do; the first error (after every result is applied), or None."""
+        first: BaseException | None = None
+        for fut, objs in self._deferred.pop(owner, []):
+            try:
+                done = fut.result(self.write_timeout)
+            except BaseException as exc:  # noqa: BLE001 - the batch as a whole failed (timeout)
+                first = first or exc
+                continue
+            for raw in done:
+                if isinstance(raw, BaseException):
+                    first = first or raw
+                    continue
+                obj = objs[0]
+                self._after_write(kind_info(kind_of(obj)), raw)
+            if len(done) < len(objs) and first is None:
+                first = RuntimeError("create_many stopped early")
+        return first
 
     async def _create_batches(self, objs: list[Any]) -> list[Any]:
         results: list[Any] = []

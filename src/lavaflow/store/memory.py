@@ -127,6 +127,10 @@ class MemoryStore:
             h(MODIFIED, obj, old)
         return obj
 
+    def update_later(self, obj: Any) -> Any:
+        """At once (nothing to overlap)."""
+        return self.update(obj)
+
     def delete(self, kind: str, key: str) -> Any | None:
         obj = self._objects.get(kind, {}).pop(key, None)
         if obj is None:

@@ -6,9 +6,10 @@ gives 0..100 and is computed over all candidate nodes at once.
 
 With Volcano's node choice (``ssn.node_choice.volcano``) leastrequested, mostrequested and
 balancedresource are kube-scheduler's own integer scores (millicores and bytes, integer division,
-the balance truncated to an integer), as Volcano gets them from kube-scheduler's plugins: a node's
-score then steps down one point at a time as pods land on it, and where those steps fall against
-binpack's continuous score decides how many pods a node takes before an emptier one wins.
+balances truncated to integers; as of Kubernetes 1.36 balancedresource scores the change in
+balance the pod makes), as Volcano gets them from kube-scheduler's plugins: a node's score then
+steps down one point at a time as pods land on it, and where those steps fall against binpack's
+continuous score decides how many pods a node takes before an emptier one wins.
 """
 
 from __future__ import annotations
@@ -86,14 +87,30 @@ def kube_most_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) ->
     return _kube_weighted(alloc, used, req, most=True)
 
 
-def kube_balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
-    """kube-scheduler's BalancedAllocation over cpu and memory, truncated to an integer."""
-    (ac, qc), (am, qm) = _kube_units(alloc, used, req)
+def _kube_balance(ac: np.ndarray, qc: np.ndarray, am: np.ndarray, qm: np.ndarray) -> np.ndarray:
+    """kube-scheduler's balance of cpu against memory for requested ``qc``/``qm`` out of
+    ``ac``/``am``: (1 - |cpu fraction - memory fraction| / 2) * 100, fractions capped at 1, truncated
+    to an integer; a node without one of the two is perfectly balanced (100)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         fc = np.minimum(qc / np.where(ac > 0, ac, 1), 1.0)
         fm = np.minimum(qm / np.where(am > 0, am, 1), 1.0)
     std = np.where((ac > 0) & (am > 0), np.abs((fc - fm) / 2), 0.0)
-    out: np.ndarray = np.trunc((1 - std) * MAX_SCORE)
+    return np.trunc((1 - std) * MAX_SCORE).astype(np.int64)
+
+
+def kube_balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
+    """kube-scheduler's BalancedAllocation over cpu and memory, as of Kubernetes 1.36 (Volcano's
+    main): it scores the *change* in balance the pod makes, 50 + (50 + with - without) // 2 over the
+    integer balances with and without the pod. A change of less than a point gives 75, a node whose
+    truncated balance drops a point gives 74: the first pod on an empty node, and the tenth of
+    these small pods, cost a point (the rule before 1.36, the balance with the pod alone, made the
+    first pod free)."""
+    (ac, qc), (am, qm) = _kube_units(alloc, used, req)
+    (_, uc), (_, um) = _kube_units(alloc, used, np.zeros_like(req))
+    with_pod = _kube_balance(ac, qc, am, qm)
+    without = _kube_balance(ac, uc, am, um)
+    half = int(MAX_SCORE) // 2
+    out: np.ndarray = (half + (half + with_pod - without) // 2).astype(float)
     return out
 
 
