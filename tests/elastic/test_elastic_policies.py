@@ -294,3 +294,24 @@ def test_goodput_node_size_gives_only_whole_node_sizes_and_ignores_remaining_wor
     # never reads remaining_work / total_work
     other = [dataclasses.replace(j, remaining_work=j.remaining_work * 7 + 3, total_work=99.0) for j in (a, b)]
     assert make_policy("Goodput", node_size=4)(other, {"gpu": 8}, 0) == res4
+
+
+def test_goodput_fills_idle_gpus_only_while_few_jobs_arrive():
+    """On learned models Goodput offers GPUs nobody takes at the full switching cost again, valued
+    over the time they are likely to stay idle (idle GPUs / (arrival rate x GPUs a new job takes)):
+    a job grows into them when no job has arrived lately, not when many have."""
+
+    def rate(n):
+        return float(min(n, 4)) + 0.075 * max(n - 4, 0)  # 4 -> 8 workers: +7.5 %
+
+    run = _job("r", 1, 8, rate=rate, t=0.0, current_workers=4, current_type="gpu")
+    quiet = make_policy("Goodput", learned=True)([run], {"gpu": 8}, 7200.0)
+    assert quiet["r"].workers == 8
+    # the main pass alone (no filling) keeps it: the gain does not beat the full switching cost
+    assert make_policy("Goodput", learned=True, fill_window=0)([run], {"gpu": 8}, 7200.0)["r"].workers == 4
+    # twenty arrivals in the last half hour (jobs pinned to a type this cluster lacks: they take
+    # nothing, but they arrived): the idle GPUs are likely wanted soon
+    busy = [run] + [_job(f"n{i}", 1, 4, t=7200.0 - 60 * i, pinned_type="tpu") for i in range(20)]
+    res = make_policy("Goodput", learned=True)(busy, {"gpu": 8}, 7200.0)
+    assert res["r"].workers == 4
+    check_allocation(busy, {"gpu": 8}, res)

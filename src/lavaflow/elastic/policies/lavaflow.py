@@ -53,6 +53,7 @@ def lavaflow(
     switch_factor: float = 12.0,
     spare_factor: float | None = None,
     node_size: int = 0,
+    spare_horizon: float = math.inf,
 ) -> dict[str, Assignment]:
     if type_agnostic and len(capacity) > 1:
         # ablation: Voda-style per-type pools, jobs assigned to pools without looking at speed
@@ -74,7 +75,15 @@ def lavaflow(
     if spare_factor is not None and spare_factor < switch_factor and any(f > 0 for f in free.values()):
         # GPUs nobody takes at the full switching cost: offered again at a lower one (they are
         # idle otherwise; a job grown onto them is shrunk again only if others need them)
-        val = _values(order, capacity, free, max(resize_cost, 0.0) * spare_factor, horizon, hetero_weight, node_size)
+        val = _values(
+            order,
+            capacity,
+            free,
+            max(resize_cost, 0.0) * spare_factor,
+            min(horizon, spare_horizon),
+            hetero_weight,
+            node_size,
+        )
         _greedy(order, rank, val, free, alloc, lookahead)
     return alloc
 
