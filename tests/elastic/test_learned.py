@@ -386,3 +386,19 @@ def test_whole_curve_equals_rates_one_by_one(adaptive, stats, own, per_node, bou
     assert whole == tuple(
         0.0 if n == 0 else one.rate(consolidated_placement(n, per_node), "default") for n in range(41)
     )
+
+
+def test_a_gavel_trace_runs_on_the_default_untyped_cluster(tmp_path):
+    """Issue 35, item 4: untyped nodes are named "default" by the plugin and the simulator; a Gavel
+    model's run times are given on V100s, so that is the type an untyped node stands for (it used
+    to end in KeyError: 'default')."""
+    trace = tmp_path / "gavel.csv"
+    trace.write_text(
+        "name,time,model,num_replicas,duration\n"
+        "j1,0,ResNet-50 (batch size 64),2,600\n"
+        "j2,10,ResNet-50 (batch size 64),1,300\n"
+    )
+    for extra in ([], ["--oracle"]):
+        p = cli(str(trace), "--policy", "Goodput", "--output", "json", *extra)
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+        assert json.loads(p.stdout)["elastic"]["summary"]["completed"] == 2

@@ -905,7 +905,9 @@ class GavelJobSpeed:
         pl = canonical_placement(placement)
         if not pl:
             return 0.0
-        t = (gpu_type or "v100").lower()
+        t = (gpu_type or "").lower()
+        if t in ("", "default"):  # an untyped node: the type a Gavel trace's run times are given on
+            t = "v100"
         return gavel_table().throughput(self.model, t, sum(pl), consolidated=len(pl) == 1)
 
 
