@@ -188,6 +188,25 @@ def test_report_without_matplotlib_is_a_clear_error(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("where", ["dir", "missing-dir"])
+def test_report_path_is_checked_before_the_run(tmp_path, where):
+    """Issue 35, item 5: --report naming a directory or a path in a missing directory is one error
+    line, exit 2, before anything runs (it used to crash after the whole simulation)."""
+    out = tmp_path if where == "dir" else tmp_path / "nope" / "r.html"
+    r = run("simulate", EXAMPLES / "mpi-hello.yaml", "--report", out)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith(f"error: --report: {out}")
+    assert r.stdout == ""  # nothing ran
+
+
+def test_config_that_is_not_utf8_is_a_clear_error(tmp_path):
+    conf = tmp_path / "conf.yaml"
+    conf.write_bytes(b"\xff\xfe actions: allocate\n")
+    r = run("simulate", EXAMPLES / "mpi-hello.yaml", "--config", conf)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"{conf}: not UTF-8 text" in r.stderr
+
+
 def test_config_option(tmp_path):
     conf = write(
         tmp_path,

@@ -41,6 +41,22 @@ class Invalid(Exception):
         self.problems = problems
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why a file cannot be written at ``path`` (None: it can, as far as can be told beforehand)."""
+    import os
+
+    if path.is_dir():
+        return "is a directory"
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        return f"no such directory {str(parent)!r}"
+    if path.exists() and not os.access(path, os.W_OK):
+        return "not writable"
+    if not path.exists() and not os.access(parent, os.W_OK):
+        return f"directory {str(parent)!r} is not writable"
+    return None
+
+
 def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False, adaptive: bool = False):
     from ..api.loader import InputError, Problems, load_files
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
@@ -65,6 +81,8 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
             text = config.read_text(encoding="utf-8")
         except OSError as exc:
             raise Invalid([f"{config}: cannot read file ({exc.strerror or exc})"]) from None
+        except UnicodeDecodeError as exc:
+            raise Invalid([f"{config}: not UTF-8 text (byte {exc.start}: {exc.reason})"]) from None
         try:
             conf = load_scheduler_conf(text)
         except SchedulerConfError as exc:
@@ -312,6 +330,10 @@ def simulate(
         problems.append(
             "--report: HTML reports need matplotlib, which is not installed (pip install 'lavaflow[report]')"
         )
+    elif report is not None:
+        why = _unwritable(report)
+        if why:
+            problems.append(f"--report: {report}: {why}")  # (checked before the run, not after it)
     until_s = dd = None
     try:
         until_s = parse_duration(until) if until is not None else None
@@ -421,14 +443,17 @@ def simulate(
         for r in results:
             _print_explanation(r, explain)
     if report is not None:
-        if elastic and compare_policies is not None:
-            from ..report.elastic import write_report as write_elastic_report
+        try:
+            if elastic and compare_policies is not None:
+                from ..report.elastic import write_report as write_elastic_report
 
-            write_elastic_report(elastic, report)
-        else:
-            from ..report.simulation import write_report
+                write_elastic_report(elastic, report)
+            else:
+                from ..report.simulation import write_report
 
-            write_report(results, report)
+                write_report(results, report)
+        except OSError as exc:
+            raise Invalid([f"--report: {report}: cannot write ({exc.strerror or exc})"]) from None
         if output == "table":
             err.print(f"report written to {report}")
     from .quick_exit import exit_now

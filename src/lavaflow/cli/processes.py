@@ -106,6 +106,8 @@ def scheduler_cmd(
             conf = load_scheduler_conf(scheduler_conf.read_text(encoding="utf-8"))
         except OSError as exc:
             die(f"{scheduler_conf}: {exc.strerror or exc}", 2)
+        except UnicodeDecodeError as exc:
+            die(f"{scheduler_conf}: not UTF-8 text (byte {exc.start}: {exc.reason})", 2)
         except SchedulerConfError as exc:
             die("; ".join(f"{scheduler_conf}: {p + ': ' if p else ''}{m}" for p, m in exc.problems), 2)
     period = duration_option(schedule_period)
