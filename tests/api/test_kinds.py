@@ -45,6 +45,24 @@ def test_older_priorityclass_versions_load_but_are_not_offered():
     )
 
 
+def test_an_older_priorityclass_version_is_read_but_said(tmp_path):
+    """Issue 35, item 17: scheduling.k8s.io/v1beta1 is read as v1, with a warning naming the file,
+    the object and the version (current Kubernetes refuses it)."""
+    from conftest import simulate_cli
+
+    f = tmp_path / "pc.yaml"
+    f.write_text(
+        "apiVersion: scheduling.k8s.io/v1beta1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 10\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  priorityClassName: high\n"
+        "  containers: [{name: c, resources: {requests: {cpu: '1'}}}]\n---\n"
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '4', pods: '10'}}\n"
+    )
+    p = simulate_cli(str(f), "--output", "json")
+    assert p.returncode == 0, p.stderr
+    assert "warning:" in p.stderr and "PriorityClass/high" in p.stderr and "scheduling.k8s.io/v1beta1" in p.stderr
+    assert "read as scheduling.k8s.io/v1" in p.stderr
+
+
 def test_every_kind_the_webhook_serves_has_admission_rules():
     served = [k for k in ALL if k.webhook_ops]
     assert {k.kind for k in served} == {

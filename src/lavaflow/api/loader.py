@@ -14,9 +14,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .kinds import LOADABLE, LOADABLE_CURRENT
+from .kinds import ALL, LOADABLE, LOADABLE_CURRENT
 from .mpijob import MPIJobError, is_mpijob, to_volcano_job
 
+# (older apiVersion, kind) -> the current apiVersion it is read as
+OLDER_VERSIONS: dict[tuple[str, str], str] = {
+    (v, k.api_kind): k.api_version for k in ALL if k.loadable for v in k.older_versions
+}
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -243,6 +247,13 @@ def _build_all(
             continue
         if obj is not None:
             loaded.append(Loaded(obj, src))
+            older = OLDER_VERSIONS.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
+            if older is not None and skipped is not None:
+                # Read as the current version, but said: current Kubernetes refuses this apiVersion
+                skipped.append(
+                    f"{src}: {describe(str(doc.get('kind')), doc)}: apiVersion {doc.get('apiVersion')} is not served "
+                    f"by current Kubernetes (scheduling.k8s.io/v1beta1 went in 1.22); read as {older}"
+                )
 
 
 def load_text(
