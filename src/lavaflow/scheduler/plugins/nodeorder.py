@@ -14,6 +14,7 @@ continuous score decides how many pods a node takes before an emptier one wins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model import TaskInfo
 
 MAX_SCORE = 100.0
+# score(allocatable rows, used rows, the task's request) -> one score per row
+Scorer = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def least_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
@@ -193,39 +196,33 @@ class NodeOrderPlugin(Plugin):
                 out += float(static[i])
             return out
 
-        def kube_score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+        def weighted(task: TaskInfo, cand: np.ndarray, least: Scorer, most: Scorer, balanced: Scorer) -> np.ndarray:
+            """The weighted sum of the three scores (one flavour of each) plus the static ones."""
             alloc = nodes.allocatable[cand]
             used = nodes.used[cand]
             req = task.resreq
             out = np.zeros(len(cand))
             if w_least:
-                out += w_least * kube_least_requested(alloc, used, req)
+                out += w_least * least(alloc, used, req)
             if w_most:
-                out += w_most * kube_most_requested(alloc, used, req)
+                out += w_most * most(alloc, used, req)
             if w_balanced:
-                out += w_balanced * kube_balanced_allocation(alloc, used, req)
+                out += w_balanced * balanced(alloc, used, req)
             static = static_scores(task)
             if static is not None:
                 out += static[cand]
             return out
 
+        def kube_score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+            return weighted(task, cand, kube_least_requested, kube_most_requested, kube_balanced_allocation)
+
+        def most_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
+            return MAX_SCORE - least_requested(alloc, used, req)
+
         def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             if len(cand) == 1:  # the session rescoring the one node a placement changed
                 return np.array([score_one(task, int(cand[0]))])
-            alloc = nodes.allocatable[cand]
-            used = nodes.used[cand]
-            req = task.resreq
-            out = np.zeros(len(cand))
-            if w_least:
-                out += w_least * least_requested(alloc, used, req)
-            if w_most:
-                out += w_most * (MAX_SCORE - least_requested(alloc, used, req))
-            if w_balanced:
-                out += w_balanced * balanced_allocation(alloc, used, req)
-            static = static_scores(task)
-            if static is not None:
-                out += static[cand]
-            return out
+            return weighted(task, cand, least_requested, most_requested, balanced_allocation)
 
         # A node's score depends on its own row and on the task's requests and signature only.
         ssn.add_node_order_fn(
