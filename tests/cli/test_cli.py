@@ -455,3 +455,39 @@ def test_scheduler_refuses_bad_node_choice_options_before_connecting(args, named
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr
     assert named in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\x00\n",
+            "line 4, column 10: not valid YAML (character U+0000",
+        ),
+        ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  name: q\n", "line 5, column 3: not valid YAML (duplicate"),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+            + "apiVersion: v1\nkind: Pod\n",
+            "line 1, column 1: not valid YAML (excessive aliasing",
+        ),
+    ],
+    ids=["nul", "duplicate-key", "alias-bomb"],
+)
+def test_yaml_the_api_server_refuses_is_one_error_line(tmp_path, cluster, text, expected):
+    f = tmp_path / "bad.yaml"
+    f.write_bytes(text.encode())
+    (line,) = bad(run("simulate", cluster, f))
+    assert f"{f}: {expected}" in line, line
+
+
+@pytest.mark.parametrize("command", [["job", "run"], ["train", "create"]])
+def test_cluster_commands_refuse_bad_yaml_before_connecting(tmp_path, command):
+    f = tmp_path / "job.yaml"
+    f.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  name: q\n")
+    r = run(*command, "-f", f, "--kubeconfig", tmp_path / "none")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert (
+        r.stderr.strip()
+        == f"error: {f}: line 5, column 3: not valid YAML (duplicate key 'name' (first at line 4, column 3))"
+    )

@@ -257,6 +257,7 @@ def test_policy_flag_needs_elastic_in_the_configuration(tmp_path):
         (["--policy", "Nope"], "unknown policy 'Nope'"),
         (["--resize-cost", "soon"], "--resize-cost"),
         (["--compare", "--compare-policies", "FIFO"], "cannot be combined"),
+        (["--explain", ""], "--explain: name a job, as NAMESPACE/NAME or NAME; got ''"),
     ],
 )
 def test_bad_options_exit_2_without_traceback(args, msg):
@@ -270,6 +271,16 @@ def test_malformed_csv_row_names_file_line_column(tmp_path):
     f.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,1,128\nb,7,cifar10,1,lots\n")
     p = cli(str(f))
     assert p.returncode == 2 and f"{f}:3: column 'batch_size'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_csv_trace_with_a_utf8_byte_order_mark_is_read(tmp_path):
+    # Spreadsheet programs write one; the header's first column must still be "name".
+    text = "name,time,application,num_replicas,batch_size\na,0,cifar10,1,128\nb,7,cifar10,2,128\n"
+    (tmp_path / "plain.csv").write_text(text, encoding="utf-8")
+    (tmp_path / "bom.csv").write_text(text, encoding="utf-8-sig")
+    outs = [cli(str(tmp_path / f), "--output", "json") for f in ("plain.csv", "bom.csv")]
+    assert [p.returncode for p in outs] == [0, 0], outs[1].stderr
+    assert json.loads(outs[0].stdout)["jobs"] == json.loads(outs[1].stdout)["jobs"]
 
 
 def test_bad_speed_annotation_names_file_document_and_field(tmp_path):

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from . import yamlio
 from .kinds import ALL, LOADABLE, LOADABLE_CURRENT
 from .mpijob import MPIJobError, is_mpijob, to_volcano_job
 
@@ -21,7 +21,6 @@ from .mpijob import MPIJobError, is_mpijob, to_volcano_job
 OLDER_VERSIONS: dict[tuple[str, str], str] = {
     (v, k.api_kind): k.api_version for k in ALL if k.loadable for v in k.older_versions
 }
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -142,14 +141,13 @@ def plain_message(err: dict[str, Any]) -> str:
 def parse_documents(text: str, file: str, problems: Problems) -> list[tuple[Source, Any]]:
     docs: list[tuple[Source, Any]] = []
     try:
-        for i, doc in enumerate(yaml.load_all(text, Loader=_Loader), start=1):
+        for i, doc in enumerate(yamlio.load_all(text), start=1):
             if doc is None:
                 continue
             docs.append((Source(file, i), doc))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{file}: line {mark.line + 1}, column {mark.column + 1}" if mark else file
-        problems.add(where, "", "", f"not valid YAML ({getattr(exc, 'problem', None) or exc})")
+    except yamlio.YamlError as exc:
+        where = f"{file}: line {exc.line}, column {exc.column}" if exc.line is not None else file
+        problems.add(where, "", "", f"not valid YAML ({exc.message})")
     return docs
 
 

@@ -27,6 +27,21 @@ def die(msg: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def read_yaml_documents(filename) -> list:
+    """The non-empty YAML documents of a file, or a one-line error and exit code 2."""
+    from ..api import yamlio
+
+    try:
+        return [d for d in yamlio.load_all(filename.read_text(encoding="utf-8")) if d]
+    except OSError as exc:
+        die(f"{filename}: {exc.strerror or exc}", 2)
+    except UnicodeDecodeError:
+        die(f"{filename}: not UTF-8 text", 2)
+    except yamlio.YamlError as exc:
+        die(f"{filename}: {exc.where()}not valid YAML ({exc.message})", 2)
+    return []  # (not reached: die raises)
+
+
 def need_kube() -> None:
     try:
         import aiohttp  # noqa: F401

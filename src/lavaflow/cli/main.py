@@ -360,6 +360,8 @@ def simulate(
         node_choice, minimum_feasible_nodes, minimum_percentage_nodes_to_find, percentage_nodes_to_find, seed
     )
     problems += choice_problems
+    if explain is not None and not explain.strip(" /"):
+        problems.append(f"--explain: name a job, as NAMESPACE/NAME or NAME; got {explain!r}")
     if not (report_noise >= 0 and report_noise < 10):
         problems.append(f"--report-noise: must be between 0 and 10 (a log-normal sigma), got {report_noise!r}")
     policies: list[str | None] = [policy]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .common import ContextOpt, KubeconfigOpt, die, run_on_cluster
+from .common import ContextOpt, KubeconfigOpt, die, read_yaml_documents, run_on_cluster
 from .tables import format_train_jobs
 
 train_app = typer.Typer(no_args_is_help=True, help="Training jobs (Voda's kubectl-voda commands).")
@@ -22,16 +22,9 @@ def train_create(
 ) -> None:
     """Create the training job(s) in FILE: Volcano Jobs, or Voda's MPIJobs (created as the elastic
     Volcano Jobs they stand for, see lavaflow.api.mpijob)."""
-    import yaml
-
     from ..api.mpijob import MPIJobError, is_mpijob, to_volcano_job
 
-    try:
-        raw = [d for d in yaml.safe_load_all(filename.read_text(encoding="utf-8")) if d]
-    except OSError as exc:
-        die(f"{filename}: {exc.strerror or exc}", 2)
-    except yaml.YAMLError as exc:
-        die(f"{filename}: not valid YAML ({getattr(exc, 'problem', None) or exc})", 2)
+    raw = read_yaml_documents(filename)
     docs = []
     for i, d in enumerate(raw, start=1):
         if is_mpijob(d):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import ContextOpt, KubeconfigOpt, die, run_on_cluster
+from .common import ContextOpt, KubeconfigOpt, die, read_yaml_documents, run_on_cluster
 from .tables import describe_job, format_jobs, format_queues
 
 
@@ -66,10 +66,8 @@ def job_run(
     context: ContextOpt = None,
 ) -> None:
     """Run a job."""
-    import yaml
-
     if filename is not None:
-        docs = [d for d in yaml.safe_load_all(filename.read_text(encoding="utf-8")) if d]
+        docs = read_yaml_documents(filename)
     else:
         docs = [
             {

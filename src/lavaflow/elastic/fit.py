@@ -86,7 +86,7 @@ def _row_rate(row: Mapping) -> float:
 def read_voda_metrics_csv(path: Path | str) -> dict[int, float]:
     """Rates (1 / mean epoch time) per worker count from a Voda ``MetricsCSVLogger`` file
     (``/metrics/<job>.csv``: one row per epoch with ``workers`` and ``epoch_time_sec``)."""
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:
         return parse_measurements(list(csv.DictReader(fh)))
 
 

@@ -92,7 +92,7 @@ def consolidated_placement(n: int, gpus_per_node: int) -> tuple[int, ...]:
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         return list(csv.DictReader(fh))
 
 

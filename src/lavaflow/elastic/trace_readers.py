@@ -52,7 +52,7 @@ def _num(path: str, line: int, col: str, raw: str, kind=float, minimum: float | 
 
 
 def detect_format(path: Path) -> str:
-    with path.open(newline="") as fh:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         header = next(csv.reader(fh), [])
     cols = {c.strip() for c in header}
     if set(POLLUX_COLUMNS[:3]) <= cols:
@@ -146,7 +146,7 @@ def read_pollux_csv(path: Path | str, max_gpus: int | None = None, adaptive: boo
     p = str(path)
     jobs: list[ElasticJobSpec] = []
     seen: set[str] = set()
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in POLLUX_COLUMNS if c not in header]
@@ -235,7 +235,7 @@ def read_philly_csv(
     the work that takes ``duration`` seconds on ``num_gpus`` consolidated GPUs."""
     p = str(path)
     rows: list[tuple[datetime, float, int, int]] = []
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in PHILLY_COLUMNS if c not in header]
@@ -373,7 +373,7 @@ def read_gavel_csv(path: Path | str, max_gpus: int | None = None) -> list[Elasti
     ``ResNet-50 (batch size 64)``), and the job's run time in seconds on ``num_replicas`` V100s."""
     p = str(path)
     jobs = []
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in GAVEL_COLUMNS if c not in header]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from ...api import yamlio
 
 # Volcano's shipped default (installer/helm/.../volcano-scheduler.conf), plus lavaflow's elastic
 # action and plugin (they only act on elastic training jobs; see plugins/elastic.py).
@@ -121,17 +122,12 @@ class SchedulerConfError(ValueError):
 
 
 def yaml_error_line(exc: Exception) -> str:
-    """PyYAML's multi-line error as one line, with the line and column inside the configuration."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None)
-    if mark is None or not problem:
-        return "not valid YAML: " + " ".join(str(exc).split())
-    where = f"line {mark.line + 1}, column {mark.column + 1}"
-    msg = f"not valid YAML at {where} of the configuration: {' '.join(str(problem).split())}"
-    context, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-    if context and cmark is not None:
-        msg += f" ({' '.join(str(context).split())} at line {cmark.line + 1}, column {cmark.column + 1})"
-    return msg
+    """A YAML error as one line, with the line and column inside the configuration."""
+    from ...api.yamlio import YamlError
+
+    if isinstance(exc, YamlError) and exc.line is not None:
+        return f"not valid YAML at line {exc.line}, column {exc.column} of the configuration: {exc.message}"
+    return "not valid YAML: " + " ".join(str(exc).split())
 
 
 def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = False) -> SchedulerConfiguration:
@@ -149,8 +145,8 @@ def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = Fals
     if text is None:
         text = DEFAULT_SCHEDULER_CONF
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
+        data = yamlio.load(text)
+    except yamlio.YamlError as exc:
         raise SchedulerConfError([("", yaml_error_line(exc))]) from None
     if not isinstance(data, dict):
         raise SchedulerConfError([("", "expected a mapping with 'actions' and 'tiers'")])

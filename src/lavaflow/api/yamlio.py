@@ -1,0 +1,149 @@
+"""YAML reading with the checks a Kubernetes API server makes before it decodes anything.
+
+PyYAML (with its C parser) composes each document into a node graph; before any Python object is
+built from it, the graph is checked:
+
+- **Aliases that expand too far** (a "billion laughs" document: a few lines whose aliases expand to
+  billions of values) are refused, as sigs.k8s.io/yaml refuses "excessive aliasing": an alias is
+  shared when built, but everything that walks the result later (validation, printing) walks every
+  expansion. A recursive alias is refused too.
+- **Duplicate keys** in one mapping are refused, as the API server's strict decoding refuses
+  duplicate fields, instead of the last one silently winning. (``<<`` merge keys are not keys.)
+- **Characters YAML does not allow** (NUL and other control characters) are one error with the line
+  and column, not PyYAML's two-line message about ``"<unicode string>"``.
+
+Errors are :class:`YamlError` with a one-line message and, where known, the 1-based line and column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# A document may expand its aliases to this many nodes whatever its size (sigs.k8s.io/yaml's
+# go-yaml allows 400,000 decodes before it looks at the alias ratio) ...
+EXPANSION_FLOOR = 400_000
+# ... and beyond that to this many times the nodes it is written with.
+EXPANSION_RATIO = 10
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class YamlError(ValueError):
+    """Text that is not YAML lavaflow reads; ``line``/``column`` are 1-based when known."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        super().__init__(self.where() + message if line is not None else message)
+
+    def where(self) -> str:
+        return f"line {self.line}, column {self.column}: " if self.line is not None else ""
+
+
+def _from_pyyaml(exc: yaml.YAMLError, text: str) -> YamlError:
+    if isinstance(exc, yaml.reader.ReaderError):
+        # A character YAML does not allow: PyYAML names the string and a character offset.
+        pos = max(0, min(exc.position, len(text)))
+        line = text.count("\n", 0, pos) + 1
+        column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        ch = exc.character
+        code = ord(ch) if isinstance(ch, str) else int(ch)
+        return YamlError(f"character U+{code:04X} is not allowed in YAML", line, column)
+    mark = getattr(exc, "problem_mark", None)
+    problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    context, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and cmark is not None:
+        problem += f" ({' '.join(str(context).split())} at line {cmark.line + 1}, column {cmark.column + 1})"
+    if mark is None:
+        return YamlError(problem)
+    return YamlError(problem, mark.line + 1, mark.column + 1)
+
+
+def _check(root: Node) -> None:
+    """Refuse duplicate keys and aliases that expand too far, before anything is built."""
+    written: set[int] = set()  # nodes as written (an alias is the same node object again)
+    size: dict[int, int] = {}  # node -> nodes it expands to, itself included
+    on_path: set[int] = set()
+    # An explicit stack (documents may nest deeper than Python's recursion limit allows).
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        if done:
+            on_path.discard(nid)
+            if isinstance(node, MappingNode):
+                kids = [n for pair in node.value for n in pair]
+            else:
+                kids = node.value
+            size[nid] = 1 + sum(size[id(k)] for k in kids)
+            continue
+        if nid in size:
+            continue
+        if nid in on_path:
+            m = node.start_mark
+            raise YamlError("a recursive alias (a value that contains itself) is not allowed", m.line + 1, m.column + 1)
+        written.add(nid)
+        if isinstance(node, ScalarNode):
+            size[nid] = 1
+            continue
+        on_path.add(nid)
+        stack.append((node, True))
+        if isinstance(node, MappingNode):
+            seen: dict[tuple[str, str], Node] = {}
+            for key, value in node.value:
+                if isinstance(key, ScalarNode) and key.tag != _MERGE_TAG:
+                    k = (key.tag, key.value)
+                    if k in seen:
+                        m = key.start_mark
+                        first = seen[k].start_mark
+                        raise YamlError(
+                            f"duplicate key {key.value!r} (first at line {first.line + 1}, column {first.column + 1})",
+                            m.line + 1,
+                            m.column + 1,
+                        )
+                    seen[k] = key
+                stack.append((value, False))
+                stack.append((key, False))
+        elif isinstance(node, SequenceNode):
+            stack.extend((item, False) for item in reversed(node.value))
+    total = size[id(root)]
+    if total > max(EXPANSION_FLOOR, EXPANSION_RATIO * len(written)):
+        m = root.start_mark
+        raise YamlError(
+            f"excessive aliasing: {len(written):,} values written expand to {total:,}",
+            m.line + 1,
+            m.column + 1,
+        )
+
+
+def load_all(text: str) -> Iterator[Any]:
+    """The documents of ``text`` (None for an empty one), checked as above; raises YamlError."""
+    try:
+        for node in yaml.compose_all(text, Loader=_Loader):
+            if node is None:
+                yield None
+                continue
+            _check(node)
+            yield SafeConstructor().construct_document(node)
+    except yaml.YAMLError as exc:
+        raise _from_pyyaml(exc, text) from None
+
+
+def load(text: str) -> Any:
+    """The one document of ``text`` (None when empty); raises YamlError, also for a second document."""
+    docs = load_all(text)
+    first = next(docs, None)
+    if next(docs, None) is not None:
+        raise YamlError("expected one YAML document, found more")
+    return first
+
+
+__all__ = ["EXPANSION_FLOOR", "EXPANSION_RATIO", "YamlError", "load", "load_all"]
