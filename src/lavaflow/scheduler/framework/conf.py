@@ -52,7 +52,7 @@ class PluginOption(BaseModel):
         extra = self.model_extra or {}
         for key in (f"enabled{point}", f"enable{point}"):
             if key in extra and extra[key] is not None:
-                return bool(extra[key])
+                return extra[key] is True  # (anything but a boolean is refused when loaded)
         return point not in ("Hierarchy", "NamespaceOrder")
 
     @field_validator("arguments", mode="before")
@@ -170,11 +170,18 @@ def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = Fals
     for ti, tier in enumerate(conf.tiers):
         kept = []
         for pi, p in enumerate(tier.plugins):
+            where = f"tiers[{ti}].plugins[{pi}]"
+            for key, value in (p.model_extra or {}).items():
+                # A switch (enableJobOrder, enabledPreemptable, ...) is a YAML boolean: Volcano
+                # cannot read "false" (a string) into one, and Python would take it as true.
+                if key.startswith("enable") and value is not None and not isinstance(value, bool):
+                    problems.append((f"{where}.{key}", f"{p.name}: expected true or false, got {value!r}"))
             if p.name in _P:
                 kept.append(p)
-                check = getattr(_P[p.name], "check_arguments", None)
-                for key, msg in check(p.arguments) if check is not None else []:
-                    problems.append((f"tiers[{ti}].plugins[{pi}].arguments[{key}]", msg))
+                for key, msg in _P[p.name].check_arguments(p.arguments):
+                    problems.append((f"{where}.arguments[{key}]", f"{p.name}: {msg}"))
+                for key, msg in _P[p.name].argument_warnings(p.arguments):
+                    conf.warnings.append((f"{where}.arguments[{key}]", f"{p.name}: {msg}"))
             else:
                 conf.skipped_plugins.append(p.name)
                 conf.warnings.append(

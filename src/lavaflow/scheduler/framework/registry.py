@@ -18,9 +18,25 @@ class Plugin:
     """A scheduler plugin: registers callbacks on the session when it opens."""
 
     name: ClassVar[str] = ""
+    # The arguments the plugin reads: name (or "prefix.*") -> kind (framework/arguments.py);
+    # checked when the configuration is loaded.
+    ARGUMENTS: ClassVar[dict[str, str]] = {}
 
     def __init__(self, arguments: dict[str, Any] | None = None) -> None:
         self.arguments = dict(arguments or {})
+
+    @classmethod
+    def check_arguments(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
+        """(argument, problem) for arguments the plugin cannot use, found when the configuration
+        is loaded; the declared ones by default."""
+        from .arguments import check_declared
+
+        return check_declared(cls.ARGUMENTS, arguments)
+
+    @classmethod
+    def argument_warnings(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
+        """(argument, warning) for arguments accepted but not acted on."""
+        return []
 
     def on_session_open(self, ssn: Session) -> None:  # pragma: no cover - interface
         pass

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -18,6 +19,13 @@ MAX_SCORE = 100.0
 @register_plugin
 class BinpackPlugin(Plugin):
     name = "binpack"
+    ARGUMENTS = {
+        "binpack.weight": A.NUMBER,
+        "binpack.cpu": A.NUMBER,
+        "binpack.memory": A.NUMBER,
+        "binpack.resources": A.TEXT,
+        "binpack.resources.*": A.NUMBER,
+    }
 
     def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("binpack.weight", 1.0)

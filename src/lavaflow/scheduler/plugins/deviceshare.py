@@ -15,10 +15,11 @@ has one), so two pods never over-fill the same GPU.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 from ..model import OCCUPYING
@@ -49,6 +50,26 @@ def _container_amount(pod: Pod | None, name: str) -> float:
 @register_plugin
 class DeviceSharePlugin(Plugin):
     name = "deviceshare"
+    ARGUMENTS = {
+        "deviceshare.GPUSharingEnable": A.BOOL,
+        "deviceshare.GPUNumberEnable": A.BOOL,
+        "deviceshare.VGPUEnable": A.BOOL,
+        "deviceshare.AscendHAMiVNPUEnable": A.BOOL,
+        "deviceshare.SchedulePolicy": A.TEXT,
+        "deviceshare.ScheduleWeight": A.NUMBER,
+    }
+
+    @classmethod
+    def argument_warnings(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
+        """Volcano's vGPU (HAMi) and Ascend vNPU sharing are not implemented: said, not ignored."""
+        out = []
+        for key, what in (
+            ("deviceshare.VGPUEnable", "vGPU sharing (volcano.sh/vgpu-*)"),
+            ("deviceshare.AscendHAMiVNPUEnable", "Ascend vNPU sharing (HAMi)"),
+        ):
+            if A.as_bool(arguments.get(key)):
+                out.append((key, f"{what} is not implemented in lavaflow; the switch is ignored"))
+        return out
 
     def on_session_open(self, ssn: Session) -> None:
         sharing = self.arg_bool("deviceshare.GPUSharingEnable", False)

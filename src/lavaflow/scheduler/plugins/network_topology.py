@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...api.selectors import label_selector_matches
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT, UNCACHED
 from ..model import OCCUPYING, TaskStatus
@@ -109,6 +110,16 @@ def topology_of(job: JobInfo) -> NetworkTopologySpec | None:
 @register_plugin
 class NetworkTopologyAwarePlugin(Plugin):
     name = "network-topology-aware"
+    ARGUMENTS = {
+        "weight": A.NUMBER,
+        "hypernode.binpack.cpu": A.NUMBER,
+        "hypernode.binpack.memory": A.NUMBER,
+        "hypernode.binpack.resources": A.TEXT,
+        "hypernode.binpack.resources.*": A.NUMBER,
+        "hypernode.binpack.normal-pod.enable": A.BOOL,
+        "hypernode.binpack.normal-pod.fading": A.NUMBER,
+        "hypernode.gradient.evict.max-hypernodes": A.POSITIVE_INT,
+    }
 
     def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("weight", 1.0)

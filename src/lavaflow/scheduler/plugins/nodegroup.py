@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...api.quantity import parse_quantity
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..model import ALLOCATED
 from ..resources import EPS
@@ -79,6 +80,7 @@ class QueueAffinity:
 @register_plugin
 class NodeGroupPlugin(Plugin):
     name = "nodegroup"
+    ARGUMENTS = {"strict": A.BOOL, "enablePreferredOrder": A.BOOL}
 
     def on_session_open(self, ssn: Session) -> None:
         strict = self.arg_bool("strict", True)

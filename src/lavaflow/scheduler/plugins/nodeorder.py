@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...api.selectors import count_intolerable_prefer_no_schedule, preferred_node_affinity_score
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..resources import CPU, MEMORY
 
@@ -120,6 +121,13 @@ def kube_balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarra
 @register_plugin
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
+    ARGUMENTS = {
+        "leastrequested.weight": A.NUMBER,
+        "mostrequested.weight": A.NUMBER,
+        "balancedresource.weight": A.NUMBER,
+        "nodeaffinity.weight": A.NUMBER,
+        "tainttoleration.weight": A.NUMBER,
+    }
 
     def on_session_open(self, ssn: Session) -> None:
         w_least = self.arg_float("leastrequested.weight", 1.0)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ...api.topology import CPU_MANAGER_POLICY, TOPOLOGY_MANAGER_POLICY, parse_cpuset
 from ...api.volcano import NUMA_POLICY_KEY
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 from ..model import OCCUPYING
@@ -132,6 +133,7 @@ def assign(node: NodeNuma, containers: list[int], policy: str) -> np.ndarray | N
 @register_plugin
 class NumaAwarePlugin(Plugin):
     name = "numa-aware"
+    ARGUMENTS = {"weight": A.NUMBER}
 
     def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("weight", 1.0)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, amounts, describe, short_in
@@ -40,6 +41,7 @@ def within_deserved(ssn: Session, job: JobInfo) -> bool:
 @register_plugin
 class OvercommitPlugin(Plugin):
     name = "overcommit"
+    ARGUMENTS = {"overcommit-factor": A.NUMBER}
 
     @classmethod
     def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:

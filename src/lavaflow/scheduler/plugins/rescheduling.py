@@ -14,11 +14,12 @@ their targets. Utilisation is what pods request (the simulator has no usage metr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...api.admission import parse_duration
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +45,23 @@ def _thresholds(raw: object, default: float = 100.0) -> dict[str, float]:
 @register_plugin
 class ReschedulingPlugin(Plugin):
     name = "rescheduling"
+    ARGUMENTS = {"interval": A.DURATION}
+
+    @classmethod
+    def check_arguments(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
+        out = A.check_declared(cls.ARGUMENTS, arguments)
+        strategies = arguments.get("strategies")
+        if strategies is None:
+            return out
+        if not isinstance(strategies, list):
+            return [*out, ("strategies", f"expected a list of {{name, params}}, got {strategies!r}")]
+        for i, st in enumerate(strategies):
+            if not isinstance(st, dict):
+                out.append((f"strategies[{i}]", f"expected a mapping with name and params, got {st!r}"))
+                continue
+            nested = {"thresholds": A.NUMBER, "targetThresholds": A.NUMBER}
+            out += A.check_mapping(f"strategies[{i}].params", st.get("params"), {}, nested)
+        return out
 
     def on_session_open(self, ssn: Session) -> None:
         try:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..resources import EPS
 
@@ -59,6 +60,22 @@ def _strategy(name: str, resources: dict[str, tuple[str, float]]) -> tuple[str, 
 @register_plugin
 class ResourceStrategyFitPlugin(Plugin):
     name = "resource-strategy-fit"
+    ARGUMENTS = {"resourceStrategyFitWeight": A.NUMBER}
+
+    @classmethod
+    def check_arguments(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
+        out = A.check_declared(cls.ARGUMENTS, arguments)
+        resources = arguments.get("resources")
+        if resources is not None and not isinstance(resources, dict):
+            out.append(("resources", f"expected a mapping of resource -> {{type, weight}}, got {resources!r}"))
+        elif resources:
+            for name, cfg in resources.items():
+                out += A.check_mapping(f"resources.{name}", cfg, {"type": A.TEXT, "weight": A.NUMBER})
+        sra = {"enable": A.BOOL, "weight": A.NUMBER, "resources": A.TEXT}
+        out += A.check_mapping("sra", arguments.get("sra"), sra, {"resourceWeight": A.NUMBER})
+        prop = {"enable": A.BOOL, "resources": A.TEXT}
+        out += A.check_mapping("proportional", arguments.get("proportional"), prop, {"resourceProportion": A.NUMBER})
+        return out
 
     def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("resourceStrategyFitWeight", 10.0)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...api.admission import parse_duration
 from ...api.volcano import SLA_WAITING_TIME_KEY
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 @register_plugin
 class SLAPlugin(Plugin):
     name = "sla"
+    ARGUMENTS = {"sla-waiting-time": A.DURATION}
 
     def on_session_open(self, ssn: Session) -> None:
         default = self._parse(self.arguments.get("sla-waiting-time"))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 from ..model import OCCUPYING, TaskStatus
@@ -73,6 +74,7 @@ def parse(job: JobInfo) -> JobTopology | None:
 @register_plugin
 class TaskTopologyPlugin(Plugin):
     name = "task-topology"
+    ARGUMENTS = {"task-topology.weight": A.NUMBER}
 
     def on_session_open(self, ssn: Session) -> None:
         weight = self.arg_float("task-topology.weight", 1.0)
