@@ -34,6 +34,16 @@ def simulate_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProces
     )
 
 
+def resources(requests: dict) -> dict:
+    """A container's ``resources`` as the API server accepts them: extended resources (e.g.
+    nvidia.com/gpu) cannot be overcommitted, so each needs a limit equal to its request."""
+    out: dict = {"requests": requests}
+    limits = {k: v for k, v in requests.items() if "/" in k and "kubernetes.io/" not in k}
+    if limits:
+        out["limits"] = limits
+    return out
+
+
 def as_json(result: dict) -> str:
     return json.dumps(result, sort_keys=True, default=str)
 

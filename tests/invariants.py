@@ -32,6 +32,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from conftest import resources
 from lavaflow.api.loader import load_text
 from lavaflow.api.selectors import pod_requests
 from lavaflow.sim.engine import Simulation
@@ -119,7 +120,7 @@ def _template(
         ann["sim.lavaflow.io/delete-at"] = f"{at + rng.randint(5, 120)}s"
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": req}}],
+        "containers": [{"name": "c", "image": "busybox", "resources": resources(req)}],
     }
     if prio:
         spec["priorityClassName"] = prio

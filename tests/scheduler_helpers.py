@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conftest import resources
 from lavaflow.api.core import Node, Pod
 from lavaflow.api.volcano import PodGroup, PriorityClass, Queue
 from lavaflow.scheduler.cache import SchedulerCache
@@ -136,7 +137,7 @@ def make_pod(
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
-        "containers": [{"name": "main", "resources": {"requests": requests} if requests else {}}],
+        "containers": [{"name": "main", "resources": resources(requests) if requests else {}}],
     }
     if node:
         spec["nodeName"] = node

@@ -284,3 +284,60 @@ def test_cli_exit_code_2_and_one_line_per_problem(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 4 and all(line.startswith(f"error: {f}: document ") for line in lines), lines
     assert "Traceback" not in proc.stderr
+
+
+def _pod_with(resources: dict) -> str:
+    doc = copy.deepcopy(VALID["Pod"])
+    doc["spec"]["containers"][0]["resources"] = resources
+    return json.dumps(doc)
+
+
+def _refused(text: str) -> list[str]:
+    try:
+        load_text(text, name="in.yaml")
+    except InputError as exc:
+        return exc.problems
+    raise AssertionError("accepted")
+
+
+def test_extended_resources_follow_the_api_servers_rules():
+    """Issue 35, item 14: whole units, a limit equal to the request, no request above its limit."""
+    where = "in.yaml: document 1: Pod/pod-a: spec.containers[0].resources: "
+    cases = [
+        (
+            {"requests": {"nvidia.com/gpu": "0.5"}, "limits": {"nvidia.com/gpu": "0.5"}},
+            "requests[nvidia.com/gpu]: must be a whole number, got 0.5",
+        ),
+        (
+            {"limits": {"volcano.sh/gpu-number": "1.5"}},
+            "limits[volcano.sh/gpu-number]: must be a whole number, got 1.5",
+        ),
+        (
+            {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}},
+            "requests[nvidia.com/gpu]: must equal its limit of 2, got 1",
+        ),
+        (
+            {"requests": {"nvidia.com/gpu": "1"}},
+            "limits[nvidia.com/gpu]: must be set for a resource that cannot be overcommitted",
+        ),
+        ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, "requests[cpu]: must not exceed its limit of 1, got 2"),
+    ]
+    for resources, message in cases:
+        assert _refused(_pod_with(resources)) == [where + message]
+    # what the API server accepts stays accepted: a limit alone (the request defaults to it),
+    # fractional CPU, kubernetes.io-prefixed names
+    for ok in (
+        {"limits": {"nvidia.com/gpu": "2"}},
+        {"requests": {"cpu": "500m", "nvidia.com/gpu": "2"}, "limits": {"cpu": "1", "nvidia.com/gpu": "2"}},
+        {"requests": {"kubernetes.io/batch-cpu": "0.5"}},
+    ):
+        load_text(_pod_with(ok))
+
+
+def test_both_network_topology_bounds_are_refused():
+    doc = copy.deepcopy(VALID["Job"])
+    doc["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1, "highestTierName": "spine"}
+    assert _refused(json.dumps(doc)) == [
+        f"in.yaml: document 1: Job/{doc['metadata']['name']}: spec.networkTopology: highestTierAllowed and "
+        "highestTierName cannot both be set: give one"
+    ]

@@ -564,7 +564,7 @@ class TestPodRequests:
             {
                 "containers": [
                     container({"cpu": "500m", "memory": "1Gi"}),
-                    container({"cpu": "1500m", "memory": "512Mi", "nvidia.com/gpu": 1}),
+                    container({"cpu": "1500m", "memory": "512Mi", "nvidia.com/gpu": 1}, {"nvidia.com/gpu": 1}),
                 ]
             }
         )
@@ -589,7 +589,7 @@ class TestPodRequests:
         assert pod_requests(s) == {"memory": GI}
 
     def test_zero_amounts_omitted(self) -> None:
-        s = spec({"containers": [container({"cpu": "1", "nvidia.com/gpu": 0})]})
+        s = spec({"containers": [container({"cpu": "1", "nvidia.com/gpu": 0}, {"nvidia.com/gpu": 0})]})
         assert pod_requests(s) == {"cpu": 1.0}
         assert "pods" not in pod_requests(s)
 
@@ -617,7 +617,7 @@ class TestPodRequests:
     def test_init_container_only_resource(self) -> None:
         s = spec(
             {
-                "initContainers": [container({"example.com/dongle": 1}, name="init")],
+                "initContainers": [container({"example.com/dongle": 1}, {"example.com/dongle": 1}, name="init")],
                 "containers": [container({"cpu": "1"})],
             }
         )
@@ -723,10 +723,24 @@ class TestPodRequests:
 _RESOURCES = ["cpu", "memory", "nvidia.com/gpu"]
 _amount = st.integers(min_value=0, max_value=10**6)
 _resource_list = st.dictionaries(st.sampled_from(_RESOURCES), _amount, max_size=3)
+
+
+def _valid_limits(req: dict[str, int], lim: dict[str, int]) -> dict[str, int]:
+    """Limits the API server accepts with these requests: none below its request, and an extended
+    resource's (nvidia.com/gpu) equal to it."""
+    out = dict(lim)
+    for name, amount in req.items():
+        if "/" in name:
+            out[name] = amount
+        elif name in out:
+            out[name] = max(out[name], amount)
+    return out
+
+
 _container = st.builds(
     lambda req, lim, sidecar: {
         "name": "c",
-        "resources": {"requests": req, "limits": lim},
+        "resources": {"requests": req, "limits": _valid_limits(req, lim)},
         **({"restartPolicy": "Always"} if sidecar else {}),
     },
     _resource_list,

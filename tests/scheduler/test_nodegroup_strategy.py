@@ -6,7 +6,7 @@ import json
 
 from test_network_topology import CONF, conf, reason_of
 
-from conftest import node_group, simulate
+from conftest import node_group, resources, simulate
 
 PLAIN = CONF.replace("  - name: network-topology-aware\n", "")
 NG_CONF = CONF.replace("  - name: network-topology-aware\n", "  - name: nodegroup\n")
@@ -54,7 +54,7 @@ def job(
                             "replicas": replicas,
                             "template": {
                                 "metadata": {"annotations": tmpl_ann},
-                                "spec": {"containers": [{"name": "c", "resources": {"requests": req}}]},
+                                "spec": {"containers": [{"name": "c", "resources": resources(req)}]},
                             },
                         }
                     ],

@@ -125,7 +125,10 @@ def test_request_cache_follows_replaced_containers_and_new_resources():
     other = Pod.model_validate(
         {
             "metadata": {"name": "r", "annotations": {"scheduling.k8s.io/group-name": "g"}},
-            "spec": {"schedulerName": "volcano", "containers": [{"resources": {"requests": {"example.com/x": "2"}}}]},
+            "spec": {
+                "schedulerName": "volcano",
+                "containers": [{"resources": {"requests": {"example.com/x": "2"}, "limits": {"example.com/x": "2"}}}],
+            },
         }
     )
     cache.on_pod(other)
@@ -206,7 +209,9 @@ def test_queue_vectors_follow_spec_changes_not_status_writes():
                 "metadata": {"name": "p", "annotations": {"scheduling.k8s.io/group-name": "g"}},
                 "spec": {
                     "schedulerName": "volcano",
-                    "containers": [{"resources": {"requests": {"example.com/x": "1"}}}],
+                    "containers": [
+                        {"resources": {"requests": {"example.com/x": "1"}, "limits": {"example.com/x": "1"}}}
+                    ],
                 },
             }
         )

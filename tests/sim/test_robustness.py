@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import node_group, simulate
+from conftest import node_group, resources, simulate
 
 
 def _doc(obj: dict) -> str:
@@ -18,7 +18,7 @@ def _task(name: str, replicas: int, requests: dict, duration: str = "10s", **ext
         **extra,
         "template": {
             "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "resources": {"requests": requests}}]},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "resources": resources(requests)}]},
         },
     }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import node_group, simulate
+from conftest import node_group, resources, simulate
 
 
 def doc(obj: dict) -> str:
@@ -441,7 +441,7 @@ def test_pods_lost_with_a_failed_node_are_recreated_elsewhere():
 # ------------------------------------------------- 7. kubelet labels, ephemeral-storage, resource named
 def _job_with(requests: dict, node_selector: dict | None = None) -> str:
     spec: dict = {
-        "containers": [{"name": "c", "image": "x", "resources": {"requests": requests}}],
+        "containers": [{"name": "c", "image": "x", "resources": resources(requests)}],
         "restartPolicy": "Never",
     }
     if node_selector:

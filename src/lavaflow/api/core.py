@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .meta import K8sModel, ResourceList, TypedObject
 
@@ -91,10 +91,41 @@ class Taint(K8sModel):
 # --- pods ------------------------------------------------------------------
 
 
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' IsExtendedResourceName: a domain-prefixed name outside kubernetes.io (e.g.
+    ``nvidia.com/gpu``, ``volcano.sh/gpu-number``), not a ``requests.`` quota name."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
 class ResourceRequirements(K8sModel):
     requests: ResourceList = Field(default_factory=dict)
     limits: ResourceList = Field(default_factory=dict)
     claims: list[Any] | None = None  # DRA: read only to warn that it is not implemented
+
+    @model_validator(mode="after")
+    def _as_the_api_server_checks(self) -> ResourceRequirements:
+        """The API server's rules (ValidateResourceRequirements): extended resources and huge pages
+        cannot be overcommitted, so their request equals their limit and a request needs a limit;
+        extended resources come in whole units; no request exceeds its limit."""
+        for field, values in (("requests", self.requests), ("limits", self.limits)):
+            for name, q in values.items():
+                if is_extended_resource(name) and q != q.to_integral_value():
+                    raise ValueError(f"{field}[{name}]: must be a whole number, got {_plain(q)}")
+        for name, q in self.requests.items():
+            strict = is_extended_resource(name) or name.startswith("hugepages-")
+            limit = self.limits.get(name)
+            if limit is None:
+                if strict:
+                    raise ValueError(f"limits[{name}]: must be set for a resource that cannot be overcommitted")
+            elif strict and q != limit:
+                raise ValueError(f"requests[{name}]: must equal its limit of {_plain(limit)}, got {_plain(q)}")
+            elif q > limit:
+                raise ValueError(f"requests[{name}]: must not exceed its limit of {_plain(limit)}, got {_plain(q)}")
+        return self
+
+
+def _plain(q: Any) -> str:
+    return format(q.normalize(), "f")
 
 
 class EnvVar(K8sModel):

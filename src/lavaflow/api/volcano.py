@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .core import PodTemplateSpec
 from .meta import K8sModel, ResourceList, TypedObject
@@ -89,6 +89,13 @@ class NetworkTopologySpec(K8sModel):
     mode: Literal["hard", "soft"] = "hard"
     highest_tier_allowed: int | None = Field(default=None, ge=0)
     highest_tier_name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> NetworkTopologySpec:
+        # Volcano's webhooks refuse both bounds at once (which one would win is not defined).
+        if self.highest_tier_allowed is not None and self.highest_tier_name:
+            raise ValueError("highestTierAllowed and highestTierName cannot both be set: give one")
+        return self
 
 
 class TaskSpec(K8sModel):
