@@ -341,3 +341,19 @@ def test_both_network_topology_bounds_are_refused():
         f"in.yaml: document 1: Job/{doc['metadata']['name']}: spec.networkTopology: highestTierAllowed and "
         "highestTierName cannot both be set: give one"
     ]
+
+
+def test_quoted_numbers_and_booleans_are_not_whole_numbers():
+    """Issue 35, item 15: the API server decodes strictly; "2" and true are not integers."""
+    pc = dict(copy.deepcopy(VALID["PriorityClass"]), value="1000")
+    queue = copy.deepcopy(VALID["Queue"])
+    queue["spec"]["weight"] = "3"
+    job = copy.deepcopy(VALID["Job"])
+    job["spec"]["tasks"][0]["replicas"] = True
+    text = "\n---\n".join(json.dumps(d) for d in (pc, queue, job))
+    assert _refused(text) == [
+        "in.yaml: document 1: PriorityClass/high: value: expected a whole number, found the string '1000'",
+        "in.yaml: document 2: Queue/team: spec.weight: expected a whole number, found the string '3'",
+        f"in.yaml: document 3: Job/{job['metadata']['name']}: spec.tasks[0].replicas: expected a whole number, "
+        "found true",
+    ]

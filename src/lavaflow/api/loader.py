@@ -198,7 +198,8 @@ def build_object(src: Source, doc: Any, problems: Problems, skip_unsupported: bo
         )
         return None
     try:
-        obj = cls.model_validate(doc)
+        # Strict, as the API server decodes: "2" or true is not a whole number, 1 is not a string.
+        obj = cls.model_validate(doc, strict=True)
     except ValidationError as exc:
         for err in exc.errors():
             problems.add(src, describe(str(kind), doc), loc_to_path(err["loc"]), plain_message(err))
