@@ -320,7 +320,6 @@ def test_extended_resources_follow_the_api_servers_rules():
             {"requests": {"nvidia.com/gpu": "1"}},
             "limits[nvidia.com/gpu]: must be set for a resource that cannot be overcommitted",
         ),
-        ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, "requests[cpu]: must not exceed its limit of 1, got 2"),
     ]
     for resources, message in cases:
         assert _refused(_pod_with(resources)) == [where + message]
@@ -356,4 +355,61 @@ def test_quoted_numbers_and_booleans_are_not_whole_numbers():
         "in.yaml: document 2: Queue/team: spec.weight: expected a whole number, found the string '3'",
         f"in.yaml: document 3: Job/{job['metadata']['name']}: spec.tasks[0].replicas: expected a whole number, "
         "found true",
+    ]
+
+
+def test_cluster_wide_rules_of_the_api_server():
+    """Issue 35, item 16: PriorityClass references and defaults, quota values, metadata limits, and
+    a node's recovery before its failure."""
+    from lavaflow.sim.inputs import prepare
+
+    def refused(docs: list[dict]) -> list[str]:
+        try:
+            prepare(load_text("\n---\n".join(json.dumps(d) for d in docs), name="in.yaml"))
+        except InputError as exc:
+            return exc.problems
+        raise AssertionError("accepted")
+
+    pc = copy.deepcopy(VALID["PriorityClass"])
+    pod = copy.deepcopy(VALID["Pod"])
+    pod["spec"]["priorityClassName"] = "urgent"
+    assert refused([pc, pod]) == [
+        "in.yaml: document 2: Pod/pod-a: spec.priorityClassName: no PriorityClass named 'urgent' (define one, "
+        "or leave the field out)"
+    ]
+    pod["spec"]["priorityClassName"] = "system-node-critical"  # every cluster has the system classes
+    prepare(load_text(json.dumps(pod)))
+    first, second = (dict(copy.deepcopy(pc), globalDefault=True) for _ in range(2))
+    second["metadata"]["name"] = "higher"
+    assert refused([first, second]) == [
+        "in.yaml: document 2: PriorityClass/higher: globalDefault: PriorityClass 'high' (in.yaml: document 1) is "
+        "already the global default; only one may be"
+    ]
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q"},
+        "spec": {
+            "hard": {"cpu": "-1", "pods": "2.5", "gpus": "1", "requests.nvidia.com/gpu": "2"},
+            "scopes": ["Often"],
+        },
+    }
+    assert [p.split(": ", 3)[-1] for p in refused([quota])] == [
+        "spec.hard[cpu]: cpu is -1; it must not be negative.",
+        "spec.hard[pods]: pods is 2.5; it must be a whole number.",
+        "spec.hard[gpus]: 'gpus' is not a resource a quota can limit (e.g. cpu, requests.memory, pods).",
+        "spec.scopes[0]: unknown scope 'Often' (known: Terminating, NotTerminating, BestEffort, NotBestEffort, "
+        "PriorityClass, CrossNamespacePodAffinity).",
+    ]
+    big = copy.deepcopy(VALID["Pod"])
+    big["metadata"]["labels"] = {"tier": "x" * 100_000}
+    big["metadata"]["annotations"] = {"blob": "y" * (300 * 1024)}
+    assert [p.split(": ", 3)[-1] for p in refused([big])] == [
+        "metadata.labels[tier]: label value is 100000 characters long, over the limit of 63.",
+        "metadata.annotations: annotations total 307,204 bytes, over the limit of 262,144 (256 KiB).",
+    ]
+    node = copy.deepcopy(VALID["Node"])
+    node["metadata"]["annotations"] = {"sim.lavaflow.io/fail-at": "10m", "sim.lavaflow.io/recover-at": "5m"}
+    assert refused([node]) == [
+        "in.yaml: document 1: Node/node-a: metadata.annotations[sim.lavaflow.io/recover-at]: must be after fail-at"
     ]

@@ -25,6 +25,11 @@ kind: Node
 metadata: {name: n1}
 status: {allocatable: {cpu: "8", memory: 16Gi, pods: "110", nvidia.com/gpu: "4"}}
 ---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+---
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
 metadata: {name: j}

@@ -29,6 +29,33 @@ _LABEL_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN_RE = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
 
 
+_QUALIFIED_NAME_RE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_LABEL_VALUE_RE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+#: kube-apiserver: all annotations of one object together (keys and values) at most 256 KiB.
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
+#: resources a ResourceQuota may name without a domain (IsStandardQuotaResourceName)
+STANDARD_QUOTA_RESOURCES = frozenset(
+    (
+        "cpu memory ephemeral-storage requests.cpu requests.memory requests.storage requests.ephemeral-storage "
+        "limits.cpu limits.memory limits.ephemeral-storage pods services replicationcontrollers resourcequotas "
+        "secrets persistentvolumeclaims configmaps services.nodeports services.loadbalancers"
+    ).split()
+)
+#: counted resources, which come in whole numbers (besides extended and count/* names)
+INTEGER_QUOTA_RESOURCES = frozenset(
+    "pods services replicationcontrollers resourcequotas secrets configmaps persistentvolumeclaims "
+    "services.nodeports services.loadbalancers".split()
+)
+QUOTA_SCOPES = (
+    "Terminating",
+    "NotTerminating",
+    "BestEffort",
+    "NotBestEffort",
+    "PriorityClass",
+    "CrossNamespacePodAffinity",
+)
+
+
 class Problem(NamedTuple):
     path: str
     message: str
@@ -57,6 +84,82 @@ def subdomain_error(value: str) -> str | None:
             "must start and end with a letter or digit"
         )
     return None
+
+
+def qualified_name_error(value: str) -> str | None:
+    """Why ``value`` is not a qualified name (``[prefix/]name``: label keys, annotation keys,
+    resource names), or None when it is one."""
+    prefix, slash, name = value.rpartition("/")
+    if slash and (not prefix or subdomain_error(prefix)):
+        return f"its prefix {prefix!r} must be a DNS-1123 subdomain"
+    if not name:
+        return "its name part is empty"
+    if len(name) > _LABEL_MAX:
+        return f"its name part is {len(name)} characters long, over the limit of {_LABEL_MAX}"
+    if not _QUALIFIED_NAME_RE.fullmatch(name):
+        return "its name part may contain only letters, digits, '-', '_' and '.', between a letter or digit at each end"
+    return None
+
+
+def check_labels_and_annotations(meta: Any, base: str, out: list) -> None:
+    """ValidateObjectMeta's limits: label keys qualified names, values at most 63 characters of
+    letters, digits, '-', '_', '.'; annotation keys qualified names, all annotations 256 KiB."""
+    for key, value in (meta.labels or {}).items():
+        why = qualified_name_error(key)
+        if why:
+            out.append(Problem(f"{base}.labels", f"label key {key[:80]!r} is not valid: {why}."))
+        elif len(value) > _LABEL_MAX:
+            out.append(
+                Problem(f"{base}.labels[{key}]", f"label value is {len(value)} characters long, over the limit of 63.")
+            )
+        elif not _LABEL_VALUE_RE.fullmatch(value):
+            out.append(
+                Problem(
+                    f"{base}.labels[{key}]",
+                    f"label value {value!r} may contain only letters, digits, '-', '_' and '.', "
+                    "between a letter or digit at each end.",
+                )
+            )
+    size = 0
+    for key, value in (meta.annotations or {}).items():
+        size += len(key) + len(value)
+        why = qualified_name_error(key.lower())
+        if why:
+            out.append(Problem(f"{base}.annotations", f"annotation key {key[:80]!r} is not valid: {why}."))
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT:
+        out.append(
+            Problem(
+                f"{base}.annotations",
+                f"annotations total {size:,} bytes, over the limit of {TOTAL_ANNOTATION_SIZE_LIMIT:,} (256 KiB).",
+            )
+        )
+
+
+def check_quota(quota: Any, out: list) -> None:
+    """ValidateResourceQuota: resource names, non-negative amounts, whole numbers for counted
+    resources, known scopes."""
+    for res, amount in quota.spec.hard.items():
+        path = f"spec.hard[{res}]"
+        why = qualified_name_error(res)
+        if why:
+            out.append(Problem(path, f"{res!r} is not a valid resource name: {why}."))
+            continue
+        if (
+            "/" not in res
+            and res not in STANDARD_QUOTA_RESOURCES
+            and not res.startswith(("hugepages-", "requests.hugepages-"))
+        ):
+            out.append(Problem(path, f"{res!r} is not a resource a quota can limit (e.g. cpu, requests.memory, pods)."))
+            continue
+        if amount < 0:
+            out.append(Problem(path, f"{res} is {amount}; it must not be negative."))
+        elif (res in INTEGER_QUOTA_RESOURCES or ("/" in res and not res.startswith("requests."))) and amount != int(
+            amount
+        ):
+            out.append(Problem(path, f"{res} is {amount}; it must be a whole number."))
+    for i, scope in enumerate(quota.spec.scopes):
+        if scope not in QUOTA_SCOPES:
+            out.append(Problem(f"spec.scopes[{i}]", f"unknown scope {scope!r} (known: {', '.join(QUOTA_SCOPES)})."))
 
 
 # kind -> the rule kube-apiserver applies to metadata.name
@@ -171,6 +274,8 @@ def validate_object(obj: Any) -> list[Problem]:
         check_node(obj, out)
     elif kind == "PriorityClass":
         check_priority_class(obj, out)
+    elif kind == "ResourceQuota":
+        check_quota(obj, out)
     spec = getattr(obj, "spec", None)
     tmpl = getattr(spec, "template", None)
     if tmpl is not None and hasattr(tmpl, "spec"):
@@ -194,9 +299,12 @@ __all__ = [
     "check_namespace",
     "check_node",
     "check_pod_spec",
+    "check_labels_and_annotations",
     "check_priority_class",
+    "check_quota",
     "check_resources",
     "label_error",
+    "qualified_name_error",
     "subdomain_error",
     "validate_object",
 ]

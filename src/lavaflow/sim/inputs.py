@@ -18,7 +18,7 @@ from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.native_workloads import NodeGroup
 from ..api.quantity import parse_quantity
 from ..api.topology import Numatopology
-from ..api.volcano import Job, JobTemplate, PodGroup, Queue
+from ..api.volcano import Job, JobTemplate, PodGroup, PriorityClass, Queue
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 
 CONF_KEY = "volcano-scheduler.conf"
@@ -309,8 +309,11 @@ def _times(items: list[Item], problems: Problems) -> None:
         if it.delete_at is not None and it.delete_at < it.submit_at:
             problems.add(it.source, _what(it.obj), f"metadata.annotations[{ann.DELETE_AT}]", "is before submit-at")
         if isinstance(it.obj, Node):
-            for key in (ann.FAIL_AT, ann.RECOVER_AT):
-                _time_annotation(problems, it.source, it.obj, key)
+            fail, recover = (_time_annotation(problems, it.source, it.obj, k) for k in (ann.FAIL_AT, ann.RECOVER_AT))
+            if fail is not None and recover is not None and recover <= fail:
+                problems.add(
+                    it.source, _what(it.obj), f"metadata.annotations[{ann.RECOVER_AT}]", "must be after fail-at"
+                )
 
 
 def _duplicates(items: list[Item], problems: Problems) -> None:
@@ -335,6 +338,68 @@ def _duplicates(items: list[Item], problems: Problems) -> None:
                 "metadata.name",
                 f"duplicates the {it.obj.kind} defined at {first.source}{hint}",
             )
+
+
+# PriorityClasses every cluster has (kube-apiserver creates them)
+SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
+
+
+def _priority_classes(items: list[Item], problems: Problems) -> set[str]:
+    """The PriorityClasses the input defines; a second globalDefault is refused, as kube-apiserver's
+    Priority admission refuses it."""
+    names = set(SYSTEM_PRIORITY_CLASSES)
+    default: Item | None = None
+    for it in items:
+        if isinstance(it.obj, PriorityClass):
+            names.add(it.obj.name)
+            if it.obj.global_default:
+                if default is not None:
+                    problems.add(
+                        it.source,
+                        _what(it.obj),
+                        "globalDefault",
+                        f"PriorityClass {default.obj.name!r} ({default.source}) is already the global default; "
+                        "only one may be",
+                    )
+                else:
+                    default = it
+    return names
+
+
+def _priority_class_problems(obj, known: set[str]) -> list[validation.Problem]:
+    """A priorityClassName must name a PriorityClass (kube-apiserver's Priority admission refuses a
+    pod naming none; a Job's or workload's pods would be refused as they are created)."""
+    out = []
+    spec = getattr(obj, "spec", None)
+    refs: list[tuple[str, str | None]] = [("spec.priorityClassName", getattr(spec, "priority_class_name", None))]
+    if isinstance(obj, Job):
+        refs += [
+            (f"spec.tasks[{i}].template.spec.priorityClassName", t.template.spec.priority_class_name)
+            for i, t in enumerate(obj.spec.tasks)
+        ]
+    tmpl = getattr(spec, "template", None)
+    if tmpl is not None and hasattr(tmpl, "spec"):
+        refs.append(("spec.template.spec.priorityClassName", getattr(tmpl.spec, "priority_class_name", None)))
+    for path, name in refs:
+        if name and name not in known:
+            out.append(
+                validation.Problem(path, f"no PriorityClass named {name!r} (define one, or leave the field out)")
+            )
+    return out
+
+
+def _metadata_problems(obj) -> list[validation.Problem]:
+    """kube-apiserver's limits on labels and annotations, of the object and of its pod templates."""
+    out: list[validation.Problem] = []
+    validation.check_labels_and_annotations(obj.metadata, "metadata", out)
+    spec = getattr(obj, "spec", None)
+    if isinstance(obj, Job):
+        for i, t in enumerate(obj.spec.tasks):
+            validation.check_labels_and_annotations(t.template.metadata, f"spec.tasks[{i}].template.metadata", out)
+    tmpl = getattr(spec, "template", None)
+    if tmpl is not None and hasattr(tmpl, "metadata") and hasattr(tmpl, "spec"):
+        validation.check_labels_and_annotations(tmpl.metadata, "spec.template.metadata", out)
+    return out
 
 
 def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
@@ -365,6 +430,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     workloads_v2 = {it.obj.key: it.obj for it in items if isinstance(it.obj, workload_api.WorkloadV1alpha2)}
     k8s_podgroups = {it.obj.key for it in items if isinstance(it.obj, workload_api.SchedulingPodGroup)}
     latest_job: dict[str, Job] = {}
+    priority_classes = _priority_classes(items, problems)
     ctx = admission.Context(queues=queues, scheduler_name=scheduler_name, existing=declared, templates=templates)
     for it in items:
         obj, src = it.obj, it.source
@@ -430,6 +496,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             _check_queue_annotations(problems, src, obj, queues)
         if not it.update:
             found = list(found) + _sim_limits(obj)
+        found = list(found) + _metadata_problems(obj) + _priority_class_problems(obj, priority_classes)
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)
         ignored = [] if it.update else unimplemented_constraints(obj)

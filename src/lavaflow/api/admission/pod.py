@@ -27,13 +27,14 @@ def validate_pod(pod: Pod, scheduler_names: Iterable[str] | None = None) -> list
     """kube-apiserver's pod checks (name, namespace, containers, quantities), then the
     disruption-budget annotations.
 
-    When ``scheduler_names`` is given, pods of other schedulers are not checked.
+    When ``scheduler_names`` is given, pods of other schedulers get only kube-apiserver's checks
+    (Volcano's webhook does not see them; the API server checks every pod).
     """
-    if scheduler_names is not None and (pod.spec.scheduler_name or "default-scheduler") not in set(scheduler_names):
-        return []
     out: list[Problem] = []
     api.check_meta(pod, out)
     api.check_pod_spec(pod.spec, "spec", out)
+    if scheduler_names is not None and (pod.spec.scheduler_name or "default-scheduler") not in set(scheduler_names):
+        return out
     ann = pod.metadata.annotations
     present = [k for k in (JDB_MIN_AVAILABLE, JDB_MAX_UNAVAILABLE) if k in ann]
     for key in present:
