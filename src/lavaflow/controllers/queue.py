@@ -61,7 +61,12 @@ class QueueController(Controller):
 
     def _on_podgroup(self, event: str, pg: PodGroup, old: PodGroup | None) -> None:
         queue = pg.spec.queue or "default"
-        prev = self.pg_seen.pop(pg.key, None)
+        key = pg.key
+        if event != "DELETED" and self.pg_seen.get(key) == (queue, COUNTED.get(pg.status.phase or "Pending")):
+            # Neither its queue nor its counted phase moved (most PodGroup writes: status counts,
+            # progress reports): the queue's counts are those its last sync saw.
+            return
+        prev = self.pg_seen.pop(key, None)
         if prev is not None:
             counts = self.pg_counts[prev[0]]
             counts[prev[1]] -= 1
@@ -70,7 +75,7 @@ class QueueController(Controller):
                 if not counts:
                     del self.pg_counts[prev[0]]
         if event != "DELETED":
-            seen = self.pg_seen[pg.key] = (queue, COUNTED.get(pg.status.phase or "Pending"))
+            seen = self.pg_seen[key] = (queue, COUNTED.get(pg.status.phase or "Pending"))
             counts = self.pg_counts.setdefault(queue, {})
             counts[seen[1]] = counts.get(seen[1], 0) + 1
         self.mark(queue)

@@ -40,6 +40,7 @@ SCHEDULERS = ("lavaflow", "kube-default")
 SIM_SCHEDULER_NAMES = ("lavaflow", "volcano", "default-scheduler", "kube-scheduler")
 MAX_IDLE_CYCLES = 10_000
 _CONDITIONS_KEPT = 4096  # PodGroup conditions remembered validated (Simulation._condition)
+_ENVS_KEPT = 4096  # pod environments remembered by containers list (Simulation._env_of)
 
 
 class Simulation:
@@ -140,6 +141,7 @@ class Simulation:
         self.parent_of: dict[str, str] = {}  # child key -> parent uid
         self.duration_done: set[str] = set()  # pod uids whose own duration has passed
         self.pod_records: dict[str, dict[str, Any]] = {}
+        self._envs: dict[int, tuple[list[Any], dict[str, str]]] = {}  # see _env_of
         self.timeline: list[dict[str, Any]] = []
         self.stall_time: float | None = None  # when nothing could change any more (None: never)
         self._wakes: set[float] = set()
@@ -209,11 +211,7 @@ class Simulation:
                 self._push(at, "evict", (pod.key, uid))
         job = annotations.get("volcano.sh/job-name") or annotations.get("scheduling.k8s.io/group-name")
         spec = pod.spec
-        env: dict[str, str] = {}
-        for c in spec.containers:
-            for e in c.env:
-                if e.value is not None:
-                    env[e.name] = e.value
+        env = self._env_of(spec.containers)
         if rec is None:
             self.pod_records[uid] = rec = {
                 "namespace": meta.namespace or "default",
@@ -239,6 +237,24 @@ class Simulation:
                 rec["reason"] = pod.status.reason
         else:
             rec["phase"] = pod.status.phase
+
+    def _env_of(self, containers: list[Any]) -> dict[str, str]:
+        """The containers' literal environment variables. A job's pods share their template's
+        containers (the job controller copies the spec shallowly, plugins replace what they change)
+        and every event of a pod reads them again: worked out once per containers list, kept with
+        the list it was worked out from (records share the dict, which nothing changes)."""
+        hit = self._envs.get(id(containers))
+        if hit is not None and hit[0] is containers:
+            return hit[1]
+        env: dict[str, str] = {}
+        for c in containers:
+            for e in c.env:
+                if e.value is not None:
+                    env[e.name] = e.value
+        if len(self._envs) >= _ENVS_KEPT:
+            self._envs.clear()
+        self._envs[id(containers)] = (containers, env)
+        return env
 
     def _duration_of(self, pod: Pod) -> float:
         raw = pod.metadata.annotations.get(ann.DURATION)
@@ -456,7 +472,8 @@ class Simulation:
         it wrote before, so each distinct one is validated once and copied (its fields are strings,
         numbers or None)."""
         try:
-            key = tuple((k, type(v), v) for k, v in raw.items())
+            values = tuple(raw.values())  # (keys, values and their types: 3 and 3.0 are two)
+            key = (tuple(raw), values, tuple(map(type, values)))
             hit = self._conditions.get(key)
         except TypeError:  # an unhashable value
             return PodGroupCondition.model_validate(raw)
@@ -469,12 +486,15 @@ class Simulation:
 
     def _remember(self, ssn) -> None:
         """Keep each job's decision history (for --explain), without consecutive repeats."""
+        decisions, now = self.decisions, self.now  # (~20 entries a cycle)
         for uid, action, message in ssn.log:
-            hist = self.decisions.setdefault(uid, [])
-            if hist and hist[-1]["action"] == action and hist[-1]["message"] == message:
-                hist[-1]["until"] = self.now
+            hist = decisions.get(uid)
+            if hist is None:
+                hist = decisions[uid] = []
+            elif hist and (last := hist[-1])["action"] == action and last["message"] == message:
+                last["until"] = now
                 continue
-            hist.append({"time": self.now, "until": self.now, "action": action, "message": message})
+            hist.append({"time": now, "until": now, "action": action, "message": message})
 
     def _settle(self) -> None:
         for _ in range(1000):

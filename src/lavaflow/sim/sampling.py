@@ -47,7 +47,7 @@ _UNITS_KEPT = 4096  # distinct request vectors remembered (TimelineSampler._unit
 
 
 class _Queue:
-    __slots__ = ("running", "sums", "scale", "odd")
+    __slots__ = ("running", "sums", "scale", "odd", "amounts")
 
     def __init__(self) -> None:
         # pod key -> (cache order, requests, their units as _units gave them when added)
@@ -55,6 +55,9 @@ class _Queue:
         self.sums: list[int] = []  # per resource, in 1/1024 units, of requests with a scale
         self.scale: list[int] = []  # per resource, the largest scale ever added
         self.odd = 0  # running pods with a request finer than 1/1024
+        # (resource count, amounts) _queue_amounts last gave: points repeat them until a pod comes
+        # or goes (points share the dict, which nothing changes)
+        self.amounts: tuple[int, dict[str, float]] | None = None
 
 
 class TimelineSampler:
@@ -71,6 +74,9 @@ class TimelineSampler:
         self._taken: tuple[int, Any] | None = None  # (store version, session) of the last point
         self.job_queues: dict[str, str] = {}  # PodGroup key -> the queue its tasks were last marked in
         self._units_of: dict[bytes, list[tuple[int, int]] | None] = {}  # see _units
+        # (node set version, allocatable array, node count, resource count) and the capacity figures
+        # worked out from them: nodes change rarely, points are taken after every event time
+        self._capacity: tuple[tuple[Any, ...], dict[str, float]] | None = None
         # Registered after the scheduler cache's handlers: the cache has seen each event first.
         store.watch("Pod", self._on_pod)
         store.watch("PodGroup", self._on_podgroup)
@@ -140,6 +146,7 @@ class TimelineSampler:
         q = self.queues.get(queue)
         if q is None:
             q = self.queues[queue] = _Queue()
+        q.amounts = None
         resreq = task.resreq
         units = self._units(resreq)
         q.running[key] = (self.order[key][1], resreq, units)
@@ -158,6 +165,7 @@ class TimelineSampler:
         self.running -= 1
         q = self.queues[queue]
         _, _, units = q.running.pop(key)  # (a task's requests do not change while it runs)
+        q.amounts = None
         if units is None:
             q.odd -= 1
         else:
@@ -178,14 +186,20 @@ class TimelineSampler:
         return hit  # type: ignore[return-value]
 
     def _queue_amounts(self, q: _Queue, names: list[str]) -> dict[str, float]:
+        kept = q.amounts
+        if kept is not None and kept[0] == len(names):
+            return kept[1]
         if not q.odd and all(s < (1 << (53 - k)) * _UNIT for s, k in zip(q.sums, q.scale)):
             sums = q.sums
-            return {nm: sums[i] / _UNIT for i, nm in enumerate(names) if nm != "pods" and i < len(sums) and sums[i]}
-        # Sum in cache order, exactly as the figures were always computed.
-        acc = np.zeros(len(names))
-        for _, resreq, _ in sorted(q.running.values(), key=lambda e: e[0]):
-            acc[: len(resreq)] += resreq
-        return {nm: float(acc[i]) for i, nm in enumerate(names) if nm != "pods" and acc[i]}
+            out = {nm: sums[i] / _UNIT for i, nm in enumerate(names) if nm != "pods" and i < len(sums) and sums[i]}
+        else:
+            # Sum in cache order, exactly as the figures were always computed.
+            acc = np.zeros(len(names))
+            for _, resreq, _ in sorted(q.running.values(), key=lambda e: e[0]):
+                acc[: len(resreq)] += resreq
+            out = {nm: float(acc[i]) for i, nm in enumerate(names) if nm != "pods" and acc[i]}
+        q.amounts = (len(names), out)
+        return out
 
     def point(self, now: float, session) -> dict[str, Any] | None:
         """The timeline point at ``now``, or None when nothing changed since the last one."""
@@ -196,22 +210,27 @@ class TimelineSampler:
         self._settle()
         cache = self.cache
         names = cache.index.names
-        used = cache.nodes.view("used").sum(axis=0)
-        cap = cache.nodes.view("allocatable").sum(axis=0)
+        nodes = cache.nodes
+        used = nodes.view("used").sum(axis=0)
+        cap_key = (nodes.version, nodes.allocatable, len(nodes.names), len(names))
+        kept = self._capacity
+        if kept is not None and kept[0][1] is cap_key[1] and kept[0] == cap_key:
+            capacity = kept[1]
+        else:
+            cap = nodes.view("allocatable").sum(axis=0)
+            capacity = {nm: float(cap[i]) for i, nm in enumerate(names) if nm != "pods"}
+            self._capacity = (cap_key, capacity)
         queues = {name: self._queue_amounts(q, names) for name, q in sorted(self.queues.items())}
         deserved = {}
         prop = getattr(session, "proportion", None) if session is not None else None
         if prop is not None:
             for q, a in sorted(prop.attrs.items()):
-                deserved[q] = {
-                    nm: float(a.deserved[i])
-                    for i, nm in enumerate(names)
-                    if nm != "pods" and i < len(a.deserved) and a.deserved[i]
-                }
+                d = a.deserved.tolist()  # (Python numbers: indexing the array costs a numpy scalar each)
+                deserved[q] = {nm: float(d[i]) for i, nm in enumerate(names) if nm != "pods" and i < len(d) and d[i]}
         return {
             "time": now,
-            "allocated": {nm: float(used[i]) for i, nm in enumerate(names) if nm != "pods"},
-            "capacity": {nm: float(cap[i]) for i, nm in enumerate(names) if nm != "pods"},
+            "allocated": {nm: u for nm, u in zip(names, used.tolist()) if nm != "pods"},
+            "capacity": capacity,
             "runningPods": self.running,
             "pendingPods": self.pending,
             "queues": queues,
