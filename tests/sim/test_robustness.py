@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import node_group, resources, simulate
 
 
@@ -628,3 +630,77 @@ spec:
     assert r["summary"]["completed"] == 1 and r["summary"]["jctMean"] == 30
     pods = {p["name"]: p for p in r["pods"]}
     assert pods["p0"]["startTime"] == pods["p1"]["startTime"] == 0.0
+
+
+# ---------------------------------------------------------------- every object ends in the output (issue 35)
+_NODE = node_group(cpu="4", memory="8Gi")
+
+
+def _plain_pod(name: str, namespace: str = "default", labels: dict | None = None, annotations: dict | None = None):
+    return _doc(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels or {},
+                "annotations": {"sim.lavaflow.io/duration": "10s", **(annotations or {})},
+            },
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "resources": resources({"cpu": "1"})}]},
+        }
+    )
+
+
+def _podgroup(name: str, namespace: str = "default") -> str:
+    return _doc(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minMember": 1},
+        }
+    )
+
+
+def test_an_empty_pod_group_label_names_no_group_and_the_pod_runs():
+    """Item 9: scheduling.x-k8s.io/pod-group: "" is no group; the pod runs as any other."""
+    r = simulate(_NODE + _plain_pod("p", labels={"scheduling.x-k8s.io/pod-group": ""}))
+    assert [p["phase"] for p in r["pods"]] == ["Succeeded"] and not r["stalled"] and r["stuck"] == []
+    assert r["summary"]["completed"] == 1
+
+
+def test_a_group_reference_never_crosses_namespaces():
+    """Item 11: a pod in b naming group g waits for b/g (reported), and a/g is not given it."""
+    ns = "".join(_doc({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}) for n in "ab")
+    r = simulate(
+        _NODE + ns + _podgroup("g", "a") + _plain_pod("p", "b", annotations={"scheduling.k8s.io/group-name": "g"})
+    )
+    stuck = {(s["namespace"], s["name"]): s["reason"] for s in r["stuck"]}
+    assert stuck[("b", "g")] == "no PodGroup 'g' in namespace b: 1 pod(s) name it (p) and wait for it"
+    assert stuck[("a", "g")].startswith("no pod belongs to it (minMember 1)")
+    assert r["stalled"] and [p["phase"] for p in r["pods"]] == ["Pending"]
+
+
+def test_an_empty_podgroup_beside_a_volcano_job_of_its_name_is_not_given_the_jobs_pods():
+    """Item 10: PodGroup j is not the Volcano Job j's group (that is j-<uid>)."""
+    r = simulate(_NODE + _podgroup("j") + _vcjob("j", [_task("t", 1, {"cpu": "1"})], 1))
+    by_kind = {j["kind"]: j for j in r["jobs"]}
+    assert by_kind["Job"]["phase"] == "Completed"
+    assert by_kind["PodGroup"]["phase"] == "Pending" and by_kind["PodGroup"]["startTime"] is None
+    assert r["summary"]["completed"] == 1 and r["summary"]["stuck"] == 1
+
+
+def test_pods_that_spawn_each_other_are_refused():
+    """Item 9: a circle of spawned-by would leave every pod of it unborn and unreported."""
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    text = _NODE + _plain_pod("a", annotations={"sim.lavaflow.io/spawned-by": "b"})
+    text += _plain_pod("b", annotations={"sim.lavaflow.io/spawned-by": "a"})
+    with pytest.raises(InputError) as err:
+        prepare(load_text(text))
+    assert [p.split(": ", 4)[-1] for p in err.value.problems] == [
+        "pods spawn each other in a circle (a → b → a): none of them would ever start",
+        "pods spawn each other in a circle (b → a → b): none of them would ever start",
+    ]

@@ -47,8 +47,8 @@ class PodGroupController(Controller):
         # group of the Kubernetes Workload API (workloadRef, schedulingGroup) to theirs: the
         # scheduler maps them; no PodGroup is made here.
         return (pod.spec.scheduler_name or "default-scheduler") in self.scheduler_names and (
-            GROUP_NAME_ANNOTATION not in pod.metadata.annotations
-            and POD_GROUP_LABEL not in pod.metadata.labels
+            not pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)  # (an empty name names no group)
+            and not pod.metadata.labels.get(POD_GROUP_LABEL)
             and not refers_to_workload_api(pod)
         )
 

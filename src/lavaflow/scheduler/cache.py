@@ -501,7 +501,7 @@ class SchedulerCache:
             return
         group = meta.annotations.get(GROUP_NAME_ANNOTATION)
         task = self.tasks.get(key)
-        if deleted or group is None:
+        if deleted or not group:  # (an empty group name names no group)
             if task is not None:
                 self._drop_task(task)
             return

@@ -209,7 +209,8 @@ class Simulation:
             at = ann.parse_duration(annotations[ann.DELETE_AT], allow_inf=True)
             if math.isfinite(at) and at > self.now:
                 self._push(at, "evict", (pod.key, uid))
-        job = annotations.get("volcano.sh/job-name") or annotations.get("scheduling.k8s.io/group-name")
+        group = annotations.get("scheduling.k8s.io/group-name") or None
+        job = annotations.get("volcano.sh/job-name") or group
         spec = pod.spec
         env = self._env_of(spec.containers)
         if rec is None:
@@ -217,6 +218,7 @@ class Simulation:
                 "namespace": meta.namespace or "default",
                 "name": meta.name,
                 "job": job,
+                "group": group,  # the PodGroup it belongs to (a Volcano Job's is <job>-<uid>)
                 "task": annotations.get("volcano.sh/task-spec") or None,
                 "node": spec.node_name,
                 "phase": "Pending",
@@ -228,6 +230,7 @@ class Simulation:
             }
         else:
             rec["job"] = job
+            rec["group"] = group
             rec["node"] = spec.node_name
             rec["env"] = env
         if event == "DELETED":

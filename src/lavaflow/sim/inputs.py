@@ -340,6 +340,18 @@ def _duplicates(items: list[Item], problems: Problems) -> None:
             )
 
 
+def _spawn_cycle(pod, spawner_of: dict[str, str]) -> list[str]:
+    """The circle of spawned-by references that leads back to ``pod`` (names), or []."""
+    path = [pod.key]
+    key = spawner_of.get(pod.key)
+    while key is not None and key not in path:
+        path.append(key)
+        key = spawner_of.get(key)
+    if key != pod.key:
+        return []  # no circle, or one that ``pod`` only leads into (reported at its members)
+    return [k.split("/", 1)[1] for k in [*path, pod.key]]
+
+
 # PriorityClasses every cluster has (kube-apiserver creates them)
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 
@@ -422,6 +434,11 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             admission.default_queue(it.obj)
             queues[it.obj.name] = it.obj
     pods_by_key = {it.obj.key for it in items if isinstance(it.obj, Pod)}
+    spawner_of = {
+        it.obj.key: f"{it.obj.namespace}/{it.obj.metadata.annotations[ann.SPAWNED_BY]}"
+        for it in items
+        if isinstance(it.obj, Pod) and ann.SPAWNED_BY in it.obj.metadata.annotations
+    }
     declared = {("Queue", name) for name in queues} | {("Job", it.obj.key) for it in items if isinstance(it.obj, Job)}
     templates = {it.obj.key for it in items if isinstance(it.obj, JobTemplate)}
     volcano_podgroups = {it.obj.key for it in items if isinstance(it.obj, PodGroup)}
@@ -471,6 +488,15 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                 )
             if parent == obj.name:
                 problems.add(src, _what(obj), f"metadata.annotations[{ann.SPAWNED_BY}]", "a pod cannot spawn itself")
+            elif parent is not None:
+                cycle = _spawn_cycle(obj, spawner_of)
+                if cycle:
+                    problems.add(
+                        src,
+                        _what(obj),
+                        f"metadata.annotations[{ann.SPAWNED_BY}]",
+                        f"pods spawn each other in a circle ({' → '.join(cycle)}): none of them would ever start",
+                    )
         elif isinstance(obj, ConfigMap) and CONF_KEY in obj.data:
             try:
                 load_scheduler_conf(obj.data[CONF_KEY])

@@ -158,8 +158,11 @@ def build_result(sim) -> dict[str, Any]:
             blocked |= _blocked(sim, pg)
     pods_by_group: dict[str, list[dict[str, Any]]] = {}
     for rec in sim.pod_records.values():
-        pods_by_group.setdefault(f"{rec['namespace']}/{rec['job']}", []).append(rec)
+        # by the PodGroup a pod names (not its Job's name: a PodGroup may share a Job's name)
+        pods_by_group.setdefault(f"{rec['namespace']}/{rec.get('group') or rec['job']}", []).append(rec)
+    reported = set(owned_pgs)
     for pg in sorted(_all_podgroups(sim), key=lambda p: (p.metadata.creation_timestamp or 0, p.key)):
+        reported.add(pg.key)
         if pg.key in owned_pgs or any(
             r.kind == "Job" and "volcano" in r.api_version for r in pg.metadata.owner_references
         ):
@@ -204,8 +207,30 @@ def build_result(sim) -> dict[str, Any]:
         if owner is not None:  # the workload it was made for, e.g. "Deployment/web" (for --explain)
             jobs_out[-1]["owner"] = f"{'Job' if owner.kind == 'BatchJob' else owner.kind}/{owner.name}"
         if not done:
-            stuck.append({"namespace": pg.namespace, "name": pg.name, "reason": _reason(sim, pg, phase)})
+            reason = (
+                _reason(sim, pg, phase)
+                if recs
+                else f"no pod belongs to it (minMember {pg.spec.min_member}): pods join it with the "
+                f"scheduling.k8s.io/group-name annotation in namespace {pg.namespace}"
+            )
+            stuck.append({"namespace": pg.namespace, "name": pg.name, "reason": reason})
             blocked |= _blocked(sim, pg)
+    for key, recs in sorted(pods_by_group.items()):
+        # Pods naming a PodGroup that does not exist (e.g. one of another namespace: a group
+        # reference never crosses namespaces) wait for it for ever: reported, not left out.
+        waiting = [r for r in recs if r["finishTime"] is None and r.get("group")]
+        if key in reported or not waiting:
+            continue
+        ns, name = key.split("/", 1)
+        stuck.append(
+            {
+                "namespace": ns,
+                "name": name,
+                "reason": f"no PodGroup {name!r} in namespace {ns}: {len(waiting)} pod(s) name it "
+                f"({', '.join(sorted(r['name'] for r in waiting)[:5])}) and wait for it",
+            }
+        )
+        blocked = True
     podgroups_out = [
         {
             "namespace": pg.namespace,
