@@ -704,3 +704,35 @@ def test_pods_that_spawn_each_other_are_refused():
         "pods spawn each other in a circle (a → b → a): none of them would ever start",
         "pods spawn each other in a circle (b → a → b): none of them would ever start",
     ]
+
+
+def test_pod_names_that_would_meet_never_crash_the_run():
+    """Item 1: a Deployment and a batch Job of one name both run; fixed names that meet are refused."""
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    tmpl = {
+        "metadata": {"labels": {"app": "x"}, "annotations": {"sim.lavaflow.io/duration": "10s"}},
+        "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [{"name": "c"}]},
+    }
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "x"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "x"}}, "template": tmpl},
+    }
+    batch = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": {"template": tmpl}}
+    r = simulate(_NODE + _doc(deploy) + _doc(batch), until=60.0)
+    assert [p["phase"] for p in r["pods"]] == ["Succeeded", "Succeeded"]
+    assert len({p["name"] for p in r["pods"]}) == 2
+    text = _NODE + _vcjob("a-b", [_task("c", 1, {"cpu": "1"})], 1) + _vcjob("a", [_task("b-c", 1, {"cpu": "1"})], 1)
+    text += _plain_pod("a-b-c-1")
+    text += _vcjob("z", [_task("t", 2, {"cpu": "1"})], 1) + _plain_pod("z-t-1")
+    with pytest.raises(InputError) as err:
+        prepare(load_text(text))
+    assert [p.split(": ", 2)[-1] for p in err.value.problems] == [
+        "Job/a: metadata.name: its pod a-b-c-0 (task b-c, index 0) would have the name of the pod of Job/a-b "
+        "(task c, index 0) at <input>: document 2; one of them could never be created: rename one",
+        "Pod/z-t-1: metadata.name: its pod z-t-1 would have the name of the pod of Job/z (task t, index 1) at "
+        "<input>: document 5; one of them could never be created: rename one",
+    ]

@@ -34,6 +34,7 @@ cancels the job's other delayed actions.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -66,6 +67,8 @@ from ..api.volcano import (
 from ..elastic import spec as elastic_spec
 from .base import COMMAND_KEY, Controller
 from .job_plugins import plugins_for
+
+log = logging.getLogger("lavaflow.controllers")
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.meta import OwnerReference
@@ -237,6 +240,7 @@ class JobController(Controller):
             str, dict[str, tuple[tuple[Any, ...], Pod, list[str]]]
         ] = {}  # job key -> task -> pod template
         self._name_sets: dict[str, dict[str, frozenset[str]]] = {}  # job key -> task -> its pods' names
+        self.name_conflicts: set[tuple[str, str]] = set()  # (job key, pod name) another object holds
         # (Job resourceVersion, lavaflow.io/* annotations, the ``specs`` entry and all annotations
         # they were worked out from) last copied to the PodGroup
         self._elastic_seen: dict[str, tuple[str, dict[str, str], Any, dict[str, str]]] = {}
@@ -909,7 +913,11 @@ class JobController(Controller):
             template = self._template(job, task)
             names = template[1]
             if not pods.keys() >= self._name_sets[job.key][task.name]:  # (usually all are there)
-                missing = [self._new_pod(job, task, i, template) for i, name in enumerate(names) if name not in pods]
+                missing = [
+                    self._new_pod(job, task, i, template)
+                    for i, name in enumerate(names)
+                    if name not in pods and not self._taken(job, name)
+                ]
                 self.store.create_many(missing)
             # Scale down: pods beyond replicas go.
             indices = tally.indices.get(task.name)
@@ -925,6 +933,17 @@ class JobController(Controller):
             for p in extra:
                 self.killing.add(p.metadata.uid)
                 self.store.delete("Pod", p.key)
+
+    def _taken(self, job: Job, name: str) -> bool:
+        """Whether another object's pod already has this name (Volcano's names, <job>-<task>-<index>,
+        can meet: Jobs a-b / task c and a / task b-c). Volcano ignores the API server's
+        AlreadyExists and the pod stays missing; so here, said once instead of crashing."""
+        if self.store.get("Pod", f"{job.namespace}/{name}") is None:
+            return False
+        if (job.key, name) not in self.name_conflicts:
+            self.name_conflicts.add((job.key, name))
+            log.warning("job %s: pod name %s is taken by another object; the pod is not created", job.key, name)
+        return True
 
     def _pg_annotations(self, job: Job) -> dict[str, str]:
         out = {k: v for k, v in job.metadata.annotations.items() if not k.startswith("sim.")}

@@ -340,6 +340,47 @@ def _duplicates(items: list[Item], problems: Problems) -> None:
             )
 
 
+def _pod_name_collisions(items: list[Item], problems: Problems) -> None:
+    """Pods whose names the input fixes -- bare pods, a Volcano Job's <job>-<task>-<index>, a
+    StatefulSet's <name>-<ordinal> -- must not meet: Volcano and the StatefulSet controller would
+    find the name taken and the pod would never exist. (Deployments', ReplicaSets' and batch Jobs'
+    pods are named from a generateName and cannot meet.)"""
+    from ..controllers.job import pod_name
+
+    owner_of: dict[str, str] = {}  # namespace/pod name -> what names it
+    for it in items:
+        obj = it.obj
+        if it.update or not obj.metadata.name:
+            continue
+        if isinstance(obj, Pod):
+            names = [(obj.name, "")]
+        elif isinstance(obj, Job):
+            names = [
+                (pod_name(obj, t, i), f" (task {t.name}, index {i})")
+                for t in obj.spec.tasks
+                for i in range(min(t.replicas, 100_000))
+            ]
+        elif type(obj).__name__ == "StatefulSet":
+            names = [(f"{obj.name}-{i}", f" (ordinal {i})") for i in range(min(obj.spec.replicas or 0, 100_000))]
+        else:
+            continue
+        what = _what(obj)
+        for name, detail in names:
+            key = f"{obj.namespace}/{name}"
+            other = owner_of.get(key)
+            if other is None:
+                owner_of[key] = f"{what}{detail} at {it.source}"
+                continue
+            problems.add(
+                it.source,
+                what,
+                "metadata.name",
+                f"its pod {name}{detail} would have the name of the pod of {other}; one of them could never "
+                "be created: rename one",
+            )
+            break  # one line per object
+
+
 def _spawn_cycle(pod, spawner_of: dict[str, str]) -> list[str]:
     """The circle of spawned-by references that leads back to ``pod`` (names), or []."""
     path = [pod.key]
@@ -448,6 +489,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     k8s_podgroups = {it.obj.key for it in items if isinstance(it.obj, workload_api.SchedulingPodGroup)}
     latest_job: dict[str, Job] = {}
     priority_classes = _priority_classes(items, problems)
+    _pod_name_collisions(items, problems)
     ctx = admission.Context(queues=queues, scheduler_name=scheduler_name, existing=declared, templates=templates)
     for it in items:
         obj, src = it.obj, it.source

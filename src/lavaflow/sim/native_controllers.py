@@ -24,6 +24,7 @@ class WorkloadController(Controller):
     def __init__(self, store, clock) -> None:
         super().__init__(store, clock)
         self.created: dict[str, set[str]] = {}
+        self.names: dict[str, dict[int, str]] = {}  # owner key -> slot -> its pod's name, when not <owner>-<slot>
         for kind in KINDS:
             store.watch(kind, lambda ev, obj, old, kind=kind: self._on_owner(kind, ev, obj))
         store.watch("Pod", self._on_pod)
@@ -57,15 +58,25 @@ class WorkloadController(Controller):
         created = self.created.setdefault(key, set())
         api_kind = "Job" if kind == "BatchJob" else kind
         tmpl = owner.spec.template
+        names = self.names.setdefault(key, {})
         for i in range(max(count, 0)):
-            name = f"{owner.name}-{i}"
+            name = names.get(i, f"{owner.name}-{i}")
             if name in created:
                 continue
+            generate = None
+            if self.store.get("Pod", f"{owner.namespace}/{name}") is not None:
+                if kind == "StatefulSet":
+                    continue  # its pods' names are fixed: the slot waits (kube's controller retries)
+                # Kubernetes names these pods from a generateName (<owner>-<random>), so two owners'
+                # pods never meet; the short names here can (Deployment x and batch Job x): this
+                # slot's pod is named by the store's generateName instead.
+                name, generate = "", f"{owner.name}-"
             annotations = dict(tmpl.metadata.annotations)
             pod = Pod.model_validate(
                 {
                     "metadata": {
                         "name": name,
+                        "generateName": generate,
                         "namespace": owner.namespace,
                         "labels": dict(tmpl.metadata.labels),
                         "annotations": annotations,
@@ -81,5 +92,6 @@ class WorkloadController(Controller):
                     }
                 }
             ).model_copy(update={"spec": tmpl.spec.model_copy()})
-            created.add(name)
             self.store.create(pod)
+            names[i] = pod.metadata.name
+            created.add(pod.metadata.name)
