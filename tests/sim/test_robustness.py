@@ -736,3 +736,21 @@ def test_pod_names_that_would_meet_never_crash_the_run():
         "Pod/z-t-1: metadata.name: its pod z-t-1 would have the name of the pod of Job/z (task t, index 1) at "
         "<input>: document 5; one of them could never be created: rename one",
     ]
+
+
+def test_a_later_version_of_a_job_passes_the_checks_of_a_create():
+    """Item 6: raising replicas to 2^31 or 1e6 in an update was not checked (the run reached 4 GB)."""
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    text = _NODE + _vcjob("j", [_task("t", 1, {"cpu": "1"})], 1)
+    for at, replicas in (("10s", 2**31), ("20s", 10**6)):
+        text += _vcjob("j", [_task("t", replicas, {"cpu": "1"})], 1, annotations={"sim.lavaflow.io/submit-at": at})
+    with pytest.raises(InputError) as err:
+        prepare(load_text(text))
+    assert [p.split(": ", 3)[-1] for p in err.value.problems] == [
+        "spec.tasks[0].replicas: replicas is 2147483648; it does not fit Kubernetes' 32-bit integer (at most "
+        "2147483647).",
+        "spec.tasks[0].replicas: replicas is 1000000; the simulator creates at most 100000 pods per task or "
+        "workload; lower it.",
+    ]

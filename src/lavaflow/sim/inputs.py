@@ -498,10 +498,10 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
         if rules is not None:
             if rules.mutate is not None:
                 rules.mutate(obj, ctx)
+            found = rules.validate(obj, ctx)  # an update passes every check a create does ...
             if it.update and rules.validate_update is not None:
-                found = rules.validate_update(latest_job[obj.key], obj, ctx)
-            else:
-                found = rules.validate(obj, ctx)
+                # ... and those of an update (what may not change)
+                found = list(dict.fromkeys([*found, *rules.validate_update(latest_job[obj.key], obj, ctx)]))
         if isinstance(obj, Job):
             latest_job[obj.key] = obj
             for ti, task in enumerate(obj.spec.tasks):
@@ -562,8 +562,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                 )
         if isinstance(obj, Pod) or type(obj).__name__ in WORKLOAD_KINDS:
             _check_queue_annotations(problems, src, obj, queues)
-        if not it.update:
-            found = list(found) + _sim_limits(obj)
+        found = list(found) + _sim_limits(obj)
         found = list(found) + _metadata_problems(obj) + _priority_class_problems(obj, priority_classes)
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)
