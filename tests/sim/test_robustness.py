@@ -754,3 +754,37 @@ def test_a_later_version_of_a_job_passes_the_checks_of_a_create():
         "spec.tasks[0].replicas: replicas is 1000000; the simulator creates at most 100000 pods per task or "
         "workload; lower it.",
     ]
+
+
+def test_device_and_cpu_counts_the_simulator_would_model_one_by_one_are_bounded():
+    """Item 2: no per-device or per-CPU structure whose size the input chooses."""
+    from lavaflow.api.loader import InputError, load_text
+    from lavaflow.sim.inputs import prepare
+
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n"},
+        "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110", "volcano.sh/gpu-number": "1e12"}},
+    }
+    numa = {
+        "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+        "kind": "Numatopology",
+        "metadata": {"name": "n"},
+        "spec": {"numares": {"cpu": {"allocatable": "0-4000000000", "capacity": 8}}},
+    }
+    group = {
+        "apiVersion": "sim.lavaflow.io/v1alpha1",
+        "kind": "NodeGroup",
+        "metadata": {"name": "g"},
+        "spec": {"count": 2, "capacity": {"cpu": "1000000", "memory": "8Gi"}, "numa": {"nodes": 2}},
+    }
+    with pytest.raises(InputError) as err:
+        prepare(load_text(_doc(node) + _doc(numa) + _doc(group)))
+    assert sorted(p.split(": ", 3)[-1] for p in err.value.problems) == [
+        "spec.capacity[cpu]: is 1000000; with spec.numa every CPU is modelled, and a node has at most 8192",
+        "spec.numares[cpu].allocatable: CPU id 4000000000 in '0-4000000000' is beyond what a node can have (ids "
+        "below 8192)",
+        "status.allocatable[volcano.sh/gpu-number]: volcano.sh/gpu-number is 1000000000000; the simulator models "
+        "each device of a node, at most 1024.",
+    ]

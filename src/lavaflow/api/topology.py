@@ -91,8 +91,14 @@ class Numatopology(TypedObject):
     spec: NumatopoSpec = Field(default_factory=NumatopoSpec)
 
 
+#: CPU ids a node may have: Linux's largest NR_CPUS (a cpuset is expanded CPU by CPU, so its size
+#: must not be the input's choice)
+MAX_CPUS = 8192
+
+
 def parse_cpuset(text: str) -> set[int]:
-    """``"0-3,8,10-11"`` → {0, 1, 2, 3, 8, 10, 11}; raises ValueError on bad syntax."""
+    """``"0-3,8,10-11"`` → {0, 1, 2, 3, 8, 10, 11}; raises ValueError on bad syntax or CPU ids of
+    :data:`MAX_CPUS` and above."""
     out: set[int] = set()
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -102,5 +108,7 @@ def parse_cpuset(text: str) -> set[int]:
         b = int(hi) if sep else a
         if b < a or a < 0:
             raise ValueError(f"bad cpuset range {part!r}")
+        if b >= MAX_CPUS:
+            raise ValueError(f"CPU id {b} in {part!r} is beyond what a node can have (ids below {MAX_CPUS})")
         out.update(range(a, b + 1))
     return out

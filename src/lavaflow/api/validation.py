@@ -246,9 +246,30 @@ def check_pod_spec(spec: Any, base: str, out: list) -> None:
         check_int32(spec.priority, f"{base}.priority", out, "priority")
 
 
+#: GPUs of one node the deviceshare plugin models one by one (volcano.sh/gpu-number): a bound so that
+#: no per-GPU structure's size is the input's choice (the largest servers have tens)
+MAX_DEVICES_PER_NODE = 1024
+PER_DEVICE_RESOURCES = ("volcano.sh/gpu-number",)
+
+
+def check_devices(resources: Mapping[str, Decimal], path: str, out: list) -> None:
+    for res in PER_DEVICE_RESOURCES:
+        amount = resources.get(res)
+        if amount is not None and amount > MAX_DEVICES_PER_NODE:
+            out.append(
+                Problem(
+                    f"{path}[{res}]",
+                    f"{res} is {format(amount.normalize(), 'f')}; the simulator models each device of a node, "
+                    f"at most {MAX_DEVICES_PER_NODE}.",
+                )
+            )
+
+
 def check_node(node: Any, out: list) -> None:
     check_resources(node.status.capacity, "status.capacity", out, "capacity")
     check_resources(node.status.allocatable, "status.allocatable", out, "allocatable")
+    check_devices(node.status.capacity, "status.capacity", out)
+    check_devices(node.status.allocatable, "status.allocatable", out)
 
 
 def check_priority_class(pc: Any, out: list) -> None:
@@ -299,6 +320,7 @@ __all__ = [
     "check_namespace",
     "check_node",
     "check_pod_spec",
+    "check_devices",
     "check_labels_and_annotations",
     "check_priority_class",
     "check_quota",

@@ -17,7 +17,7 @@ from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.native_workloads import NodeGroup
 from ..api.quantity import parse_quantity
-from ..api.topology import Numatopology
+from ..api.topology import MAX_CPUS, Numatopology
 from ..api.volcano import Job, JobTemplate, PodGroup, PriorityClass, Queue
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 
@@ -279,6 +279,7 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
             found: list = []
             validation.check_meta(obj, found)
             validation.check_resources(obj.spec.capacity, "spec.capacity", found, "capacity")
+            validation.check_devices(obj.spec.capacity, "spec.capacity", found)
             for p in found:
                 problems.add(src, _what(obj), p.path, p.message)
             if found:
@@ -287,6 +288,14 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
             items.extend(Item(node, src) for node in nodes)
             if obj.spec.numa is not None:
                 cpu = obj.spec.capacity.get("cpu")
+                if cpu is not None and cpu > MAX_CPUS:
+                    problems.add(
+                        src,
+                        _what(obj),
+                        "spec.capacity[cpu]",
+                        f"is {cpu}; with spec.numa every CPU is modelled, and a node has at most {MAX_CPUS}",
+                    )
+                    continue
                 if cpu is None or cpu != int(cpu) or int(cpu) % obj.spec.numa.nodes:
                     problems.add(
                         src,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..topology import HyperNode, Numatopology, parse_cpuset
+from ..topology import MAX_CPUS, HyperNode, Numatopology, parse_cpuset
 from ..validation import Problem
 
 
@@ -47,4 +47,6 @@ def validate_numatopology(nt: Numatopology) -> list[Problem]:
     for cpu in nt.spec.cpu_detail:
         if not cpu.isdigit():
             out.append(Problem(f"spec.cpuDetail[{cpu}]", "keys are CPU ids (integers)"))
+        elif int(cpu) >= MAX_CPUS:
+            out.append(Problem(f"spec.cpuDetail[{cpu}]", f"CPU ids are below {MAX_CPUS}"))
     return out
