@@ -304,3 +304,13 @@ def test_network_topology_example():
     assert racks["sweep"] == {"a", "b"}
     assert job_of(r, "sweep")["startTime"] >= job_of(r, "pretrain")["finishTime"]
     assert all(j["phase"] == "Completed" for j in r["jobs"])
+
+
+def test_a_highest_tier_name_no_hypernode_has_is_warned_about():
+    """Issue 35, item 20: it means 'every tier'; said, not silent."""
+    text = two_racks() + job("g", 2, topology={"mode": "hard", "highestTierName": "rack"})
+    warnings = prepare(load_text(conf() + text)).warnings
+    assert [w.split(": ", 2)[-1] for w in warnings] == [
+        "Job/g: spec.networkTopology.highestTierName 'rack' is the tierName of no HyperNode (tierNames: none); "
+        "the job may span every tier"
+    ]

@@ -17,7 +17,7 @@ from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.native_workloads import NodeGroup
 from ..api.quantity import parse_quantity
-from ..api.topology import MAX_CPUS, Numatopology
+from ..api.topology import MAX_CPUS, HyperNode, Numatopology
 from ..api.volcano import Job, JobTemplate, PodGroup, PriorityClass, Queue
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 
@@ -499,6 +499,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     latest_job: dict[str, Job] = {}
     priority_classes = _priority_classes(items, problems)
     _pod_name_collisions(items, problems)
+    tier_names = {it.obj.spec.tier_name for it in items if isinstance(it.obj, HyperNode) and it.obj.spec.tier_name}
     ctx = admission.Context(queues=queues, scheduler_name=scheduler_name, existing=declared, templates=templates)
     for it in items:
         obj, src = it.obj, it.source
@@ -575,6 +576,13 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
         found = list(found) + _metadata_problems(obj) + _priority_class_problems(obj, priority_classes)
         for p in found:
             problems.add(src, _what(obj), p.path, p.message)
+        topo = getattr(getattr(obj, "spec", None), "network_topology", None)
+        if topo is not None and topo.highest_tier_name and topo.highest_tier_name not in tier_names:
+            known = ", ".join(repr(t) for t in sorted(tier_names)) or "none"
+            out.warnings.append(
+                f"{src}: {_what(obj)}: spec.networkTopology.highestTierName {topo.highest_tier_name!r} is the "
+                f"tierName of no HyperNode (tierNames: {known}); the job may span every tier"
+            )
         ignored = [] if it.update else unimplemented_constraints(obj)
         if ignored:  # once per object, naming every such field
             out.warnings.append(
