@@ -22,6 +22,7 @@ from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..resources import EPS, amounts, describe, short_in
 from ._shares import (
+    admission_key,
     elastic_of,
     preemptable_below,
     prepare_admission_vectors,
@@ -182,12 +183,17 @@ def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, memo: dict[str, A
 
 
 def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
-    """A job's vectors for its queue's sums, kept under its version: (allocated or None, pending
+    """A job's vectors for its queue's sums, kept under its version and admission_key (what they
+    are made of): (allocated or None, pending
     or None, the part of minResources beyond its pending tasks while its PodGroup waits for
     admission or None, reserved by admission or None, held beyond minResources or None)."""
     key = (job.version, job.sphase, width)
     known = job.memo.get("proportion")
     if known is not None and known[0] == key:
+        return known[1]  # type: ignore[no-any-return]
+    akey = admission_key(job, width)
+    if known is not None and known[2] == akey:
+        job.memo["proportion"] = (key, known[1], akey)
         return known[1]  # type: ignore[no-any-return]
     c = job.counts
     holds = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
@@ -210,10 +216,10 @@ def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
         old = known[1]
         wanted = same_bits(wanted, old[2])
         if held is old[0] and pending is old[1] and wanted is old[2] and left is old[3] and extra is old[4]:
-            job.memo["proportion"] = (key, old)
+            job.memo["proportion"] = (key, old, akey)
             return old  # type: ignore[no-any-return]
     rows = (held, pending, wanted, left, extra)
-    job.memo["proportion"] = (key, rows)
+    job.memo["proportion"] = (key, rows, akey)
     return rows
 
 
