@@ -29,6 +29,17 @@ def same_bits(new: np.ndarray | None, old: np.ndarray | None) -> np.ndarray | No
     return new
 
 
+def admission_key(job: JobInfo, width: int) -> tuple[Any, ...]:
+    """What a job's admission vectors (:func:`reserved_or_none`, :func:`elastic_of`, proportion's
+    rows) are made of: its tasks (``tasks_version``), the PodGroup phase the session sees, minMember
+    and the bits of minResources. Each is kept under the job's version and this key: a new version
+    with the same key (a PodGroup status write, its counters and conditions: about half of a job's
+    versions in an elastic run) keeps the vector instead of working it out again: an entry is
+    (the key of the job's version, the vector, this key)."""
+    m = job.min_resources
+    return (job.tasks_version, job.sphase or job.phase, width, job.min_available, None if m is None else m.tobytes())
+
+
 def reserved_by_admission(job: JobInfo, width: int) -> np.ndarray:
     """The part of an admitted PodGroup's minResources not yet allocated.
 
@@ -48,10 +59,15 @@ def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
     by adding +0.0."""
     if job.min_resources is None:
         return None
-    # Read by several plugins in every session: kept under the job's version (a read-only array).
+    # Read by several plugins in every session: kept under the job's version and admission_key
+    # (a read-only array).
     key = (job.version, job.sphase, width)
     known = job.memo.get("reserved")
     if known is not None and known[0] == key:
+        return known[1]  # type: ignore[no-any-return]
+    akey = admission_key(job, width)
+    if known is not None and known[2] == akey:
+        job.memo["reserved"] = (key, known[1], akey)
         return known[1]  # type: ignore[no-any-return]
     phase = job.sphase or job.phase
     left: np.ndarray | None = None
@@ -62,7 +78,7 @@ def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
             left = same_bits(left, known[1] if known is not None else None)
         else:
             left = None
-    job.memo["reserved"] = (key, left)
+    job.memo["reserved"] = (key, left, akey)
     return left
 
 
@@ -74,11 +90,15 @@ def elastic_of(job: JobInfo, width: int) -> np.ndarray:
     known = job.memo.get("elastic")
     if known is not None and known[0] == key:
         return known[1]  # type: ignore[no-any-return]
+    akey = admission_key(job, width)
+    if known is not None and known[2] == akey:
+        job.memo["elastic"] = (key, known[1], akey)
+        return known[1]  # type: ignore[no-any-return]
     extra: np.ndarray = np.maximum(job.allocated_view(width) - job.min_resources, 0.0)
-    extra.flags.writeable = False  # kept under the job's version: callers only read it
+    extra.flags.writeable = False  # kept under the job's version and admission_key: callers only read it
     kept = same_bits(extra, known[1] if known is not None else None)
     assert kept is not None
-    job.memo["elastic"] = (key, kept)
+    job.memo["elastic"] = (key, kept, akey)
     return kept
 
 
@@ -89,29 +109,36 @@ def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
     of the stack; a vector with the bits of the one kept before keeps that one, as same_bits
     does). Jobs whose vectors are kept at their versions are passed over; so are those whose
     minResources is not of ``width`` (the per-job functions handle them when asked)."""
-    batch: list[tuple[JobInfo, np.ndarray, tuple[Any, ...] | None, Any, tuple[Any, ...] | None, Any]] = []
+    batch: list[
+        tuple[JobInfo, np.ndarray, tuple[Any, ...], tuple[Any, ...] | None, Any, tuple[Any, ...] | None, Any]
+    ] = []
     for job in jobs:
         m = job.min_resources
         if m is None or m.shape != (width,):
             continue
         memo = job.memo
+        akey = admission_key(job, width)
         rkey: tuple[Any, ...] | None = (job.version, job.sphase, width)
         rknown = memo.get("reserved")
-        if rknown is not None and rknown[0] == rkey:
+        if rknown is not None and (rknown[0] == rkey or rknown[2] == akey):
+            memo["reserved"] = (rkey, rknown[1], akey)
             rkey = None  # kept
         else:
             phase = job.sphase or job.phase
             if not (phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available)):
-                memo["reserved"] = (rkey, None)
+                memo["reserved"] = (rkey, None, akey)
                 rkey = None
         ekey: tuple[Any, ...] | None = (job.version, width)
         eknown = memo.get("elastic")
-        if job.allocated_num == 0 or (eknown is not None and eknown[0] == ekey):
-            ekey = None  # not asked for (job_rows asks for jobs holding resources), or kept
+        if job.allocated_num == 0:
+            ekey = None  # not asked for (job_rows asks for jobs holding resources)
+        elif eknown is not None and (eknown[0] == ekey or eknown[2] == akey):
+            memo["elastic"] = (ekey, eknown[1], akey)
+            ekey = None  # kept
         if rkey is not None or ekey is not None:
             rold = rknown[1] if rknown is not None else None
             eold = eknown[1] if eknown is not None else None
-            batch.append((job, m, rkey, rold, ekey, eold))
+            batch.append((job, m, akey, rkey, rold, ekey, eold))
     if not batch:
         return
     mins = np.array([b[1] for b in batch])
@@ -121,11 +148,11 @@ def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
     nonzero = left.any(axis=1).tolist()
     beyond = np.maximum(held - mins, 0.0)
     beyond.flags.writeable = False
-    for i, (job, _m, rkey, rold, ekey, eold) in enumerate(batch):
+    for i, (job, _m, akey, rkey, rold, ekey, eold) in enumerate(batch):
         if rkey is not None:
-            job.memo["reserved"] = (rkey, same_bits(left[i], rold) if nonzero[i] else None)
+            job.memo["reserved"] = (rkey, same_bits(left[i], rold) if nonzero[i] else None, akey)
         if ekey is not None:
-            job.memo["elastic"] = (ekey, same_bits(beyond[i], eold))
+            job.memo["elastic"] = (ekey, same_bits(beyond[i], eold), akey)
 
 
 def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:

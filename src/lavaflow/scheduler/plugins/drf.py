@@ -129,8 +129,9 @@ class DRFPlugin(Plugin):
         tkey, t = _total_key(cache, total), total.tolist()
         for job in jobs:
             known = job.memo.get("drf_share")
-            if known is None or known[0] != job.version or known[1] is not tkey:
-                job.memo["drf_share"] = (job.version, tkey, _dominant_share(job.allocated_view(width).tolist(), t))
+            if known is None or known[0] != job.tasks_version or known[1] is not tkey:
+                share = _dominant_share(job.allocated_view(width).tolist(), t)
+                job.memo["drf_share"] = (job.tasks_version, tkey, share)
 
     def on_session_open(self, ssn: Session) -> None:
         width = len(ssn.index)
@@ -138,8 +139,9 @@ class DRFPlugin(Plugin):
         self.allocated: dict[str, np.ndarray] = {}
         self._shares: dict[str, float] = {}
         self._stale: set[str] = set()
-        # A job's share only changes with the job or the cluster's total: kept under the job's
-        # version and the total (the same bytes object while the total stays the same).
+        # A job's share only changes with its tasks or the cluster's total: kept under the job's
+        # tasks_version (not its version, which PodGroup status writes move too) and the total
+        # (the same bytes object while the total stays the same).
         tkey = _total_key(ssn.cache, total)
         kept = ssn.cache.plugin_memo["drf"]
         # Without HDRF (whose tree leaves share these arrays) and namespace order, a job's
@@ -172,11 +174,11 @@ class DRFPlugin(Plugin):
                 alloc = job.allocated_view(width) if lazy else job.allocated_vector(width)
                 self.allocated[uid] = alloc
                 known = job.memo.get("drf_share")
-                if known is not None and known[0] == job.version and known[1] is tkey:
+                if known is not None and known[0] == job.tasks_version and known[1] is tkey:
                     self._shares[uid] = known[2]
                 else:
                     share = self._shares[uid] = self._share(alloc)
-                    job.memo["drf_share"] = (job.version, tkey, share)
+                    job.memo["drf_share"] = (job.tasks_version, tkey, share)
             if lazy:
                 kept["jobs"] = (ssn.jobs_token, tkey, width, dict(self.allocated), dict(self._shares))
 

@@ -4,7 +4,7 @@ minimum) can run together; writes the PodGroup's Scheduled/Unschedulable conditi
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
@@ -20,6 +20,24 @@ SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 _SCHEDULED = ("Scheduled", SCHEDULED_REASON, "")
 
 
+def _gang_key(job: JobInfo) -> tuple[int, int, dict[str, int]]:
+    """What the gang's answers for a job are made of: its tasks (``tasks_version``), minMember and
+    the per-task minimums (a copy: the job's dict is compared, not trusted)."""
+    return (job.tasks_version, job.min_available, dict(job.min_task_member))
+
+
+def _still_holds(job: JobInfo, name: str, known: tuple[Any, ...]) -> bool:
+    """Whether ``known``, the entry (version, gang key, ...) ``job.memo[name]`` made at an earlier
+    version, still holds: the job's :func:`_gang_key` is the same (a PodGroup status write, its
+    counters and conditions, moves the version and leaves the gang as it was). It is then kept
+    under the job's version."""
+    k = known[1]
+    if k[0] == job.tasks_version and k[1] == job.min_available and k[2] == job.min_task_member:
+        job.memo[name] = (job.version, *known[1:])
+        return True
+    return False
+
+
 def task_minimums_apply(job: JobInfo) -> bool:
     """Volcano's CheckTaskValid/Ready/Pipelined skip the per-task minimums when the job's
     minAvailable is less than the sum of its tasks' minAvailable (e.g. with dependsOn)."""
@@ -29,19 +47,23 @@ def task_minimums_apply(job: JobInfo) -> bool:
 def task_minimums_met(job: JobInfo, statuses: frozenset[TaskStatus] = READY) -> bool:
     """Every task (role) has its minimum placed; as in Volcano's CheckTaskReady/Pipelined, a
     pending best-effort pod counts as placed: it needs no room, and backfill places it."""
-    # The answer only changes with the job's tasks or PodGroup: kept under the job's version.
+    # The answer only changes with the job's tasks or gang: kept under its version and gang key.
     known = job.memo.get("task_minimums_met")
-    if known is not None and known[0] == job.version and known[1] is statuses:
-        return bool(known[2])
+    if (
+        known is not None
+        and known[2] is statuses
+        and (known[0] == job.version or _still_holds(job, "task_minimums_met", known))
+    ):
+        return bool(known[3])
     if not task_minimums_apply(job):
-        job.memo["task_minimums_met"] = (job.version, statuses, True)
+        job.memo["task_minimums_met"] = (job.version, _gang_key(job), statuses, True)
         return True
     counts: dict[str, int] = {}
     for t in job.tasks.values():
         if t.status in statuses or (t.best_effort and t.status == TaskStatus.PENDING):
             counts[t.role] = counts.get(t.role, 0) + 1
     met = all(counts.get(role, 0) >= m for role, m in job.min_task_member.items() if m > 0)
-    job.memo["task_minimums_met"] = (job.version, statuses, met)
+    job.memo["task_minimums_met"] = (job.version, _gang_key(job), statuses, met)
     return met
 
 
@@ -77,13 +99,13 @@ class GangPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         def job_valid(job: JobInfo) -> tuple[bool, str]:
-            # A function of the job's tasks and PodGroup alone, asked every session for every job
-            # with pending tasks: kept under the job's version.
+            # A function of the job's tasks and gang alone, asked every session for every job
+            # with pending tasks: kept under its version and gang key.
             known = job.memo.get("gang_valid")
-            if known is not None and known[0] == job.version:
-                return known[1]  # type: ignore[no-any-return]
+            if known is not None and (known[0] == job.version or _still_holds(job, "gang_valid", known)):
+                return known[2]  # type: ignore[no-any-return]
             answer = _job_valid(job)
-            job.memo["gang_valid"] = (job.version, answer)
+            job.memo["gang_valid"] = (job.version, _gang_key(job), answer)
             return answer
 
         def _job_valid(job: JobInfo) -> tuple[bool, str]:
@@ -170,15 +192,26 @@ class GangPlugin(Plugin):
                 job.condition = None
                 continue
             if not tentative and not job.fit_errors:
-                # The message follows from the job (its version) and the job-level error alone:
-                # kept under them, as many waiting jobs are told the same thing session after session.
+                # The message follows from the job's tasks, its minMember and the job-level error
+                # alone: kept under them (not under the job's version, which PodGroup status writes
+                # move too), as many waiting jobs are told the same thing session after session.
                 known = job.memo.get("gang_unschedulable")
-                if known is not None and known[0] == job.version and known[1] == job.job_fit_errors:
-                    job.job_fit_errors, job.condition = known[2]
+                if (
+                    known is not None
+                    and known[0] == job.tasks_version
+                    and known[1] == job.min_available
+                    and known[2] == job.job_fit_errors
+                ):
+                    job.job_fit_errors, job.condition = known[3]
                     continue
                 why = job.job_fit_errors
                 self._unschedulable(job, tentative)
-                job.memo["gang_unschedulable"] = (job.version, why, (job.job_fit_errors, job.condition))
+                job.memo["gang_unschedulable"] = (
+                    job.tasks_version,
+                    job.min_available,
+                    why,
+                    (job.job_fit_errors, job.condition),
+                )
                 continue
             self._unschedulable(job, tentative)
 

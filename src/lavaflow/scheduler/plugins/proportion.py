@@ -22,6 +22,7 @@ from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
 from ..resources import EPS, amounts, describe, short_in
 from ._shares import (
+    admission_key,
     elastic_of,
     preemptable_below,
     prepare_admission_vectors,
@@ -67,6 +68,74 @@ class QueueAttr:
 def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
     """Volcano's proportion loop: hand out the remaining resources by weight until
     every queue is satisfied or nothing changes."""
+    shape = total.shape
+    if (
+        total.dtype == np.float64
+        and len(shape) == 1
+        and all(
+            v.dtype == np.float64 and v.shape == shape
+            for a in attrs
+            for v in (a.real_capability, a.request, a.guarantee)
+        )
+    ):
+        _water_fill_floats(attrs, total)
+    else:
+        _water_fill_arrays(attrs, total)
+
+
+def _minimum(x: float, y: float) -> float:
+    """``np.minimum`` of two floats: a NaN wins, and of two equal values (0.0 and -0.0) the second."""
+    return x if x < y or x != x else y
+
+
+def _maximum(x: float, y: float) -> float:
+    """``np.maximum`` of two floats: a NaN wins, and of two equal values (0.0 and -0.0) the second."""
+    return x if x > y or x != x else y
+
+
+def _water_fill_floats(attrs: list[QueueAttr], total: np.ndarray) -> None:
+    """:func:`_water_fill_arrays` on lists of Python floats: element by element the very IEEE
+    operations of the array form (np.minimum and np.maximum spelled out with their NaN and signed
+    zero rules), so the same bits, without numpy's overhead per call on these short vectors (it
+    runs whenever the queues' requests change, in about half the sessions of a busy cluster)."""
+    remaining = total.tolist()
+    width = len(remaining)
+    deserved = [[0.0] * width for _ in attrs]
+    caps = [a.real_capability.tolist() for a in attrs]
+    requests = [a.request.tolist() for a in attrs]
+    guarantees = [a.guarantee.tolist() for a in attrs]
+    met: set[str] = set()
+    for _ in range(64):
+        active = [i for i, a in enumerate(attrs) if a.name not in met]
+        weight_sum = sum(attrs[i].weight for i in active)
+        if weight_sum <= 0:
+            break
+        old_remaining = remaining
+        increased = [0.0] * width
+        decreased = [0.0] * width
+        for i in active:
+            a = attrs[i]
+            old = deserved[i]
+            share = a.weight / weight_sum
+            d = [x + r * share for x, r in zip(old, remaining)]
+            d = [_minimum(x, c) for x, c in zip(d, caps[i])]
+            d = [_minimum(x, q) for x, q in zip(d, requests[i])]
+            d = [_maximum(x, g) for x, g in zip(d, guarantees[i])]
+            deserved[i] = d
+            if all(q <= x + EPS for q, x in zip(requests[i], d)) or _close_floats(d, old):
+                met.add(a.name)
+            diffs = [x - o for x, o in zip(d, old)]
+            increased = [s + _maximum(v, 0.0) for s, v in zip(increased, diffs)]
+            decreased = [s + _maximum(-v, 0.0) for s, v in zip(decreased, diffs)]
+        remaining = [r - i + d for r, i, d in zip(remaining, increased, decreased)]
+        if all(r <= EPS for r in remaining) or _close_floats(remaining, old_remaining):
+            break
+    for a, d in zip(attrs, deserved):
+        a.deserved = np.array(d, dtype=np.float64)
+
+
+def _water_fill_arrays(attrs: list[QueueAttr], total: np.ndarray) -> None:
+    """:func:`water_fill` on numpy arrays (whatever their dtypes)."""
     for a in attrs:
         a.deserved = np.zeros_like(total)
     remaining = total.copy()
@@ -114,12 +183,17 @@ def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, memo: dict[str, A
 
 
 def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
-    """A job's vectors for its queue's sums, kept under its version: (allocated or None, pending
+    """A job's vectors for its queue's sums, kept under its version and admission_key (what they
+    are made of): (allocated or None, pending
     or None, the part of minResources beyond its pending tasks while its PodGroup waits for
     admission or None, reserved by admission or None, held beyond minResources or None)."""
     key = (job.version, job.sphase, width)
     known = job.memo.get("proportion")
     if known is not None and known[0] == key:
+        return known[1]  # type: ignore[no-any-return]
+    akey = admission_key(job, width)
+    if known is not None and known[2] == akey:
+        job.memo["proportion"] = (key, known[1], akey)
         return known[1]  # type: ignore[no-any-return]
     c = job.counts
     holds = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
@@ -142,10 +216,10 @@ def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
         old = known[1]
         wanted = same_bits(wanted, old[2])
         if held is old[0] and pending is old[1] and wanted is old[2] and left is old[3] and extra is old[4]:
-            job.memo["proportion"] = (key, old)
+            job.memo["proportion"] = (key, old, akey)
             return old  # type: ignore[no-any-return]
     rows = (held, pending, wanted, left, extra)
-    job.memo["proportion"] = (key, rows)
+    job.memo["proportion"] = (key, rows, akey)
     return rows
 
 
@@ -265,8 +339,13 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     """``np.allclose(a, b)`` (rtol 1e-5, atol 1e-8; equal infinities are close), without its
     overhead on these short vectors: element by element on Python floats (the same IEEE
     operations, so the same answer, NaN included), with no ``np.errstate`` per call."""
+    return _close_floats(a.tolist(), b.tolist())
+
+
+def _close_floats(a: list[float], b: list[float]) -> bool:
+    """:func:`_close` of two lists of floats."""
     isfinite = math.isfinite
-    for x, y in zip(a.tolist(), b.tolist()):
+    for x, y in zip(a, b):
         if x != y and not (isfinite(y) and abs(x - y) <= 1e-8 + 1e-5 * abs(y)):
             return False
     return True
