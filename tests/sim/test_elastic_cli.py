@@ -427,3 +427,30 @@ def test_elastic_state_of_a_job_that_left_the_cache_goes():
     cache.take_decisions()
     assert small not in state.jobs and small not in state.static
     assert big in state.jobs and big in state.static
+
+
+def test_a_plain_mpijob_runs_as_the_operators_gang_with_what_it_asks_for():
+    """Issue 35, item 19: without Voda's NUM_PROC / MIN / MAX knobs an MPIJob (the training
+    operator's tensorflow-mnist) is the MPI operator's gang: no GPU it did not ask for, no elastic range."""
+    from conftest import node_group, simulate
+
+    worker = {"name": "mpi-worker", "image": "mnist", "resources": {"limits": {"cpu": "2", "memory": "4Gi"}}}
+    launcher = {"name": "mpi-launcher", "image": "mnist", "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}}
+    dur = {"annotations": {"sim.lavaflow.io/duration": "30s"}}
+    mpijob = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "tensorflow-mnist"},
+        "spec": {
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"metadata": dur, "spec": {"containers": [launcher]}}},
+                "Worker": {"replicas": 2, "template": {"metadata": dur, "spec": {"containers": [worker]}}},
+            }
+        },
+    }
+    (job,) = [it.obj for it in load_text(json.dumps(mpijob)) if type(it.obj).__name__ == "Job"]
+    assert job.spec.min_available == 3 and [t.replicas for t in job.spec.tasks] == [1, 2]
+    assert "nvidia.com/gpu" not in job.spec.tasks[1].template.spec.containers[0].resources.limits
+    assert not any(k.startswith("lavaflow.io/requested") for k in job.metadata.annotations)
+    r = simulate(node_group("cpu", count=1, cpu="8", memory="16Gi") + "---\n" + json.dumps(mpijob))
+    assert [j["phase"] for j in r["jobs"]] == ["Completed"] and not r["stalled"]

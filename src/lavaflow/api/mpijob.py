@@ -78,11 +78,15 @@ def to_volcano_job(doc: dict) -> dict:
     w_reps = worker.get("replicas")
     if lo_kv is None and hi_kv is None and np_kv is None and w_reps is None:
         raise MPIJobError(where, "set NUM_PROC, MIN_NUM_PROC and MAX_NUM_PROC (or NP, MIN_NP, MAX_NP) on the launcher")
+    if w_reps is not None and not isinstance(w_reps, int):
+        raise MPIJobError("spec.mpiReplicaSpecs.Worker.replicas", f"expected an integer, got {w_reps!r}")
+    if lo_kv is None and hi_kv is None and np_kv is None:
+        # No Voda knob: a plain MPIJob (e.g. the training operator's examples). Run it as the gang
+        # the MPI operator makes -- the launcher and every worker, with the resources they ask for.
+        return _plain_gang(doc, meta, spec, ltmpl, wtmpl, int(w_reps or 0))
     req = _int(f"{where}[{np_kv[0]}]", np_kv[1], 0) if np_kv else 0
     lo = _int(f"{where}[{lo_kv[0]}]", lo_kv[1], 1) if lo_kv else None
     hi = _int(f"{where}[{hi_kv[0]}]", hi_kv[1], 1) if hi_kv else None
-    if w_reps is not None and not isinstance(w_reps, int):
-        raise MPIJobError("spec.mpiReplicaSpecs.Worker.replicas", f"expected an integer, got {w_reps!r}")
     req = req or lo or w_reps or 1
     lo = lo or req
     hi = hi or max(req, lo)
@@ -105,6 +109,18 @@ def to_volcano_job(doc: dict) -> dict:
             "gpu" in str(k) for part in ("limits", "requests") for k in (res.get(part) or {})
         ):
             res.setdefault("limits", {})["nvidia.com/gpu"] = 1
+    return _volcano_job(meta, spec, ltmpl, wtmpl, lo, hi)
+
+
+def _plain_gang(doc: dict, meta: dict, spec: dict, ltmpl: dict, wtmpl: dict, workers: int) -> dict:
+    meta["annotations"] = {
+        **(meta.get("annotations") or {}),
+        "lavaflow.io/converted-from": f"{doc.get('apiVersion')}/{KIND}",
+    }
+    return _volcano_job(meta, spec, ltmpl, wtmpl, workers, workers)
+
+
+def _volcano_job(meta: dict, spec: dict, ltmpl: dict, wtmpl: dict, lo: int, hi: int) -> dict:
     run_policy = spec.get("runPolicy") or {}
     job_spec: dict[str, Any] = {
         "schedulerName": (wtmpl.get("spec") or {}).get("schedulerName") or "volcano",
