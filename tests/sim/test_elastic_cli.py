@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import simulate_cli
+from conftest import node_group, simulate_cli
 from lavaflow.api.loader import load_text
 from lavaflow.scheduler.cache import SchedulerCache
 from lavaflow.scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
@@ -432,8 +432,6 @@ def test_elastic_state_of_a_job_that_left_the_cache_goes():
 def test_a_plain_mpijob_runs_as_the_operators_gang_with_what_it_asks_for():
     """Issue 35, item 19: without Voda's NUM_PROC / MIN / MAX knobs an MPIJob (the training
     operator's tensorflow-mnist) is the MPI operator's gang: no GPU it did not ask for, no elastic range."""
-    from conftest import node_group, simulate
-
     worker = {"name": "mpi-worker", "image": "mnist", "resources": {"limits": {"cpu": "2", "memory": "4Gi"}}}
     launcher = {"name": "mpi-launcher", "image": "mnist", "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}}
     dur = {"annotations": {"sim.lavaflow.io/duration": "30s"}}
@@ -452,5 +450,5 @@ def test_a_plain_mpijob_runs_as_the_operators_gang_with_what_it_asks_for():
     assert job.spec.min_available == 3 and [t.replicas for t in job.spec.tasks] == [1, 2]
     assert "nvidia.com/gpu" not in job.spec.tasks[1].template.spec.containers[0].resources.limits
     assert not any(k.startswith("lavaflow.io/requested") for k in job.metadata.annotations)
-    r = simulate(node_group("cpu", count=1, cpu="8", memory="16Gi") + "---\n" + json.dumps(mpijob))
+    r, _ = simulate(node_group("cpu", count=1, cpu="8", memory="16Gi") + "---\n" + json.dumps(mpijob))
     assert [j["phase"] for j in r["jobs"]] == ["Completed"] and not r["stalled"]
