@@ -788,3 +788,25 @@ def test_device_and_cpu_counts_the_simulator_would_model_one_by_one_are_bounded(
         "status.allocatable[volcano.sh/gpu-number]: volcano.sh/gpu-number is 1000000000000; the simulator models "
         "each device of a node, at most 1024.",
     ]
+
+
+def _quota(hard: dict, name: str = "compute") -> str:
+    return _doc({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": {"hard": hard}})
+
+
+def test_a_resource_quota_limits_every_pod_as_the_api_server_does():
+    """Item 12: pods beyond minAvailable are held to the quota by the API server's admission."""
+    r = simulate(_NODE + _quota({"requests.cpu": "2"}) + _vcjob("j", [_task("t", 4, {"cpu": "1"})], 1))
+    spans = sorted((p["startTime"], p["finishTime"]) for p in r["pods"])
+    assert spans == [(1.0, 11.0), (1.0, 11.0), (11.0, 21.0), (11.0, 21.0)]  # two at a time, then two
+    assert r["jobs"][0]["phase"] == "Completed"
+    # a gang the quota can never hold is stuck, saying so; a bare pod past the quota is refused
+    text = _NODE + _quota({"pods": "1"}) + _vcjob("g", [_task("t", 2, {"cpu": "1"})], 2)
+    r = simulate(text + _plain_pod("p", annotations={"sim.lavaflow.io/submit-at": "5s"}))
+    (stuck,) = r["stuck"]
+    assert stuck["reason"] == (
+        "the API server refused some of its pods (exceeded quota: compute, requested: pods=1, used: pods=1, "
+        "limited: pods=1)"
+    )
+    assert [(x["kind"], x["name"]) for x in r["rejected"]] == [("Pod", "p")]
+    assert r["rejected"][0]["reason"].startswith("exceeded quota: compute, requested: pods=1")

@@ -65,6 +65,7 @@ from ..api.volcano import (
     TaskSpec,
 )
 from ..elastic import spec as elastic_spec
+from ..store.base import Forbidden
 from .base import COMMAND_KEY, Controller
 from .job_plugins import plugins_for
 
@@ -241,6 +242,7 @@ class JobController(Controller):
         ] = {}  # job key -> task -> pod template
         self._name_sets: dict[str, dict[str, frozenset[str]]] = {}  # job key -> task -> its pods' names
         self.name_conflicts: set[tuple[str, str]] = set()  # (job key, pod name) another object holds
+        self.forbidden: dict[str, dict[str, str]] = {}  # namespace -> job key -> why a pod create was refused
         # (Job resourceVersion, lavaflow.io/* annotations, the ``specs`` entry and all annotations
         # they were worked out from) last copied to the PodGroup
         self._elastic_seen: dict[str, tuple[str, dict[str, str], Any, dict[str, str]]] = {}
@@ -918,7 +920,15 @@ class JobController(Controller):
                     for i, name in enumerate(names)
                     if name not in pods and not self._taken(job, name)
                 ]
-                self.store.create_many(missing)
+                try:
+                    self.store.create_many(missing)
+                except Forbidden as exc:
+                    # Refused by the API server's admission (a ResourceQuota): tried again when
+                    # usage in the namespace goes down (retry_forbidden).
+                    self.forbidden.setdefault(job.namespace, {})[job.key] = str(exc)
+                else:
+                    if missing and job.namespace in self.forbidden:
+                        self.forbidden[job.namespace].pop(job.key, None)
             # Scale down: pods beyond replicas go.
             indices = tally.indices.get(task.name)
             if not indices or max(indices) < task.replicas:
@@ -933,6 +943,11 @@ class JobController(Controller):
             for p in extra:
                 self.killing.add(p.metadata.uid)
                 self.store.delete("Pod", p.key)
+
+    def retry_forbidden(self, namespace: str) -> None:
+        """Usage in ``namespace`` went down: jobs whose pods were refused try again."""
+        for key in self.forbidden.get(namespace, {}):
+            self.mark(key)
 
     def _taken(self, job: Job, name: str) -> bool:
         """Whether another object's pod already has this name (Volcano's names, <job>-<task>-<index>,

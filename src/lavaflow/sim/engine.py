@@ -28,8 +28,10 @@ from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_co
 from ..scheduler.framework.node_choice import NodeChoice
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
+from ..store.base import Forbidden
 from .inputs import Item, SimInput
 from .native_controllers import REPLACING, WorkloadController
+from .quota import QuotaAdmission
 from .sampling import TimelineSampler
 from .training import TrainingModel
 from .workload_api import WorkloadGangs
@@ -92,6 +94,9 @@ class Simulation:
         self.job_ctrl.on_phase = self._record_phase
         # What the simulator stands in for besides: kube-controller-manager's workload controllers.
         self.workload_ctrl = WorkloadController(self.store, clock)
+        # ... and the API server's ResourceQuota admission (only where the input has quotas)
+        if any(type(it.obj).__name__ == "ResourceQuota" for it in sim_input.items):
+            QuotaAdmission(self.store, on_release=self._quota_released)
         # scheduler-plugins PodGroups: an internal PodGroup each, status written back in their form
         # (on a cluster the scheduler process does this; in the simulator a controller stands in)
         self.cosched = CoschedulingPodGroups(
@@ -343,17 +348,13 @@ class Simulation:
             return
         problems = self._admit(obj)
         if problems:
-            self.rejected.append(
-                {
-                    "namespace": obj.namespace if obj.namespaced else None,
-                    "name": obj.name or f"{obj.metadata.generate_name or ''}*",
-                    "kind": obj.kind,
-                    "time": self.now,
-                    "reason": "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems),
-                }
-            )
+            self._reject(obj, "; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems))
             return
-        self.store.create(obj)
+        try:
+            self.store.create(obj)
+        except Forbidden as exc:  # a pod past a ResourceQuota: the API server refuses it
+            self._reject(obj, str(exc))
+            return
         if it.delete_at is not None:
             self._push(it.delete_at, "delete", (type(obj).__name__, obj.key))
         if isinstance(obj, Node):
@@ -361,6 +362,21 @@ class Simulation:
                 raw = obj.metadata.annotations.get(key)
                 if raw is not None:
                     self._push(max(ann.parse_duration(raw), self.now), kind, obj.name)
+
+    def _quota_released(self, namespace: str) -> None:
+        self.job_ctrl.retry_forbidden(namespace)
+        self.workload_ctrl.retry_forbidden(namespace)
+
+    def _reject(self, obj, reason: str) -> None:
+        self.rejected.append(
+            {
+                "namespace": obj.namespace if obj.namespaced else None,
+                "name": obj.name or f"{obj.metadata.generate_name or ''}*",
+                "kind": obj.kind,
+                "time": self.now,
+                "reason": reason,
+            }
+        )
 
     def _update(self, it: Item) -> None:
         """A later document for an existing object: a user's update (Volcano Jobs: scaling)."""
@@ -423,7 +439,11 @@ class Simulation:
         parent = self.store.get("Pod", parent_key)
         if parent is None or parent.metadata.uid != parent_uid or parent.status.phase != "Running":
             return  # the driver is gone: its executors are never created
-        self.store.create(child)
+        try:
+            self.store.create(child)
+        except Forbidden as exc:  # past a ResourceQuota (a driver's executor requests fail likewise)
+            self._reject(child, str(exc))
+            return
         self.children.setdefault(parent_uid, set()).add(child.key)
         self.parent_of[child.key] = parent_uid
 

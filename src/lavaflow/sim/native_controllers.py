@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..api.core import Pod
 from ..controllers.base import Controller
+from ..store.base import Forbidden
 
 KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
 # Owners whose lost pods are replaced; their pods run until deleted by default.
@@ -25,9 +26,14 @@ class WorkloadController(Controller):
         super().__init__(store, clock)
         self.created: dict[str, set[str]] = {}
         self.names: dict[str, dict[int, str]] = {}  # owner key -> slot -> its pod's name, when not <owner>-<slot>
+        self.forbidden: dict[str, set[str]] = {}  # namespace -> owners a pod create was refused for
         for kind in KINDS:
             store.watch(kind, lambda ev, obj, old, kind=kind: self._on_owner(kind, ev, obj))
         store.watch("Pod", self._on_pod)
+
+    def retry_forbidden(self, namespace: str) -> None:
+        for key in self.forbidden.pop(namespace, set()):
+            self.mark(key)
 
     def _on_pod(self, event: str, pod, old) -> None:
         if event != "DELETED" or pod.status.phase not in ("Pending", "Running", ""):
@@ -92,6 +98,10 @@ class WorkloadController(Controller):
                     }
                 }
             ).model_copy(update={"spec": tmpl.spec.model_copy()})
-            self.store.create(pod)
+            try:
+                self.store.create(pod)
+            except Forbidden:  # past a ResourceQuota: tried again when usage goes down
+                self.forbidden.setdefault(owner.namespace, set()).add(key)
+                break
             names[i] = pod.metadata.name
             created.add(pod.metadata.name)

@@ -154,7 +154,9 @@ def build_result(sim) -> dict[str, Any]:
         )
         if phase not in JOB_FINAL_PHASES and phase != "Deleted":
             pg = store.get("PodGroup", pg_key)
-            stuck.append({"namespace": job.namespace, "name": job.name, "reason": _reason(sim, pg, phase)})
+            refused = sim.job_ctrl.forbidden.get(job.namespace, {}).get(job.key)
+            reason = f"the API server refused some of its pods ({refused})" if refused else _reason(sim, pg, phase)
+            stuck.append({"namespace": job.namespace, "name": job.name, "reason": reason})
             blocked |= _blocked(sim, pg)
     pods_by_group: dict[str, list[dict[str, Any]]] = {}
     for rec in sim.pod_records.values():

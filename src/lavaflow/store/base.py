@@ -10,6 +10,10 @@ ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 Handler = Callable[[str, Any, Any], None]  # (event, new object, old object or None)
 
 
+class Forbidden(Exception):
+    """A create the API server's admission refuses (HTTP 403), e.g. a pod past a ResourceQuota."""
+
+
 def kind_of(obj_or_cls: Any) -> str:
     """The store kind of an object: its model class name (BatchJob for batch/v1 Job)."""
     cls = obj_or_cls if isinstance(obj_or_cls, type) else type(obj_or_cls)

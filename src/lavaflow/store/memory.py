@@ -54,6 +54,8 @@ class MemoryStore:
         self.quiet = 0  # quiet updates among the versions (see update)
         self._rng = random.Random(seed)
         self._generated = 0
+        # The API server's admission for creates: kind -> checks that raise base.Forbidden.
+        self.admission: dict[str, list[Callable[[Any], None]]] = {}
 
     def new_uid(self) -> str:
         """``str(uuid.UUID(int=<128 random bits>, version=4))``, without building the UUID object."""
@@ -88,6 +90,8 @@ class MemoryStore:
         key = obj.key
         if key in bucket:
             raise AlreadyExists(f"{kind} {key} already exists")
+        for check in self.admission.get(kind, ()):
+            check(obj)
         self.version += 1
         stamp: dict[str, Any] = {"resource_version": str(self.version)}
         if not meta.uid:
