@@ -163,6 +163,9 @@ class ElasticState:
     tiresias: tuple[Any, tuple[float, ...], float, tuple[float, ...]] | None = None
     # placement's Node for each (name, free GPUs, type) a reschedule has seen (they are immutable)
     placement_nodes: dict[tuple[str, int, str], Any] = field(default_factory=dict)
+    # place()'s answer (placement, migrations) per (GPU node rows of a type, current placement,
+    # requests, mode), as the elastic action asked it
+    placements: dict[tuple[Any, ...], tuple[dict[str, dict[str, int]], dict[str, int]]] = field(default_factory=dict)
     # ((NodeSet version, nodes, column, label), live node indices, (index, GPUs, name, type) of each)
     gpu_rows: tuple[tuple[int, int, int, str], list[int], list[tuple[int, float, str, str]]] | None = None
     jobs_removed: int = -1  # the cache's ``jobs_removed`` when ``jobs`` was last cleared of jobs it lost
