@@ -67,6 +67,28 @@ class Measurement:
     step_time: float
     sync_time: float
 
+    def __hash__(self) -> int:
+        # The dataclass's hash (of the fields), kept: a profile of up to 256 measurements is hashed
+        # whenever a model is fitted from it (the fits are cached under the profile).
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(
+                (
+                    self.gpu_type,
+                    self.nodes,
+                    self.replicas,
+                    self.local_bsz,
+                    self.accum_steps,
+                    self.step_time,
+                    self.sync_time,
+                )
+            )
+            object.__setattr__(self, "_hash", h)
+        return h  # type: ignore[no-any-return]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (str hashes differ per process)
+
 
 @dataclass(frozen=True)
 class Report:
@@ -368,6 +390,45 @@ def _candidates(
     return bs, atomic, accum, n * atomic * (accum + 1)
 
 
+def _packed_counts(max_workers: int, gpus_per_node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(1..max_workers, nodes each count is packed onto, replicas beyond 2)."""
+    ns = np.arange(1, max_workers + 1)
+    nodes = -(-ns // max(gpus_per_node, 1))
+    return ns, nodes, np.maximum(ns - 2, 0)
+
+
+# What :meth:`LearnedSpeed.packed_rates` works out from a job's limits alone, not from its fit or
+# gradient statistics (they move with every report; the limits do not): kept per set of limits.
+# The arrays are only read.
+@lru_cache(maxsize=4096)
+def _packed_fixed(max_workers: int, gpus_per_node: int, own: int, hi_local: int) -> tuple[np.ndarray, ...]:
+    """(counts, nodes, extra replicas, micro-batch, accumulation steps) of a job training at its own
+    batch on 1..max_workers packed workers."""
+    ns, nodes, extra = _packed_counts(max_workers, gpus_per_node)
+    atomic, accum = _split(own, ns, hi_local)
+    return ns, nodes, extra, atomic, accum
+
+
+@lru_cache(maxsize=4096)
+def _packed_adaptive(
+    max_workers: int, gpus_per_node: int, own: int, b0: int, lo_local: int, hi_local: int, limit: int
+) -> tuple[np.ndarray, ...]:
+    """(counts, nodes, extra replicas, which candidate batches each count may take, micro-batch,
+    accumulation steps, real batch) of an adaptive job on 1..max_workers packed workers (rows)
+    and its candidate batches (columns)."""
+    ns, nodes, extra = _packed_counts(max_workers, gpus_per_node)
+    los = np.maximum(b0, lo_local * ns)
+    cands = sorted({own, *(int(x) for x in los if x <= limit), *_grid(b0, limit)})
+    bs = np.array(cands, dtype=float)[None, :]
+    n2 = ns[:, None].astype(float)
+    grid = set(_grid(b0, limit))
+    in_grid = np.array([c in grid for c in cands])[None, :]
+    lo2 = los[:, None]
+    valid = (bs == own) | ((lo2 <= limit) & ((bs == lo2) | (in_grid & (bs >= lo2) & (bs <= limit))))
+    atomic, accum = _split(bs, n2, hi_local)
+    return ns, nodes, extra, valid, atomic, accum, n2 * atomic * (accum + 1)
+
+
 @dataclass(eq=False)
 class LearnedSpeed:
     """What a scheduler knows of a job's speed: the report's fits (see the module docstring).
@@ -385,6 +446,7 @@ class LearnedSpeed:
     _fits: dict[str, PerfParams | None] = field(default_factory=dict, repr=False)
     _rates: dict[tuple, float] = field(default_factory=dict, repr=False)
     _best: dict[tuple, tuple[float, int]] = field(default_factory=dict, repr=False)
+    _most: int = field(default=-1, repr=False)  # max_observed, worked out once (the report is fixed)
 
     # -- what has been observed ----------------------------------------------------------------
     @property
@@ -394,10 +456,13 @@ class LearnedSpeed:
 
     @property
     def max_observed(self) -> int:
-        r = self.report
-        if r is None:
-            return 0
-        return max([m.replicas for m in r.profile] + [x[2] for x in r.rates], default=0)
+        # Read for every job every session: a walk over up to 2 × 256 entries, done once.
+        most = self._most
+        if most < 0:
+            r = self.report
+            most = 0 if r is None else max([m.replicas for m in r.profile] + [x[2] for x in r.rates], default=0)
+            self._most = most
+        return most
 
     @property
     def max_allowed(self) -> int:
@@ -417,6 +482,15 @@ class LearnedSpeed:
 
     # -- rates ---------------------------------------------------------------------------------
     def rate(self, placement, gpu_type: str | None = None, phase: int | None = None) -> float:
+        if type(placement) is tuple:
+            # Most callers pass a placement's shape (sorted, no empty node): as kept below, so it
+            # finds its rate without being put in that form again (every job, every session).
+            try:
+                hit = self._rates.get((placement, gpu_type))
+            except TypeError:  # (unhashable counts: the long way)
+                hit = None
+            if hit is not None:
+                return hit
         pl = tuple(sorted((int(v) for v in placement if v), reverse=True))
         if not pl:
             return 0.0
@@ -467,28 +541,20 @@ class LearnedSpeed:
             return tuple(
                 0.0 if n == 0 else self.rate(_packed(n, gpus_per_node), gpu_type) for n in range(max_workers + 1)
             )
-        ns = np.arange(1, max_workers + 1)
-        nodes = -(-ns // max(gpus_per_node, 1))
-        extra = np.maximum(ns - 2, 0)
-        tn = np.where(nodes > 1, p.alpha_n + p.beta_n * extra, np.where(ns > 1, p.alpha_r + p.beta_r * extra, _LO))
         own, b0, lo_local, hi_local = self._limits(r)
         if not self.adaptive:
-            atomic, accum = _split(own, ns, hi_local)
+            ns, nodes, extra, atomic, accum = _packed_fixed(max_workers, gpus_per_node, own, hi_local)
+            tn = np.where(nodes > 1, p.alpha_n + p.beta_n * extra, np.where(ns > 1, p.alpha_r + p.beta_r * extra, _LO))
             rates = (ns * atomic * (accum + 1) / own) / p.step_from(atomic, accum, tn)
-            return (0.0, *(float(x) for x in rates))
+            return (0.0, *rates.tolist())
         limit = max(int(self.max_batch_size or r.max_batch_size or own), own)
-        los = np.maximum(b0, lo_local * ns)
-        cands = sorted({own, *(int(x) for x in los if x <= limit), *_grid(b0, limit)})
-        bs = np.array(cands, dtype=float)[None, :]
-        n2 = ns[:, None].astype(float)
-        grid = set(_grid(b0, limit))
-        in_grid = np.array([c in grid for c in cands])[None, :]
-        lo2 = los[:, None]
-        valid = (bs == own) | ((lo2 <= limit) & ((bs == lo2) | (in_grid & (bs >= lo2) & (bs <= limit))))
-        atomic, accum = _split(bs, n2, hi_local)
-        good = _goodputs(p, r, b0, atomic, accum, n2 * atomic * (accum + 1), tn[:, None])
+        ns, nodes, extra, valid, atomic, accum, real = _packed_adaptive(
+            max_workers, gpus_per_node, own, b0, lo_local, hi_local, limit
+        )
+        tn = np.where(nodes > 1, p.alpha_n + p.beta_n * extra, np.where(ns > 1, p.alpha_r + p.beta_r * extra, _LO))
+        good = _goodputs(p, r, b0, atomic, accum, real, tn[:, None])
         good = np.where(valid, good, -np.inf)
-        return (0.0, *(float(x) for x in good.max(axis=1)))
+        return (0.0, *good.max(axis=1).tolist())
 
     def _rate(self, pl: tuple[int, ...], gpu_type: str | None) -> float:
         r = self.report

@@ -45,12 +45,17 @@ def _costs(j: JobView, t: str, base: float, now: float, scale: float, delay: flo
     factor = max(age - j.restarts * delay, 0.0) / (age + delay) if age + delay > 0 else 0.0
     out = [1.0 / EPS]
     same_type = j.current_type == t or j.current_workers == 0
+    # j.rate(t, n), read off the curve here (every job, size and round: the policy's inner loop)
+    r = j.rates.get(t)
+    last = len(r) - 1 if r is not None else 0
+    lo, now_n = j.min_workers, j.current_workers
     for n in range(1, j.max_workers + 1):
-        if n < j.min_workers:
+        if n < lo:
             out.append(math.inf)
             continue
-        s = j.rate(t, n) / base * scale if base > 0 else 0.0
-        if not (n == j.current_workers and same_type):
+        rate = (r[n] if n < last else r[last]) if r is not None else 0.0
+        s = rate / base * scale if base > 0 else 0.0
+        if not (n == now_n and same_type):
             s *= factor
         out.append(1.0 / (s + EPS))
     if j.current_workers:

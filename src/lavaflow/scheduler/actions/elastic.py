@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model import TaskInfo
 
 EPS = 1e-9
+_PLACEMENTS_KEPT = 4096  # place() answers kept (ElasticState.placements)
 
 
 @register_action
@@ -346,23 +347,36 @@ class ElasticAction(Action):
         order = [nm for nm in result if nm in new_n] + [nm for nm in new_n if nm not in result]
         targets: dict[str, dict[str, int]] = {}
         moved: dict[str, int] = {}
+        mode = getattr(plugin.policy, "placement", "auto")
+        placements = st.placements
         for ty in types:
-            # (Node objects are immutable: the same ones are handed out again for the same row)
-            ty_nodes = [node_of(row) for row in nodes if row[2] == ty]
             # in the policy's order (the artifact's Tiresias places jobs in its queue order)
             reqs = {nm: new_n[nm] for nm in order if new_t[nm] == ty}
             cur: dict[str, dict[str, int]] = {}
             for nm in reqs:
                 ej = by_name[nm]
                 if ej.current and ej.gpu_type == ty:
+                    # (a job that keeps all its workers keeps its placement: the per-node counts of
+                    # its alive workers, by index, which is what _keep_lowest would count)
                     cur[nm] = (
                         dict(ej.placement)
-                        if ej.placement_seen is not None
-                        else _keep_lowest(ssn, ej, min(reqs[nm], ej.current))
+                        if ej.placement_seen is not None or reqs[nm] >= ej.current
+                        else _keep_lowest(ssn, ej, reqs[nm])
                     )
             if not reqs:
                 continue
-            pl, mig = place(ty_nodes, cur, reqs, getattr(plugin.policy, "placement", "auto"))
+            # place() is a function of its arguments (in their order): a reschedule that asks for
+            # the same sizes on the same free GPUs and placement as an earlier one (a periodic
+            # policy's round that changes nothing, sizes going back and forth) gets its answer.
+            ty_rows = tuple([row for row in nodes if row[2] == ty])
+            key = (ty_rows, tuple([(nm, tuple(c.items())) for nm, c in cur.items()]), tuple(reqs.items()), mode)
+            hit = placements.get(key)
+            if hit is None:
+                if len(placements) >= _PLACEMENTS_KEPT:
+                    placements.clear()
+                # (Node objects are immutable: the same ones are handed out again for the same row)
+                hit = placements[key] = place([node_of(row) for row in ty_rows], cur, reqs, mode)
+            pl, mig = hit  # (only read: targets copies the per-node counts)
             targets.update({k: dict(v) for k, v in pl.items()})
             for k, v in mig.items():
                 if by_name[k].gpu_type == ty and by_name[k].current:
@@ -379,16 +393,17 @@ class ElasticAction(Action):
             js.target = {k: v for k, v in targets.get(nm, {}).items() if v > 0} if n1 else {}
             js.target_type = t1
             js.stuck_since = None
-            why = _why(plugin.policy.name, nm, n0, n1, grew, shrank, capacity)
             if n1 == 0:
                 if n0:
                     js.halts += 1
                     js.last_run_len = now - (js.run_start if js.run_start is not None else now)
                     js.run_start = None
                     js.wait_since = now
+                    why = _why(plugin.policy.name, nm, n0, n1, grew, shrank, capacity)
                     _note(ssn, ej, "Halted", f"halted ({n0} → 0 workers): {why}")
                 continue
             if n0 == 0:
+                why = _why(plugin.policy.name, nm, n0, n1, grew, shrank, capacity)
                 if js.first_start is None:
                     js.first_start = now
                 else:
@@ -403,6 +418,7 @@ class ElasticAction(Action):
             elif n0 != n1 or t0 != t1:
                 js.resizes += 1
                 js.restarts += 1
+                why = _why(plugin.policy.name, nm, n0, n1, grew, shrank, capacity)
                 kind = "type " + f"{t0} → {t1}, " if t0 != t1 else ""
                 _note(
                     ssn,

@@ -153,6 +153,8 @@ class ElasticState:
     # (id of the speed, type, max workers, GPUs per node, training phase) -> (the speed, rates for
     # 0..max workers)
     curves: dict[tuple[int, str, int, int, Any], tuple[Any, tuple[float, ...]]] = field(default_factory=dict)
+    # the same key (with a worker count for the type) -> (the speed, its rate): rate_for's answers
+    rates_for: dict[tuple[int, str, int, int, Any], tuple[Any, float]] = field(default_factory=dict)
     reschedules: int = 0
     adopted: bool = False
     profiles: ProfileBook = field(default_factory=ProfileBook)  # profile groups' shared measurements
@@ -163,6 +165,9 @@ class ElasticState:
     tiresias: tuple[Any, tuple[float, ...], float, tuple[float, ...]] | None = None
     # placement's Node for each (name, free GPUs, type) a reschedule has seen (they are immutable)
     placement_nodes: dict[tuple[str, int, str], Any] = field(default_factory=dict)
+    # place()'s answer (placement, migrations) per (GPU node rows of a type, current placement,
+    # requests, mode), as the elastic action asked it
+    placements: dict[tuple[Any, ...], tuple[dict[str, dict[str, int]], dict[str, int]]] = field(default_factory=dict)
     # ((NodeSet version, nodes, column, label), live node indices, (index, GPUs, name, type) of each)
     gpu_rows: tuple[tuple[int, int, int, str], list[int], list[tuple[int, float, str, str]]] | None = None
     jobs_removed: int = -1  # the cache's ``jobs_removed`` when ``jobs`` was last cleared of jobs it lost
@@ -669,11 +674,20 @@ class ElasticPlugin(Plugin):
         speed model and training phase as :meth:`curves`."""
         if n <= 0:
             return 0.0
-        pl = consolidated_placement(n, gpus_per_node)
+        assert self.state is not None  # set when the session opened
         phase = _phase(ej)
-        if phase is None:
-            return float(ej.speed.speed.rate(pl, gpu_type))
-        return float(ej.speed.speed.rate(pl, gpu_type, phase=phase))
+        speed = ej.speed.speed
+        # Asked for every job in every round of a fair-share policy (Pollux): kept as the curves are.
+        key = (id(speed), gpu_type, n, gpus_per_node, phase)
+        hit = self.state.rates_for.get(key)
+        if hit is not None and hit[0] is speed:  # (an id is reused once its object is gone)
+            return hit[1]
+        pl = consolidated_placement(n, gpus_per_node)
+        rate = float(speed.rate(pl, gpu_type)) if phase is None else float(speed.rate(pl, gpu_type, phase=phase))
+        if len(self.state.rates_for) >= _CURVES_KEPT:
+            self.state.rates_for.clear()
+        self.state.rates_for[key] = (speed, rate)
+        return rate
 
 
 def _phase(ej: ElasticJob) -> int | None:
