@@ -86,3 +86,19 @@ def test_gpu_number_needs_idle_gpus():
     r50 = simulate(conf(both) + text, until=50)
     messages = [c.get("message", "") for pg in r50["podGroups"] for c in pg["conditions"]]
     assert "1/1 tasks in gang unschedulable: 0/1 nodes are available: 1 node(s) had not enough idle GPUs." in messages
+
+
+def test_schedule_policy_does_not_order_nodes_for_gpu_sharing():
+    """Issue 35, item 21: Volcano's gpushare device scores every node 0, so binpack and spread
+    leave node order to the other plugins: placements equal those without the arguments."""
+
+    def nodes_with(policy: str) -> dict[str, str]:
+        args = "{deviceshare.GPUSharingEnable: true" + (
+            f", deviceshare.SchedulePolicy: {policy}, deviceshare.ScheduleWeight: 10}}" if policy else "}"
+        )
+        c = CONF.replace("  - name: network-topology-aware\n", f"  - name: deviceshare\n    arguments: {args}\n")
+        text = gpu_nodes(3) + "".join(pod(f"p{i}", {"volcano.sh/gpu-memory": 4000}, submit=i) for i in range(4))
+        return {p["name"]: p["node"] for p in simulate(conf(c) + text, until=50)["pods"]}
+
+    plain = nodes_with("")
+    assert nodes_with("binpack") == plain and nodes_with("spread") == plain

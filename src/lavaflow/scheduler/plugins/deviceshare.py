@@ -5,8 +5,10 @@ A node offers ``volcano.sh/gpu-number`` GPUs and ``volcano.sh/gpu-memory`` in to
 for ``volcano.sh/gpu-memory`` (container limits, else requests) must fit on one GPU's
 free memory — the lowest-numbered GPU that has room is taken; with
 ``deviceshare.GPUNumberEnable: true`` a pod asking for ``volcano.sh/gpu-number: k`` needs k
-GPUs nobody uses. ``deviceshare.SchedulePolicy`` (``binpack`` / ``spread``) with
-``deviceshare.ScheduleWeight`` scores nodes by how full the chosen GPU will be.
+GPUs nobody uses. ``deviceshare.SchedulePolicy`` (``binpack`` / ``spread``) and
+``deviceshare.ScheduleWeight`` order nodes only for Volcano's vGPU devices: its gpushare device
+scores every node 0 (``ScoreNode``), so with GPU sharing and GPU numbers node order is left to the
+other plugins, here as there (issue 35, item 21).
 
 The GPU chosen for each pod is accounted through the session's events and remembered
 across sessions (and read back from a pod's ``volcano.sh/gpu-index`` annotation when it
@@ -21,7 +23,6 @@ import numpy as np
 
 from ..framework import arguments as A
 from ..framework.registry import Plugin, register_plugin
-from ..framework.session import UNCACHED
 from ..model import OCCUPYING
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 GPU_MEMORY = "volcano.sh/gpu-memory"
 GPU_NUMBER = "volcano.sh/gpu-number"
 GPU_INDEX = "volcano.sh/gpu-index"
-MAX_SCORE = 100.0
 
 
 def _container_amount(pod: Pod | None, name: str) -> float:
@@ -76,8 +76,6 @@ class DeviceSharePlugin(Plugin):
         numbers = self.arg_bool("deviceshare.GPUNumberEnable", False)
         if not (sharing or numbers):
             return
-        policy = str(self.arguments.get("deviceshare.SchedulePolicy", "") or "")
-        weight = self.arg_float("deviceshare.ScheduleWeight", 0.0)
         nodes = ssn.nodes
         index = ssn.index
         n = len(nodes)
@@ -138,18 +136,6 @@ class DeviceSharePlugin(Plugin):
             r = f"node(s) had no GPU with {mem:g} {GPU_MEMORY} free" if mem > 0 else "node(s) had not enough idle GPUs"
             return {r: int(failing.sum())}
 
-        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-            out = np.zeros(len(cand))
-            for j, i in enumerate(cand):
-                node = cards.get(int(i))
-                got = choose(task, int(i))
-                if node is None or got is None or node[0] <= 0:
-                    continue
-                card = int(np.argmax(got))
-                fill = (node[1][card] + got[card]) / node[0]
-                out[j] = fill if policy == "binpack" else 1.0 - fill
-            return out * MAX_SCORE * weight
-
         def on_allocate(task: TaskInfo) -> None:
             node = cards.get(task.node)
             if node is None:
@@ -165,8 +151,6 @@ class DeviceSharePlugin(Plugin):
                 cards[entry[0]][1][:] -= entry[1]
 
         ssn.add_predicate_fn(self.name, predicate)
-        if policy in ("binpack", "spread") and weight > 0:
-            ssn.add_node_order_fn(self.name, score, cache_key=lambda t: UNCACHED if any(wants(t)) else None)
         ssn.add_event_handler(on_allocate, on_deallocate)
         self.cards = cards
 
