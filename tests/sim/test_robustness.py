@@ -810,3 +810,62 @@ def test_a_resource_quota_limits_every_pod_as_the_api_server_does():
     )
     assert [(x["kind"], x["name"]) for x in r["rejected"]] == [("Pod", "p")]
     assert r["rejected"][0]["reason"].startswith("exceeded quota: compute, requested: pods=1")
+
+
+def _batch(name: str, duration: str = "10s", exit_code: str | None = None, **spec) -> str:
+    ann = {"sim.lavaflow.io/duration": duration}
+    if exit_code is not None:
+        ann["sim.lavaflow.io/exit-code"] = exit_code
+    tmpl = {
+        "metadata": {"annotations": ann},
+        "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [{"name": "c"}]},
+    }
+    return _doc(
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": {**spec, "template": tmpl}}
+    )
+
+
+def _batch_run(text: str) -> tuple[dict, dict]:
+    from lavaflow.api.loader import load_text
+    from lavaflow.sim.engine import Simulation
+    from lavaflow.sim.inputs import prepare
+
+    sim = Simulation(prepare(load_text(text)))
+    r = sim.run()
+    return r, {j.name: j for j in sim.store.list("BatchJob")}
+
+
+def test_batch_jobs_run_to_their_completions_two_at_a_time():
+    """Item 8: completions 5, parallelism 2: five pods succeed, never more than two at once."""
+    r, jobs = _batch_run(_NODE + _batch("c5", completions=5, parallelism=2))
+    spans = sorted((p["startTime"], p["finishTime"]) for p in r["pods"])
+    assert len(spans) == 5 and all(p["phase"] == "Succeeded" for p in r["pods"])
+    assert max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans) == 2
+    st = jobs["c5"].status
+    assert (st.succeeded, st.failed, st.active) == (5, 0, 0)
+    assert [(c.type, c.reason) for c in st.conditions] == [("Complete", "CompletionsReached")]
+    (entry,) = r["jobs"]
+    assert entry["phase"] == "Completed" and entry["finishTime"] == spans[-1][1]
+
+
+def test_a_failing_batch_job_is_retried_up_to_its_backoff_limit_then_fails():
+    r, jobs = _batch_run(_NODE + _batch("f", duration="5s", exit_code="1", backoffLimit=2))
+    assert [p["phase"] for p in r["pods"]] == ["Failed"] * 3  # the first try and two retries
+    st = jobs["f"].status
+    assert (st.succeeded, st.failed) == (0, 3)
+    assert [(c.type, c.reason) for c in st.conditions] == [("Failed", "BackoffLimitExceeded")]
+    (entry,) = r["jobs"]
+    assert entry["phase"] == "Failed" and entry["reason"].startswith("BackoffLimitExceeded")
+
+
+def test_a_batch_jobs_pod_lost_with_its_node_is_replaced():
+    """A lost pod counts as a failure and is replaced; the Job completes (it was reported Lost)."""
+    nodes = _node("a", **{"sim.lavaflow.io/fail-at": "5s"}) + _node("b")
+    r, jobs = _batch_run(nodes + _batch("j", duration="20s", completions=1))
+    assert [(p["name"], p["node"], p["phase"], p["finishTime"]) for p in r["pods"]] == [
+        ("j-0", "a", "Deleted", 5.0),
+        ("j-1", "b", "Succeeded", 25.0),
+    ]
+    (entry,) = r["jobs"]
+    assert entry["phase"] == "Completed" and "reason" not in entry
+    assert (jobs["j"].status.succeeded, jobs["j"].status.failed) == (1, 1)

@@ -3,7 +3,7 @@ apps/v1 Deployment, ReplicaSet, StatefulSet and batch/v1 Job."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -37,7 +37,25 @@ class StatefulSet(TypedObject):
 class BatchJobSpec(K8sModel):
     parallelism: int = 1
     completions: int | None = None
+    backoff_limit: int = Field(default=6, ge=0)
     template: PodTemplateSpec = Field(default_factory=PodTemplateSpec)
+
+
+class JobCondition(K8sModel):
+    type: str  # Complete | Failed
+    status: str = "True"
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: Any = None
+
+
+class BatchJobStatus(K8sModel):
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    start_time: Any = None
+    completion_time: Any = None
+    conditions: list[JobCondition] = Field(default_factory=list)
 
 
 class BatchJob(TypedObject):
@@ -46,6 +64,7 @@ class BatchJob(TypedObject):
     api_version: str = "batch/v1"
     kind: str = "Job"
     spec: BatchJobSpec = Field(default_factory=BatchJobSpec)
+    status: BatchJobStatus = Field(default_factory=BatchJobStatus)
 
 
 class NumaLayout(K8sModel):

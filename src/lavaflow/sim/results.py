@@ -110,6 +110,15 @@ def _all_podgroups(sim) -> list:
     return list(live.values())
 
 
+def _batch_job_of(store, pg) -> Any | None:
+    """The batch/v1 Job a PodGroup was made for (its controller owner), if it is one."""
+    owner = next((r for r in pg.metadata.owner_references if r.controller), None)
+    if owner is None or owner.kind != "Job" or not owner.api_version.startswith("batch/"):
+        return None
+    job = store.get("BatchJob", f"{pg.namespace}/{owner.name}")
+    return job if job is not None and job.metadata.uid == owner.uid else None
+
+
 def build_result(sim) -> dict[str, Any]:
     store = sim.store
     jobs_out: list[dict[str, Any]] = []
@@ -173,7 +182,14 @@ def build_result(sim) -> dict[str, Any]:
         starts = [r["startTime"] for r in recs if r["startTime"] is not None]
         done = bool(recs) and all(r["phase"] in FINISHED_POD or r["finishTime"] is not None for r in recs)
         failed = any(r["phase"] == "Failed" for r in recs)
-        lost_phase, lost_reason = _lost(recs) if done and not failed else (None, None)
+        batch = _batch_job_of(store, pg)
+        if batch is not None:
+            # A batch/v1 Job ends by its controller's condition, not by its pods: a failed pod it
+            # replaced does not fail it, and it is not done while it still has completions to run.
+            cond = next((c for c in batch.status.conditions if c.status == "True"), None)
+            done = cond is not None and all(r["finishTime"] is not None or r["phase"] in FINISHED_POD for r in recs)
+            failed = cond is not None and cond.type == "Failed"
+        lost_phase, lost_reason = _lost(recs) if done and not failed and batch is None else (None, None)
         if done:
             phase = "Failed" if failed else lost_phase or "Completed"
         elif starts:
@@ -205,6 +221,9 @@ def build_result(sim) -> dict[str, Any]:
         )
         if lost_reason:
             jobs_out[-1]["reason"] = lost_reason
+        if batch is not None and failed:
+            cond = next(c for c in batch.status.conditions if c.status == "True")
+            jobs_out[-1]["reason"] = f"{cond.reason}: {cond.message}"
         owner = next((r for r in pg.metadata.owner_references if r.controller), None)
         if owner is not None:  # the workload it was made for, e.g. "Deployment/web" (for --explain)
             jobs_out[-1]["owner"] = f"{'Job' if owner.kind == 'BatchJob' else owner.kind}/{owner.name}"
