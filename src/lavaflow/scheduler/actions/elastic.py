@@ -479,37 +479,37 @@ class ElasticAction(Action):
                     )
                     ej.info.job_fit_errors = js.reason
                     continue
-            # 1. evictions: above target on a node (or the whole job when halted)
-            evict = Statement(ssn)
             per_node: dict[str, list[TaskInfo]] = {}
             for t in ej.workers:
                 if t.status in ALIVE and t.node >= 0:
                     per_node.setdefault(names[t.node], []).append(t)
-            for node, tasks in per_node.items():
-                extra = len(tasks) - target.get(node, 0)
-                for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True)[: max(extra, 0)]:
-                    evict.evict(t, f"{es.RESIZE_REASON}: {js.reason or 'resized by the elastic policy'}")
             if not target:
+                # Halted: every worker and the job's other tasks go.
+                evict = Statement(ssn)
+                for tasks in per_node.values():
+                    for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True):
+                        evict.evict(t, f"{es.RESIZE_REASON}: {js.reason or 'resized by the elastic policy'}")
                 for t in ej.others:
                     if t.status in ALIVE and t.node >= 0:
                         evict.evict(t, f"{es.RESIZE_REASON}: halted by the elastic policy {plugin.policy.name}")
-            if len(evict):
-                evict.commit()
-            if not target:
+                if len(evict):
+                    evict.commit()
                 js.reason = (
                     f"waiting for GPUs: the elastic policy {plugin.policy.name} has not started it "
                     f"(minimum {ej.min_workers} worker(s); {spare()} GPU(s) not allocated to elastic jobs)"
                 )
                 ej.info.job_fit_errors = js.reason
                 continue
-            # 2. bindings: pending workers onto nodes below target, then the other tasks
+            # 1. bindings: pending workers onto nodes below target, then the other tasks. First, so
+            # that the evictions below know what already runs where the job is going (the nodes a
+            # job grows onto are never those it leaves, so neither step makes room for the other).
             stmt = Statement(ssn)
             pending = [t for t in ej.workers if t.status == TaskStatus.PENDING]
             short = False
             k = 0
             for node, want in sorted(target.items()):
                 i = pos.get(node)
-                alive_here = sum(1 for t in per_node.get(node, []) if t.status in ALIVE)
+                alive_here = len(per_node.get(node, ()))
                 need = want - min(alive_here, want)
                 while need > 0 and k < len(pending):
                     task = pending[k]
@@ -527,10 +527,39 @@ class ElasticAction(Action):
                         short = True
                         continue
                     stmt.allocate(t, at)
+            bound = 0
             if len(stmt) and ssn.job_ready(ej.info):
+                bound = k
                 stmt.commit()
             else:
                 stmt.discard()
+            # 2. evictions: above target on a node. A running job never runs on fewer workers than
+            # its minimum (issue 35, item 13): workers that would take it there stay until their
+            # replacements run, and go in a later session once the evicted ones are back and bound;
+            # when none can go without that (a job at its minimum moving), all go at once -- the
+            # checkpoint-restart a migration is -- and the job starts again where the policy put it.
+            leaving = [
+                t
+                for node, tasks in per_node.items()
+                for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True)[
+                    : max(len(tasks) - target.get(node, 0), 0)
+                ]
+            ]
+            alive = sum(len(v) for v in per_node.values())
+            room = alive + bound - ej.min_workers
+            if leaving and alive >= ej.min_workers and room < len(leaving):
+                if room > 0:
+                    leaving = leaving[:room]
+                elif not pending:  # only the leaving workers can come back where it goes: a restart
+                    leaving = [t for tasks in per_node.values() for t in tasks]
+                else:  # its pending workers wait for room where it goes; nothing leaves before
+                    leaving = []
+                short = True
+            evict = Statement(ssn)
+            for t in leaving:
+                evict.evict(t, f"{es.RESIZE_REASON}: {js.reason or 'resized by the elastic policy'}")
+            if len(evict):
+                evict.commit()
             if short:
                 if js.stuck_since is None:
                     js.stuck_since = ssn.now
