@@ -314,3 +314,25 @@ def test_a_highest_tier_name_no_hypernode_has_is_warned_about():
         "Job/g: spec.networkTopology.highestTierName 'rack' is the tierName of no HyperNode (tierNames: none); "
         "the job may span every tier"
     ]
+
+
+def test_soft_gang_tries_every_eligible_hypernode_of_a_tier_before_spanning():
+    """Issue 35, item 22: Volcano makes soft mode hard at the cluster's top tier and tries every
+    eligible HyperNode of each tier (allocateForJob); lavaflow gave up after four per tier."""
+    # Racks r1..r4: three 4-CPU nodes each, half used (6 CPU idle in all: eligible, but no node
+    # holds a 3-CPU pod); rack r5: two empty 4-CPU nodes (the clean fit); node x (8 CPU) in no rack.
+    text = ""
+    racks = []
+    for r in range(1, 6):
+        count = 3 if r < 5 else 2
+        text += node_group(f"r{r}", count, cpu="4", memory="16Gi")
+        racks.append(hypernode(f"rack{r}", 1, [{"type": "Node", "selector": {"regexMatch": {"pattern": f"^r{r}-"}}}]))
+        if r < 5:
+            text += "".join(filler(f"f{r}-{i}", f"r{r}-{i}", cpu="2") for i in range(count))
+    text += node_group("x", 1, cpu="8", memory="32Gi") + "".join(racks)
+    members = [{"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack{r}"}}} for r in range(1, 6)]
+    members.append({"type": "Node", "selector": {"exactMatch": {"name": "x-0"}}})
+    text += hypernode("spine", 2, members)
+    # without binpack, least-requested alone would put the pods on x, outside every rack
+    r = simulate(conf(CONF.replace("  - name: binpack\n", "")) + text + job("g", 2, cpu="3", topology={"mode": "soft"}))
+    assert sorted(nodes_of(r, "g")) == ["r5-0", "r5-1"]

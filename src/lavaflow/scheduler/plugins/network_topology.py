@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..resources import ResourceIndex
 
 MAX_SCORE = 100.0
-SOFT_TRIES_PER_TIER = 4  # soft mode tries at most this many HyperNodes per tier before widening
 
 
 class Topology:
@@ -220,15 +219,11 @@ class NetworkTopologyAwarePlugin(Plugin):
             else:
                 chosen = []
             if not hard:
-                per_tier: dict[int, int] = {}
-                kept = []
-                for h in chosen:
-                    t = int(topo.tiers[h])
-                    if per_tier.get(t, 0) < SOFT_TRIES_PER_TIER:
-                        per_tier[t] = per_tier.get(t, 0) + 1
-                        kept.append(h)
-                cands = [(f"HyperNode {topo.names[h]} (tier {topo.tiers[h]})", topo.members[h]) for h in kept]
-                cands.append(("", None))  # soft: anywhere, as a last resort
+                # Volcano turns soft mode into hard mode at the cluster's top tier and tries every
+                # eligible HyperNode of each tier, lowest first (allocateForJob over the gradients);
+                # the cluster as a whole is the last gradient.
+                cands = [(f"HyperNode {topo.names[h]} (tier {topo.tiers[h]})", topo.members[h]) for h in chosen]
+                cands.append(("", None))
                 return cands, ""
             cands = [(f"HyperNode {topo.names[h]} (tier {topo.tiers[h]})", topo.members[h]) for h in chosen]
             if not len(topo.names):
