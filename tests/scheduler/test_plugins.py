@@ -771,6 +771,16 @@ def test_nodeorder_prefer_no_schedule_taint():
     assert scores[1] > scores[0]
 
 
+def test_nodeorder_sees_a_prefer_no_schedule_taint_added_between_sessions():
+    # whether any node has such a taint is kept across sessions, under the nodes' version
+    cache = make_cache([make_node("a"), make_node("b")], pgs=[make_pg("j", 1)], pods=[make_pod("p", "j")])
+    first = fn(open_session(cache, only("nodeorder")), "NodeOrder", "nodeorder")(cache.tasks["default/p"], np.arange(2))
+    assert first[0] == first[1]
+    cache.on_node(make_node("a", taints=[{"key": "k", "effect": "PreferNoSchedule"}]))
+    then = fn(open_session(cache, only("nodeorder")), "NodeOrder", "nodeorder")(cache.tasks["default/p"], np.arange(2))
+    assert then[1] > then[0]
+
+
 def test_binpack_prefers_fuller_node():
     cache = _scoring_cache([make_pod("p", "j", cpu=1, mem="1Gi")])
     ssn = open_session(cache, only("predicates", "binpack"))
