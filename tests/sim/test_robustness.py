@@ -869,3 +869,12 @@ def test_a_batch_jobs_pod_lost_with_its_node_is_replaced():
     (entry,) = r["jobs"]
     assert entry["phase"] == "Completed" and "reason" not in entry
     assert (jobs["j"].status.succeeded, jobs["j"].status.failed) == (1, 1)
+
+
+def test_pods_created_before_their_quota_count_against_it():
+    """A ResourceQuota that comes after pods of its namespace (later in the input, or later in
+    time) counts them, as the quota controller's status.used would."""
+    early = _plain_pod("a", annotations={"sim.lavaflow.io/duration": "100s"})
+    late = _plain_pod("b", annotations={"sim.lavaflow.io/submit-at": "10s"})
+    r = simulate(_NODE + early + _quota({"pods": "1"}) + late)
+    assert [(x["kind"], x["name"]) for x in r["rejected"]] == [("Pod", "b")]

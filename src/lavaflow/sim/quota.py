@@ -55,6 +55,7 @@ class QuotaAdmission:
         self.counted: dict[str, tuple[str, dict[str, float]]] = {}  # pod key -> (namespace, charges)
         self.on_release = on_release  # called with a namespace whose usage went down
         store.watch("Pod", self._on_pod)
+        store.watch("ResourceQuota", self._on_quota)
         store.admission.setdefault("Pod", []).append(self.check)
 
     def quotas(self, namespace: str) -> list[Any]:
@@ -87,6 +88,15 @@ class QuotaAdmission:
                     + ", limited: "
                     + ",".join(f"{k}={_plain(h)}" for k, _, _, h in over)
                 )
+
+    def _on_quota(self, event: str, quota: Any, old: Any) -> None:
+        """A quota created or changed after pods of its namespace: they count from now on, as the
+        API server's quota controller would have counted them (its status.used)."""
+        namespace = quota.namespace
+        keys = self._keys(namespace)
+        for pod in self.store.list("Pod"):
+            if pod.namespace == namespace and pod.status.phase not in _COUNTED:
+                self.counted[pod.key] = (namespace, {k: charge(pod, k) for k in keys})
 
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
         key = pod.key
