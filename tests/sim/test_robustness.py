@@ -7,6 +7,15 @@ import json
 import pytest
 
 from conftest import node_group, resources, simulate
+from lavaflow.api.loader import InputError, load_text
+from lavaflow.sim.inputs import prepare
+
+
+def _refused(text: str) -> list[str]:
+    """The problem lines of an input prepare() refuses."""
+    with pytest.raises(InputError) as err:
+        prepare(load_text(text))
+    return err.value.problems
 
 
 def _doc(obj: dict) -> str:
@@ -336,9 +345,6 @@ def test_negative_requests_capacity_and_capability_are_refused(tmp_path):
 
 
 def test_negative_request_can_no_longer_overcommit_a_node():
-    from lavaflow.api.loader import InputError, load_text
-    from lavaflow.sim.inputs import prepare
-
     text = node_group(cpu="4") + _bare("neg", "5s").replace('"cpu": "1"', '"cpu": "-2"')
     try:
         prepare(load_text(text))
@@ -693,14 +699,10 @@ def test_an_empty_podgroup_beside_a_volcano_job_of_its_name_is_not_given_the_job
 
 def test_pods_that_spawn_each_other_are_refused():
     """Item 9: a circle of spawned-by would leave every pod of it unborn and unreported."""
-    from lavaflow.api.loader import InputError, load_text
-    from lavaflow.sim.inputs import prepare
 
     text = _NODE + _plain_pod("a", annotations={"sim.lavaflow.io/spawned-by": "b"})
     text += _plain_pod("b", annotations={"sim.lavaflow.io/spawned-by": "a"})
-    with pytest.raises(InputError) as err:
-        prepare(load_text(text))
-    assert [p.split(": ", 4)[-1] for p in err.value.problems] == [
+    assert [p.split(": ", 4)[-1] for p in _refused(text)] == [
         "pods spawn each other in a circle (a → b → a): none of them would ever start",
         "pods spawn each other in a circle (b → a → b): none of them would ever start",
     ]
@@ -708,8 +710,6 @@ def test_pods_that_spawn_each_other_are_refused():
 
 def test_pod_names_that_would_meet_never_crash_the_run():
     """Item 1: a Deployment and a batch Job of one name both run; fixed names that meet are refused."""
-    from lavaflow.api.loader import InputError, load_text
-    from lavaflow.sim.inputs import prepare
 
     tmpl = {
         "metadata": {"labels": {"app": "x"}, "annotations": {"sim.lavaflow.io/duration": "10s"}},
@@ -728,9 +728,7 @@ def test_pod_names_that_would_meet_never_crash_the_run():
     text = _NODE + _vcjob("a-b", [_task("c", 1, {"cpu": "1"})], 1) + _vcjob("a", [_task("b-c", 1, {"cpu": "1"})], 1)
     text += _plain_pod("a-b-c-1")
     text += _vcjob("z", [_task("t", 2, {"cpu": "1"})], 1) + _plain_pod("z-t-1")
-    with pytest.raises(InputError) as err:
-        prepare(load_text(text))
-    assert [p.split(": ", 2)[-1] for p in err.value.problems] == [
+    assert [p.split(": ", 2)[-1] for p in _refused(text)] == [
         "Job/a: metadata.name: its pod a-b-c-0 (task b-c, index 0) would have the name of the pod of Job/a-b "
         "(task c, index 0) at <input>: document 2; one of them could never be created: rename one",
         "Pod/z-t-1: metadata.name: its pod z-t-1 would have the name of the pod of Job/z (task t, index 1) at "
@@ -740,15 +738,11 @@ def test_pod_names_that_would_meet_never_crash_the_run():
 
 def test_a_later_version_of_a_job_passes_the_checks_of_a_create():
     """Item 6: raising replicas to 2^31 or 1e6 in an update was not checked (the run reached 4 GB)."""
-    from lavaflow.api.loader import InputError, load_text
-    from lavaflow.sim.inputs import prepare
 
     text = _NODE + _vcjob("j", [_task("t", 1, {"cpu": "1"})], 1)
     for at, replicas in (("10s", 2**31), ("20s", 10**6)):
         text += _vcjob("j", [_task("t", replicas, {"cpu": "1"})], 1, annotations={"sim.lavaflow.io/submit-at": at})
-    with pytest.raises(InputError) as err:
-        prepare(load_text(text))
-    assert [p.split(": ", 3)[-1] for p in err.value.problems] == [
+    assert [p.split(": ", 3)[-1] for p in _refused(text)] == [
         "spec.tasks[0].replicas: replicas is 2147483648; it does not fit Kubernetes' 32-bit integer (at most "
         "2147483647).",
         "spec.tasks[0].replicas: replicas is 1000000; the simulator creates at most 100000 pods per task or "
@@ -758,8 +752,6 @@ def test_a_later_version_of_a_job_passes_the_checks_of_a_create():
 
 def test_device_and_cpu_counts_the_simulator_would_model_one_by_one_are_bounded():
     """Item 2: no per-device or per-CPU structure whose size the input chooses."""
-    from lavaflow.api.loader import InputError, load_text
-    from lavaflow.sim.inputs import prepare
 
     node = {
         "apiVersion": "v1",
@@ -779,9 +771,7 @@ def test_device_and_cpu_counts_the_simulator_would_model_one_by_one_are_bounded(
         "metadata": {"name": "g"},
         "spec": {"count": 2, "capacity": {"cpu": "1000000", "memory": "8Gi"}, "numa": {"nodes": 2}},
     }
-    with pytest.raises(InputError) as err:
-        prepare(load_text(_doc(node) + _doc(numa) + _doc(group)))
-    assert sorted(p.split(": ", 3)[-1] for p in err.value.problems) == [
+    assert sorted(p.split(": ", 3)[-1] for p in _refused(_doc(node) + _doc(numa) + _doc(group))) == [
         "spec.capacity[cpu]: is 1000000; with spec.numa every CPU is modelled, and a node has at most 8192",
         "spec.numares[cpu].allocatable: CPU id 4000000000 in '0-4000000000' is beyond what a node can have (ids "
         "below 8192)",
@@ -826,9 +816,7 @@ def _batch(name: str, duration: str = "10s", exit_code: str | None = None, **spe
 
 
 def _batch_run(text: str) -> tuple[dict, dict]:
-    from lavaflow.api.loader import load_text
     from lavaflow.sim.engine import Simulation
-    from lavaflow.sim.inputs import prepare
 
     sim = Simulation(prepare(load_text(text)))
     r = sim.run()
