@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .arguments import as_bool, as_number
+
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
@@ -52,19 +54,15 @@ class Plugin:
         (``Scheduler.prepare_jobs``), so that the first session over a large cluster finds them
         kept instead of visiting every job. Most plugins keep nothing per job."""
 
-    # Argument helpers (Volcano arguments arrive as strings, ints or floats).
+    # Argument helpers (Volcano arguments arrive as strings, ints or floats), read by the same
+    # rules the configuration was checked with (arguments.py); anything else gives the default.
     def arg_float(self, key: str, default: float) -> float:
-        value = self.arguments.get(key, default)
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            return default
+        value = as_number(self.arguments.get(key, default))
+        return default if value is None else value
 
     def arg_bool(self, key: str, default: bool) -> bool:
-        value = self.arguments.get(key, default)
-        if isinstance(value, str):
-            return value.strip().lower() in ("true", "1", "yes")
-        return bool(value)
+        value = as_bool(self.arguments.get(key, default))
+        return default if value is None else value
 
 
 class Action:
