@@ -53,6 +53,7 @@ class QuotaAdmission:
     def __init__(self, store: Any, on_release: Callable[[str], None] | None = None) -> None:
         self.store = store
         self.counted: dict[str, tuple[str, dict[str, float]]] = {}  # pod key -> (namespace, charges)
+        self.totals: dict[tuple[str, str], float] = {}  # (namespace, quota key) -> what counted pods take
         self.on_release = on_release  # called with a namespace whose usage went down
         store.watch("Pod", self._on_pod)
         store.watch("ResourceQuota", self._on_quota)
@@ -65,7 +66,23 @@ class QuotaAdmission:
         return {k for q in self.quotas(namespace) for k in q.spec.hard}
 
     def used(self, namespace: str, key: str) -> float:
-        return sum(c.get(key, 0.0) for ns, c in self.counted.values() if ns == namespace)
+        return self.totals.get((namespace, key), 0.0)
+
+    def _count(self, pod: Any, keys: set[str]) -> None:
+        self._uncount(pod.key)
+        charges = {k: charge(pod, k) for k in keys}
+        self.counted[pod.key] = (pod.namespace, charges)
+        for k, v in charges.items():
+            self.totals[(pod.namespace, k)] = self.totals.get((pod.namespace, k), 0.0) + v
+
+    def _uncount(self, key: str) -> bool:
+        entry = self.counted.pop(key, None)
+        if entry is None:
+            return False
+        namespace, charges = entry
+        for k, v in charges.items():
+            self.totals[(namespace, k)] -= v
+        return True
 
     def check(self, pod: Any) -> None:
         """Raise QuotaExceeded when ``pod`` would take a quota of its namespace past ``spec.hard``."""
@@ -96,17 +113,17 @@ class QuotaAdmission:
         keys = self._keys(namespace)
         for pod in self.store.list("Pod"):
             if pod.namespace == namespace and pod.status.phase not in _COUNTED:
-                self.counted[pod.key] = (namespace, {k: charge(pod, k) for k in keys})
+                self._count(pod, keys)
 
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
         key = pod.key
         if event == "DELETED" or pod.status.phase in _COUNTED:
-            if self.counted.pop(key, None) is not None and self.on_release is not None:
+            if self._uncount(key) and self.on_release is not None:
                 self.on_release(pod.namespace)
         elif key not in self.counted:
             keys = self._keys(pod.namespace)
             if keys:
-                self.counted[key] = (pod.namespace, {k: charge(pod, k) for k in keys})
+                self._count(pod, keys)
 
 
 __all__ = ["QuotaAdmission", "QuotaExceeded", "charge"]
