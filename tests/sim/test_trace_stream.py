@@ -201,6 +201,28 @@ def test_a_late_row_admission_refuses_names_file_line_object_and_field(tmp_path)
     ]
 
 
+def test_a_bad_row_is_told_alone_as_before_even_after_rows_admission_refuses(tmp_path):
+    """The reader's problems come first, without admission's (which never ran on a whole trace
+    whose reading failed)."""
+    head, rows = _rows(POLLUX)
+    rows = [f"ncf-{i},{i},ncf,1,32768,," for i in range(traces.STREAM_BATCH + 10)]  # more than a batch
+    rows[2] = "ncf-big,2,ncf,1,32768,1,200000"
+    rows[-1] = "x,99,ncf,1,32768,1,1,extra"
+    path = tmp_path / "two.csv"
+    path.write_text("\n".join([head + ",min_replicas,max_replicas", *rows]) + "\n")
+    p = simulate_cli(str(path), str(CLUSTER), "--output", "json")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines() == [f"error: {path}:{len(rows) + 1}: expected 7 fields"]
+    rows[-1] = "x,99,ncf,1,32768,,"
+    path.write_text("\n".join([head + ",min_replicas,max_replicas", *rows]) + "\n")
+    p = simulate_cli(str(path), str(CLUSTER), "--output", "json")
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.strip().splitlines() == [
+        f"error: {path}: line 4: Job/ncf-big: spec.tasks[0].replicas: replicas is 200000; "
+        "the simulator creates at most 100000 pods per task or workload; lower it."
+    ]
+
+
 def test_bad_rows_are_refused_as_the_whole_trace_refused_them(tmp_path):
     for name, row in [
         ("time", "x-19,12x,ncf,1,32768"),

@@ -65,6 +65,7 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
 
     skipped: list[str] = []
     feed = None
+    later: list[str] = []  # the trace jobs' admission problems, told with the other inputs'
     try:
         loaded = load_files([str(f) for f in files if not is_trace(f)], skip_unsupported, skipped)
         traces = [str(f) for f in files if is_trace(f)]
@@ -77,12 +78,13 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
             if feed is None:
                 loaded += load_traces(traces, loaded, problems, adaptive=adaptive)
             problems.raise_if_any()
+            later = feed.problems if feed is not None else []
         sim_input = prepare(loaded)
     except InputError as exc:
-        raise Invalid(exc.problems + (feed.problems if feed is not None else [])) from None
+        raise Invalid(exc.problems + later) from None
+    if later:
+        raise Invalid(later)
     if feed is not None:
-        if feed.problems:
-            raise Invalid(feed.problems)
         sim_input.stream = feed
         sim_input.warnings += feed.warnings
     sim_input.warnings[:0] = skipped
