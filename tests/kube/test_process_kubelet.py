@@ -517,25 +517,27 @@ def test_pod_dns_names_become_pod_addresses():
         "print('got', c.recv(2).decode(), os.environ['HOSTS'])\n"
     )
 
+    ns = f"dns-{uuid.uuid4().hex[:6]}"  # addresses of its own: runs at the same time do not meet
+
     def member(name: str, script: str) -> dict:
         env = [
             {"name": "MASTER_ADDR", "value": "job-master-0.job"},
-            {"name": "HOSTS", "value": "job-master-0.job,job-worker-0.job.default.svc.cluster.local"},
+            {"name": "HOSTS", "value": f"job-master-0.job,job-worker-0.job.{ns}.svc.cluster.local"},
             {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ]
-        return pod(name, script, hostname=name, subdomain="job", container={"env": env})
+        return pod(name, script, ns=ns, hostname=name, subdomain="job", container={"env": env})
 
     async def scenario():
         async with Env() as e:
             await e.create(member("job-worker-0", client))
             await e.create(member("job-master-0", server))
-            await e.phase("job-master-0", "Succeeded")
-            await e.phase("job-worker-0", "Succeeded")
-            master, worker = pod_ip("default", "job-master-0"), pod_ip("default", "job-worker-0")
-            assert e.kubelet.logs("default", "job-master-0").strip() == f"listening {master}"
-            assert e.kubelet.logs("default", "job-worker-0").strip() == f"got hi {master},{worker}"
+            await e.phase("job-master-0", "Succeeded", ns=ns)
+            await e.phase("job-worker-0", "Succeeded", ns=ns)
+            master, worker = pod_ip(ns, "job-master-0"), pod_ip(ns, "job-worker-0")
+            assert e.kubelet.logs(ns, "job-master-0").strip() == f"listening {master}"
+            assert e.kubelet.logs(ns, "job-worker-0").strip() == f"got hi {master},{worker}"
             hosts = (e.kubelet.root / "hosts").read_text().splitlines()
-            assert f"{master}\tjob-master-0.job.default.svc.cluster.local" in hosts[1]
+            assert f"{master}\tjob-master-0.job.{ns}.svc.cluster.local" in hosts[1]
 
     run(scenario())
 

@@ -754,6 +754,8 @@ class _PodRun:
                 own[name] = data[ref["key"]].decode("utf-8", "replace")
         env = dict(os.environ) if self.k.inherit_env else {"PATH": os.environ.get("PATH", os.defpath)}
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
+        if env.get("PYTHONPATH"):  # the process starts elsewhere: relative entries made absolute
+            env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
         env.update(kubelet_env)
         env.update(own)
         mapping = {**kubelet_env, **own}
@@ -1411,6 +1413,7 @@ class ProcessKubelet:
             if r is not None:
                 r.gone = True
                 r.terminate(self._grace(pod), finalize=False)
+                self._forget_finished()
             return
         self._note_dns(key, pod)
         if spec.get("nodeName") not in self.node_names:
@@ -1435,6 +1438,14 @@ class ProcessKubelet:
             r.task = self._spawn(self._lost(r))
         else:  # a Running one was started by a kubelet before this one: started again
             r.task = self._spawn(r.run())
+
+    def _forget_finished(self, keep: int = 1000) -> None:
+        """Forget the oldest finished runs of deleted pods beyond ``keep`` (their files stay)."""
+        done = [uid for uid, r in self.runs.items() if r.gone and r.task is not None and r.task.done()]
+        for uid in done[: max(0, len(done) - keep)]:
+            r = self.runs.pop(uid)
+            if self.latest.get(r.key) == uid:
+                del self.latest[r.key]
 
     async def _lost(self, r: _PodRun) -> None:
         """A Running pod of this node this kubelet did not start (it was restarted): its
