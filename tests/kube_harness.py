@@ -193,18 +193,24 @@ class Cluster:
         return await list_objects(self.api, kind, namespace)
 
     async def wait_for(self, predicate, timeout: float = 20.0, what: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = await predicate()
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+        return await wait_for(predicate, timeout, what)
 
     def bindings(self) -> list[tuple[str, str]]:
         assert self.double is not None
         return self.double.call(lambda: list(self.double.bindings))
+
+
+async def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> Any:
+    """Until ``await predicate()`` is truthy (polled every 50 ms); its value. AssertionError after
+    ``timeout`` seconds, naming ``what`` and the last value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await predicate()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 async def _finish(t: asyncio.Task) -> None:
@@ -232,7 +238,7 @@ def node_usage(pods: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-__all__ = ["Cluster", "load_example", "node_usage"]
+__all__ = ["Cluster", "load_example", "node_usage", "wait_for"]
 
 
 def pod_view(obj: Any) -> Any:

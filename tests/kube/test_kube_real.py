@@ -600,16 +600,9 @@ async def _setup_failover(api, ns: str, nodes: list[dict]) -> None:
 
 
 async def _wait(pred, timeout: float, what: str):
-    import time
+    from kube_harness import wait_for
 
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = await pred()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    return await wait_for(pred, timeout, what)
 
 
 def test_frozen_leader_does_not_bind_from_a_stale_view_on_a_real_api_server(tmp_path):
