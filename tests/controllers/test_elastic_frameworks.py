@@ -1,5 +1,5 @@
 """Training frameworks follow an elastic job's resizes (issue 32): the ``mpi`` job plugin keeps
-Horovod's host discovery script true.
+Horovod's host discovery script true, the ``pytorch`` plugin gives torchrun a rendezvous.
 
 In the simulator: the discovery script is checked after every step of the run against the worker
 pods that run at that moment, through scale-in, scale-out, a lost node and a migration.
@@ -384,6 +384,52 @@ def test_discovery_config_map_goes_with_the_job_and_another_objects_is_left_alon
     sim._settle()
     assert sim.store.get("ConfigMap", "default/hvd-config") is None
     assert sim.store.get("ConfigMap", "default/taken-config") is not None
+
+
+def worker_env(sim: engine.Simulation, name: str) -> dict[str, str]:
+    return {e.name: e.value for e in pod(sim, name).spec.containers[0].env}
+
+
+def test_elastic_pytorch_job_gets_torchrun_rendezvous_and_no_world_size():
+    job = elastic_job(
+        "tr", 8, 2, 10, plugins={"pytorch": ["--port=29400"]}, launcher=False, worker_env={"PET_MAX_RESTARTS": "7"}
+    )
+    sim = created(text(node("a", gpus=8), job))
+    job_uid = sim.store.get("Job", "default/tr").metadata.uid
+    for i in range(8):
+        env = worker_env(sim, f"tr-worker-{i}")
+        assert not {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"} & set(env), env
+        assert {k: v for k, v in env.items() if k.startswith("PET_")} == {
+            "PET_NNODES": "2:8",
+            "PET_RDZV_BACKEND": "c10d",
+            "PET_RDZV_ENDPOINT": "tr-worker-0.tr:29400",
+            "PET_RDZV_ID": job_uid,
+            "PET_RDZV_CONF": f"is_host={'true' if i == 0 else 'false'}",
+            "PET_MAX_RESTARTS": "7",  # the container's own value is kept
+            "PET_NPROC_PER_NODE": "1",
+        }
+
+
+def test_elastic_pytorch_job_with_a_master_meets_at_the_master():
+    job = elastic_job("tm", 3, 1, 10, plugins={"pytorch": []}, launcher=False)
+    job["spec"]["tasks"].insert(
+        0, {"name": "master", "replicas": 1, "template": {"spec": {"containers": [container("m", gpus=1)]}}}
+    )
+    job["spec"]["minAvailable"] = 2
+    sim = created(text(node("a", gpus=8), job))
+    master, worker = worker_env(sim, "tm-master-0"), worker_env(sim, "tm-worker-2")
+    assert master["PET_NNODES"] == worker["PET_NNODES"] == "2:4"
+    assert master["PET_RDZV_ENDPOINT"] == worker["PET_RDZV_ENDPOINT"] == "tm-master-0.tm:23456"
+    assert (master["PET_RDZV_CONF"], worker["PET_RDZV_CONF"]) == ("is_host=true", "is_host=false")
+
+
+def test_pytorch_job_that_is_not_elastic_keeps_its_fixed_world():
+    # the same shape without a speed model is an ordinary gang: Volcano's variables, as before
+    job = elastic_job("fx", 2, 1, 10, plugins={"pytorch": []}, launcher=False, speed=False)
+    sim = created(text(node("a", gpus=8), job))
+    env = worker_env(sim, "fx-worker-1")
+    assert env["WORLD_SIZE"] == "2" and env["RANK"] == "1" and env["MASTER_PORT"] == "23456"
+    assert not any(k.startswith("PET_") for k in env)
 
 
 # The env of every pod of a rigid MPI job, in order, as the mpi, ssh and svc plugins wrote it before
