@@ -462,3 +462,18 @@ def test_mpi_job_that_is_not_elastic_is_unchanged(speed):
         dumped = json.dumps(p.spec.model_dump(by_alias=True, exclude_none=True, mode="json"), sort_keys=True)
         assert "volumeMounts" not in dumped and "mpi-job-config" not in dumped
     assert sim.store.get("ConfigMap", "default/m-config") is None
+
+
+def test_elastic_torchrun_example_runs_and_its_workers_get_a_rendezvous():
+    from conftest import simulate
+
+    r = simulate((EXAMPLES / "elastic-torchrun.yaml").read_text(encoding="utf-8"))
+    assert r["stuck"] == [] and all(j["phase"] == "Completed" for j in r["jobs"])
+    # the first job is resized while it runs (shrunk for the second, grown back)
+    reasons = [(e["reason"], e["message"].split(":")[0]) for e in r["events"] if "bert-elastic" in e["object"]]
+    assert ("Resized", "resized 8 → 6 workers") in reasons and ("Resized", "resized 6 → 8 workers") in reasons
+    for p in r["pods"]:
+        env = p["env"]
+        assert "WORLD_SIZE" not in env and "RANK" not in env
+        assert env["PET_RDZV_BACKEND"] == "c10d" and env["PET_RDZV_ENDPOINT"] == f"{p['job']}-worker-0.{p['job']}:29400"
+        assert env["PET_NNODES"] == {"bert-elastic": "2:8", "resnet-elastic": "2:4"}[p["job"]]
