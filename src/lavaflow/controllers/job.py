@@ -67,7 +67,7 @@ from ..api.volcano import (
 from ..elastic import spec as elastic_spec
 from ..store.base import Forbidden
 from .base import COMMAND_KEY, Controller
-from .job_plugins import plugins_for
+from .job_plugins import discovery_config_maps, job_gone, plugins_for, pods_changed
 
 log = logging.getLogger("lavaflow.controllers")
 
@@ -648,6 +648,8 @@ class JobController(Controller):
                     self._cancel(job.key, f"pod/{req.pod}")
                 continue
             self._handle(job, pods, req)
+        if job.spec.plugins:
+            pods_changed(job, pods, self.store)
         if _snapshot(job.status) != before:
             if self._transitions == transitions:
                 self._own_writes.add(key)
@@ -667,6 +669,7 @@ class JobController(Controller):
         ns, _, name = key.partition("/")
         for kind, suffix in (("Service", ""), ("ConfigMap", "-svc"), ("Secret", "-ssh")):
             self.store.delete(kind, f"{ns}/{name}{suffix}")
+        job_gone(self.store, ns, name)
         self._cancel(key)
         self.requests.pop(key, None)
         # Forget the job: nothing kept per job outlives it.
@@ -1095,7 +1098,7 @@ def generated_objects(job: Job) -> dict[str, list[str]]:
     plugins = job.spec.plugins
     return {
         "services": [job.name] if "svc" in plugins else [],
-        "configMaps": [f"{job.name}-svc"] if "svc" in plugins else [],
+        "configMaps": ([f"{job.name}-svc"] if "svc" in plugins else []) + discovery_config_maps(job),
         "secrets": [f"{job.name}-ssh"] if "ssh" in plugins else [],
     }
 
