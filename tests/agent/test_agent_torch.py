@@ -164,6 +164,7 @@ def test_ddp_on_two_workers_stops_on_sigterm_and_resumes_on_one(tmp_path):
     assert ckpt, "no checkpoint written on SIGTERM"
     saved = json.loads((ckpt[-1] / "agent.json").read_text())
     assert saved["step"] >= stopped_at
+    assert saved["grad"][3] > 0  # gradient statistics measured on two workers (the DDP hook)
 
     log2 = tmp_path / "run2.log"
     q = _torchrun(["--standalone", "--nproc-per-node=1"], log2, env, TRAIN)
