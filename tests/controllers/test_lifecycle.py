@@ -1115,3 +1115,25 @@ def test_job_reconciled_on_what_concerns_it_not_on_status_echoes():
     assert "default/j" in ctrl.dirty
     ctrl.run()
     assert syncs == ["default/j", "default/j"]
+
+
+@pytest.mark.parametrize("resized_out", [False, True])
+def test_a_worker_the_elastic_scheduler_removed_may_exit_non_zero_without_failing_the_job(resized_out):
+    # torchrun exits 1 when a resize's SIGTERM reaches it, so a pod taken away by a resize can end
+    # Failed before it is gone. That is the scheduler's own doing, not a PodFailed for the policies.
+    from lavaflow.elastic.spec import RESIZED_OUT
+
+    text = CLUSTER + vjob(
+        "j", [{"name": "w", "replicas": 2, "duration": "inf"}], policies=[{"event": "PodFailed", "action": "RestartJob"}]
+    )
+    sim, _ = run_sim(text, until=5)
+    pod = next(p for p in sim.store.list("Pod") if p.status.phase == "Running")
+    if resized_out:
+        pod.metadata.annotations[RESIZED_OUT] = "ElasticResize: resized by the elastic policy"
+    pod.status.phase = "Failed"
+    pod.status.exit_code = 1
+    sim.store.update(pod)
+    sim._settle()
+    job = sim.store.get("Job", "default/j")
+    assert (job.status.state.phase == "Running") == resized_out
+    assert (job.status.retry_count == 0) == resized_out

@@ -343,6 +343,11 @@ class JobController(Controller):
         elif now == "Running":
             event = "PodRunning"
         elif now == "Failed":
+            if _resized_out(pod):
+                # a worker the elastic scheduler took away, ending before it is gone (torchrun
+                # exits 1 on the resize's SIGTERM): not a failure for the job's policies
+                self.mark(key)
+                return
             version = _int(meta.annotations.get(JOB_VERSION_KEY))
             task = labels.get(TASK_SPEC_KEY, "")
             self._request(key, Request("PodFailed", task, pod_name, pod.status.exit_code, version=version))
