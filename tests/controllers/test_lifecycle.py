@@ -1124,7 +1124,9 @@ def test_a_worker_the_elastic_scheduler_removed_may_exit_non_zero_without_failin
     from lavaflow.elastic.spec import RESIZED_OUT
 
     text = CLUSTER + vjob(
-        "j", [{"name": "w", "replicas": 2, "duration": "inf"}], policies=[{"event": "PodFailed", "action": "RestartJob"}]
+        "j",
+        [{"name": "w", "replicas": 2, "duration": "inf"}],
+        policies=[{"event": "PodFailed", "action": "RestartJob"}],
     )
     sim, _ = run_sim(text, until=5)
     pod = next(p for p in sim.store.list("Pod") if p.status.phase == "Running")
