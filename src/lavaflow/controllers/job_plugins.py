@@ -153,12 +153,21 @@ class EnvPlugin(JobPlugin):
 
 
 class SvcPlugin(JobPlugin):
-    """Headless Service ``<job>``, ConfigMap ``<job>-svc`` with ``<task>.host`` lists, host env vars."""
+    """Headless Service ``<job>``; ConfigMap ``<job>-svc`` with each task's hosts (``<task>.host``,
+    one a line; ``VC_<TASK>_HOSTS``, comma-separated; ``VC_<TASK>_NUM``); the same ``VC_*``
+    variables in every container; each pod's hostname and subdomain. ``<task>`` is the task's name
+    with ``-`` as ``_`` (upper case in ``VC_*``), as in Volcano."""
 
     name = "svc"
 
     def _hosts_data(self, job: Job) -> dict[str, str]:
-        return {f"{t.name}.host": "\n".join(task_hosts(job, t)) for t in job.spec.tasks}
+        data = {}
+        for t in job.spec.tasks:
+            hosts = task_hosts(job, t)
+            data[f"{t.name.replace('-', '_')}.host"] = "\n".join(hosts)
+            data[f"VC_{_env_name(t.name)}_HOSTS"] = ",".join(hosts)
+            data[f"VC_{_env_name(t.name)}_NUM"] = str(len(hosts))
+        return data
 
     def on_job_add(self, job: Job, store: Store) -> None:
         svc = Service.model_validate(
@@ -187,6 +196,8 @@ class SvcPlugin(JobPlugin):
                     }
                 )
             )
+        else:  # (Volcano creates or updates it: one left by an older controller gets today's keys)
+            self.on_job_update(job, store)
         job.status.controlled_resources["plugin-svc"] = "svc"
 
     def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
