@@ -31,6 +31,7 @@ from ..api.core import (
     KeyToPath,
     Pod,
     Secret,
+    SecretVolumeSource,
     Service,
     Volume,
     VolumeMount,
@@ -152,10 +153,46 @@ class EnvPlugin(JobPlugin):
         _set_env(pod, {"VK_TASK_INDEX": str(index), "VC_TASK_INDEX": str(index)})
 
 
+def _bool_arg(args: dict[str, str], name: str, default: bool) -> bool:
+    """A boolean flag as Go's flag package reads it (``--x``, ``--x=false``, ``--x=0``, ...); a
+    value it cannot read leaves the default (Volcano logs the parse error and goes on)."""
+    value = args.get(name)
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    return default
+
+
+def _mount_everywhere(pod: Pod, volume: Volume, mount: VolumeMount) -> None:
+    """Add ``volume`` to the pod and ``mount`` to each of its containers and init containers, as
+    Volcano's svc and ssh plugins do. Where Volcano would make a pod the API server refuses, the
+    template's own wins: a pod that already has a volume of that name gets nothing, a container
+    that already mounts something at that path keeps its own mount."""
+    spec = pod.spec
+    if any(v.name == volume.name for v in spec.volumes):
+        return
+    # Replaced, never changed in place: the pod shares its lists with the task's template.
+    spec.volumes = [*spec.volumes, volume]
+
+    def mounted(c: Container) -> Container:
+        if any(m.mount_path == mount.mount_path for m in c.volume_mounts or ()):
+            return c
+        return c.model_copy(update={"volume_mounts": [*(c.volume_mounts or ()), mount]})
+
+    spec.containers = [mounted(c) for c in spec.containers]
+    spec.init_containers = [mounted(c) for c in spec.init_containers]
+
+
+SVC_SUFFIX = "-svc"
+SVC_MOUNT_PATH = "/etc/volcano"
+
+
 class SvcPlugin(JobPlugin):
-    """Headless Service ``<job>``; ConfigMap ``<job>-svc`` with each task's hosts (``<task>.host``,
-    one a line; ``VC_<TASK>_HOSTS``, comma-separated; ``VC_<TASK>_NUM``); the same ``VC_*``
-    variables in every container; each pod's hostname and subdomain. ``<task>`` is the task's name
+    """Headless Service ``<job>``; ConfigMap ``<job>-svc`` mounted at ``/etc/volcano`` in every
+    container, with each task's hosts (``<task>.host``, one a line; ``VC_<TASK>_HOSTS``,
+    comma-separated; ``VC_<TASK>_NUM``); the same ``VC_*`` variables in every container (not with
+    ``--inject-hosts-env=false``); each pod's hostname and subdomain. ``<task>`` is the task's name
     with ``-`` as ``_`` (upper case in ``VC_*``), as in Volcano."""
 
     name = "svc"
@@ -176,19 +213,18 @@ class SvcPlugin(JobPlugin):
                 "spec": {
                     "clusterIP": "None",
                     "selector": {JOB_NAME_KEY: job.name, JOB_NAMESPACE_KEY: job.namespace},
-                    "publishNotReadyAddresses": self.args.get("publish-not-ready-addresses", "false") == "true",
+                    "publishNotReadyAddresses": _bool_arg(self.args, "publish-not-ready-addresses", False),
                 },
             }
         )
         if store.get("Service", svc.key) is None:
             store.create(svc)
-        cm_key = f"{job.namespace}/{job.name}-svc"
-        if store.get("ConfigMap", cm_key) is None:
+        if store.get("ConfigMap", f"{job.namespace}/{job.name}{SVC_SUFFIX}") is None:
             store.create(
                 ConfigMap.model_validate(
                     {
                         "metadata": {
-                            "name": f"{job.name}-svc",
+                            "name": f"{job.name}{SVC_SUFFIX}",
                             "namespace": job.namespace,
                             "ownerReferences": _owner(job),
                         },
@@ -203,14 +239,21 @@ class SvcPlugin(JobPlugin):
     def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         pod.spec.hostname = pod.name
         pod.spec.subdomain = job.name
-        env = {}
-        for t in job.spec.tasks:
-            env[f"VC_{_env_name(t.name)}_HOSTS"] = ",".join(task_hosts(job, t))
-            env[f"VC_{_env_name(t.name)}_NUM"] = str(t.replicas)
-        _set_env(pod, env)
+        if _bool_arg(self.args, "inject-hosts-env", True):
+            env = {}
+            for t in job.spec.tasks:
+                env[f"VC_{_env_name(t.name)}_HOSTS"] = ",".join(task_hosts(job, t))
+                env[f"VC_{_env_name(t.name)}_NUM"] = str(t.replicas)
+            _set_env(pod, env)
+        name = f"{job.name}{SVC_SUFFIX}"
+        _mount_everywhere(
+            pod,
+            Volume(name=name, config_map=ConfigMapVolumeSource(name=name)),
+            VolumeMount(name=name, mount_path=SVC_MOUNT_PATH),
+        )
 
     def on_job_update(self, job: Job, store: Store) -> None:
-        cm = store.get("ConfigMap", f"{job.namespace}/{job.name}-svc")
+        cm = store.get("ConfigMap", f"{job.namespace}/{job.name}{SVC_SUFFIX}")
         if cm is not None:
             data = self._hosts_data(job)
             if cm.data != data:
@@ -219,16 +262,30 @@ class SvcPlugin(JobPlugin):
 
     def on_job_delete(self, job: Job, store: Store) -> None:
         store.delete("Service", f"{job.namespace}/{job.name}")
-        store.delete("ConfigMap", f"{job.namespace}/{job.name}-svc")
+        store.delete("ConfigMap", f"{job.namespace}/{job.name}{SVC_SUFFIX}")
+
+
+SSH_SUFFIX = "-ssh"
+SSH_KEYS = ("id_rsa", "id_rsa.pub", "authorized_keys", "config")
+SSH_ROOT_PATH = "/root/.ssh"  # where the keys go unless --ssh-key-file-path says otherwise
+SSH_DIR = ".ssh"  # the keys' directory inside the volume, mounted as the mount's subPath
+SSH_ROOT_MODE = 0o600  # the files' mode at /root/.ssh (ssh refuses a private key others can read)
+SSH_USER_MODE = 0o644  # elsewhere: readable by a user who is not root (the files belong to root)
 
 
 class SSHPlugin(JobPlugin):
-    """Secret ``<job>-ssh`` with a freshly generated key pair, authorized_keys and an ssh config."""
+    """Secret ``<job>-ssh`` with a freshly generated key pair, ``authorized_keys`` and an ssh
+    ``config`` naming every pod, mounted in every container at ``/root/.ssh`` (mode 0600) or at
+    ``--ssh-key-file-path`` (mode 0644), as Volcano does."""
 
     name = "ssh"
 
+    def _path(self) -> str:
+        path = self.args.get("ssh-key-file-path", "")
+        return SSH_ROOT_PATH if path in ("", "true") else path
+
     def on_job_add(self, job: Job, store: Store) -> None:
-        key = f"{job.namespace}/{job.name}-ssh"
+        key = f"{job.namespace}/{job.name}{SSH_SUFFIX}"
         if store.get("Secret", key) is not None:
             return
         from cryptography.hazmat.primitives import serialization
@@ -248,15 +305,32 @@ class SSHPlugin(JobPlugin):
         store.create(
             Secret.model_validate(
                 {
-                    "metadata": {"name": f"{job.name}-ssh", "namespace": job.namespace, "ownerReferences": _owner(job)},
+                    "metadata": {
+                        "name": f"{job.name}{SSH_SUFFIX}",
+                        "namespace": job.namespace,
+                        "ownerReferences": _owner(job),
+                    },
                     "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
                 }
             )
         )
         job.status.controlled_resources["plugin-ssh"] = "ssh"
 
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
+        name = f"{job.name}{SSH_SUFFIX}"
+        path = self._path()
+        volume = Volume(
+            name=name,
+            secret=SecretVolumeSource(
+                secret_name=name,
+                items=[KeyToPath(key=k, path=f"{SSH_DIR}/{k}") for k in SSH_KEYS],
+                default_mode=SSH_ROOT_MODE if path == SSH_ROOT_PATH else SSH_USER_MODE,
+            ),
+        )
+        _mount_everywhere(pod, volume, VolumeMount(name=name, mount_path=path, sub_path=SSH_DIR))
+
     def on_job_delete(self, job: Job, store: Store) -> None:
-        store.delete("Secret", f"{job.namespace}/{job.name}-ssh")
+        store.delete("Secret", f"{job.namespace}/{job.name}{SSH_SUFFIX}")
 
 
 # torchrun's options as environment variables (torch.distributed.argparse_util: PET_<option>),
