@@ -5,10 +5,12 @@ every container and init container. Through the simulator (the controllers are t
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from test_lifecycle import run_sim
 
 from conftest import node_group
@@ -176,6 +178,42 @@ def test_ssh_no_root_alone_is_not_a_flag_any_more():
     spec = dumped(pods["j-t-0"])
     assert spec["volumes"] == [ssh_volume(0o600)]
     assert spec["containers"][0]["volumeMounts"][0]["mountPath"] == "/root/.ssh"
+
+
+def secret_files(sim, name: str = "j") -> dict[str, str]:
+    secret = sim.store.get("Secret", f"default/{name}-ssh")
+    return {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
+
+
+def test_ssh_secret_holds_a_real_key_pair_and_a_config_naming_every_pod():
+    sim, _ = created(job({"ssh": []}, [("master", 1), ("worker", 2)]))
+    files = secret_files(sim)
+    assert set(files) == {"id_rsa", "id_rsa.pub", "authorized_keys", "config"}
+    private = serialization.load_pem_private_key(files["id_rsa"].encode(), password=None)
+    assert files["id_rsa"].startswith("-----BEGIN RSA PRIVATE KEY-----")  # PKCS#1, as Volcano writes it
+    public = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    assert files["id_rsa.pub"] == files["authorized_keys"] == public.decode() + "\n"
+    config = files["config"]
+    assert config.startswith("StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n")
+    for host in ("j-master-0", "j-worker-0", "j-worker-1"):
+        assert f"Host {host}\n  HostName {host}.j\n  Port 22\n" in config
+
+
+def test_ssh_port_goes_into_the_config_and_an_invalid_one_falls_back_to_22():
+    sim, _ = created(job({"ssh": ["--ssh-port=2222"]}, [("t", 1)]))
+    assert "Host j-t-0\n  HostName j-t-0.j\n  Port 2222\n" in secret_files(sim)["config"]
+    for bad in ("--ssh-port=70000", "--ssh-port=0", "--ssh-port=x"):
+        sim, _ = created(job({"ssh": [bad]}, [("t", 1)]))
+        assert "  Port 22\n" in secret_files(sim)["config"]
+
+
+def test_ssh_user_given_keys_are_kept_as_given():
+    private = "-----BEGIN RSA PRIVATE KEY-----\nMIIB=\n-----END RSA PRIVATE KEY-----\n"
+    public = "ssh-rsa AAAAB3Nza== user@host"
+    sim, _ = created(job({"ssh": [f"--ssh-private-key={private}", f"--ssh-public-key={public}"]}, [("t", 1)]))
+    files = secret_files(sim)
+    assert files["id_rsa"] == private  # its final newline kept
+    assert files["id_rsa.pub"] == files["authorized_keys"] == public
 
 
 def test_template_mounts_and_volumes_of_its_own_win():
