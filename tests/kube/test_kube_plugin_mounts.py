@@ -4,6 +4,7 @@ in every container and init container, so an MPI job's ``mpirun`` over ssh finds
 
 Against the in-process API double: the controllers and the scheduler with the fake kubelet (the pods
 as the API server holds them), then with the process-backed kubelet (the files a container reads).
+A real kube-apiserver accepts these pods: test_kube_real.py's mpi-hello.yaml run checks them.
 """
 
 from __future__ import annotations
