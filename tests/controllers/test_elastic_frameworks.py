@@ -258,7 +258,12 @@ def test_launcher_and_workers_mount_the_discovery_script_read_only_0555():
         assert source.name == "hvd-config"
         assert [(i.key, i.path, i.mode) for i in source.items] == [("discover_hosts.sh", "discover_hosts.sh", 0o555)]
         mounts = [(m.name, m.mount_path, m.read_only) for c in p.spec.containers for m in c.volume_mounts or ()]
-        assert mounts == [(job_plugins.MPI_CONFIG_VOLUME, "/etc/mpi", True)]
+        # (after the svc plugin's hosts and the ssh plugin's keys, which every pod of the job mounts)
+        assert mounts == [
+            ("hvd-svc", "/etc/volcano", None),
+            ("hvd-ssh", "/root/.ssh", None),
+            (job_plugins.MPI_CONFIG_VOLUME, "/etc/mpi", True),
+        ]
     cm = sim.store.get("ConfigMap", "default/hvd-config")
     assert [(r.kind, r.name, r.controller) for r in cm.metadata.owner_references] == [("Job", "hvd", True)]
     # the pod the API server is sent carries the volume (modelled fields, camelCase)
@@ -270,9 +275,11 @@ def test_launcher_and_workers_mount_the_discovery_script_read_only_0555():
             "items": [{"key": "discover_hosts.sh", "path": "discover_hosts.sh", "mode": 365}],
         },
     }
-    assert dumped["containers"][0]["volumeMounts"] == [
-        {"name": "mpi-job-config", "mountPath": "/etc/mpi", "readOnly": True}
-    ]
+    assert dumped["containers"][0]["volumeMounts"][-1] == {
+        "name": "mpi-job-config",
+        "mountPath": "/etc/mpi",
+        "readOnly": True,
+    }
 
 
 def test_template_volumes_and_mounts_are_kept_beside_the_discovery_volume():
@@ -286,9 +293,11 @@ def test_template_volumes_and_mounts_are_kept_beside_the_discovery_volume():
     sim = created(text(node("a", gpus=4), job))
     spec = pod(sim, "hvd-worker-0").spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     assert spec["volumes"][:2] == w["volumes"]  # kept whole (emptyDir is not modelled)
-    assert spec["volumes"][2]["name"] == "mpi-job-config"
+    assert [v["name"] for v in spec["volumes"][2:]] == ["hvd-svc", "hvd-ssh", "mpi-job-config"]
     # the template mounts its own volume at /etc/mpi: that container keeps it, nothing is mounted over it
-    assert spec["containers"][0]["volumeMounts"] == w["containers"][0]["volumeMounts"]
+    mounts = spec["containers"][0]["volumeMounts"]
+    assert mounts[:2] == w["containers"][0]["volumeMounts"]
+    assert [m["mountPath"] for m in mounts[2:]] == ["/etc/volcano", "/root/.ssh"]
 
 
 def test_slots_are_the_workers_gpus_or_the_jobs_setting():
@@ -343,7 +352,8 @@ def test_voda_mpijob_example_runs_unchanged_with_host_discovery(monkeypatch):
     assert all(j["phase"] == "Completed" for j in result["jobs"])
     assert max(s.count("echo ") for s in seen) == 4  # grew to its maximum
     launcher = next(p for p in sim.store.list("Pod") if p.name == "tf2-keras-cifar10-resnet50-elastic-launcher-0")
-    assert [m.mount_path for c in launcher.spec.containers for m in c.volume_mounts or ()] == ["/etc/mpi"]
+    mounts = [m.mount_path for c in launcher.spec.containers for m in c.volume_mounts or ()]
+    assert mounts == ["/etc/volcano", "/root/.ssh", "/etc/mpi"]
 
 
 def test_no_write_when_the_script_did_not_change(monkeypatch):
@@ -458,9 +468,14 @@ def test_mpi_job_that_is_not_elastic_is_unchanged(speed):
     for name, env in RIGID_ENV.items():
         p = pod(sim, name)
         assert [(e.name, e.value) for c in p.spec.containers for e in c.env] == env
-        assert p.spec.volumes == [] and all(c.volume_mounts is None for c in p.spec.containers)
+        # only what the svc and ssh plugins mount in every pod, as Volcano does: no host discovery
+        assert [v.name for v in p.spec.volumes] == ["m-svc", "m-ssh"]
+        assert [m.mount_path for c in p.spec.containers for m in c.volume_mounts or ()] == [
+            "/etc/volcano",
+            "/root/.ssh",
+        ]
         dumped = json.dumps(p.spec.model_dump(by_alias=True, exclude_none=True, mode="json"), sort_keys=True)
-        assert "volumeMounts" not in dumped and "mpi-job-config" not in dumped
+        assert "mpi-job-config" not in dumped and "/etc/mpi" not in dumped
     assert sim.store.get("ConfigMap", "default/m-config") is None
 
 

@@ -470,7 +470,8 @@ def scaled(steps: list[tuple[str | None, int]]) -> str:
 
 
 def hosts(n: int) -> dict[str, str]:
-    return {"t.host": "\n".join(f"j-t-{i}.j" for i in range(n))}
+    names = [f"j-t-{i}.j" for i in range(n)]
+    return {"t.host": "\n".join(names), "VC_T_HOSTS": ",".join(names), "VC_T_NUM": str(n)}
 
 
 def test_scale_up():
@@ -721,7 +722,15 @@ def test_env_and_svc_plugins():
     assert job_of(r)["generated"] == {"services": ["j"], "configMaps": ["j-svc"], "secrets": []}
     svc = sim.store.get("Service", "default/j")
     assert svc.spec.cluster_ip == "None"
-    assert sim.store.get("ConfigMap", "default/j-svc").data == {"a.host": "j-a-0.j\nj-a-1.j", "b-x.host": "j-b-x-0.j"}
+    # Volcano's keys (each a file at /etc/volcano): task names with "-" as "_"
+    assert sim.store.get("ConfigMap", "default/j-svc").data == {
+        "a.host": "j-a-0.j\nj-a-1.j",
+        "VC_A_HOSTS": "j-a-0.j,j-a-1.j",
+        "VC_A_NUM": "2",
+        "b_x.host": "j-b-x-0.j",
+        "VC_B_X_HOSTS": "j-b-x-0.j",
+        "VC_B_X_NUM": "1",
+    }
 
 
 def test_svc_plugin_sets_hostname_and_subdomain():

@@ -160,7 +160,8 @@ class Container(K8sModel):
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     restart_policy: str | None = None  # "Always" marks a sidecar init container
     # None when the manifest gives none (so that a pod without mounts dumps as before); a job
-    # plugin mounts what it keeps for the job (the mpi plugin's host discovery, /etc/mpi)
+    # plugin mounts what it keeps for the job (svc's hosts at /etc/volcano, ssh's keys, the mpi
+    # plugin's host discovery at /etc/mpi)
     volume_mounts: list[VolumeMount] | None = None
 
 
@@ -190,9 +191,16 @@ class ConfigMapVolumeSource(K8sModel):
     optional: bool | None = None
 
 
+class SecretVolumeSource(K8sModel):
+    secret_name: str | None = None
+    items: list[KeyToPath] | None = None
+    default_mode: int | None = None
+    optional: bool | None = None
+
+
 class Volume(K8sModel):
     """A pod volume. The sources lavaflow reads or writes are modelled; any other source
-    (emptyDir, secret, hostPath, ...) is kept as given, so a pod a job plugin adds a volume to
+    (emptyDir, hostPath, ...) is kept as given, so a pod a job plugin adds a volume to
     is sent with its template's volumes whole."""
 
     model_config = ConfigDict(**{**K8sModel.model_config, "extra": "allow"})
@@ -200,6 +208,7 @@ class Volume(K8sModel):
     name: str = ""
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
     config_map: ConfigMapVolumeSource | None = None
+    secret: SecretVolumeSource | None = None  # the ssh job plugin's keys
 
 
 class WorkloadReference(K8sModel):

@@ -31,6 +31,7 @@ from ..api.core import (
     KeyToPath,
     Pod,
     Secret,
+    SecretVolumeSource,
     Service,
     Volume,
     VolumeMount,
@@ -152,13 +153,58 @@ class EnvPlugin(JobPlugin):
         _set_env(pod, {"VK_TASK_INDEX": str(index), "VC_TASK_INDEX": str(index)})
 
 
+def _bool_arg(args: dict[str, str], name: str, default: bool) -> bool:
+    """A boolean flag as Go's flag package reads it (``--x``, ``--x=false``, ``--x=0``, ...); a
+    value it cannot read leaves the default (Volcano logs the parse error and goes on)."""
+    value = args.get(name)
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    return default
+
+
+def _mount_everywhere(pod: Pod, volume: Volume, mount: VolumeMount) -> None:
+    """Add ``volume`` to the pod and ``mount`` to each of its containers and init containers, as
+    Volcano's svc and ssh plugins do. Where Volcano would make a pod the API server refuses, the
+    template's own wins: a pod that already has a volume of that name gets nothing, a container
+    that already mounts something at that path keeps its own mount."""
+    spec = pod.spec
+    if any(v.name == volume.name for v in spec.volumes):
+        return
+    # Replaced, never changed in place: the pod shares its lists with the task's template.
+    spec.volumes = [*spec.volumes, volume]
+
+    def mounted(c: Container) -> Container:
+        if any(m.mount_path == mount.mount_path for m in c.volume_mounts or ()):
+            return c
+        return c.model_copy(update={"volume_mounts": [*(c.volume_mounts or ()), mount]})
+
+    spec.containers = [mounted(c) for c in spec.containers]
+    spec.init_containers = [mounted(c) for c in spec.init_containers]
+
+
+SVC_SUFFIX = "-svc"
+SVC_MOUNT_PATH = "/etc/volcano"
+
+
 class SvcPlugin(JobPlugin):
-    """Headless Service ``<job>``, ConfigMap ``<job>-svc`` with ``<task>.host`` lists, host env vars."""
+    """Headless Service ``<job>``; ConfigMap ``<job>-svc`` mounted at ``/etc/volcano`` in every
+    container, with each task's hosts (``<task>.host``, one a line; ``VC_<TASK>_HOSTS``,
+    comma-separated; ``VC_<TASK>_NUM``); the same ``VC_*`` variables in every container (not with
+    ``--inject-hosts-env=false``); each pod's hostname and subdomain. ``<task>`` is the task's name
+    with ``-`` as ``_`` (upper case in ``VC_*``), as in Volcano."""
 
     name = "svc"
 
     def _hosts_data(self, job: Job) -> dict[str, str]:
-        return {f"{t.name}.host": "\n".join(task_hosts(job, t)) for t in job.spec.tasks}
+        data = {}
+        for t in job.spec.tasks:
+            hosts = task_hosts(job, t)
+            data[f"{t.name.replace('-', '_')}.host"] = "\n".join(hosts)
+            data[f"VC_{_env_name(t.name)}_HOSTS"] = ",".join(hosts)
+            data[f"VC_{_env_name(t.name)}_NUM"] = str(len(hosts))
+        return data
 
     def on_job_add(self, job: Job, store: Store) -> None:
         svc = Service.model_validate(
@@ -167,19 +213,18 @@ class SvcPlugin(JobPlugin):
                 "spec": {
                     "clusterIP": "None",
                     "selector": {JOB_NAME_KEY: job.name, JOB_NAMESPACE_KEY: job.namespace},
-                    "publishNotReadyAddresses": self.args.get("publish-not-ready-addresses", "false") == "true",
+                    "publishNotReadyAddresses": _bool_arg(self.args, "publish-not-ready-addresses", False),
                 },
             }
         )
         if store.get("Service", svc.key) is None:
             store.create(svc)
-        cm_key = f"{job.namespace}/{job.name}-svc"
-        if store.get("ConfigMap", cm_key) is None:
+        if store.get("ConfigMap", f"{job.namespace}/{job.name}{SVC_SUFFIX}") is None:
             store.create(
                 ConfigMap.model_validate(
                     {
                         "metadata": {
-                            "name": f"{job.name}-svc",
+                            "name": f"{job.name}{SVC_SUFFIX}",
                             "namespace": job.namespace,
                             "ownerReferences": _owner(job),
                         },
@@ -187,19 +232,28 @@ class SvcPlugin(JobPlugin):
                     }
                 )
             )
+        else:  # (Volcano creates or updates it: one left by an older controller gets today's keys)
+            self.on_job_update(job, store)
         job.status.controlled_resources["plugin-svc"] = "svc"
 
     def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
         pod.spec.hostname = pod.name
         pod.spec.subdomain = job.name
-        env = {}
-        for t in job.spec.tasks:
-            env[f"VC_{_env_name(t.name)}_HOSTS"] = ",".join(task_hosts(job, t))
-            env[f"VC_{_env_name(t.name)}_NUM"] = str(t.replicas)
-        _set_env(pod, env)
+        if _bool_arg(self.args, "inject-hosts-env", True):
+            env = {}
+            for t in job.spec.tasks:
+                env[f"VC_{_env_name(t.name)}_HOSTS"] = ",".join(task_hosts(job, t))
+                env[f"VC_{_env_name(t.name)}_NUM"] = str(t.replicas)
+            _set_env(pod, env)
+        name = f"{job.name}{SVC_SUFFIX}"
+        _mount_everywhere(
+            pod,
+            Volume(name=name, config_map=ConfigMapVolumeSource(name=name)),
+            VolumeMount(name=name, mount_path=SVC_MOUNT_PATH),
+        )
 
     def on_job_update(self, job: Job, store: Store) -> None:
-        cm = store.get("ConfigMap", f"{job.namespace}/{job.name}-svc")
+        cm = store.get("ConfigMap", f"{job.namespace}/{job.name}{SVC_SUFFIX}")
         if cm is not None:
             data = self._hosts_data(job)
             if cm.data != data:
@@ -208,44 +262,107 @@ class SvcPlugin(JobPlugin):
 
     def on_job_delete(self, job: Job, store: Store) -> None:
         store.delete("Service", f"{job.namespace}/{job.name}")
-        store.delete("ConfigMap", f"{job.namespace}/{job.name}-svc")
+        store.delete("ConfigMap", f"{job.namespace}/{job.name}{SVC_SUFFIX}")
+
+
+SSH_SUFFIX = "-ssh"
+SSH_KEYS = ("id_rsa", "id_rsa.pub", "authorized_keys", "config")
+SSH_ROOT_PATH = "/root/.ssh"  # where the keys go unless --ssh-key-file-path says otherwise
+SSH_DIR = ".ssh"  # the keys' directory inside the volume, mounted as the mount's subPath
+SSH_ROOT_MODE = 0o600  # the files' mode at /root/.ssh (ssh refuses a private key others can read)
+SSH_USER_MODE = 0o644  # elsewhere: readable by a user who is not root (the files belong to root)
+
+
+def _raw_flag(raw: list[str], name: str) -> str:
+    """The value of ``--name=VALUE`` exactly as given (a key's final newline kept); the last wins."""
+    value = ""
+    for a in raw or []:
+        key, sep, rest = a.partition("=")
+        if sep and key.strip() in (f"--{name}", f"-{name}"):
+            value = rest
+    return value
 
 
 class SSHPlugin(JobPlugin):
-    """Secret ``<job>-ssh`` with a freshly generated key pair, authorized_keys and an ssh config."""
+    """Secret ``<job>-ssh`` with a key pair (generated per job, or the one given by
+    ``--ssh-private-key`` / ``--ssh-public-key``), ``authorized_keys`` and an ssh ``config`` naming
+    every pod, mounted in every container at ``/root/.ssh`` (mode 0600) or at
+    ``--ssh-key-file-path`` (mode 0644), as Volcano does."""
 
     name = "ssh"
 
+    def __init__(self, args: list[str]) -> None:
+        super().__init__(args)
+        self.raw = list(args or [])
+
+    def _port(self) -> int:
+        raw = self.args.get("ssh-port", "22")
+        try:
+            port = int(raw)
+        except ValueError:
+            return 22  # (Volcano: the flag's parse error is logged, the default kept)
+        if not 0 < port <= 65535:
+            log.warning("ssh plugin: invalid ssh port %s, falling back to port 22", raw)
+            return 22
+        return port
+
+    def _path(self) -> str:
+        path = self.args.get("ssh-key-file-path", "")
+        return SSH_ROOT_PATH if path in ("", "true") else path
+
     def on_job_add(self, job: Job, store: Store) -> None:
-        key = f"{job.namespace}/{job.name}-ssh"
+        key = f"{job.namespace}/{job.name}{SSH_SUFFIX}"
         if store.get("Secret", key) is not None:
             return
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
+        private_key = _raw_flag(self.raw, "ssh-private-key")
+        if private_key:
+            priv_pem, pub = private_key.encode(), _raw_flag(self.raw, "ssh-public-key").encode()
+        else:
+            from cryptography.hazmat.primitives import serialization
+            from cryptography.hazmat.primitives.asymmetric import rsa
 
-        private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        priv_pem = private.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
-        )
-        pub = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            priv_pem = private.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+            )
+            pub = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            pub += b"\n"  # (an authorized_keys line)
+        port = self._port()
         config = "StrictHostKeyChecking no\nUserKnownHostsFile /dev/null\n"
         for t in job.spec.tasks:
             for i in range(t.replicas):
                 host = f"{job.name}-{t.name}-{i}"
-                config += f"Host {host}\n  HostName {host}.{job.name}\n"
+                config += f"Host {host}\n  HostName {host}.{job.name}\n  Port {port}\n"
         data = {"id_rsa": priv_pem, "id_rsa.pub": pub, "authorized_keys": pub, "config": config.encode()}
         store.create(
             Secret.model_validate(
                 {
-                    "metadata": {"name": f"{job.name}-ssh", "namespace": job.namespace, "ownerReferences": _owner(job)},
+                    "metadata": {
+                        "name": f"{job.name}{SSH_SUFFIX}",
+                        "namespace": job.namespace,
+                        "ownerReferences": _owner(job),
+                    },
                     "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
                 }
             )
         )
         job.status.controlled_resources["plugin-ssh"] = "ssh"
 
+    def on_pod_create(self, job: Job, task: TaskSpec, index: int, pod: Pod) -> None:
+        name = f"{job.name}{SSH_SUFFIX}"
+        path = self._path()
+        volume = Volume(
+            name=name,
+            secret=SecretVolumeSource(
+                secret_name=name,
+                items=[KeyToPath(key=k, path=f"{SSH_DIR}/{k}") for k in SSH_KEYS],
+                default_mode=SSH_ROOT_MODE if path == SSH_ROOT_PATH else SSH_USER_MODE,
+            ),
+        )
+        _mount_everywhere(pod, volume, VolumeMount(name=name, mount_path=path, sub_path=SSH_DIR))
+
     def on_job_delete(self, job: Job, store: Store) -> None:
-        store.delete("Secret", f"{job.namespace}/{job.name}-ssh")
+        store.delete("Secret", f"{job.namespace}/{job.name}{SSH_SUFFIX}")
 
 
 # torchrun's options as environment variables (torch.distributed.argparse_util: PET_<option>),
