@@ -80,7 +80,10 @@ class Cluster:
         lease: bool = False,
         real: bool = False,
         namespace_prefix: str = "",
+        kubelet: Any = None,
     ) -> None:
+        """``kubelet``: a function of a client returning the kubelet to run instead of the
+        ``FakeKubelet`` (e.g. a ``ProcessKubelet``, which registers its own nodes: never both)."""
         self.nodes = nodes or []
         self.held = held or []
         self.period = period
@@ -93,6 +96,7 @@ class Cluster:
         self.controllers: KubeControllers | None = None
         self._ctrl_task: asyncio.Task | None = None
         self.clients: list[KubeClient] = []
+        self.make_kubelet = kubelet
 
     def client(self) -> KubeClient:
         if self.real:
@@ -112,8 +116,12 @@ class Cluster:
         self.api = self.client()
         for n in self.nodes:
             await create_manifest(self.api, dict(n))
-        self.kubelet = FakeKubelet(self.client(), time_scale=self.time_scale, held=self.held)
-        self.kubelet.start()
+        if self.make_kubelet is not None:
+            self.kubelet = self.make_kubelet(self.client())
+            await self.kubelet.start()
+        else:
+            self.kubelet = FakeKubelet(self.client(), time_scale=self.time_scale, held=self.held)
+            self.kubelet.start()
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -49,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--step-seconds", type=float, default=0.0, help="extra time per step (to watch a resize)")
+    ap.add_argument(
+        "--compute-seconds",
+        type=float,
+        default=0.0,
+        help="simulated accelerator time of the whole global batch: each worker sleeps its share of it "
+        "(local batch / global batch) per step, so that more workers step faster, as on GPUs",
+    )
     ap.add_argument("--log-every", type=int, default=16)
     ap.add_argument("--grad-stats", action="store_true", help="measure gradient statistics (gradSqr, gradVar)")
     ap.add_argument("--seed", type=int, default=0)
@@ -87,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                 optimizer.zero_grad()
                 # the mean over the global batch: each worker's mean weighted by its share
                 loss = loss_fn(model(x), y) * (len(x) * world / args.batch_size)
+                if args.compute_seconds:
+                    time.sleep(args.compute_seconds * len(x) / args.batch_size)
                 loss.backward()
                 optimizer.step()
                 if args.step_seconds:

@@ -477,6 +477,49 @@ def test_nodes_are_registered_with_capacity_and_heartbeats():
     run(scenario())
 
 
+def test_the_not_ready_taint_is_cleared_and_pods_get_the_chosen_python_first_on_path(tmp_path):
+    """A Node that exists with the ``not-ready`` taint (kube-apiserver's TaintNodesByCondition puts
+    it on every new Node; no node lifecycle controller runs here) loses it, other taints stay; the
+    pods' PATH starts with the directory of the interpreter the kubelet was given."""
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "python").symlink_to(PY)
+
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.1).start()
+        api = KubeClient(ClientConfig(server=double.url, qps=0, burst=0))
+        other = {"key": "dedicated", "value": "train", "effect": "NoSchedule"}
+        taints = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}, other]
+        await api.request("POST", "/api/v1/nodes", body={"metadata": {"name": "pn-0"}, "spec": {"taints": taints}})
+        kubelet = ProcessKubelet(
+            KubeClient(ClientConfig(server=double.url, qps=0, burst=0)),
+            1,
+            node_prefix="pn",
+            python=str(bindir / "python"),
+        )
+        try:
+            await kubelet.start()
+            assert double.get("Node", "pn-0")["spec"]["taints"] == [other]
+            doc = pod("which", "import os, sys; print(os.environ['PATH'].split(os.pathsep)[0])", node="pn-0")
+            doc["spec"]["containers"][0]["command"][0] = "python"
+            await api.request("POST", "/api/v1/namespaces/default/pods", body=doc)
+
+            async def done():
+                p = double.get("Pod", "default/which")
+                return (p.get("status") or {}).get("phase") == "Succeeded"
+
+            await wait_for(done, 15, "the pod Succeeded")
+            assert kubelet.logs("default", "which").strip() == str(bindir)
+        finally:
+            await kubelet.stop()
+            await kubelet.client.close()
+            await api.close()
+            double.stop()
+        assert_no_process_left(kubelet)
+
+    run(scenario())
+
+
 def test_pod_bound_through_the_api_runs_and_others_nodes_are_left_alone():
     async def scenario():
         async with Env() as e:

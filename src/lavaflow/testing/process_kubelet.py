@@ -37,6 +37,10 @@ see is provided so:
   and ``KUBECONFIG`` a kubeconfig for it that holds the kubelet's own credentials (the processes run
   as the kubelet's user, who can read those anyway); the same token, the CA and the namespace are in
   ``/var/run/secrets/kubernetes.io/serviceaccount`` under the mount root. No TokenRequest is made.
+* **Processes** start with the directory of ``python`` (default: this interpreter) first on
+  ``PATH``, so that ``python`` and ``torchrun`` are that environment's.
+* **Nodes** lose the ``node.kubernetes.io/not-ready`` taint the API server gives new Nodes (the
+  node lifecycle controller's part, which a bare control plane does not run).
 
 ``python -m lavaflow.testing.process_kubelet --kubeconfig K --nodes 2`` runs one standalone.
 """
@@ -65,7 +69,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..api.quantity import parse_quantity
-from ..kube.client import ApiError
+from ..kube.client import MERGE_PATCH, ApiError
 from ..kube.tasks import cancel_and_wait
 from .fake_apiserver import _now
 from .fake_kubelet import fake_node, force_delete, list_watch
@@ -77,6 +81,7 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 CLUSTER_DOMAIN = "cluster.local"
 DEFAULT_GRACE = 30.0
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 # Process groups still alive in this interpreter: killed at exit, whatever happened to the kubelets.
 _LIVE_GROUPS: set[int] = set()
@@ -753,7 +758,7 @@ class _PodRun:
                     raise KeyError(f"{kind.lower()} {ref.get('name')!r} has no key {ref.get('key')!r}")
                 own[name] = data[ref["key"]].decode("utf-8", "replace")
         env = dict(os.environ) if self.k.inherit_env else {"PATH": os.environ.get("PATH", os.defpath)}
-        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
+        env["PATH"] = os.pathsep.join([os.path.dirname(self.k.python), env.get("PATH", os.defpath)])
         if env.get("PYTHONPATH"):  # the process starts elsewhere: relative entries made absolute
             env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
         env.update(kubelet_env)
@@ -998,7 +1003,10 @@ class ProcessKubelet:
     (a kubelet's 10 s and 300 s). ``heartbeat``: seconds between Lease renewals;
     ``status_interval``: between node status writes. ``distinct_ips``: False gives every pod
     127.0.0.1. ``inherit_env``: the processes start from this process's environment (else from
-    PATH alone).
+    PATH alone). ``python``: the interpreter whose directory goes first on the processes' PATH
+    (so that ``python``, ``torchrun`` and the like are that environment's); default this one.
+    ``clear_not_ready_taint``: remove the ``node.kubernetes.io/not-ready`` taint the API server
+    puts on a new Node, as the node lifecycle controller a bare control plane lacks would.
     """
 
     def __init__(
@@ -1021,8 +1029,12 @@ class ProcessKubelet:
         inherit_env: bool = True,
         retry_interval: float = 1.0,
         stop_grace: float = 2.0,
+        python: str | None = None,
+        clear_not_ready_taint: bool = True,
     ) -> None:
         self.client = client
+        self.python = python or sys.executable
+        self.clear_not_ready_taint = clear_not_ready_taint
         names = [f"{node_prefix}-{i}" for i in range(nodes)] if isinstance(nodes, int) else list(nodes)
         self.node_names = names
         capacity = {"cpu": cpu or str(os.cpu_count() or 1), "memory": memory or _host_memory(), "pods": pods}
@@ -1304,6 +1316,24 @@ class ProcessKubelet:
                 content_type="application/strategic-merge-patch+json",
             )
         self.node_uids[name] = got["metadata"]["uid"]
+        if self.clear_not_ready_taint:
+            await self._clear_not_ready(got)
+
+    async def _clear_not_ready(self, node: dict[str, Any]) -> None:
+        """Remove the ``node.kubernetes.io/not-ready`` taint that kube-apiserver's
+        TaintNodesByCondition admission puts on a new Node: kube-controller-manager's node
+        lifecycle controller removes it once the node is Ready, and a bare control plane (an API
+        server and etcd) has none, so no pod without a toleration would be scheduled here."""
+        taints = (node.get("spec") or {}).get("taints") or []
+        kept = [t for t in taints if t.get("key") != NOT_READY_TAINT]
+        if len(kept) == len(taints):
+            return
+        await self.client.request(
+            "PATCH",
+            f"/api/v1/nodes/{node['metadata']['name']}",
+            body={"spec": {"taints": kept or None}},
+            content_type=MERGE_PATCH,
+        )
 
     async def _heartbeats(self) -> None:
         """Renew each node's Lease every ``heartbeat`` seconds and write its status every
@@ -1488,6 +1518,7 @@ async def _serve(args: argparse.Namespace) -> None:
         root=args.root,
         distinct_ips=not args.same_ip,
         backoff=(args.backoff, max(args.backoff, 300.0)),
+        python=args.python,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -1519,6 +1550,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--label", action="append", default=[], help="KEY=VALUE node label (repeatable)")
     p.add_argument("--root", help="pods' directories and logs (default: a temporary directory)")
     p.add_argument("--same-ip", action="store_true", help="every pod on 127.0.0.1 (else 127.x.y.z each)")
+    p.add_argument("--python", help="the pods' python: its directory goes first on their PATH (default: this one)")
     p.add_argument("--backoff", type=float, default=10.0, help="first restart back-off, seconds")
     p.add_argument("--delete-nodes", action="store_true", help="delete the nodes on exit")
     args = p.parse_args(argv)
