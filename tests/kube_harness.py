@@ -80,7 +80,10 @@ class Cluster:
         lease: bool = False,
         real: bool = False,
         namespace_prefix: str = "",
+        kubelet: Any = None,
     ) -> None:
+        """``kubelet``: a function of a client returning the kubelet to run instead of the
+        ``FakeKubelet`` (e.g. a ``ProcessKubelet``, which registers its own nodes: never both)."""
         self.nodes = nodes or []
         self.held = held or []
         self.period = period
@@ -93,6 +96,7 @@ class Cluster:
         self.controllers: KubeControllers | None = None
         self._ctrl_task: asyncio.Task | None = None
         self.clients: list[KubeClient] = []
+        self.make_kubelet = kubelet
 
     def client(self) -> KubeClient:
         if self.real:
@@ -112,8 +116,12 @@ class Cluster:
         self.api = self.client()
         for n in self.nodes:
             await create_manifest(self.api, dict(n))
-        self.kubelet = FakeKubelet(self.client(), time_scale=self.time_scale, held=self.held)
-        self.kubelet.start()
+        if self.make_kubelet is not None:
+            self.kubelet = self.make_kubelet(self.client())
+            await self.kubelet.start()
+        else:
+            self.kubelet = FakeKubelet(self.client(), time_scale=self.time_scale, held=self.held)
+            self.kubelet.start()
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -193,18 +201,24 @@ class Cluster:
         return await list_objects(self.api, kind, namespace)
 
     async def wait_for(self, predicate, timeout: float = 20.0, what: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = await predicate()
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+        return await wait_for(predicate, timeout, what)
 
     def bindings(self) -> list[tuple[str, str]]:
         assert self.double is not None
         return self.double.call(lambda: list(self.double.bindings))
+
+
+async def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> Any:
+    """Until ``await predicate()`` is truthy (polled every 50 ms); its value. AssertionError after
+    ``timeout`` seconds, naming ``what`` and the last value."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await predicate()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 async def _finish(t: asyncio.Task) -> None:
@@ -232,7 +246,7 @@ def node_usage(pods: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-__all__ = ["Cluster", "load_example", "node_usage"]
+__all__ = ["Cluster", "load_example", "node_usage", "wait_for"]
 
 
 def pod_view(obj: Any) -> Any:

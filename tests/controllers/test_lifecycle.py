@@ -470,7 +470,8 @@ def scaled(steps: list[tuple[str | None, int]]) -> str:
 
 
 def hosts(n: int) -> dict[str, str]:
-    return {"t.host": "\n".join(f"j-t-{i}.j" for i in range(n))}
+    names = [f"j-t-{i}.j" for i in range(n)]
+    return {"t.host": "\n".join(names), "VC_T_HOSTS": ",".join(names), "VC_T_NUM": str(n)}
 
 
 def test_scale_up():
@@ -721,7 +722,15 @@ def test_env_and_svc_plugins():
     assert job_of(r)["generated"] == {"services": ["j"], "configMaps": ["j-svc"], "secrets": []}
     svc = sim.store.get("Service", "default/j")
     assert svc.spec.cluster_ip == "None"
-    assert sim.store.get("ConfigMap", "default/j-svc").data == {"a.host": "j-a-0.j\nj-a-1.j", "b-x.host": "j-b-x-0.j"}
+    # Volcano's keys (each a file at /etc/volcano): task names with "-" as "_"
+    assert sim.store.get("ConfigMap", "default/j-svc").data == {
+        "a.host": "j-a-0.j\nj-a-1.j",
+        "VC_A_HOSTS": "j-a-0.j,j-a-1.j",
+        "VC_A_NUM": "2",
+        "b_x.host": "j-b-x-0.j",
+        "VC_B_X_HOSTS": "j-b-x-0.j",
+        "VC_B_X_NUM": "1",
+    }
 
 
 def test_svc_plugin_sets_hostname_and_subdomain():
@@ -1115,3 +1124,27 @@ def test_job_reconciled_on_what_concerns_it_not_on_status_echoes():
     assert "default/j" in ctrl.dirty
     ctrl.run()
     assert syncs == ["default/j", "default/j"]
+
+
+@pytest.mark.parametrize("resized_out", [False, True])
+def test_a_worker_the_elastic_scheduler_removed_may_exit_non_zero_without_failing_the_job(resized_out):
+    # torchrun exits 1 when a resize's SIGTERM reaches it, so a pod taken away by a resize can end
+    # Failed before it is gone. That is the scheduler's own doing, not a PodFailed for the policies.
+    from lavaflow.elastic.spec import RESIZED_OUT
+
+    text = CLUSTER + vjob(
+        "j",
+        [{"name": "w", "replicas": 2, "duration": "inf"}],
+        policies=[{"event": "PodFailed", "action": "RestartJob"}],
+    )
+    sim, _ = run_sim(text, until=5)
+    pod = next(p for p in sim.store.list("Pod") if p.status.phase == "Running")
+    if resized_out:
+        pod.metadata.annotations[RESIZED_OUT] = "ElasticResize: resized by the elastic policy"
+    pod.status.phase = "Failed"
+    pod.status.exit_code = 1
+    sim.store.update(pod)
+    sim._settle()
+    job = sim.store.get("Job", "default/j")
+    assert (job.status.state.phase == "Running") == resized_out
+    assert (job.status.retry_count == 0) == resized_out

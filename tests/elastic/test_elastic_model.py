@@ -456,3 +456,14 @@ def test_philly_csv(tmp_path):
     p = _write(tmp_path, "timestamp,duration,num_gpus\nyesterday,60,1\n")
     with pytest.raises(WorkloadError, match="column 'timestamp'"):
         read_workload(p)
+
+
+def test_tiresias_acts_on_a_second_queue_change_after_one_that_changed_nothing():
+    # x (2 GPUs) runs from 0 and y (2 GPUs) from 300 on one 4-GPU node; z (4 GPUs, queue 0) waits.
+    # x is demoted at ~1,800 s (1 GPU-h): z still does not fit beside y, so nothing moves. y is
+    # demoted at ~2,100 s: now z is first and takes the node. Nothing else happens in between, so
+    # only a wake for y's crossing (asked in the session that saw x cross) starts z on time.
+    jobs = [_spec("x", 0.0, 36000.0, 2, 2), _spec("z", 10.0, 2400.0, 4, 4), _spec("y", 300.0, 36000.0, 2, 2)]
+    r = simulate(jobs, 1, "Tiresias-Voda", resize_cost=0)
+    z = next(j for j in r.jobs if j.name.endswith("z"))
+    assert 2100 <= z.start <= 2100 + 5

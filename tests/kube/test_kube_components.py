@@ -633,7 +633,10 @@ def test_vcctl_and_voda_commands_against_the_double(tmp_path):
         job_file.write_text(json.dumps({**JOB, "metadata": {"name": "resnet"}}))
         assert "job/resnet created" in ok("train", "create", "-f", str(job_file))
         out = ok("train", "get", "jobs")
-        assert out.splitlines()[0].split() == ["NAME", "STATUS", "WORKERS", "SCHEDULER", "WAITING", "RUNNING", "TOTAL"]
+        assert (
+            out.splitlines()[0].split()
+            == "NAME STATUS WORKERS SCHEDULER WAITING RUNNING TOTAL RESIZES THROUGHPUT".split()
+        )
         assert "resnet" in out
         assert "job resnet deleted" in ok("train", "delete", "resnet", "demo")
         assert ok("job", "list").strip() == "No resources found"

@@ -122,6 +122,22 @@ def test_examples_on_a_real_api_server(example, pods):
                 assert {p["spec"]["nodeName"] for p in ps} <= {n["metadata"]["name"] for n in nodes}
                 for pg in await c.objects("PodGroup", ns):
                     assert pg["status"]["phase"] in ("Running", "Completed", "Inqueue")
+                if example == "mpi-hello.yaml":
+                    # the svc and ssh plugins' mounts, as the server keeps them (configMap's mode defaulted)
+                    for p in ps:
+                        volumes = {v["name"]: v for v in p["spec"]["volumes"]}
+                        assert volumes["lm-mpi-job-svc"]["configMap"] == {
+                            "name": "lm-mpi-job-svc",
+                            "defaultMode": 0o644,
+                        }
+                        assert volumes["lm-mpi-job-ssh"]["secret"]["defaultMode"] == 0o600
+                        mounts = {m["mountPath"]: m for m in p["spec"]["containers"][0]["volumeMounts"]}
+                        assert mounts["/etc/volcano"]["name"] == "lm-mpi-job-svc"
+                        assert mounts["/root/.ssh"] == {
+                            "name": "lm-mpi-job-ssh",
+                            "mountPath": "/root/.ssh",
+                            "subPath": ".ssh",
+                        }
                 if example == "spark-wordcount.yaml":
                     # the deadlock scenario resolves: every application runs to the end
 
@@ -600,16 +616,9 @@ async def _setup_failover(api, ns: str, nodes: list[dict]) -> None:
 
 
 async def _wait(pred, timeout: float, what: str):
-    import time
+    from kube_harness import wait_for
 
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = await pred()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+    return await wait_for(pred, timeout, what)
 
 
 def test_frozen_leader_does_not_bind_from_a_stale_view_on_a_real_api_server(tmp_path):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from .meta import K8sModel, ResourceList, TypedObject
 
@@ -140,6 +140,16 @@ class ContainerPort(K8sModel):
     host_ip: str | None = Field(default=None, alias="hostIP")
 
 
+class VolumeMount(K8sModel):
+    name: str = ""
+    mount_path: str = ""
+    read_only: bool | None = None
+    sub_path: str | None = None
+    sub_path_expr: str | None = None
+    mount_propagation: str | None = None
+    recursive_read_only: str | None = None
+
+
 class Container(K8sModel):
     name: str = ""
     image: str | None = None
@@ -149,6 +159,10 @@ class Container(K8sModel):
     ports: list[ContainerPort] = Field(default_factory=list)
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     restart_policy: str | None = None  # "Always" marks a sidecar init container
+    # None when the manifest gives none (so that a pod without mounts dumps as before); a job
+    # plugin mounts what it keeps for the job (svc's hosts at /etc/volcano, ssh's keys, the mpi
+    # plugin's host discovery at /etc/mpi)
+    volume_mounts: list[VolumeMount] | None = None
 
 
 class TopologySpreadConstraint(K8sModel):
@@ -164,9 +178,37 @@ class PersistentVolumeClaimVolumeSource(K8sModel):
     read_only: bool | None = None
 
 
+class KeyToPath(K8sModel):
+    key: str
+    path: str
+    mode: int | None = None
+
+
+class ConfigMapVolumeSource(K8sModel):
+    name: str = ""
+    items: list[KeyToPath] | None = None
+    default_mode: int | None = None
+    optional: bool | None = None
+
+
+class SecretVolumeSource(K8sModel):
+    secret_name: str | None = None
+    items: list[KeyToPath] | None = None
+    default_mode: int | None = None
+    optional: bool | None = None
+
+
 class Volume(K8sModel):
+    """A pod volume. The sources lavaflow reads or writes are modelled; any other source
+    (emptyDir, hostPath, ...) is kept as given, so a pod a job plugin adds a volume to
+    is sent with its template's volumes whole."""
+
+    model_config = ConfigDict(**{**K8sModel.model_config, "extra": "allow"})
+
     name: str = ""
     persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    config_map: ConfigMapVolumeSource | None = None
+    secret: SecretVolumeSource | None = None  # the ssh job plugin's keys
 
 
 class WorkloadReference(K8sModel):

@@ -2,11 +2,13 @@
 
 Voda reads a job's size from its launcher's environment: ``NUM_PROC`` (or ``NP``) workers
 requested, ``MIN_NUM_PROC`` / ``MAX_NUM_PROC`` (``MIN_NP`` / ``MAX_NP``) the elastic range,
-``EPOCHS`` and ``JOB_PRIORITY`` (0 = highest).  The same job as a Volcano Job has a ``launcher``
+``EPOCHS`` and ``JOB_PRIORITY`` (0 = highest); ``spec.slotsPerWorker`` the slots each worker has in
+Horovod's host discovery (``lavaflow.io/slots-per-worker``, default: its GPUs).  The same job as a Volcano Job has a ``launcher``
 task (one pod) and a ``worker`` task with ``MAX_NUM_PROC`` pods; ``minAvailable`` is the launcher
 plus ``MIN_NUM_PROC`` workers, so the elastic scheduler may run it on any count in the range.
 The ``mpi``, ``ssh`` and ``svc`` job plugins give the pods the host list and keys that the MPI
-operator would.  The MPIJob's metadata (name, namespace, labels, annotations) is kept; the size
+operator would, and the ``mpi`` plugin keeps ``/etc/mpi/discover_hosts.sh`` (the script
+``horovodrun --host-discovery-script`` runs) listing the workers that run now.  The MPIJob's metadata (name, namespace, labels, annotations) is kept; the size
 knobs become ``lavaflow.io/requested-workers``, ``lavaflow.io/job-priority`` and
 ``lavaflow.io/epochs``.
 """
@@ -100,6 +102,10 @@ def to_volcano_job(doc: dict) -> dict:
     ep = get("EPOCHS")
     if ep is not None:
         ann.setdefault("lavaflow.io/epochs", str(_int(f"{where}[EPOCHS]", ep[1], 1)))
+    slots = spec.get("slotsPerWorker")
+    if slots is not None:
+        # Processes per worker in Horovod's host discovery (the mpi job plugin)
+        ann.setdefault("lavaflow.io/slots-per-worker", str(_int("spec.slotsPerWorker", slots, 1)))
     ann["lavaflow.io/converted-from"] = f"{doc.get('apiVersion')}/{KIND}"
     meta["annotations"] = ann
     # Workers without an explicit GPU request get one (Voda: one GPU per worker).

@@ -247,25 +247,45 @@ def describe_job(j: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def format_train_jobs(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], now: float | None = None) -> str:
-    """Voda's `get jobs`: NAME STATUS WORKERS SCHEDULER WAITING RUNNING TOTAL (times as durations).
+def format_train_jobs(
+    jobs: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    now: float | None = None,
+    podgroups: list[dict[str, Any]] | None = None,
+    events: list[dict[str, Any]] | None = None,
+) -> str:
+    """Voda's `get jobs`: NAME STATUS WORKERS SCHEDULER WAITING RUNNING TOTAL (times as durations),
+    then RESIZES and THROUGHPUT.
 
-    WORKERS counts the running GPU workers; for an elastic job its range follows in brackets."""
+    WORKERS counts the running GPU workers (not those being deleted); for an elastic job its range
+    follows in brackets. RESIZES counts the ``Resized`` Events on the job's PodGroup (those the API
+    server still holds: it drops Events after its --event-ttl, one hour by default); "-" for a job
+    that is not elastic, "?" when the Events could not be read. THROUGHPUT is what the job last
+    reported (``lavaflow.io/metrics`` on its PodGroup, else on the Job) for the configuration it
+    runs on now, else its newest measurement: samples per second from a measured step time, or
+    work units per second from a measured rate; "-" before its first report."""
     import time as _time
 
     now = now or _time.time()
-    rows = [("NAME", "STATUS", "WORKERS", "SCHEDULER", "WAITING", "RUNNING", "TOTAL")]
+    rows = [("NAME", "STATUS", "WORKERS", "SCHEDULER", "WAITING", "RUNNING", "TOTAL", "RESIZES", "THROUGHPUT")]
     by_job: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in pods:
         labels = p["metadata"].get("labels") or {}
         if "volcano.sh/job-name" in labels:
             by_job.setdefault((p["metadata"].get("namespace", ""), labels["volcano.sh/job-name"]), []).append(p)
+    pg_of = _podgroups_by_job(podgroups or [])
+    resized = _resize_counts(events) if events is not None else None
     for j in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         meta, st = j["metadata"], j.get("status") or {}
         phase = (st.get("state") or {}).get("phase", "") or "Pending"
         mine = by_job.get((meta.get("namespace", ""), meta["name"]), [])
         gpu_pods = [p for p in mine if _gpu_pod(p)] or mine
-        workers = sum(1 for p in gpu_pods if (p.get("status") or {}).get("phase") == "Running")
+        running_pods = [
+            p
+            for p in gpu_pods
+            if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+        workers = len(running_pods)
         rng = _elastic_range(j)
         created = _ts(meta.get("creationTimestamp")) or now
         starts = [t for t in (_ts((p.get("status") or {}).get("startTime")) for p in mine) if t is not None]
@@ -274,6 +294,16 @@ def format_train_jobs(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], no
         end = (_ts((st.get("state") or {}).get("lastTransitionTime")) or now) if finished else now
         waiting = (first if first is not None else end) - created
         running = (end - first) if first is not None else 0.0
+        pg = pg_of.get((meta.get("namespace", ""), meta.get("uid") or "")) or pg_of.get(
+            (meta.get("namespace", ""), f"{meta['name']}-{meta.get('uid', '')}")
+        )
+        if not rng:
+            resizes = "-"
+        elif resized is None:
+            resizes = "?"
+        else:
+            pg_name = (pg or {}).get("metadata", {}).get("name") or f"{meta['name']}-{meta.get('uid', '')}"
+            resizes = str(resized.get((meta.get("namespace", ""), pg_name), 0))
         rows.append(
             (
                 meta["name"],
@@ -283,10 +313,65 @@ def format_train_jobs(jobs: list[dict[str, Any]], pods: list[dict[str, Any]], no
                 _age(waiting),
                 _age(running),
                 _age(end - created),
+                resizes,
+                _throughput(j, pg, running_pods),
             )
         )
     widths = [max(len(r[i]) for r in rows) + 3 for i in range(len(rows[0]))]
     return "\n".join("".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+
+
+def _podgroups_by_job(podgroups: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """PodGroups by (namespace, uid of the Volcano Job that owns them) and by (namespace, name)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in podgroups:
+        meta = g.get("metadata") or {}
+        ns = meta.get("namespace", "")
+        out[(ns, meta.get("name", ""))] = g
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch.volcano.sh"):
+                out[(ns, ref.get("uid", ""))] = g
+    return out
+
+
+def _resize_counts(events: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """``Resized`` Events per PodGroup (namespace, name), each counted ``count`` times."""
+    out: dict[tuple[str, str], int] = {}
+    for e in events:
+        obj = e.get("involvedObject") or {}
+        if e.get("reason") != "Resized" or obj.get("kind") != "PodGroup":
+            continue
+        key = (obj.get("namespace") or (e.get("metadata") or {}).get("namespace", ""), obj.get("name", ""))
+        n = e.get("count")
+        out[key] = out.get(key, 0) + (n if isinstance(n, int) and n > 0 else 1)
+    return out
+
+
+def _throughput(job: dict[str, Any], pg: dict[str, Any] | None, running: list[dict[str, Any]]) -> str:
+    """The job's last reported throughput (see format_train_jobs), "-" without a report."""
+    from ..elastic.learned import METRICS, own_report
+
+    raw = ((pg or {}).get("metadata", {}).get("annotations") or {}).get(METRICS)
+    if raw is None:
+        raw = (job["metadata"].get("annotations") or {}).get(METRICS)
+    report = own_report(str(raw) if raw is not None else None)
+    if report is None:
+        return "-"
+    replicas = len(running)
+    nodes = len({(p.get("spec") or {}).get("nodeName") for p in running})
+    if report.profile:
+        now = [m for m in report.profile if m.replicas == replicas and m.nodes == nodes]
+        m = (now or report.profile)[-1]
+        samples = m.replicas * m.local_bsz * (m.accum_steps + 1) / m.step_time
+        return f"{_rate_text(samples)} samples/s"
+    if report.rates:
+        rates = [r for r in report.rates if r[2] == replicas and r[1] == nodes]
+        return f"{_rate_text((rates or list(report.rates))[-1][3])} units/s"
+    return "-"
+
+
+def _rate_text(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
 
 
 def _gpu_pod(pod: dict[str, Any]) -> bool:

@@ -52,16 +52,30 @@ def train_get(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
-    """`get jobs`: NAME STATUS WORKERS SCHEDULER WAITING RUNNING TOTAL."""
+    """`get jobs`: NAME STATUS WORKERS SCHEDULER WAITING RUNNING TOTAL RESIZES THROUGHPUT.
+
+    WORKERS: running workers (elastic range); RESIZES: the job's `Resized` Events the API server
+    still holds; THROUGHPUT: what the job last reported (`lavaflow.io/metrics`)."""
     if what not in ("jobs", "job"):
         die(f"unknown resource {what!r}; use: jobs", 2)
 
     async def go(client):
+        from ..kube.client import ApiError
         from ..kube.ops import list_objects
 
         jobs = await list_objects(client, "Job", namespace)
         pods = await list_objects(client, "Pod", namespace, label_selector="volcano.sh/job-name")
-        typer.echo(format_train_jobs(jobs, pods), nl=False)
+        # Optional parts: a cluster without the PodGroup CRD, or a user who may not list Events,
+        # still gets the table (without throughput, or with "?" resizes).
+        optional: dict[str, list | None] = {}
+        for kind in ("PodGroup", "Event"):
+            try:
+                optional[kind] = await list_objects(client, kind, namespace)
+            except ApiError:
+                optional[kind] = None
+        typer.echo(
+            format_train_jobs(jobs, pods, podgroups=optional["PodGroup"] or [], events=optional["Event"]), nl=False
+        )
 
     run_on_cluster(go, kubeconfig, context)
 

@@ -67,7 +67,7 @@ from ..api.volcano import (
 from ..elastic import spec as elastic_spec
 from ..store.base import Forbidden
 from .base import COMMAND_KEY, Controller
-from .job_plugins import plugins_for
+from .job_plugins import discovery_config_maps, job_gone, plugins_for, pods_changed
 
 log = logging.getLogger("lavaflow.controllers")
 
@@ -343,6 +343,11 @@ class JobController(Controller):
         elif now == "Running":
             event = "PodRunning"
         elif now == "Failed":
+            if _resized_out(pod):
+                # a worker the elastic scheduler took away, ending before it is gone (torchrun
+                # exits 1 on the resize's SIGTERM): not a failure for the job's policies
+                self.mark(key)
+                return
             version = _int(meta.annotations.get(JOB_VERSION_KEY))
             task = labels.get(TASK_SPEC_KEY, "")
             self._request(key, Request("PodFailed", task, pod_name, pod.status.exit_code, version=version))
@@ -648,6 +653,8 @@ class JobController(Controller):
                     self._cancel(job.key, f"pod/{req.pod}")
                 continue
             self._handle(job, pods, req)
+        if job.spec.plugins:
+            pods_changed(job, pods, self.store)
         if _snapshot(job.status) != before:
             if self._transitions == transitions:
                 self._own_writes.add(key)
@@ -667,6 +674,7 @@ class JobController(Controller):
         ns, _, name = key.partition("/")
         for kind, suffix in (("Service", ""), ("ConfigMap", "-svc"), ("Secret", "-ssh")):
             self.store.delete(kind, f"{ns}/{name}{suffix}")
+        job_gone(self.store, ns, name)
         self._cancel(key)
         self.requests.pop(key, None)
         # Forget the job: nothing kept per job outlives it.
@@ -1095,7 +1103,7 @@ def generated_objects(job: Job) -> dict[str, list[str]]:
     plugins = job.spec.plugins
     return {
         "services": [job.name] if "svc" in plugins else [],
-        "configMaps": [f"{job.name}-svc"] if "svc" in plugins else [],
+        "configMaps": ([f"{job.name}-svc"] if "svc" in plugins else []) + discovery_config_maps(job),
         "secrets": [f"{job.name}-ssh"] if "ssh" in plugins else [],
     }
 

@@ -91,6 +91,10 @@ class Decisions:
     queues: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (queue name, status dict)
     enqueued: list[str] = field(default_factory=list)
     wakeups: list[float] = field(default_factory=list)  # times a plugin wants a cycle even if nothing changes
+    # (time, rule): times a rule that works out its wakes again in every session wants a cycle; each
+    # session's set stands in for every earlier session's (an earlier time no longer asked for is
+    # not a reason for a cycle: what the rule was waiting for has changed)
+    rule_wakeups: list[tuple[float, str]] = field(default_factory=list)
     # (kind, key, type, reason, message): Events the backend records (e.g. elastic resizes)
     events: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     # (PodGroup key, kind, message, workers moved): elastic starts, resizes, halts, migrations

@@ -152,6 +152,8 @@ class Simulation:
         self.timeline: list[dict[str, Any]] = []
         self.stall_time: float | None = None  # when nothing could change any more (None: never)
         self._wakes: set[float] = set()
+        self._rule_wakes: set[tuple[float, str]] = set()  # every (time, rule) ever pushed
+        self._standing: set[tuple[float, str]] = set()  # the last session's rule wakes (see Decisions)
         self.rejected: list[dict[str, Any]] = []  # objects refused by admission at their submit time
         self.node_events: list[dict[str, Any]] = []
         self.decisions: dict[str, list[dict[str, Any]]] = {}  # PodGroup key -> what the scheduler decided, when
@@ -492,6 +494,10 @@ class Simulation:
         for t in sorted(set(decisions.wakeups) - self._wakes):
             self._wakes.add(t)
             self._push(t, "wake", None)
+        self._standing = set(decisions.rule_wakeups)
+        for tr in sorted(self._standing - self._rule_wakes):
+            self._rule_wakes.add(tr)
+            self._push(tr[0], "wake", tr[1])
         for name, status in decisions.queues:
             q = self.store.get("Queue", name)
             if q is not None:
@@ -587,7 +593,7 @@ class Simulation:
                 break
             self.now = t
             while self._events and self._events[0][0] <= t:
-                _, _, kind, payload = heapq.heappop(self._events)
+                at, _, kind, payload = heapq.heappop(self._events)
                 if kind == "submit":
                     self._submit(payload)
                 elif kind == "feed":
@@ -614,7 +620,8 @@ class Simulation:
                 elif kind == "report":
                     self.training.on_report(*payload)
                 elif kind == "wake":
-                    last_cycle_version = -1  # a time-based rule asked for a cycle
+                    if payload is None or (at, payload) in self._standing:
+                        last_cycle_version = -1  # a time-based rule asked for a cycle
                 self._settle()
             if t >= next_tick and self.store.changes != last_cycle_version:
                 before = self.store.changes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from ..api import sim_annotations as ann
@@ -50,31 +51,11 @@ class FakeKubelet:
         await cancel_and_wait([self._runner, *self._tasks])
 
     async def _run(self) -> None:
-        rv = None
-        while True:
-            try:
-                if rv is None:
-                    lst = await self.client.request("GET", "/api/v1/pods")
-                    for p in lst.get("items", []):
-                        self._see(p)
-                    rv = lst["metadata"]["resourceVersion"]
-                async for ev in self.client.stream(
-                    "/api/v1/pods",
-                    {"watch": True, "resourceVersion": rv, "allowWatchBookmarks": True, "timeoutSeconds": 60},
-                    60,
-                ):
-                    obj = ev.get("object") or {}
-                    if ev.get("type") == "ERROR":
-                        rv = None
-                        break
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    if ev.get("type") in ("ADDED", "MODIFIED"):
-                        self._see(obj)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                rv = None
-                await asyncio.sleep(0.1)
+        await list_watch(self.client, "/api/v1/pods", self._event)
+
+    def _event(self, etype: str, pod: dict[str, Any]) -> None:
+        if etype in ("ADDED", "MODIFIED"):
+            self._see(pod)
 
     def _see(self, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata", {})
@@ -175,14 +156,58 @@ class FakeKubelet:
 
     async def _force_delete(self, key: str) -> None:
         ns, name = key.split("/", 1)
+        await force_delete(self.client, ns, name)
+
+
+async def list_watch(
+    client,
+    path: str,
+    on_event: Callable[[str, dict[str, Any]], None],
+    on_list: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> None:
+    """List ``path``, then watch it from the list's resourceVersion, for ever: ``on_event(type,
+    object)`` for each listed object (as ``ADDED``) and each watch event but bookmarks. A watch
+    ERROR (410 Gone) or any failure (of the request or of a callback) starts again with a new list,
+    after 0.1 s on a failure; ``on_list(items)``, when given, first sees each list whole (to notice
+    what went away while nothing was watched)."""
+    rv = None
+    while True:
         try:
-            await self.client.request(
-                "DELETE",
-                f"/api/v1/namespaces/{ns}/pods/{name}",
-                body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-            )
+            if rv is None:
+                lst = await client.request("GET", path)
+                items = lst.get("items", [])
+                if on_list is not None:
+                    on_list(items)
+                for obj in items:
+                    on_event("ADDED", obj)
+                rv = lst["metadata"]["resourceVersion"]
+            async for ev in client.stream(
+                path, {"watch": True, "resourceVersion": rv, "allowWatchBookmarks": True, "timeoutSeconds": 60}, 60
+            ):
+                obj = ev.get("object") or {}
+                if ev.get("type") == "ERROR":
+                    rv = None
+                    break
+                rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                if ev.get("type") != "BOOKMARK":
+                    on_event(ev.get("type", ""), obj)
+        except asyncio.CancelledError:
+            raise
         except Exception:
-            pass
+            rv = None
+            await asyncio.sleep(0.1)
+
+
+async def force_delete(client, namespace: str, name: str, uid: str | None = None) -> None:
+    """Delete a pod with grace period 0 (what a kubelet does once its containers are gone); with
+    ``uid``, only that incarnation of the pod. Failures are ignored."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    if uid:
+        body["preconditions"] = {"uid": uid}
+    try:
+        await client.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body)
+    except Exception:
+        pass
 
 
 def fake_node(

@@ -45,6 +45,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model import TaskInfo
 
 EPS = 1e-9
+# Every wake the action asks for is worked out again in each session (a due reschedule, the next
+# Tiresias queue change, a stuck job's interval, a periodic round), so each session's set replaces
+# the last one's: a wake for a crossing that a resize moved asks for no cycle.
+WAKE_RULE = "elastic"
 _PLACEMENTS_KEPT = 4096  # place() answers kept (ElasticState.placements)
 
 
@@ -84,7 +88,7 @@ class ElasticAction(Action):
                 else:
                     js.waiting_time += now - last
             js.seen_at = now
-            if js.stuck_since is not None and now - js.stuck_since >= interval:
+            if js.stuck_since is not None and now >= js.stuck_since + interval:
                 stuck = True
         if not st.adopted:
             st.adopted = True
@@ -104,8 +108,8 @@ class ElasticAction(Action):
             nxt, moved_queue = self._priority_change(plugin, jobs, now)
             if moved_queue or nxt <= now + EPS:
                 dirty = True
-            elif math.isfinite(nxt):
-                ssn.wake_at(nxt)
+            if math.isfinite(nxt):  # the next change, also after one seen now (issue 31)
+                ssn.wake_at(nxt, WAKE_RULE)
         if stuck:
             dirty = True
         # What the jobs' reports taught: a job measured on more workers than before may be given
@@ -132,13 +136,13 @@ class ElasticAction(Action):
             st.due = None
             st.known = active
         elif st.due is not None:
-            ssn.wake_at(st.due)
+            ssn.wake_at(st.due, WAKE_RULE)
         if getattr(plugin.policy, "periodic", False) and jobs and st.due is None:
             # the next round, whether or not anything else asks for a cycle by then
             nxt = st.last_resched + plugin.interval
             if getattr(plugin.policy, "aligned_tick", False) and plugin.interval > 0:
                 nxt = math.ceil(nxt / plugin.interval - EPS) * plugin.interval
-            ssn.wake_at(max(nxt, now + EPS))
+            ssn.wake_at(max(nxt, now + EPS), WAKE_RULE)
         self._reconcile(ssn, plugin, jobs, capacity)
 
     # ------------------------------------------------------------------ capacity
@@ -563,6 +567,7 @@ class ElasticAction(Action):
             if short:
                 if js.stuck_since is None:
                     js.stuck_since = ssn.now
+                ssn.wake_at(js.stuck_since + plugin.interval, WAKE_RULE)  # the stuck rule, on time
             else:
                 js.stuck_since = None
             js.reason = ""

@@ -222,10 +222,16 @@ class Session(SessionPlugins):
         self.allocated_here.clear()
         self.statements.clear()
 
-    def wake_at(self, time: float) -> None:
-        """Ask for a scheduling cycle at ``time`` even if nothing else changes (time-based rules)."""
+    def wake_at(self, time: float, rule: str | None = None) -> None:
+        """Ask for a scheduling cycle at ``time`` even if nothing else changes (time-based rules).
+
+        ``rule``: the asking rule works out all its wake times again in every session, so the
+        times it asks for now replace those it asked for in earlier sessions."""
         if time > self.now:
-            self.cache.decisions.wakeups.append(time)
+            if rule is None:
+                self.cache.decisions.wakeups.append(time)
+            else:
+                self.cache.decisions.rule_wakeups.append((time, rule))
 
     def record(self, job: JobInfo | str, action: str, message: str) -> None:
         uid = job if isinstance(job, str) else job.uid
