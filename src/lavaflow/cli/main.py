@@ -61,19 +61,32 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
     from ..api.loader import InputError, Problems, load_files
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
     from ..sim.inputs import prepare
-    from ..sim.traces import is_trace, load_traces
+    from ..sim.traces import TraceFeed, default_cluster_for, is_trace, load_traces
 
     skipped: list[str] = []
+    feed = None
+    later: list[str] = []  # the trace jobs' admission problems, told with the other inputs'
     try:
         loaded = load_files([str(f) for f in files if not is_trace(f)], skip_unsupported, skipped)
         traces = [str(f) for f in files if is_trace(f)]
         if traces:
+            # Trace jobs are checked now and made as the simulated clock reaches them (a feed),
+            # unless other inputs are checked against them: then they are loaded whole.
             problems = Problems()
-            loaded += load_traces(traces, loaded, problems, adaptive=adaptive)
+            loaded += default_cluster_for(loaded, problems)
+            feed = TraceFeed.open(traces, loaded, problems, adaptive=adaptive)
+            if feed is None:
+                loaded += load_traces(traces, loaded, problems, adaptive=adaptive)
             problems.raise_if_any()
+            later = feed.problems if feed is not None else []
         sim_input = prepare(loaded)
     except InputError as exc:
-        raise Invalid(exc.problems) from None
+        raise Invalid(exc.problems + later) from None
+    if later:
+        raise Invalid(later)
+    if feed is not None:
+        sim_input.stream = feed
+        sim_input.warnings += feed.warnings
     sim_input.warnings[:0] = skipped
     conf = None
     if config is not None:

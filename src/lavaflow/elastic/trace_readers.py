@@ -70,7 +70,8 @@ def detect_format(path: Path) -> str:
     )
 
 
-def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[ElasticJobSpec]:
+def workload_format(path: Path | str) -> str:
+    """The trace format of ``path`` (pollux, philly or gavel); WorkloadError when it is none."""
     p = Path(path)
     if not p.exists():
         raise WorkloadError(str(p), None, None, "file not found")
@@ -78,13 +79,32 @@ def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[E
         raise WorkloadError(
             str(p), None, None, "YAML (Volcano Jobs, Voda MPIJobs) is read by lavaflow simulate itself, not as a trace"
         )
-    fmt = detect_format(p)
+    return detect_format(p)
+
+
+def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[ElasticJobSpec]:
+    p = Path(path)
+    fmt = workload_format(p)
     if fmt == "pollux":
         return read_pollux_csv(p, max_gpus=max_gpus, adaptive=kw.get("adaptive", False))
     if fmt == "gavel":
         return read_gavel_csv(p, max_gpus=max_gpus)
     kw.pop("adaptive", None)
     return read_philly_csv(p, max_gpus=max_gpus, **kw)
+
+
+def csv_rows(lines: Iterable[str], path: str, columns: tuple[str, ...], header: list[str] | None = None):
+    """``(header, reader)``: a ``csv.DictReader`` over ``lines`` whose field names are the header's,
+    stripped; WorkloadError when one of ``columns`` is missing. With ``header`` (read earlier) the
+    lines hold rows only."""
+    reader = csv.DictReader(lines, fieldnames=header)
+    if header is None:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [c for c in columns if c not in header]
+        if missing:
+            raise WorkloadError(path, 1, missing[0], f"missing column(s): {', '.join(missing)}")
+        reader.fieldnames = header
+    return header, reader
 
 
 def _pollux_job(
@@ -147,63 +167,70 @@ def read_pollux_csv(path: Path | str, max_gpus: int | None = None, adaptive: boo
     jobs: list[ElasticJobSpec] = []
     seen: set[str] = set()
     with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in POLLUX_COLUMNS if c not in header]
-        if missing:
-            raise WorkloadError(p, 1, missing[0], f"missing column(s): {', '.join(missing)}")
-        reader.fieldnames = header
+        header, reader = csv_rows(fh, p, POLLUX_COLUMNS)
         for row in reader:
-            line = reader.line_num
-            if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-                continue
-            if None in row or any(row.get(c) is None for c in POLLUX_COLUMNS):
-                raise WorkloadError(p, line, None, f"expected {len(header)} fields")
-            name = row["name"].strip()
-            if not name:
-                raise WorkloadError(p, line, "name", "empty job name")
-            if name in seen:
-                raise WorkloadError(p, line, "name", f"duplicate job name {name!r}")
-            seen.add(name)
-            t = _num(p, line, "time", row["time"], float, 0)
-            app = row["application"].strip()
-            if app not in POLLUX_APPS:
-                raise WorkloadError(
-                    p, line, "application", f"unknown application {app!r} (known: {', '.join(POLLUX_APPS)})"
-                )
-            reps = _num(p, line, "num_replicas", row["num_replicas"], int, 1)
-            bsz = _num(p, line, "batch_size", row["batch_size"], int, 1)
-            model = pollux_app(app)
-            if bsz < model.min_local_bsz:
-                raise WorkloadError(
-                    p, line, "batch_size", f"{bsz} is below {app}'s smallest per-GPU batch {model.min_local_bsz}"
-                )
-            opt = {}
-            for col, key in (("min_replicas", "min_w"), ("max_replicas", "max_w"), ("priority", "priority")):
-                raw = (row.get(col) or "").strip()
-                if raw:
-                    opt[key] = _num(p, line, col, raw, int, 0 if col == "priority" else 1)
-            gt = (row.get("gpu_type") or "").strip() or None
-            raw = (row.get("adaptive_batch") or "").strip().lower()
-            if raw in ("true", "yes", "1"):
-                opt["adaptive"] = True
-            elif raw in ("false", "no", "0"):
-                opt["adaptive"] = False
-            elif raw:
-                raise WorkloadError(p, line, "adaptive_batch", f"expected true or false, got {raw!r}")
-            else:
-                opt["adaptive"] = adaptive
-            raw = (row.get("max_batch_size") or "").strip()
-            if raw:
-                opt["max_batch"] = _num(p, line, "max_batch_size", raw, int, 1)
-                if opt["max_batch"] < bsz:
-                    raise WorkloadError(
-                        p, line, "max_batch_size", f"{opt['max_batch']} is below the job's batch size {bsz}"
-                    )
-            if max_gpus is not None and reps > max_gpus:
-                reps = max_gpus
-            jobs.append(_pollux_job(p, line, name, t, app, reps, bsz, max_gpus, gpu_type=gt, **opt))
+            job = pollux_row(p, reader.line_num, row, header, max_gpus, adaptive, seen)
+            if job is not None:
+                jobs.append(job)
     return jobs
+
+
+def pollux_row(
+    p: str,
+    line: int,
+    row: dict,
+    header: list[str],
+    max_gpus: int | None = None,
+    adaptive: bool = False,
+    seen: set[str] | None = None,
+) -> ElasticJobSpec | None:
+    """The job of one row of a Pollux CSV (None for a blank row); ``seen``: the names of the rows
+    before it, to refuse a repeated one (None: not checked)."""
+    if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+        return None  # a blank row
+    if None in row or any(row.get(c) is None for c in POLLUX_COLUMNS):
+        raise WorkloadError(p, line, None, f"expected {len(header)} fields")
+    name = row["name"].strip()
+    if not name:
+        raise WorkloadError(p, line, "name", "empty job name")
+    if seen is not None:
+        if name in seen:
+            raise WorkloadError(p, line, "name", f"duplicate job name {name!r}")
+        seen.add(name)
+    t = _num(p, line, "time", row["time"], float, 0)
+    app = row["application"].strip()
+    if app not in POLLUX_APPS:
+        raise WorkloadError(p, line, "application", f"unknown application {app!r} (known: {', '.join(POLLUX_APPS)})")
+    reps = _num(p, line, "num_replicas", row["num_replicas"], int, 1)
+    bsz = _num(p, line, "batch_size", row["batch_size"], int, 1)
+    model = pollux_app(app)
+    if bsz < model.min_local_bsz:
+        raise WorkloadError(
+            p, line, "batch_size", f"{bsz} is below {app}'s smallest per-GPU batch {model.min_local_bsz}"
+        )
+    opt = {}
+    for col, key in (("min_replicas", "min_w"), ("max_replicas", "max_w"), ("priority", "priority")):
+        raw = (row.get(col) or "").strip()
+        if raw:
+            opt[key] = _num(p, line, col, raw, int, 0 if col == "priority" else 1)
+    gt = (row.get("gpu_type") or "").strip() or None
+    raw = (row.get("adaptive_batch") or "").strip().lower()
+    if raw in ("true", "yes", "1"):
+        opt["adaptive"] = True
+    elif raw in ("false", "no", "0"):
+        opt["adaptive"] = False
+    elif raw:
+        raise WorkloadError(p, line, "adaptive_batch", f"expected true or false, got {raw!r}")
+    else:
+        opt["adaptive"] = adaptive
+    raw = (row.get("max_batch_size") or "").strip()
+    if raw:
+        opt["max_batch"] = _num(p, line, "max_batch_size", raw, int, 1)
+        if opt["max_batch"] < bsz:
+            raise WorkloadError(p, line, "max_batch_size", f"{opt['max_batch']} is below the job's batch size {bsz}")
+    if max_gpus is not None and reps > max_gpus:
+        reps = max_gpus
+    return _pollux_job(p, line, name, t, app, reps, bsz, max_gpus, gpu_type=gt, **opt)
 
 
 # Pollux's workload generator bins Philly jobs by GPU time into applications; we do the same to
@@ -236,12 +263,7 @@ def read_philly_csv(
     p = str(path)
     rows: list[tuple[datetime, float, int, int]] = []
     with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in PHILLY_COLUMNS if c not in header]
-        if missing:
-            raise WorkloadError(p, 1, missing[0], f"missing column(s): {', '.join(missing)}")
-        reader.fieldnames = header
+        _, reader = csv_rows(fh, p, PHILLY_COLUMNS)
         for row in reader:
             line = reader.line_num
             raw = (row.get("timestamp") or "").strip()
@@ -372,24 +394,20 @@ def read_gavel_csv(path: Path | str, max_gpus: int | None = None) -> list[Elasti
     """``name,time,model,num_replicas,duration``: a Gavel model configuration (e.g.
     ``ResNet-50 (batch size 64)``), and the job's run time in seconds on ``num_replicas`` V100s."""
     p = str(path)
-    jobs = []
     with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in GAVEL_COLUMNS if c not in header]
-        if missing:
-            raise WorkloadError(p, 1, missing[0], f"missing column(s): {', '.join(missing)}")
-        reader.fieldnames = header
-        for row in reader:
-            line = reader.line_num
-            if any(row.get(c) is None for c in GAVEL_COLUMNS):
-                raise WorkloadError(p, line, None, f"expected {len(header)} fields")
-            t = _num(p, line, "time", row["time"], float, 0)
-            reps = _num(p, line, "num_replicas", row["num_replicas"], int, 1)
-            dur = _num(p, line, "duration", row["duration"], float, 0)
-            gt = (row.get("gpu_type") or "").strip() or None
-            jobs.append(_gavel_job(p, line, row["name"].strip(), t, row["model"].strip(), reps, dur, max_gpus, gt))
-    return jobs
+        header, reader = csv_rows(fh, p, GAVEL_COLUMNS)
+        return [gavel_row(p, reader.line_num, row, header, max_gpus) for row in reader]
+
+
+def gavel_row(p: str, line: int, row: dict, header: list[str], max_gpus: int | None = None) -> ElasticJobSpec:
+    """The job of one row of a Gavel CSV."""
+    if any(row.get(c) is None for c in GAVEL_COLUMNS):
+        raise WorkloadError(p, line, None, f"expected {len(header)} fields")
+    t = _num(p, line, "time", row["time"], float, 0)
+    reps = _num(p, line, "num_replicas", row["num_replicas"], int, 1)
+    dur = _num(p, line, "duration", row["duration"], float, 0)
+    gt = (row.get("gpu_type") or "").strip() or None
+    return _gavel_job(p, line, row["name"].strip(), t, row["model"].strip(), reps, dur, max_gpus, gt)
 
 
 def gavel_workload(

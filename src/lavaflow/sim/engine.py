@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..api import sim_annotations as ann
@@ -141,6 +141,8 @@ class Simulation:
         )
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
+        self._feed: Iterator[Item] = iter(())  # the input's trace jobs still to come (see run)
+        self._feed_seq = itertools.count()
         self.held: dict[str, list[Pod]] = {}  # parent pod key -> pods it will spawn
         self.children: dict[str, set[str]] = {}  # parent pod uid -> live child keys
         self.parent_of: dict[str, str] = {}  # child key -> parent uid
@@ -184,7 +186,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ setup
     def _register_resources(self) -> None:
-        names: set[str] = set()
+        names: set[str] = set(self.input.stream.resource_names) if self.input.stream is not None else set()
         for it in self.input.items:
             obj = it.obj
             if isinstance(obj, Node):
@@ -197,6 +199,12 @@ class Simulation:
 
     def _push(self, time: float, kind: str, payload: Any) -> None:
         heapq.heappush(self._events, (time, next(self._seq), kind, payload))
+
+    def _feed_next(self) -> None:
+        """Push the next trace job of the input's feed (see run)."""
+        it = next(self._feed, None)
+        if it is not None:
+            heapq.heappush(self._events, (it.submit_at, next(self._feed_seq), "feed", it))
 
     def _record_phase(self, job, previous: str, phase: str, time: float) -> None:
         if not previous:  # the controller took the job up
@@ -552,6 +560,16 @@ class Simulation:
                 self.store.create(q)
         for it in self.input.items:
             self._push(it.submit_at, "submit", it)
+        feed = self.input.stream
+        if feed is not None:
+            # Trace jobs come one at a time, each pushed when the one before it is submitted. They
+            # keep the places prepare() gives them: after the items at their time, before any event
+            # the run adds (whose numbers start after theirs).
+            first = next(self._seq)
+            self._feed_seq = itertools.count(first)
+            self._seq = itertools.count(first + feed.count)
+            self._feed = iter(feed)
+            self._feed_next()
         last_cycle_version = -1
         next_tick = 0.0
         idle_cycles = 0
@@ -577,6 +595,9 @@ class Simulation:
             while self._events and self._events[0][0] <= t:
                 at, _, kind, payload = heapq.heappop(self._events)
                 if kind == "submit":
+                    self._submit(payload)
+                elif kind == "feed":
+                    self._feed_next()
                     self._submit(payload)
                 elif kind == "delete":
                     self.store.delete(*payload)

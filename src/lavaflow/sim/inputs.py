@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import admission, validation, workload_api, x_k8s_podgroup
 from ..api import sim_annotations as ann
@@ -20,6 +20,9 @@ from ..api.quantity import parse_quantity
 from ..api.topology import MAX_CPUS, HyperNode, Numatopology
 from ..api.volcano import Job, JobTemplate, PodGroup, PriorityClass, Queue
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .traces import TraceFeed
 
 CONF_KEY = "volcano-scheduler.conf"
 
@@ -40,6 +43,9 @@ class SimInput:
     conf_source: str | None = None
     conf_origin: str | None = None  # "<file>: document N: ConfigMap/x: data[volcano-scheduler.conf]"
     warnings: list[str] = field(default_factory=list)  # accepted, but partly ignored
+    # Trace jobs made as the simulated clock reaches them (their prepared Items, in arrival order),
+    # after the items: see sim/traces.py.
+    stream: TraceFeed | None = None
 
 
 def _what(obj) -> str:

@@ -11,12 +11,22 @@ simulator uses the Pollux testbed, 16 nodes of 4 GPUs.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
+import os
 import re
+from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api.loader import Loaded, Problems, Source, build_object
 from ..elastic import spec as es
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..elastic.job import ElasticJobSpec
+    from .inputs import Item
 
 DEFAULT_NODES = 16
 DEFAULT_GPUS_PER_NODE = 4
@@ -113,52 +123,336 @@ def cluster_gpus(loaded: list[Loaded]) -> int:
     return int(total)
 
 
+def default_cluster_for(loaded: list[Loaded], problems: Problems) -> list[Loaded]:
+    """The Pollux testbed as loaded objects when ``loaded`` declares no Node or NodeGroup, else []."""
+    if any(type(it.obj).__name__ in ("Node", "NodeGroup") for it in loaded):
+        return []
+    src = Source("<default cluster: 16 nodes x 4 GPUs>", 1)
+    obj = build_object(src, default_cluster(), problems)
+    return [] if obj is None else [Loaded(obj, src)]
+
+
 def load_traces(
     paths: list[str | Path], loaded: list[Loaded], problems: Problems, adaptive: bool = False
 ) -> list[Loaded]:
-    """Trace files as loaded Volcano Jobs (plus the default cluster when ``loaded`` has no nodes)."""
-    from ..elastic.trace_readers import WorkloadError, detect_format, read_workload
-
-    out: list[Loaded] = []
-    has_nodes = any(type(it.obj).__name__ in ("Node", "NodeGroup") for it in loaded)
-    if not has_nodes:
-        src = Source("<default cluster: 16 nodes x 4 GPUs>", 1)
-        obj = build_object(src, default_cluster(), problems)
-        if obj is not None:
-            out.append(Loaded(obj, src))
+    """Trace files as loaded Volcano Jobs (plus the default cluster when ``loaded`` has no nodes),
+    all at once. :class:`TraceFeed` streams the same objects."""
+    out = default_cluster_for(loaded, problems)
     gpus = cluster_gpus(loaded + out) or None
     names: set[str] = set()
-    for p in paths:
+    for index, p in enumerate(paths):
+        trace = _TraceFile(str(p), index, gpus, adaptive)
+        built = Problems()  # a file's objects count only once all its rows were read
+        jobs = [trace.job(spec, ordinal, names, built) for ordinal, spec, _ in trace.rows(problems)]
+        if not trace.ok:
+            continue
+        if not trace.count:
+            problems.add(str(p), "", "", "no jobs in this trace")
+        problems.lines += built.lines
+        out += [job for job in jobs if job is not None]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Streaming: jobs created as the simulated clock reaches them
+# --------------------------------------------------------------------------------------------
+
+#: Rows built and admitted together (prepare() has a fixed cost per call).
+STREAM_BATCH = 64
+#: Traces of at most this many jobs keep the objects their check made instead of reading them again.
+KEEP_CHECKED = 2048
+#: Kinds of the other inputs that admission checks a trace job against — a Volcano Job of the same
+#: name (a later one is an update), a pod named like one of its pods, a Command naming it. Beside
+#: any of them the traces are read whole (load_traces), so that these checks see every job.
+_MEETS_TRACE_JOBS = frozenset({"Job", "Pod", "StatefulSet", "Command"})
+#: Objects of the other inputs that admission reads when it checks a trace job (its queue; a
+#: globalDefault PriorityClass): a copy of each is prepared beside every batch.
+_CONTEXT_KINDS = frozenset({"Queue", "PriorityClass"})
+
+
+class TraceFeed:
+    """The jobs of trace files in arrival order, made only as they are needed.
+
+    :meth:`open` checks every row before anything runs: each is read, built and admitted exactly
+    as :func:`load_traces` and :func:`~lavaflow.sim.inputs.prepare` do it, a batch of rows at a
+    time, and dropped, so that a bad row anywhere refuses the input (file, line and column or
+    field; exit code 2) before the simulation starts. What the check keeps grows with the rows, not
+    with their objects, and only where needed: the arrival order and row positions of a file whose
+    rows are not in time order, the jobs renamed because their names met, and for a small trace
+    (``KEEP_CHECKED`` jobs) the checked objects themselves. Iterating the feed reads the files
+    again and yields each job's prepared :class:`~lavaflow.sim.inputs.Item` in the order prepare()
+    sorts an input (time, then file, then row); the simulator takes the next one when its clock
+    reaches the one before.
+    """
+
+    def __init__(self, files: list[_TraceFile], context: list[Loaded]) -> None:
+        self.files = files
+        self.context = context  # raw objects admission reads beside a trace job (a copy per batch)
+        self.count = 0  # jobs
+        self.resource_names: set[str] = set()  # resources the jobs' pods request or limit
+        self.problems: list[str] = []  # admission's (reported with those of the other inputs)
+        self.warnings: list[str] = []
+        self.renamed: dict[tuple[int, int], str] = {}  # (file, ordinal) -> its name, when not its own
+
+    @classmethod
+    def open(
+        cls, paths: list[str | Path], loaded: list[Loaded], problems: Problems, adaptive: bool = False
+    ) -> TraceFeed | None:
+        """Check the trace files read beside ``loaded`` (the other inputs, with the default cluster
+        when they need it) and return their feed; None when they must be read whole instead
+        (:func:`load_traces`): beside inputs admission checks trace jobs against, or when two trace
+        jobs end up with one name. The reader's and the builder's problems are added to
+        ``problems``; admission's are kept in :attr:`problems`."""
+        if any(type(it.obj).__name__ in _MEETS_TRACE_JOBS for it in loaded):
+            return None
+        context = [it for it in loaded if type(it.obj).__name__ in _CONTEXT_KINDS]
+        gpus = cluster_gpus(loaded) or None
+        feed = cls([_TraceFile(str(p), index, gpus, adaptive) for index, p in enumerate(paths)], context)
+        found = Problems()
+        names: set[str] = set()
+        for trace in feed.files:
+            built = Problems()
+            times = array("d")
+            batch: list[tuple[int, Loaded]] = []
+
+            for ordinal, spec, start in trace.rows(found, where=True):
+                job = trace.job(spec, ordinal, names, built)
+                if job is not None and job.obj.name != dns_name(spec.name):
+                    feed.renamed[(trace.index, ordinal)] = job.obj.name
+                trace.starts.append(start)
+                trace.lines.append(_line_of(spec, ordinal))
+                times.append(math.nan)
+                if job is not None:
+                    batch.append((ordinal, job))
+                if len(batch) >= STREAM_BATCH:
+                    feed._check(trace, batch, times)
+                    batch = []
+            if not trace.ok:
+                continue
+            feed._check(trace, batch, times)
+            if not trace.count:
+                found.add(trace.path, "", "", "no jobs in this trace")
+            found.lines += built.lines
+            trace.settle(times)
+            feed.count += trace.count
+        if len(names) < feed.count:
+            return None  # a renamed job took a name already given: admission must see both
+        if feed.count > KEEP_CHECKED:
+            for trace in feed.files:
+                trace.checked = None
+        problems.lines += found.lines
+        return feed
+
+    def _check(self, trace: _TraceFile, batch: list[tuple[int, Loaded]], times: array) -> None:
+        """Admit built jobs as prepare() does; record their times; keep them while the traces are small."""
+        if not batch:
+            return
+        ordinal_of = {id(job.obj): ordinal for ordinal, job in batch}
+        items = self._prepare([job for _, job in batch], self.problems, self.warnings)
+        for item in items:
+            times[ordinal_of[id(item.obj)]] = item.submit_at
+            for task in item.obj.spec.tasks:
+                spec = task.template.spec
+                for c in (*spec.containers, *spec.init_containers):
+                    self.resource_names.update(c.resources.requests)
+                    self.resource_names.update(c.resources.limits)
+        if trace.checked is not None and sum(len(t.checked or ()) for t in self.files) <= KEEP_CHECKED:
+            trace.checked.extend((ordinal_of[id(item.obj)], item) for item in items)
+        else:
+            trace.checked = None
+
+    def _prepare(self, jobs: list[Loaded], problems: list[str], warnings: list[str]) -> list[Item]:
+        """prepare() of ``jobs`` beside copies of the context objects: the jobs' Items (admission's
+        defaults applied) in the order prepare() sorts them; its problems and warnings are added to
+        ``problems`` and ``warnings``."""
+        from ..api.loader import InputError
+        from .inputs import prepare
+
+        context = [Loaded(it.obj.model_copy(deep=True), it.source) for it in self.context]
+        ours = {id(job.obj) for job in jobs}
         try:
-            if adaptive and detect_format(Path(p)) != "pollux":
+            prepared = prepare([*context, *jobs])
+        except InputError as exc:
+            problems.extend(exc.problems)
+            return []
+        warnings.extend(w for w in prepared.warnings if w not in warnings)
+        return [it for it in prepared.items if id(it.obj) in ours]
+
+    def __iter__(self) -> Iterator[Item]:
+        """Every job's prepared Item in arrival order: by time, and at one time by file and row."""
+        return heapq.merge(*(self._items(trace) for trace in self.files), key=lambda it: it.submit_at)
+
+    def _items(self, trace: _TraceFile) -> Iterator[Item]:
+        if trace.checked is not None:
+            yield from (item for _, item in trace.checked)
+            return
+        if not trace.count:
+            return
+        problems = Problems()
+        batch: list[Loaded] = []
+        for ordinal, spec in trace.in_order():
+            job = trace.job(spec, ordinal, None, problems, self.renamed.get((trace.index, ordinal)))
+            if job is not None:
+                batch.append(job)
+            if len(batch) >= STREAM_BATCH:
+                yield from self._again(trace, batch, problems)
+                batch = []
+        yield from self._again(trace, batch, problems)
+
+    def _again(self, trace: _TraceFile, batch: list[Loaded], problems: Problems) -> list[Item]:
+        found: list[str] = []
+        items = self._prepare(batch, found, []) if batch else []
+        if problems.lines or found:  # every row passed the check: only a change of the file does this
+            raise RuntimeError(f"{trace.path} changed while it was replayed: {'; '.join(problems.lines + found)}")
+        return items
+
+
+class _TraceFile:
+    """One trace file: its format, its rows as trace jobs, and what the check learned of them."""
+
+    def __init__(self, path: str, index: int, gpus: int | None, adaptive: bool) -> None:
+        self.path = path
+        self.index = index  # among the trace files: at one time, the earlier file's jobs come first
+        self.gpus = gpus
+        self.adaptive = adaptive
+        self.format = ""
+        self.header: list[str] | None = None
+        self.stamp: tuple[int, int] | None = None  # size and modification time when checked
+        self.count = 0  # jobs
+        self.ok = False  # every row was read (see rows)
+        self.starts: list[int] = []  # where each job's row begins (a text file position)
+        self.lines = array("q")  # each job's line
+        self.order: list[int] | None = None  # ordinals in arrival order; None: the file's order
+        self.checked: list[tuple[int, Item]] | None = []  # the checked Items, while the traces are small
+
+    def rows(self, problems: Problems, where: bool = False) -> Iterator[tuple[int, ElasticJobSpec, int]]:
+        """``(ordinal, spec, start)`` for every job of the file, in file order (``start``: where its
+        row begins, with ``where``). When the file is not a trace lavaflow reads or one of its rows
+        is bad, the problem is added and the rows end there (at the first bad row, as the readers
+        of whole traces do), with :attr:`ok` False."""
+        from ..elastic.trace_readers import WorkloadError, detect_format, workload_format
+
+        self.count = 0
+        self.ok = False
+        try:
+            if self.adaptive and detect_format(Path(self.path)) != "pollux":
                 problems.add(
-                    str(p),
+                    self.path,
                     "",
                     "",
                     "--adaptive-batch needs a Pollux trace (its applications' gradient statistics decide the batch); "
-                    f"this is a {detect_format(Path(p))} trace",
+                    f"this is a {detect_format(Path(self.path))} trace",
                 )
-                continue
-            specs = read_workload(Path(p), max_gpus=gpus, adaptive=adaptive)
+                return
+            self.format = workload_format(self.path)
+            st = os.stat(self.path)
+            self.stamp = (st.st_size, st.st_mtime_ns)
+            for ordinal, spec, start in self._specs(check_names=True, where=where):
+                yield ordinal, spec, start
+                self.count += 1
         except WorkloadError as exc:
             problems.lines.append(str(exc))  # names file, line and column
-            continue
+            return
         except (OSError, UnicodeDecodeError) as exc:
-            problems.add(str(p), "", "", f"cannot read file ({getattr(exc, 'strerror', None) or exc})")
-            continue
-        if not specs:
-            problems.add(str(p), "", "", "no jobs in this trace")
-        for i, spec in enumerate(specs, start=1):
-            doc = job_document(spec)
+            problems.add(self.path, "", "", f"cannot read file ({getattr(exc, 'strerror', None) or exc})")
+            return
+        self.ok = True
+
+    def _specs(self, check_names: bool = False, where: bool = False) -> Iterator[tuple[int, ElasticJobSpec, int]]:
+        from ..elastic.trace_readers import csv_rows, read_philly_csv
+
+        if self.format == "philly":
+            for ordinal, spec in enumerate(read_philly_csv(self.path, max_gpus=self.gpus)):
+                yield ordinal, spec, 0
+            return
+        columns, row_job = _row_reader(self.format)
+        seen: set[str] | None = set() if check_names else None  # (the names of a whole file)
+        with open(self.path, newline="", encoding="utf-8-sig") as fh:
+            self.header, reader = csv_rows(iter(fh.readline, ""), self.path, columns)
+            ordinal = 0
+            while True:
+                start = fh.tell() if where else 0
+                row = next(reader, None)
+                if row is None:
+                    return
+                spec = row_job(self.path, reader.line_num, row, self.header, self.gpus, self.adaptive, seen)
+                if spec is not None:
+                    yield ordinal, spec, start
+                    ordinal += 1
+
+    def settle(self, times: array) -> None:
+        """After the check: keep the arrival order and row positions only when they are not the file's."""
+        ordered = all(a <= b for a, b in zip(times, itertools.islice(times, 1, None)))
+        self.order = None if ordered else sorted(range(len(times)), key=times.__getitem__)  # stable
+        if ordered or self.format == "philly":  # (a Philly trace is read whole by its reader)
+            self.starts = []
+            self.lines = array("q")
+        if self.order is not None and self.checked is not None:
+            at = {ordinal: i for i, (ordinal, _) in enumerate(self.checked)}
+            self.checked = [self.checked[at[ordinal]] for ordinal in self.order if ordinal in at]
+
+    def in_order(self) -> Iterator[tuple[int, ElasticJobSpec]]:
+        """``(ordinal, spec)`` of every job in arrival order, read again."""
+        st = os.stat(self.path)
+        if (st.st_size, st.st_mtime_ns) != self.stamp:
+            raise RuntimeError(f"{self.path} changed while it was replayed (its size or time is not as checked)")
+        if self.order is None:
+            for ordinal, spec, _ in self._specs():
+                yield ordinal, spec
+            return
+        if self.format == "philly":
+            specs = [spec for _, spec, _ in self._specs()]
+            for ordinal in self.order:
+                yield ordinal, specs[ordinal]
+            return
+        from ..elastic.trace_readers import csv_rows
+
+        columns, row_job = _row_reader(self.format)
+        with open(self.path, newline="", encoding="utf-8-sig") as fh:
+            for ordinal in self.order:
+                fh.seek(self.starts[ordinal])
+                _, reader = csv_rows(iter(fh.readline, ""), self.path, columns, self.header)
+                spec = row_job(self.path, self.lines[ordinal], next(reader), self.header, self.gpus, self.adaptive)
+                if spec is None:  # pragma: no cover - the check found a job on this row
+                    raise RuntimeError(f"{self.path} changed while it was replayed (line {self.lines[ordinal]})")
+                yield ordinal, spec
+
+    def job(
+        self,
+        spec: ElasticJobSpec,
+        ordinal: int,
+        names: set[str] | None,
+        problems: Problems,
+        name: str | None = None,
+    ) -> Loaded | None:
+        """The loaded Volcano Job of a trace job, or None (with its problems). Its name is ``name``,
+        else its own made a DNS label — unless ``names`` (the names given so far, which it joins)
+        holds that: then ``-<ordinal + 1>`` (its place in its file) is appended."""
+        doc = job_document(spec)
+        if name is None:
             name = doc["metadata"]["name"]
-            if name in names:
-                doc["metadata"]["name"] = name = dns_name(f"{name}-{i}")
-            names.add(name)
-            line = (
-                int(spec.source.rsplit(":", 1)[-1]) if spec.source and spec.source.rsplit(":", 1)[-1].isdigit() else i
-            )
-            src = Source(str(p), line, unit="line")
-            obj = build_object(src, doc, problems)
-            if obj is not None:
-                out.append(Loaded(obj, src))
-    return out
+            if names is not None:
+                if name in names:
+                    name = dns_name(f"{name}-{ordinal + 1}")
+                names.add(name)
+        doc["metadata"]["name"] = name
+        src = Source(self.path, _line_of(spec, ordinal), unit="line")
+        obj = build_object(src, doc, problems)
+        return None if obj is None else Loaded(obj, src)
+
+
+def _row_reader(fmt: str) -> tuple[tuple[str, ...], Callable[..., ElasticJobSpec | None]]:
+    """The columns a CSV trace of format ``fmt`` needs, and its reader of one row."""
+    from ..elastic import trace_readers as tr
+
+    if fmt == "pollux":
+        return tr.POLLUX_COLUMNS, tr.pollux_row
+    return tr.GAVEL_COLUMNS, lambda p, line, row, header, gpus, adaptive, seen=None: tr.gavel_row(
+        p, line, row, header, gpus
+    )
+
+
+def _line_of(spec: ElasticJobSpec, ordinal: int) -> int:
+    """A job's line in its file (its place among the file's jobs when its reader gives none)."""
+    tail = spec.source.rsplit(":", 1)[-1] if spec.source else ""
+    return int(tail) if tail.isdigit() else ordinal + 1
