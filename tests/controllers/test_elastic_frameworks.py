@@ -492,3 +492,57 @@ def test_elastic_torchrun_example_runs_and_its_workers_get_a_rendezvous():
         assert "WORLD_SIZE" not in env and "RANK" not in env
         assert env["PET_RDZV_BACKEND"] == "c10d" and env["PET_RDZV_ENDPOINT"] == f"{p['job']}-worker-0.{p['job']}:29400"
         assert env["PET_NNODES"] == {"bert-elastic": "2:8", "resnet-elastic": "2:4"}[p["job"]]
+
+
+def test_moving_the_rendezvous_host_restarts_the_whole_torchrun_group(monkeypatch):
+    """The migration of test_discovery_follows_a_migration, for a torchrun job: its worker 0 hosts
+    the c10d rendezvous store, and when that worker goes every other worker's torchrun fails. So
+    the policy's move of worker 0 off n-1 evicts the whole group at once (none is bound beside it
+    in that session), and the group forms again on n-0; worker 0 never leaves while others run."""
+    gang = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "r"},
+        "spec": {
+            "minAvailable": 1,
+            "tasks": [
+                {
+                    "name": "t",
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"annotations": {"sim.lavaflow.io/duration": "60m"}},
+                        "spec": {"containers": [container("t", gpus=3)]},
+                    },
+                }
+            ],
+        },
+    }
+    source = text(
+        node("n", gpus=4, count=2),
+        elastic_job("q", 4, 3, 30, plugins={}, launcher=False),
+        gang,
+        elastic_job("ddp", 3, 1, 300, at="1m", plugins={"pytorch": [], "svc": []}, launcher=False),
+    )
+    seen: list[dict[str, str]] = []
+    settle = engine.Simulation._settle
+
+    def recorded(self):
+        settle(self)
+        running = dict(running_workers(self, "ddp"))
+        if not seen or seen[-1] != running:
+            seen.append(running)
+
+    monkeypatch.setattr(engine.Simulation, "_settle", recorded)
+    sim = engine.Simulation(prepare(load_text(source)), conf=oracle_conf(), seed=0)
+    result = sim.run()
+    assert result["stuck"] == [] and all(j["phase"] == "Completed" for j in result["jobs"]), result["jobs"]
+    host = "ddp-worker-0"
+    assert pod(sim, host).metadata.annotations["lavaflow.io/rendezvous-host"] == "true"
+    assert "lavaflow.io/rendezvous-host" not in pod(sim, "ddp-worker-1").metadata.annotations
+    assert seen[1] == {host: "n-1"}, seen
+    moves = [(a, b) for a, b in zip(seen, seen[1:]) if host in a and b.get(host) != a[host]]
+    assert moves, seen  # the policy did move worker 0
+    for before, after in moves:
+        # worker 0 left: so did every worker that ran beside it
+        assert not after, (before, after, seen)
+    assert seen[-2] == {f"ddp-worker-{i}": "n-0" for i in range(3)}, seen

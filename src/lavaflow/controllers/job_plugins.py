@@ -398,7 +398,11 @@ class PyTorchPlugin(JobPlugin):
         if task.name not in (master, worker):
             return
         if elastic_range(job) is not None:
-            _set_env(pod, self._rendezvous(job, task, index, master, worker, port), keep_own=True)
+            env = self._rendezvous(job, task, index, master, worker, port)
+            _set_env(pod, env, keep_own=True)
+            if env[PET_RDZV_CONF] == "is_host=true":
+                # (the pod's annotations are its own copy: _new_pod makes them per pod)
+                pod.metadata.annotations[elastic_spec.RENDEZVOUS_HOST] = "true"
             return
         tasks = {t.name: t for t in job.spec.tasks}
         world = sum(tasks[n].replicas for n in (master, worker) if n in tasks)

@@ -57,6 +57,10 @@ RESIZED_OUT = PREFIX + "resized-out"
 # PodGroup and the pods, not the Job's replicas).
 WORKERS = PREFIX + "elastic-workers"
 RESIZE_REASON = "ElasticResize"
+# Set by the pytorch job plugin on the pod whose torchrun hosts the job's rendezvous store (c10d,
+# ``is_host``). When that pod goes, every other worker's torchrun fails (its store is gone), so
+# the elastic action never removes it alone: moving it restarts the whole group.
+RENDEZVOUS_HOST = PREFIX + "rendezvous-host"
 
 SPEED_KEYS = (APPLICATION, BATCH_SIZE, EPOCHS, WORK, GAVEL_MODEL, SPEEDUP, EPOCH_TIME, ADAPTIVE, MAX_BATCH)
 STATIC_KEYS = SPEED_KEYS + (REQUESTED, JOB_PRIORITY, PROFILE_GROUP)

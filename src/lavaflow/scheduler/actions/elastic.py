@@ -504,6 +504,24 @@ class ElasticAction(Action):
                 )
                 ej.info.job_fit_errors = js.reason
                 continue
+            host = _host_leaving(per_node, target)
+            if host is not None:
+                # The worker hosting the job's rendezvous (torchrun's c10d store) would leave: the
+                # other workers' torchrun would fail with it, and workers bound now would join a
+                # group about to lose its store. So the group restarts, as a migration at the
+                # minimum does: every worker goes at once, none is bound in this session, and the
+                # job starts again where the policy put it.
+                evict = Statement(ssn)
+                why = f"{js.reason or 'resized by the elastic policy'}; {host.name} hosts its rendezvous: the group restarts"
+                for tasks in per_node.values():
+                    for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True):
+                        evict.evict(t, f"{es.RESIZE_REASON}: {why}")
+                evict.commit()
+                if js.stuck_since is None:
+                    js.stuck_since = ssn.now
+                ssn.wake_at(js.stuck_since + plugin.interval, WAKE_RULE)
+                js.reason = ""
+                continue
             # 1. bindings: pending workers onto nodes below target, then the other tasks. First, so
             # that the evictions below know what already runs where the job is going (the nodes a
             # job grows onto are never those it leaves, so neither step makes room for the other).
@@ -571,6 +589,20 @@ class ElasticAction(Action):
             else:
                 js.stuck_since = None
             js.reason = ""
+
+
+def _host_leaving(per_node: dict[str, list[TaskInfo]], target: dict[str, int]) -> TaskInfo | None:
+    """The alive worker hosting the job's rendezvous (pod annotation ``RENDEZVOUS_HOST``) when the
+    reconcile would evict it -- it is among the highest-index workers above its node's target --
+    else None."""
+    for node, tasks in per_node.items():
+        above = len(tasks) - target.get(node, 0)
+        if above <= 0:
+            continue
+        for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True)[:above]:
+            if t.pod is not None and t.pod.metadata.annotations.get(es.RENDEZVOUS_HOST) == "true":
+                return t
+    return None
 
 
 def _keep_lowest(ssn: Session, ej: ElasticJob, n: int) -> dict[str, int]:
