@@ -181,10 +181,9 @@ def test_discovery_follows_scale_in_scale_out_and_a_lost_node(monkeypatch):
     assert names[-1] == []  # done: no worker runs, none is listed
 
 
-def test_discovery_follows_a_migration(monkeypatch):
-    """hvd starts on the one GPU left on n-1; when q completes, the policy grows it to 3 workers on
-    n-0 and moves its worker off n-1 (evicted there, bound again on n-0)."""
-    gang = {
+def three_gpu_gang() -> dict:
+    """Job r: one 3-GPU pod for an hour, the gang that holds n-0 in the migration scenarios."""
+    return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {"name": "r"},
@@ -202,10 +201,15 @@ def test_discovery_follows_a_migration(monkeypatch):
             ],
         },
     }
+
+
+def test_discovery_follows_a_migration(monkeypatch):
+    """hvd starts on the one GPU left on n-1; when q completes, the policy grows it to 3 workers on
+    n-0 and moves its worker off n-1 (evicted there, bound again on n-0)."""
     source = text(
         node("n", gpus=4, count=2),
         elastic_job("q", 4, 3, 30, plugins={}, launcher=False),
-        gang,
+        three_gpu_gang(),
         elastic_job("hvd", 3, 1, 300, at="1m"),
     )
     _, seen = follow(monkeypatch, source, "hvd")
@@ -499,28 +503,10 @@ def test_moving_the_rendezvous_host_restarts_the_whole_torchrun_group(monkeypatc
     the c10d rendezvous store, and when that worker goes every other worker's torchrun fails. So
     the policy's move of worker 0 off n-1 evicts the whole group at once (none is bound beside it
     in that session), and the group forms again on n-0; worker 0 never leaves while others run."""
-    gang = {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": "r"},
-        "spec": {
-            "minAvailable": 1,
-            "tasks": [
-                {
-                    "name": "t",
-                    "replicas": 1,
-                    "template": {
-                        "metadata": {"annotations": {"sim.lavaflow.io/duration": "60m"}},
-                        "spec": {"containers": [container("t", gpus=3)]},
-                    },
-                }
-            ],
-        },
-    }
     source = text(
         node("n", gpus=4, count=2),
         elastic_job("q", 4, 3, 30, plugins={}, launcher=False),
-        gang,
+        three_gpu_gang(),
         elastic_job("ddp", 3, 1, 300, at="1m", plugins={"pytorch": [], "svc": []}, launcher=False),
     )
     seen: list[dict[str, str]] = []
