@@ -18,7 +18,8 @@ from typing import Any
 from ..api import sim_annotations as ann
 from ..api.core import Node, Pod
 from ..api.meta import clone, set_fields
-from ..api.volcano import PodGroupCondition
+from ..api.volcano import JOB_NAME_KEY, PodGroupCondition
+from ..api.volcano import Job as VolcanoJob
 from ..controllers import build_controllers
 from ..controllers.job import generated_objects
 from ..controllers.queue import builtin_queues
@@ -324,6 +325,32 @@ class Simulation:
         rec["exitCode"] = code
         self._child_gone(key)
 
+    def _finish_joins(self, payload: tuple[str, str]) -> bool:
+        """Whether the next event, at the same instant as the finish of pod ``payload``, may reach
+        the controllers in the same settle: it is the finish of another pod of the same Volcano
+        Job, both exit 0, have no spawned children, and the Job has no lifecycle policies and no
+        minSuccess. Then no sync between the two could act on the first alone (a policy on a
+        task's completion, the job's minSuccess reached, a failure); the job's workers that started
+        together end in one sync, as a workqueue coalesces a Job's key, not in one per pod."""
+        nxt = self._events[0]
+        if nxt[2] != "finish":
+            return False
+        pods = [self.store.get("Pod", key) for key, _ in (payload, nxt[3])]
+        a, b = pods
+        if a is None or b is None or a.namespace != b.namespace:
+            return False
+        name = a.metadata.labels.get(JOB_NAME_KEY)
+        if name is None or b.metadata.labels.get(JOB_NAME_KEY) != name:
+            return False
+        for p in pods:
+            if p.metadata.annotations.get(ann.EXIT_CODE, "0") != "0" or self.children.get(p.metadata.uid):
+                return False
+        job = self.store.get("Job", f"{a.namespace}/{name}")
+        if job is None or not isinstance(job, VolcanoJob):
+            return False
+        spec = job.spec
+        return spec.min_success is None and not spec.policies and not any(t.policies for t in spec.tasks)
+
     def _child_gone(self, key: str) -> None:
         parent_uid = self.parent_of.pop(key, None)
         if parent_uid is None:
@@ -622,6 +649,8 @@ class Simulation:
                 elif kind == "wake":
                     if payload is None or (at, payload) in self._standing:
                         last_cycle_version = -1  # a time-based rule asked for a cycle
+                if kind == "finish" and self._events and self._events[0][0] <= t and self._finish_joins(payload):
+                    continue
                 self._settle()
             if t >= next_tick and self.store.changes != last_cycle_version:
                 before = self.store.changes
