@@ -4,6 +4,7 @@ nothing, and a gang a dead leader left half-bound is completed by the next one."
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import subprocess
@@ -16,8 +17,10 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
 from kube_harness import Cluster  # noqa: E402
+from lavaflow.cli.processes import _run_component  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
 from lavaflow.kube.codec import micro_time  # noqa: E402
+from lavaflow.kube.controller_process import KubeControllers  # noqa: E402
 from lavaflow.kube.leader import LeaderElector, LostLeadership  # noqa: E402
 from lavaflow.kube.scheduler_process import KubeScheduler  # noqa: E402
 from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
@@ -431,3 +434,35 @@ def test_a_leader_whose_lease_is_taken_steps_down_with_one_line_and_exit_code_0(
             proc.kill()
             proc.wait()
         double.stop()
+
+
+def test_the_controller_steps_down_the_same_way(caplog):
+    """``lavaflow controller`` runs through the same code as the scheduler's command: its Lease
+    taken, it stops with one line and returns normally (exit code 0), leaving the Lease to its new
+    holder (its graceful stop releases only a Lease it holds)."""
+
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        client = _client(double)
+        try:
+            elector = LeaderElector(
+                client, "ctl", "default", "ctl-a", lease_duration=3, renew_deadline=2, retry_period=0.2
+            )
+            ctrl = KubeControllers(client, elector=elector, resync=0.2)
+            run = asyncio.create_task(_run_component(ctrl, client, "127.0.0.1", 0))
+            deadline = time.monotonic() + 20
+            while not elector.is_leader and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert elector.is_leader
+            lease = double.get("Lease", "default/ctl")
+            lease["spec"].update(holderIdentity="ctl-b", renewTime=micro_time(time.time()), leaseDurationSeconds=30)
+            double.put_object(lease)
+            await asyncio.wait_for(run, 10)  # returns: no exception out of the command
+            said = [r.getMessage() for r in caplog.records if "lost lease" in r.getMessage()]
+            assert said == ["ctl-a lost lease default/ctl (now held by ctl-b); stepping down: exiting"], said
+            assert double.get("Lease", "default/ctl")["spec"]["holderIdentity"] == "ctl-b"
+        finally:
+            double.stop()
+
+    caplog.set_level(logging.INFO, logger="lavaflow.kube")
+    run(scenario())
