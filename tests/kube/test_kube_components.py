@@ -218,25 +218,34 @@ def _queue_raw(name: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("version", "watch_list", "streams"),
-    [((1, 36), True, True), ((1, 36), False, False), ((1, 31), True, False)],
-    ids=["streaming-list", "server-cannot-stream", "server-before-1.32"],
+    ("version", "watch_list", "knows", "streams"),
+    [
+        ((1, 36), True, True, True),
+        ((1, 36), False, True, False),
+        (("", ""), True, True, True),
+        ((1, 18), True, False, False),
+    ],
+    ids=["streaming-list", "server-cannot-stream", "source-build-without-version", "server-before-streaming-lists"],
 )
-def test_informer_starts_from_a_streaming_list_when_the_server_can_send_one(version, watch_list, streams):
-    """From 1.32 an informer asks its watch for the initial state (sendInitialEvents) instead of
-    listing: objects arrive one at a time and are applied as they come. A server that answers with
-    an ERROR event (its etcd cannot report progress) gets a list instead, and an older server, which
-    would ignore the parameter and never end the initial state, is never asked."""
+def test_informer_starts_from_a_streaming_list_when_the_server_can_send_one(version, watch_list, knows, streams):
+    """An informer asks its watch for the initial state (sendInitialEvents) instead of listing where
+    the server sends one: objects arrive one at a time and are applied as they come. Whether it
+    does is asked of the server, not read from /version: a server built from source answers an
+    empty major and minor there and streams all the same (issue 36). A server that answers with an
+    ERROR event (its etcd cannot report progress) gets a list instead, and so does an older one,
+    which ignores the parameter and would never end the initial state."""
 
     async def scenario():
         double = ApiDouble(bookmark_interval=0.05).start()
         double.version = version
         double.watch_list = watch_list
+        double.knows_watch_list = knows
         try:
             for name in ("a", "b", "c"):
                 double.put_object(_queue_raw(name))
             client = KubeClient(ClientConfig(server=double.url, qps=0))
             store = KubeStore(client)
+            store.watch_list_probe_timeout = 1.0
             store.inform("Queue")
             events = []
             store.watch("Queue", lambda ev, obj, old: events.append((ev, obj.name)))

@@ -4,6 +4,11 @@ nothing, and a gang a dead leader left half-bound is completed by the next one."
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -11,7 +16,11 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
+from kube_harness import Cluster  # noqa: E402
+from lavaflow.cli.processes import _run_component  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
+from lavaflow.kube.codec import micro_time  # noqa: E402
+from lavaflow.kube.controller_process import KubeControllers  # noqa: E402
 from lavaflow.kube.leader import LeaderElector, LostLeadership  # noqa: E402
 from lavaflow.kube.scheduler_process import KubeScheduler  # noqa: E402
 from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
@@ -333,3 +342,127 @@ def test_a_failure_while_preparing_jobs_is_logged_and_scheduling_goes_on(caplog)
     with caplog.at_level("ERROR", logger="lavaflow.kube"):
         run(scenario())
     assert "preparing jobs ahead of the first cycle failed" in caplog.text
+
+
+def test_a_standby_started_just_before_the_leader_dies_takes_over_within_the_lease_duration_and_a_second():
+    """Issue 36: with a 4 s lease a cold standby took 8.5-9.6 s to replace a killed leader. It read
+    the Lease only once its caches had filled (seconds at 1,000 nodes), counted the lease from that
+    first reading, and read it every retry period only, so it saw the leader's last renewal late.
+    Here the standby's caches take 2.5 s to fill, and the leader is killed 0.2 s after the standby
+    started: the Lease must change hands within the lease duration + 1 s of the kill, and not
+    before the dead leader's renew deadline (it could still have been writing until then)."""
+    lease = 4.0
+
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="4")], lease=True) as c:
+            a = c.start_scheduler("sched-a", lease_duration=lease)
+            await c.wait_for(_leads(a), 10, "sched-a leading")
+            b = c.start_scheduler("sched-b", lease_duration=lease)
+            fill = b.store.start
+
+            async def slow_fill():  # the informers' first lists, as on a large cluster
+                await asyncio.sleep(2.5)
+                await fill()
+
+            b.store.start = slow_fill  # type: ignore[method-assign]
+            await asyncio.sleep(0.2)
+            died = time.monotonic()
+            await c.kill_scheduler(a)
+
+            async def held_by_b():
+                lease_obj = c.double.get("Lease", "default/lavaflow-scheduler")
+                return lease_obj["spec"].get("holderIdentity") == "sched-b"
+
+            await c.wait_for(held_by_b, 15, "sched-b holding the Lease")
+            took = time.monotonic() - died
+            assert b.elector.is_leader
+            assert a.elector.renew_deadline < took <= lease + 1.0, took
+
+    run(scenario())
+
+
+def _leads(s: KubeScheduler):
+    async def check():
+        return s.elector is not None and s.elector.is_leader
+
+    return check
+
+
+def test_a_leader_whose_lease_is_taken_steps_down_with_one_line_and_exit_code_0(tmp_path):
+    """``lavaflow scheduler`` leading, then another holder in the Lease (a standby that took it
+    while this one was cut off): the process says so in one log line and exits 0 (its Deployment
+    restarts it as a standby), not with a traceback."""
+    double = ApiDouble(bookmark_interval=0.05).start()
+    proc = None
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: d\n"
+            f"clusters: [{{name: d, cluster: {{server: '{double.url}'}}}}]\n"
+            "users: [{name: u, user: {}}]\n"
+            "contexts: [{name: d, context: {cluster: d, user: u}}]\n"
+        )
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        log = tmp_path / "scheduler.log"
+        cmd = [
+            sys.executable, "-m", "lavaflow.cli", "scheduler", "--kubeconfig", str(kubeconfig),
+            "--lock-namespace", "default", "--leader-elect-lease-duration", "3s",
+            "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "300ms",
+            "--listen-address", "127.0.0.1", "--listen-port", str(port),
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=dict(os.environ))
+        deadline = time.monotonic() + 60
+        lease = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            lease = double.get("Lease", "default/lavaflow-scheduler")
+            if lease is not None and lease["spec"].get("holderIdentity"):
+                break
+            time.sleep(0.05)
+        assert lease is not None and lease["spec"].get("holderIdentity"), log.read_text()
+        lease["spec"].update(holderIdentity="usurper", renewTime=micro_time(time.time()), leaseDurationSeconds=30)
+        double.put_object(lease)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+        lines = log.read_text().splitlines()
+        assert "Traceback" not in log.read_text(), lines
+        said = [line for line in lines if "lost lease" in line]
+        assert len(said) == 1, lines
+        assert "now held by usurper" in said[0] and "stepping down" in said[0], said
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        double.stop()
+
+
+def test_the_controller_steps_down_the_same_way(caplog):
+    """``lavaflow controller`` runs through the same code as the scheduler's command: its Lease
+    taken, it stops with one line and returns normally (exit code 0), leaving the Lease to its new
+    holder (its graceful stop releases only a Lease it holds)."""
+
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        client = _client(double)
+        try:
+            elector = LeaderElector(
+                client, "ctl", "default", "ctl-a", lease_duration=3, renew_deadline=2, retry_period=0.2
+            )
+            ctrl = KubeControllers(client, elector=elector, resync=0.2)
+            run = asyncio.create_task(_run_component(ctrl, client, "127.0.0.1", 0))
+            deadline = time.monotonic() + 20
+            while not elector.is_leader and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert elector.is_leader
+            lease = double.get("Lease", "default/ctl")
+            lease["spec"].update(holderIdentity="ctl-b", renewTime=micro_time(time.time()), leaseDurationSeconds=30)
+            double.put_object(lease)
+            await asyncio.wait_for(run, 10)  # returns: no exception out of the command
+            said = [r.getMessage() for r in caplog.records if "lost lease" in r.getMessage()]
+            assert said == ["ctl-a lost lease default/ctl (now held by ctl-b); stepping down: exiting"], said
+            assert double.get("Lease", "default/ctl")["spec"]["holderIdentity"] == "ctl-b"
+        finally:
+            double.stop()
+
+    caplog.set_level(logging.INFO, logger="lavaflow.kube")
+    run(scenario())

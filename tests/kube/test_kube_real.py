@@ -861,7 +861,7 @@ def test_gang_half_bound_by_a_dead_leader_is_completed_on_a_real_api_server(tmp_
 
 def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
     """scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1, its CRD from tests/data/crds): 5 pods
-    labelled with a group of minMember 4 get nothing on 3 CPUs — PreScheduling, PodScheduled=False, a
+    labelled with a group of minMember 4 get nothing on 3 CPUs — Scheduling, PodScheduled=False, a
     ScheduleTimeout Event after 1 s — and all five on 5 CPUs, the group Running with running 5,
     written through its status subresource (so the field names match the CRD's schema)."""
     from test_kube_x_k8s_podgroup import group, pods, scheduled_condition
@@ -912,12 +912,12 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
                     ps = await c.pods(ns)
                     conds = [scheduled_condition(p) for p in ps]
                     events = [e for e in await c.objects("Event", ns) if e["reason"] == "ScheduleTimeout"]
-                    ok = (pg.get("status") or {}).get("phase") == "PreScheduling" and events
+                    ok = (pg.get("status") or {}).get("phase") == "Scheduling" and events
                     ok = ok and all(x and "scheduleTimeoutSeconds (1s)" in (x.get("message") or "") for x in conds)
                     return ok and (pg, conds, events)
 
                 pg, conds, events = await c.wait_for(
-                    waiting, 30, "PreScheduling, a ScheduleTimeout Event, the pods' messages"
+                    waiting, 30, "Scheduling, a ScheduleTimeout Event, the pods' messages"
                 )
                 assert pg["status"]["scheduleStartTime"]
                 assert conds[0]["reason"] == "Unschedulable"

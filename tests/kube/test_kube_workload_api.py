@@ -57,6 +57,15 @@ def pods(prefix: str, n: int, ref: dict, ns: str = "default", cpu: str = "1", fi
     ]
 
 
+def v1alpha2_podgroup(name: str, min_count: int, ns: str = "default") -> dict:
+    return {
+        "apiVersion": V2,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+
+
 def scheduled_condition(pod: dict) -> dict | None:
     return next((c for c in (pod.get("status") or {}).get("conditions", []) if c["type"] == "PodScheduled"), None)
 
@@ -136,15 +145,8 @@ def test_a_v1alpha2_podgroup_is_gang_scheduled_and_gets_its_condition():
         async with Cluster([fake_node("n0", cpu="2")]) as c:
             c.start_scheduler()
             await c.until_ready()
-            pg = {
-                "apiVersion": V2,
-                "kind": "PodGroup",
-                "metadata": {"name": "job-0", "namespace": "default"},
-                "spec": {
-                    "podGroupTemplateRef": {"workload": {"workloadName": "job", "podGroupTemplateName": "workers"}},
-                    "schedulingPolicy": {"gang": {"minCount": 3}},
-                },
-            }
+            pg = v1alpha2_podgroup("job-0", 3)
+            pg["spec"]["podGroupTemplateRef"] = {"workload": {"workloadName": "job", "podGroupTemplateName": "workers"}}
             await c.create([pg])
             # a condition another component wrote (kube-scheduler's preemption): left as it is
             other = {
@@ -187,6 +189,41 @@ def test_a_v1alpha2_podgroup_is_gang_scheduled_and_gets_its_condition():
             await asyncio.sleep(0.8)  # a status equal to the server's is not written again
             assert c.double.call(lambda: c.double.counts["patch/SchedulingPodGroup"]) == patches
             ours((await c.objects("SchedulingPodGroup", "default"))[0])  # the other condition kept
+
+    run(scenario())
+
+
+def test_the_unschedulable_event_gives_the_reason_once_all_the_pods_exist():
+    """Issue 36: the Event is recorded once per wait, and was recorded while the gang's pods were
+    still being created ("3/1 tasks in gang unschedulable: not enough valid tasks for gang
+    scheduling: 1 valid, 3 minAvailable"), so the PodGroup kept saying so once they all existed. Here one pod comes, a
+    cycle sees it alone, then the other two: the one Event gives the reason the whole gang does
+    not fit."""
+
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="2")]) as c:
+            c.start_scheduler()
+            await c.until_ready()
+            made = pods("p", 3, {"podGroupName": "job-0"}, field="schedulingGroup")
+            await c.create([v1alpha2_podgroup("job-0", 3), made[0]])
+
+            async def seen_alone():
+                return [p for p in await c.pods("default") if (scheduled_condition(p) or {}).get("status") == "False"]
+
+            await c.wait_for(seen_alone, 10, "a cycle over the gang's first pod alone")
+            await c.create(made[1:])
+
+            async def unschedulable_events():
+                return [e for e in await c.objects("Event", "default") if e["reason"] == "Unschedulable"]
+
+            events = await c.wait_for(unschedulable_events, 10, "the Unschedulable Event")
+            await asyncio.sleep(0.5)  # (a few more cycles: no second Event)
+            events = await unschedulable_events()
+            assert len(events) == 1, events
+            message = events[0]["message"]
+            assert message.startswith("PodGroup default/job-0: "), message
+            assert "/3 tasks in gang unschedulable" in message and "valid tasks" not in message, message
+            assert not c.bindings()
 
     run(scenario())
 

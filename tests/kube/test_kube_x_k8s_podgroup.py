@@ -76,12 +76,14 @@ def test_labelled_pods_are_bound_as_a_gang_and_the_status_is_written_in_its_own_
                 pg = (await c.objects("CoschedulingPodGroup", "ml"))[0]
                 ps = await c.pods("ml")
                 conds = [scheduled_condition(p) for p in ps]
-                ok = (pg.get("status") or {}).get("phase") == "PreScheduling" and all(
+                ok = (pg.get("status") or {}).get("phase") == "Scheduling" and all(
                     x and x["status"] == "False" for x in conds
                 )
                 return ok and (pg, conds)
 
-            pg, conds = await c.wait_for(waiting, 10, "the group PreScheduling and every pod PodScheduled=False")
+            pg, conds = await c.wait_for(waiting, 10, "the group Scheduling and every pod PodScheduled=False")
+            # the fields and phases of the upstream CRD (scheduler-plugins v0.26.7 and later)
+            assert set(pg["status"]) == {"phase", "occupiedBy", "running", "succeeded", "failed", "scheduleStartTime"}
             assert pg["status"]["scheduleStartTime"] and pg["status"]["running"] == 0
             assert pg["status"]["occupiedBy"] == "ml/llm"  # the PodGroup's owner (the TrainJob)
             assert (
@@ -136,7 +138,7 @@ def test_schedule_timeout_is_reported_on_the_group_and_its_pods():
             )
             assert "tasks in gang unschedulable" in conds[0]["message"]
             pg = (await c.objects("CoschedulingPodGroup", "default"))[0]
-            assert pg["status"]["phase"] == "PreScheduling"  # still tried, as coscheduling does
+            assert pg["status"]["phase"] == "Scheduling"  # still tried, as coscheduling does
             assert not c.bindings()
 
     run(scenario())
@@ -232,10 +234,12 @@ def test_a_failed_binding_puts_the_labelled_pod_back_into_its_group():
     run(scenario())
 
 
-def test_a_group_half_bound_by_a_dead_leader_is_completed():
-    """2 of 4 pods bound and the status still PreScheduling (the leader died before writing it),
-    on a node that holds exactly the gang: the new scheduler completes it rather than admitting
-    it again (which would count its bound pods twice and never fit)."""
+@pytest.mark.parametrize("phase", ["Scheduling", "PreScheduling"])
+def test_a_group_half_bound_by_a_dead_leader_is_completed(phase):
+    """2 of 4 pods bound and the status still Scheduling with none running (the leader died before
+    the kubelet started them; PreScheduling: as an older lavaflow or scheduler-plugins controller
+    left it), on a node that holds exactly the gang: the new scheduler completes it rather than
+    admitting it again (which would count its bound pods twice and never fit)."""
 
     async def scenario():
         async with Cluster([fake_node("n0", cpu="4")]) as c:
@@ -249,7 +253,7 @@ def test_a_group_half_bound_by_a_dead_leader_is_completed():
             await c.api.request(
                 "PATCH",
                 resource("CoschedulingPodGroup").path("default", "h", "status"),
-                body={"status": {"phase": "PreScheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"}},
+                body={"status": {"phase": phase, "scheduleStartTime": "2026-01-01T00:00:00Z"}},
                 content_type=MERGE_PATCH,
             )
             c.start_scheduler()

@@ -104,6 +104,21 @@ def test_a_gang_is_placed_all_or_nothing_and_a_smaller_one_beside_it_runs():
     assert "tasks in gang unschedulable" in events[0]["message"]
 
 
+def test_the_unschedulable_event_waits_for_the_gangs_pods_to_exist():
+    """Issue 36: the one Event of a wait gives why the whole gang does not fit, not the count of a
+    gang whose pods were still being created (the first pod comes at 0 s, the others at 5 s)."""
+    first = _pods("w", 1, {"name": "train", "podGroup": "workers"}, duration="inf")
+    later = _pods("w", 4, {"name": "train", "podGroup": "workers"}, duration="inf").split("---\n")[2:]
+    later = "".join("---\n" + d.replace('"annotations": {', '"annotations": {"sim.lavaflow.io/submit-at": "5s", ')
+                    for d in later)  # fmt: skip
+    text = node_group(cpu="3") + _workload("train", {"workers": 4}) + first + later
+    _, result = _run(text, until=30)
+    events = [e for e in result["events"] if e["kind"] == "Workload"]
+    assert len(events) == 1, events
+    assert "/4 tasks in gang unschedulable" in events[0]["message"], events[0]
+    assert "valid tasks" not in events[0]["message"], events[0]
+
+
 def test_min_count_below_the_pod_count_binds_at_least_min_count_or_nothing():
     # 3 CPUs, 5 pods of 1 CPU, minCount 3: 3 run at once, the others when room comes back.
     text = node_group(cpu="3") + _workload("t", {"g": 3}) + _pods("p", 5, {"name": "t", "podGroup": "g"})

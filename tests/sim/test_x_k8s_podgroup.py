@@ -16,6 +16,7 @@ from lavaflow.api.x_k8s_podgroup import (
     internal_podgroup,
     phase_of,
     status_of,
+    waiting,
 )
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
@@ -82,7 +83,7 @@ def test_gang_with_min_member_below_replicas_binds_at_least_min_member_or_nothin
     ]
     big = sim.store.get("CoschedulingPodGroup", "ml/big").status
     small = sim.store.get("CoschedulingPodGroup", "ml/small").status
-    assert (big.phase, big.running, big.schedule_start_time) == ("PreScheduling", 0, 0.0)
+    assert (big.phase, big.running, big.schedule_start_time) == ("Scheduling", 0, 0.0)
     assert (small.phase, small.running, small.succeeded, small.failed) == ("Running", 3, 0, 0)
     # no automatic Volcano PodGroup was made for the labelled pods: only the two stand-ins
     assert sorted(pg.key for pg in sim.store.list("PodGroup")) == ["ml/big", "ml/small"]
@@ -143,23 +144,29 @@ def test_queue_annotation_and_min_resources_reach_the_internal_podgroup():
     assert internal.spec.queue == "research" and str(internal.spec.min_resources["cpu"]) == "3"
     # the queue's capability (2 CPUs) cannot admit a 3-CPU gang: nothing runs
     assert all(t is None for t in _started(result).values())
-    assert sim.store.get("CoschedulingPodGroup", "ml/g").status.phase == "PreScheduling"
+    assert sim.store.get("CoschedulingPodGroup", "ml/g").status.phase == "Scheduling"
 
 
 def test_status_phases_follow_the_pods():
+    """The phases of the upstream CRD, by its controller's rules (since scheduler-plugins v0.26.7:
+    no PreScheduling or Scheduled phase, no status.scheduled; issue 36)."""
     pg = CoschedulingPodGroup.model_validate({"metadata": {"name": "g"}, "spec": {"minMember": 3}})
     assert phase_of(3, Counts(members=2)) == "Pending"
-    assert phase_of(3, Counts(members=4)) == "PreScheduling"
+    assert phase_of(3, Counts(members=2, placed=2, running=2)) == "Pending"
+    assert phase_of(3, Counts(members=4)) == "Scheduling"
     assert phase_of(3, Counts(members=4, placed=1)) == "Scheduling"
-    assert phase_of(3, Counts(members=4, placed=3, running=1)) == "Scheduled"
+    assert phase_of(3, Counts(members=4, placed=3, running=1)) == "Scheduling"
     assert phase_of(3, Counts(members=4, placed=3, running=3)) == "Running"
     assert phase_of(3, Counts(members=4, placed=1, running=1, succeeded=2)) == "Running"
     assert phase_of(3, Counts(members=4, succeeded=3)) == "Finished"
     assert phase_of(3, Counts(members=4, placed=2, running=2, failed=1)) == "Failed"
     assert phase_of(3, Counts(members=4, placed=1, running=1), "Unknown") == "Unknown"
+    assert all(waiting(3, Counts(members=4, placed=n), "Scheduling") == (n < 3) for n in range(5))
+    assert not waiting(3, Counts(members=2), "Pending")
     first = status_of(pg, Counts(members=3), "t0", occupied_by="ml/trainjob")
+    assert set(first) <= {"phase", "occupiedBy", "running", "succeeded", "failed", "scheduleStartTime"}
     assert first == {
-        "phase": "PreScheduling",
+        "phase": "Scheduling",
         "running": 0,
         "succeeded": 0,
         "failed": 0,

@@ -30,7 +30,11 @@ GANG_API_ANNOTATION = "lavaflow.io/gang-api"
 # coscheduling's default wait (its permitWaitingTimeSeconds); Kubeflow's trainer defaults to it too.
 DEFAULT_TIMEOUT_SECONDS = 60
 TIMEOUT_REASON = "ScheduleTimeout"
-PHASES = ("Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Finished", "Failed", "Unknown")
+# The phases of the upstream CRD (apis/scheduling/v1alpha1 since scheduler-plugins v0.26.7, which
+# dropped PreScheduling, Scheduled and status.scheduled); the old two are still read (a group an
+# older controller or lavaflow wrote), never written.
+PHASES = ("Pending", "Scheduling", "Running", "Finished", "Failed", "Unknown")
+_NOT_ADMITTED = ("Pending", "PreScheduling", "Scheduling")
 
 
 class CoschedulingPodGroupSpec(K8sModel):
@@ -123,9 +127,11 @@ def is_stand_in(pg: PodGroup) -> bool:
 
 def internal_phase_of(pg: CoschedulingPodGroup) -> str:
     """The internal phase a (re)started scheduler assumes from the status on the server: a group
-    with pods placed was admitted (Inqueue: allocate completes it, admission does not count its
-    bound pods twice); otherwise it still needs admission (Pending)."""
-    return "Pending" if (pg.status.phase or "Pending") in ("Pending", "PreScheduling") else "Inqueue"
+    that ran (Running and after) was admitted (Inqueue: allocate completes it, admission does not
+    count its bound pods twice); one still Pending or Scheduling needs admission (Pending) unless
+    some of its pods are bound, which the scheduler finds from the pods (a gang a leader had
+    started to bind: docs/kubernetes.md, failover)."""
+    return "Pending" if (pg.status.phase or "Pending") in _NOT_ADMITTED else "Inqueue"
 
 
 # ------------------------------------------------------------------ status in this API's form
@@ -139,27 +145,23 @@ class Counts:
 
 
 def phase_of(min_member: int, c: Counts, internal_phase: str | None = None) -> str:
-    """The group's phase, by scheduler-plugins' rules: Pending until minMember pods exist,
-    PreScheduling while none is placed, Scheduling while fewer than minMember are, Scheduled when
-    minMember are placed, Running when minMember run (or ran to success), Finished when minMember
-    succeeded, Failed when a pod failed and the pods that ran make minMember. Unknown as the core
-    says it (some pods run but the gang is broken)."""
+    """The group's phase, by the rules of scheduler-plugins' PodGroup controller: Pending while
+    fewer than minMember pods exist; then Scheduling until minMember run (or ran to success), placed
+    or not; Running when they do; Finished when minMember succeeded; Failed when a pod failed and
+    the pods that ran make minMember. Unknown (which the CRD defines for a gang part placed that
+    cannot be completed) as the core says it: some pods run but the gang is broken."""
     need = max(min_member, 1)
     if c.succeeded >= need:
         return "Finished"
+    if c.members < need:
+        return "Pending"
     if c.failed and c.failed + c.running + c.succeeded >= need:
         return "Failed"
     if internal_phase == "Unknown":
         return "Unknown"
     if c.running + c.succeeded >= need:
         return "Running"
-    if c.placed + c.succeeded >= need:
-        return "Scheduled"
-    if c.placed:
-        return "Scheduling"
-    if c.members >= need:
-        return "PreScheduling"
-    return "Pending"
+    return "Scheduling"
 
 
 def status_of(
@@ -191,9 +193,10 @@ def owners_of(pods: list[Any]) -> str | None:
     return ",".join(refs) or None
 
 
-def waiting(phase: str | None) -> bool:
-    """Phases in which the gang waits to be placed (its timeout runs)."""
-    return phase in ("PreScheduling", "Scheduling")
+def waiting(min_member: int, c: Counts, phase: str | None) -> bool:
+    """Whether the gang waits to be placed (its timeout runs): Scheduling, with fewer than
+    minMember of its pods placed (placed ones waiting for their kubelets do not wait on lavaflow)."""
+    return phase == "Scheduling" and c.placed + c.succeeded < max(min_member, 1)
 
 
 def timeout_message(pg: CoschedulingPodGroup, why: str | None) -> str:

@@ -6,6 +6,7 @@ simulator's CLI does not need the ``kube`` extra."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -147,7 +148,10 @@ def scheduler_cmd(
 
 
 async def _run_component(component, client, listen_address: str, listen_port: int) -> None:
-    """Serve /metrics, /healthz and /readyz, run until SIGTERM/SIGINT, then shut down gracefully."""
+    """Serve /metrics, /healthz and /readyz, run until SIGTERM/SIGINT, then shut down gracefully.
+    A leader that lost its Lease says so in one line and stops the same way (exit code 0): its
+    Deployment restarts it, as a standby, while another replica leads."""
+    from ..kube.leader import LostLeadership
     from ..kube.metrics import serve_health
 
     stop = stop_event()
@@ -166,7 +170,10 @@ async def _run_component(component, client, listen_address: str, listen_port: in
                 run.cancel()
                 await asyncio.wait({run}, timeout=0.2)
         if run.done() and not run.cancelled() and run.exception() is not None:
-            raise run.exception()  # type: ignore[misc]
+            exc = run.exception()
+            if not isinstance(exc, LostLeadership):
+                raise exc  # type: ignore[misc]
+            logging.getLogger("lavaflow.kube").warning("%s; stepping down: exiting", exc)
     finally:
         stopping.cancel()
         await component.shutdown()

@@ -83,6 +83,8 @@ class KubeControllers:
         return time.monotonic() - self.last_tick < max(60.0, 20 * self.resync)
 
     async def run(self, stop: asyncio.Event) -> None:
+        if self.elector is not None:
+            self.elector.start_observing()  # a standby counts a silent leader's lease from now
         await self.store.start()
         while not await self.store.wait_synced(5.0):
             if stop.is_set():

@@ -233,6 +233,8 @@ class KubeScheduler:
         # What the first session would work out for every job, worked out in the meantime, in the
         # moments the informers wait for the server (until this process's first cycle).
         self._preparing = asyncio.get_running_loop().create_task(self._prepare_jobs(), name="prepare-jobs")
+        if self.elector is not None:
+            self.elector.start_observing()  # a standby counts a silent leader's lease from now
         try:
             await self.start()
             while not await self.store.wait_synced(5.0):
@@ -257,17 +259,19 @@ class KubeScheduler:
             return
         try:
             await lead(self.elector, lambda: self._loop(stop), stop, self.metrics.leader)
-        except LostLeadership:
-            await self.step_down()
-            raise
+        except LostLeadership as exc:
+            dropped = await self.step_down()
+            said = ", ".join(f"{n} {lane}" for lane, n in dropped.items() if n) or "none"
+            raise LostLeadership(f"{exc}; unsent writes dropped: {said}") from None
 
-    async def step_down(self) -> None:
+    async def step_down(self) -> dict[str, int]:
         """Leadership lost: whatever was decided and not yet sent is dropped, not drained, since
-        the new leader decides from its own view and two leaders' bindings could overcommit."""
+        the new leader decides from its own view and two leaders' bindings could overcommit.
+        Returns how many writes of each lane were dropped (the process says so when it exits)."""
         dropped = self.dispatch.waiting()
         await self.dispatch.stop()
         self.inflight.clear()
-        log.warning("lost leadership; dropped unsent writes %s", dropped)
+        return dropped
 
     async def shutdown(self, drain: float = 1.0) -> None:
         """Graceful stop: let the bindings already decided go out (for at most ``drain`` seconds),
@@ -285,6 +289,8 @@ class KubeScheduler:
         """Stop at once, as a killed process would (tests): nothing is drained or released."""
         await self._stop_preparing()
         await self.dispatch.stop()
+        if self.elector is not None:
+            await self.elector.stop_observing()
         await self.store.stop()
 
     async def _prepare_jobs(self) -> None:

@@ -80,6 +80,10 @@ class Gone(Exception):
 
 
 _BY_NAME = 16  # bound pods the protobuf could not give in full, listed one by one up to this many
+# The streaming-list probe (KubeStore._streams_lists): asked of the first of these kinds informed
+# (built in and small), else of any; for objects of a name no object can have.
+_PROBE_KINDS = ("PriorityClass", "Namespace", "Node", "Pod")
+_PROBE_NAME = "-lavaflow-watch-list-probe-"
 _REDISCOVER = 30.0  # seconds between two readings of one group/version's discovery at run time
 
 
@@ -836,16 +840,17 @@ class KubeStore:
         self.owner: Any = None  # what create_many's deferred results are filed under (the key syncing)
         self._deferred: dict[Any, list[tuple[concurrent.futures.Future, list[Any]]]] = {}
         self.conflicts = 0
-        # Streaming lists (watch with sendInitialEvents): on by default from Kubernetes 1.32 (an
-        # older server ignores the parameter and would never end the initial state); decided from
-        # /version at start unless set.
+        # Streaming lists (watch with sendInitialEvents): on by default from Kubernetes 1.32 (a
+        # server from before them ignores the parameter and would never end the initial state);
+        # asked of the server at start unless set (see _streams_lists).
         self.watch_list: bool | None = None
+        self.watch_list_probe_timeout = 10.0
         # With keep_raw off: the scheduler names whose pods are read whole; other schedulers' pods
         # are kept as node usage only (see usage_only_pod). None reads every pod whole.
         self.ours: frozenset[str] | None = None
         # Whether the pod informer reads its initial state of bound pods as protobuf (see
-        # protopod): decided at start unless set (with keep_raw off, ours set, streaming lists
-        # and the protobuf package).
+        # protopod): decided at start unless set (with keep_raw off, ours set and the protobuf
+        # package).
         self.protobuf_pods: bool | None = None
         # Store kind -> whether the server serves it with a status subresource, from discovery at
         # start and corrected at run time (see has_status); a kind not found there: the table's flag.
@@ -867,25 +872,60 @@ class KubeStore:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         if self.watch_list is None:
-            self.watch_list = await self._streams_lists()
-        await self.discover()
+            self.watch_list, _ = await asyncio.gather(self._streams_lists(), self.discover())
+        else:
+            await self.discover()
         if self.protobuf_pods is None:
-            self.protobuf_pods = (
-                bool(self.watch_list) and not self.keep_raw and self.ours is not None and protopod.available()
-            )
+            # (streamed where the server sends streaming lists, else listed in pages)
+            self.protobuf_pods = not self.keep_raw and self.ours is not None and protopod.available()
         for inf in self.informers.values():
             if inf._task is None:
                 inf.start()
 
     async def _streams_lists(self) -> bool:
-        try:
-            info = await self.client.request("GET", "/version", timeout=10)
-            major = int(str(info.get("major", "0")).rstrip("+"))
-            minor = int(str(info.get("minor", "0")).rstrip("+"))
-        except Exception as exc:  # no /version (or not readable): list, as any server allows
-            log.debug("server version unknown (%s): listing", exc)
+        """Whether the server sends a watch's initial state, asked of the server itself rather than
+        read from /version (a server built from source answers an empty major and minor there, and
+        a gate can be turned off on any version): a streaming list of an informed kind's objects
+        named ``_PROBE_NAME``, which none is, so the answer is the end-of-initial-events bookmark
+        alone. An error (event or HTTP status), or no bookmark within the probe's timeout (a server
+        from before streaming lists serves a plain watch, which says nothing here), means no."""
+        inf = next((self.informers[k] for k in _PROBE_KINDS if k in self.informers), None)
+        if inf is None and self.informers:
+            inf = next(iter(self.informers.values()))
+        if inf is None:
             return False
-        return (major, minor) >= (1, 32)
+        wait = self.watch_list_probe_timeout
+        params = {
+            "watch": True,
+            "sendInitialEvents": True,
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": True,
+            "fieldSelector": f"metadata.name={_PROBE_NAME}",
+            "timeoutSeconds": int(wait) + 1,
+        }
+        why = f"no end of the initial state within {wait:g}s"
+        try:
+            async with (
+                asyncio.timeout(wait),
+                contextlib.aclosing(self.client.stream(inf.res.path(inf.namespace), params, wait)) as events,
+            ):
+                async for ev in events:
+                    obj = ev.get("object") or {}
+                    if ev.get("type") == "ERROR":
+                        why = str(obj.get("message") or obj.get("reason") or "an error event")
+                        break
+                    ann = (obj.get("metadata") or {}).get("annotations") or {}
+                    if ev.get("type") == "BOOKMARK" and ann.get(INITIAL_EVENTS_END) == "true":
+                        log.debug("the server sends streaming lists")
+                        return True
+                else:
+                    why = "the stream ended before the initial state did"
+        except TimeoutError:
+            pass
+        except Exception as exc:  # refused (4xx: the gate is off), or no answer: list, as any server allows
+            why = str(exc) or type(exc).__name__
+        log.info("no streaming lists (%s): informers list instead", why)
+        return False
 
     # ------------------------------------------------------------------ status subresources
     def has_status(self, res: Kind) -> bool:

@@ -10,7 +10,8 @@ the scheduler has not seen waits outside any group (as under kube-scheduler) and
 appears.
 
 Status: a v1alpha1 Workload has none, so nothing is written to it — an unschedulable gang gets a
-Warning ``Unschedulable`` Event on its Workload (once, until it is placed) and its pending pods the
+Warning ``Unschedulable`` Event on its Workload (once its minCount pods exist, once until it is
+placed) and its pending pods the
 core's ``PodScheduled=False`` condition. A v1alpha2 PodGroup gets the same Event and its
 ``PodGroupScheduled`` condition through the status subresource (a strategic merge patch of that one
 condition: the server merges conditions by type, so others are left alone). The core's own phase of a gang stays in this process; a
@@ -174,7 +175,10 @@ class WorkloadGangs:
         kind, source_key = ref.source
         if scheduled:
             self.reported.discard(key)
-        elif why and gang and key not in self.reported:
+        elif why and gang and key not in self.reported and len(job.tasks) >= need:
+            # (only once minCount pods exist: before, the reason is that some are still being
+            # created — "10/2 tasks in gang unschedulable" — and the Event, recorded once, would
+            # keep saying so after they all came)
             self.reported.add(key)
             self.sched._event_later(
                 kind, source_key, "Warning", wapi.UNSCHEDULABLE_REASON, wapi.unschedulable_message(ref, why)

@@ -151,8 +151,7 @@ class CoschedulingGroups:
         if status != have:
             self.wanted[key] = status
             self.sched.dispatch.status((KIND, key), functools.partial(self._write, key))
-        phase = status["phase"]
-        if not xpg.waiting(phase):
+        if not xpg.waiting(group.spec.min_member, counts, status["phase"]):
             self.waiting.discard(key)
             self.timed_out.discard(key)
             return

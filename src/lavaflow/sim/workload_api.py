@@ -34,6 +34,7 @@ class WorkloadGangs(Controller):
         self.members: dict[str, set[str]] = {}  # gang key -> keys of its pods
         self.by_source: dict[tuple[str, str], set[str]] = {}  # (kind, key) of a Workload/PodGroup -> gang keys
         self.reported: set[str] = set()  # gangs whose Unschedulable Event was recorded (until placed)
+        self.early: dict[str, str | None] = {}  # gang -> reason seen while fewer than minCount pods existed
         for kind in (wapi.WORKLOAD_KIND, wapi.PODGROUP_KIND):
             store.watch(kind, lambda ev, obj, old, kind=kind: self._on_source(kind, obj.key))
         store.watch("Pod", self._on_pod)
@@ -69,6 +70,7 @@ class WorkloadGangs(Controller):
             if internal is not None and wapi.is_stand_in(internal):
                 self.store.delete("PodGroup", key)
             self.reported.discard(key)
+            self.early.pop(key, None)
             return
         internal = upsert_stand_in(self.store, internal, wapi.internal_podgroup(ref, source, policy))
         pods = [p for p in (self.store.get("Pod", k) for k in sorted(self.members.get(key, ()))) if p is not None]
@@ -88,13 +90,25 @@ class WorkloadGangs(Controller):
             ),
             None,
         )
+        # The Event waits for the gang's minCount pods to exist, and for a reason decided since:
+        # until then the reason is pods still to come ("4/1 tasks in gang unschedulable: not
+        # enough valid tasks ..."), and the one Event of the wait would go on saying so.
         if scheduled:
             self.reported.discard(key)
-        elif why and key not in self.reported and wapi.is_gang(policy) and self.on_event is not None:
-            self.reported.add(key)
-            self.on_event(
-                EVENT_KIND[kind], source_key, "Warning", wapi.UNSCHEDULABLE_REASON, wapi.unschedulable_message(ref, why)
-            )
+            self.early.pop(key, None)
+        elif len(pods) < internal.spec.min_member:
+            self.early[key] = why
+        elif why and key not in self.reported and wapi.is_gang(policy) and why != self.early.get(key):
+            self.early.pop(key, None)
+            if self.on_event is not None:
+                self.reported.add(key)
+                self.on_event(
+                    EVENT_KIND[kind],
+                    source_key,
+                    "Warning",
+                    wapi.UNSCHEDULABLE_REASON,
+                    wapi.unschedulable_message(ref, why),
+                )
         if isinstance(source, wapi.SchedulingPodGroup):
             self._write_status(source, scheduled, why, placed, internal.spec.min_member)
 

@@ -62,15 +62,17 @@ class CoschedulingPodGroups(Controller):
                 pod.metadata.annotations[GROUP_NAME_ANNOTATION] = group.name
                 self.store.update(pod)
         now = self.clock()
-        status = xpg.status_of(group, _counts(pods), now, internal.status.phase, xpg.owners_of(pods))
+        counts = _counts(pods)
+        status = xpg.status_of(group, counts, now, internal.status.phase, xpg.owners_of(pods))
         if status != xpg.current_status(group):
             group.status = xpg.CoschedulingPodGroupStatus.model_validate(status)
             self.store.update(group)
-        self._check_timeout(key, group, internal)
+        self._check_timeout(key, group, internal, counts)
 
-    def _check_timeout(self, key: str, group, internal: PodGroup) -> None:
+    def _check_timeout(self, key: str, group, internal: PodGroup, counts: xpg.Counts) -> None:
         start = group.status.schedule_start_time
-        if not xpg.waiting(group.status.phase) or not isinstance(start, (int, float)):
+        waiting = xpg.waiting(group.spec.min_member, counts, group.status.phase)
+        if not waiting or not isinstance(start, (int, float)):
             self.timed_out.discard(key)
             return
         deadline = float(start) + xpg.timeout_of(group)

@@ -150,8 +150,13 @@ class ApiDouble:
         # /version's answer, and whether a watch may ask for its initial state (sendInitialEvents,
         # on from 1.32): False answers it with the ERROR event a server on an etcd without
         # progress requests sends.
-        self.version = (1, 36)
+        # (A version of empty strings is a source build's: a server built without version stamps
+        # answers major "" and minor "".) ``knows_watch_list`` False: a server from before
+        # streaming lists, which ignores the parameters and serves a plain watch (the current
+        # objects as ADDED events, then changes: the initial state never ends).
+        self.version: tuple[int | str, int | str] = (1, 36)
         self.watch_list = True
+        self.knows_watch_list = True
         # Whether pods are watched in Kubernetes' protobuf encoding when a client asks for it, as
         # a real server does; False answers 406 Not Acceptable, as it does for custom resources.
         self.protobuf_pods = True
@@ -382,7 +387,8 @@ class ApiDouble:
 
         if request.path == "/version":
             major, minor = self.version
-            return web.json_response({"major": str(major), "minor": str(minor), "gitVersion": f"v{major}.{minor}.0"})
+            git = f"v{major}.{minor}.0" if major != "" else "v0.0.0-master+8e16b12"
+            return web.json_response({"major": str(major), "minor": str(minor), "gitVersion": git})
         if request.method == "GET":
             found = self._discovery(request.path)
             if found is not None:
@@ -622,7 +628,7 @@ class ApiDouble:
         queue: asyncio.Queue = asyncio.Queue()
         self.watchers[b].append(queue)
         try:
-            if q.get("sendInitialEvents") in ("1", "true"):
+            if q.get("sendInitialEvents") in ("1", "true") and self.knows_watch_list:
                 if not self.watch_list:
                     message = "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled"
                     await send({"type": "ERROR", "object": _status(500, "InternalError", message)})
