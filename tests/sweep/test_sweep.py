@@ -246,6 +246,22 @@ runs:
     assert contents
 
 
+def _dies_on_boom(task: dict) -> dict:
+    if task["key"] == "boom":
+        os._exit(3)  # as a worker killed for its memory
+    return {"key": task["key"], "axes": {}, "status": "ok", "figures": {}}
+
+
+def test_a_worker_that_dies_fails_its_run_only():
+    from lavaflow.cli.sweep import local_records
+
+    tasks = [{"key": k, "axes": {}} for k in ("a", "b", "boom", "c", "d", "e")]
+    got = {r["key"]: r for r in local_records(tasks, 2, fn=_dies_on_boom)}
+    assert set(got) == {"a", "b", "boom", "c", "d", "e"}
+    assert got["boom"]["status"] == "failed" and "died" in got["boom"]["error"]
+    assert all(got[k]["status"] == "ok" for k in "abcde")
+
+
 def _ray_or_skip():
     try:
         import ray

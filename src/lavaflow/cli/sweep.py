@@ -169,37 +169,54 @@ def _failed(task: dict[str, Any], error: str) -> dict[str, Any]:
     }
 
 
-def local_records(tasks: list[dict[str, Any]], jobs: int) -> Iterator[dict[str, Any]]:
-    """Records as runs finish on a pool of ``jobs`` processes (in this process when 1)."""
+def local_records(
+    tasks: list[dict[str, Any]], jobs: int, fn: Callable[[dict[str, Any]], dict[str, Any]] = run_one
+) -> Iterator[dict[str, Any]]:
+    """Records as runs finish on a pool of ``jobs`` processes (in this process when 1). When a
+    worker dies (out of memory, killed), the runs the pool had in flight are run again one by one,
+    each in a process of its own: the one that kills its process again is recorded as failed, the
+    others give their results, and the pool starts again for the rest."""
     if jobs <= 1:
         for t in tasks:
-            yield run_one(t)
+            yield fn(t)
         return
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
     pending = list(reversed(tasks))
-    with ProcessPoolExecutor(max_workers=jobs) as ex:
-        running: dict[Any, dict[str, Any]] = {}
-        try:
-            while pending or running:
-                # a few runs queued per worker: results stream back, an interrupt leaves little behind
-                while pending and len(running) < 2 * jobs:
-                    t = pending.pop()
-                    running[ex.submit(run_one, t)] = t
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    t = running.pop(fut)
-                    try:
-                        yield fut.result()
-                    except BrokenProcessPool:
-                        yield _failed(t, "the worker process died (out of memory, or killed)")
-                        raise
-                    except Exception as exc:
-                        yield _failed(t, f"{type(exc).__name__}: {exc}")
-        finally:
-            for fut in running:
-                fut.cancel()
+    suspects: list[dict[str, Any]] = []
+    while pending or suspects:
+        if suspects:
+            t = suspects.pop()
+            with ProcessPoolExecutor(max_workers=1) as alone:
+                try:
+                    yield alone.submit(fn, t).result()
+                except BrokenProcessPool:
+                    yield _failed(t, "the worker process died running it (out of memory, or killed)")
+                except Exception as exc:
+                    yield _failed(t, f"{type(exc).__name__}: {exc}")
+            continue
+        with ProcessPoolExecutor(max_workers=jobs) as ex:
+            running: dict[Any, dict[str, Any]] = {}
+            try:
+                while pending or running:
+                    # a few runs queued per worker: results stream back, an interrupt leaves little behind
+                    while pending and len(running) < 2 * jobs:
+                        t = pending.pop()
+                        running[ex.submit(fn, t)] = t
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                        suspects = list(reversed(running.values()))
+                        break
+                    for fut in done:
+                        t = running.pop(fut)
+                        try:
+                            yield fut.result()
+                        except Exception as exc:
+                            yield _failed(t, f"{type(exc).__name__}: {exc}")
+            finally:
+                for fut in running:
+                    fut.cancel()
 
 
 def ray_records(tasks: list[dict[str, Any]], address: str, jobs: int | None) -> Iterator[dict[str, Any]]:
@@ -256,6 +273,8 @@ def read_record(runs_dir: Path, key: str) -> dict[str, Any] | None:
 def table_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
     """The tidy table: one row per run (sorted by key) with its key, status, axes and every summary
     figure, then its error. Timings are left out: the table depends on the sweep alone."""
+    from .sweep_spec import SETTING_DEFAULTS
+
     axis_cols: list[str] = []
     for r in records:
         for a in r["axes"]:
@@ -271,7 +290,8 @@ def table_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str,
     rows = []
     for r in sorted(records, key=lambda r: r["key"]):
         row = {"key": r["key"], "status": r["status"]}
-        row.update({a: r["axes"].get(a) for a in axis_cols})
+        # a setting some runs vary and this one left alone has its default
+        row.update({a: r["axes"].get(a, SETTING_DEFAULTS.get(a)) for a in axis_cols})
         figs = r.get("figures") or {}
         row.update({f: figs.get(f) for f in fig_cols})
         row["error"] = r.get("error")

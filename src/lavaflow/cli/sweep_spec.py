@@ -250,14 +250,18 @@ def _data_roots() -> list[Path]:
 
 
 def _display(p: Path, base: Path) -> str:
-    """A file's name in the table: relative to the sweep file, else to a data root, else absolute."""
+    """A file's name in the table: relative to the sweep file's folder, else to a data folder, else
+    relative to the sweep file's folder by a few ``..``, else absolute."""
+    import os
+
     p = p.resolve()
     for root in [base, *_data_roots()]:
         try:
             return p.relative_to(root.resolve()).as_posix()
         except ValueError:
             continue
-    return p.as_posix()
+    rel = Path(os.path.relpath(p, base.resolve()))
+    return rel.as_posix() if rel.parts[:4].count("..") < 4 else p.as_posix()
 
 
 def _resolve(pattern: str, base: Path) -> list[Path]:
@@ -467,7 +471,8 @@ def expand(spec: SweepSpec, spec_path: Path) -> tuple[list[Run], list[str], dict
             axes["seed"] = seed
             ident = {
                 "lavaflow": __version__,
-                "axes": axes,
+                # settings count by their values (in full below): a default given or left out is one run
+                "axes": {k: v for k, v in axes.items() if k not in SETTING_DEFAULTS},
                 "policy": policy,
                 "params": params,
                 "settings": sett,
