@@ -86,6 +86,16 @@ def test_grid_on_the_local_pool(local_run):
         assert [x["elastic_avg_jct"] for x in table] == [float(x["elastic_avg_jct"]) for x in rows]
     report = (out / "report.html").read_text()
     assert "Best configuration per trace" in report and "<svg" in report and "95&nbsp;%" in report
+    # cut at 3 h, Tiresias finishes fewer jobs than Pollux: the report says JCT means mislead then
+    assert "Some runs left jobs unfinished" in report
+
+
+def test_means_and_confidence_intervals():
+    from lavaflow.report.sweep import mean_ci
+
+    m, hw = mean_ci([1.0, 2.0, 3.0])  # sd 1, t(0.975, 2) = 4.3027
+    assert m == 2.0 and abs(hw - 4.302653 / 3**0.5) < 1e-5
+    assert mean_ci([5.0]) == (5.0, None)
 
 
 def test_a_run_is_what_simulate_gives(local_run):

@@ -36,6 +36,10 @@ _CSS = (
 )
 
 
+def _avg(values: Sequence[float] | None) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def mean_ci(values: Sequence[float]) -> tuple[float, float | None]:
     """Mean and the half-width of its 95 % confidence interval (Student's t; None for one value)."""
     n = len(values)
@@ -94,7 +98,7 @@ def render_report(rows: list[dict[str, Any]], axes: Sequence[str], title: str = 
     groups: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in ok:
         g = groups.setdefault((_label(r, trace_axes), _label(r, conf_axes)), {})
-        for _, fig, _ in metrics:
+        for fig in [f for _, f, _ in metrics] + ["completed", "jobs"]:
             v = _num(r.get(fig))
             if v is not None:
                 g.setdefault(fig, []).append(v)
@@ -113,9 +117,10 @@ def render_report(rows: list[dict[str, Any]], axes: Sequence[str], title: str = 
         parts.append(f"<h2>Best configuration per trace (by {_e(jlabel)})</h2>")
         parts.append(
             "<table><tr><th class='l'>trace</th><th class='l'>best configuration</th>"
-            f"<th>{_e(jlabel)}</th><th>seeds</th><th class='l'>next best</th><th>difference</th>"
-            "<th>Welch's p</th></tr>"
+            f"<th>{_e(jlabel)}</th><th>seeds</th><th>jobs finished</th><th class='l'>next best</th>"
+            "<th>difference</th><th>Welch's p</th></tr>"
         )
+        unequal = False
         traces = sorted({t for t, _ in groups})
         for tr in traces:
             cands = [(c, g[jfig]) for (t, c), g in groups.items() if t == tr and g.get(jfig)]
@@ -137,14 +142,29 @@ def render_report(rows: list[dict[str, Any]], axes: Sequence[str], title: str = 
                         warnings.simplefilter("ignore")
                         pv = float(ttest_ind(bv, nv, equal_var=False).pvalue)
                     p = "—" if not math.isfinite(pv) else f"{pv:.3g}"
+            finished = {c: (_avg(g.get("completed")), _avg(g.get("jobs"))) for (t, c), g in groups.items() if t == tr}
+            mark = ""
+            if len({f for f, _ in finished.values()}) > 1 or any(f != j for f, j in finished.values()):
+                unequal = True
+                mark = " <span class='bad'>⚠</span>"
+            done, jobs = finished[best]
             parts.append(
                 f"<tr><td class='l'>{_e(tr)}</td><td class='l'><b>{_e(best)}</b></td><td>{_fmt(m, ci)}</td>"
-                f"<td>{len(bv)}</td><td class='l'>{nxt}</td><td>{diff}</td><td>{p}</td></tr>"
+                f"<td>{len(bv)}</td><td>{_fmt(done)} of {_fmt(jobs)}{mark}</td><td class='l'>{nxt}</td>"
+                f"<td>{diff}</td><td>{p}</td></tr>"
             )
         parts.append(
             "</table><p class='note'>difference: the next best's mean against the best's; Welch's p: "
-            "two-sided t-test of the two over seeds (— with fewer than two seeds each).</p>"
+            "two-sided t-test of the two over seeds (— with fewer than two seeds each); jobs finished: "
+            "the best configuration's mean over seeds.</p>"
         )
+        if unequal:
+            parts.append(
+                "<p class='bad'>⚠ Some runs left jobs unfinished (cut by <code>until</code>, or stuck), or the "
+                "configurations of a trace finished different numbers of jobs: JCT means count finished "
+                "jobs only, so a configuration that finishes fewer can look better. Read them with the jobs "
+                "finished and the makespan.</p>"
+            )
         parts.append("<h2>Means over seeds (95&nbsp;% CI)</h2><table><tr><th class='l'>trace</th>")
         parts.append("<th class='l'>configuration</th><th>seeds</th>")
         parts.append("".join(f"<th>{_e(lbl)}</th>" for lbl, _, _ in metrics) + "</tr>")
@@ -167,7 +187,7 @@ def render_report(rows: list[dict[str, Any]], axes: Sequence[str], title: str = 
                 parts.append("<h2>Per axis</h2>")
             for a in plots:
                 parts.append(f"<h3>{_e(a)}</h3>")
-                parts.append(_axis_plot(ok, a, trace_axes, conf_axes, metrics, plotter))
+                parts.append(_axis_plot(ok, a, varying, metrics, plotter))
     if failed:
         parts.append("<h2 class='bad'>Failed runs</h2><table><tr><th class='l'>key</th><th class='l'>run</th>")
         parts.append("<th class='l'>error</th></tr>")
@@ -186,57 +206,69 @@ def render_report(rows: list[dict[str, Any]], axes: Sequence[str], title: str = 
     return "\n".join(parts)
 
 
+def _series_axes(ok: list[dict[str, Any]], axis: str, varying: list[str], most: int = 8) -> list[str]:
+    """The other axes that split a plot into series: those with the fewest values first, as long
+    as there are at most ``most`` series; the rest are pooled."""
+    counts = sorted((len({str(r.get(a)) for r in ok}), a) for a in varying if a not in (axis, "seed"))
+    chosen: list[str] = []
+    n = 1
+    for c, a in counts:
+        if n * c > most:
+            break
+        chosen.append(a)
+        n *= c
+    return [a for a in varying if a in chosen]
+
+
 def _axis_plot(
-    ok: list[dict[str, Any]],
-    axis: str,
-    trace_axes: list[str],
-    conf_axes: list[str],
-    metrics: list[tuple[str, str, bool]],
-    plotter: Plotter,
+    ok: list[dict[str, Any]], axis: str, varying: list[str], metrics: list[tuple[str, str, bool]], plotter: Plotter
 ) -> str:
-    """Each metric against the axis' values: one series per trace (for a configuration axis) or
-    per configuration (for a trace axis) when there are at most 8, else all pooled; points are
-    means over the series' runs at that value, bars their 95 % CI."""
+    """Each metric against the axis' values (runs where the axis does not apply, such as a
+    parameter of a policy that does not take it, left out): one series per combination of the
+    other axes with the fewest values (at most 8), every other axis pooled; points are the mean
+    over the runs at that value, bars their 95 % CI. Numeric axes are drawn as lines."""
     plt = plotter.plt
-    values = sorted({r.get(axis) for r in ok}, key=lambda v: (v is None, _num(v) if _num(v) is not None else 0, str(v)))
-    series_axes = conf_axes if axis in trace_axes else trace_axes
-    series_axes = [a for a in series_axes if a != axis]
-    names = sorted({_label(r, series_axes) for r in ok})
-    pooled = len(names) > 8 or not series_axes
-    if pooled:
-        names = ["all runs"]
+    runs = [r for r in ok if r.get(axis) is not None]
+    values = sorted({r.get(axis) for r in runs}, key=lambda v: (_num(v) if _num(v) is not None else math.inf, str(v)))
+    numeric = all(_num(v) is not None for v in values)
+    series_axes = _series_axes(runs, axis, varying)
+    names = sorted({_label(r, series_axes) for r in runs}) if series_axes else ["all runs"]
     fig, axs = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
-    xs = list(range(len(values)))
-    width = 0.8 / max(1, len(names))
+    xs = [_num(v) for v in values] if numeric else list(range(len(values)))
+    span = (max(xs) - min(xs)) if numeric and len(xs) > 1 else 1.0
+    width = (0.03 * span if numeric else 0.6) / max(1, len(names))
     for ax, (label, figname, _) in zip(axs[0], metrics):
         for i, name in enumerate(names):
             ys, es = [], []
             for v in values:
                 vals = [
-                    _num(r.get(figname))
-                    for r in ok
-                    if r.get(axis) == v
-                    and (pooled or _label(r, series_axes) == name)
-                    and _num(r.get(figname)) is not None
+                    x
+                    for r in runs
+                    if r.get(axis) == v and (not series_axes or _label(r, series_axes) == name)
+                    for x in [_num(r.get(figname))]
+                    if x is not None
                 ]
                 m, ci = mean_ci(vals) if vals else (math.nan, None)
                 ys.append(m)
                 es.append(ci or 0.0)
             off = (i - (len(names) - 1) / 2) * width
-            ax.errorbar([x + off for x in xs], ys, yerr=es, fmt="o-", ms=4, lw=1, capsize=3, label=name[:40])
+            ax.errorbar(
+                [x + off for x in xs], ys, yerr=es, fmt="o-" if numeric else "o", ms=4, lw=1, capsize=3, label=name
+            )
         ax.set_xticks(xs)
-        ax.set_xticklabels(
-            [str(v) for v in values],
-            rotation=30 if len(values) > 4 else 0,
-            ha="right" if len(values) > 4 else "center",
-            fontsize=7,
-        )
+        ax.set_xticklabels([str(v) for v in values], rotation=30 if len(values) > 4 else 0, fontsize=7)
         ax.set_xlabel(axis)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    if not pooled:
-        axs[0][-1].legend(fontsize=6, loc="best")
-    fig.tight_layout()
+    pooled = [a for a in varying if a not in series_axes and a != axis]
+    title = f"series: {', '.join(series_axes) or '—'}; pooled: {', '.join(pooled) or '—'}"
+    fig.suptitle(title, fontsize=8)
+    if series_axes:
+        handles, labels = axs[0][0].get_legend_handles_labels()
+        fig.legend(handles, [lb[:60] for lb in labels], loc="lower center", ncol=min(4, len(labels)), fontsize=7)
+        fig.tight_layout(rect=(0, 0.08 + 0.05 * ((len(labels) - 1) // 4), 1, 0.95))
+    else:
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
     return plotter.render(fig)
 
 
