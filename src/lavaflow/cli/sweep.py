@@ -180,15 +180,19 @@ def local_records(
         for t in tasks:
             yield fn(t)
         return
+    import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
+    # workers forked from a clean server process, not from this one (whose progress bar has a thread)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["lavaflow.cli.sweep"])
     pending = list(reversed(tasks))
     suspects: list[dict[str, Any]] = []
     while pending or suspects:
         if suspects:
             t = suspects.pop()
-            with ProcessPoolExecutor(max_workers=1) as alone:
+            with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as alone:
                 try:
                     yield alone.submit(fn, t).result()
                 except BrokenProcessPool:
@@ -196,7 +200,7 @@ def local_records(
                 except Exception as exc:
                     yield _failed(t, f"{type(exc).__name__}: {exc}")
             continue
-        with ProcessPoolExecutor(max_workers=jobs) as ex:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
             running: dict[Any, dict[str, Any]] = {}
             try:
                 while pending or running:
@@ -419,6 +423,11 @@ def sweep(
         problems.append(f"--jobs: at least 1, got {jobs}")
     if ray is not None and not ray.strip():
         problems.append("--ray: give auto or a cluster's address (ray://HOST:10001, HOST:6379)")
+    elif ray is not None and not dry_run:
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            problems.append("--ray: Ray is not installed (pip install 'lavaflow[ray]')")
     out = output_dir if output_dir is not None else Path(f"{spec_path.stem}-sweep")
     if out.exists() and not out.is_dir():
         problems.append(f"--output-dir: {out}: is not a directory")
@@ -482,6 +491,7 @@ def sweep(
             f"interrupted: {len(records)} of {len(runs)} runs are kept in {runs_dir}/; run the same command to resume",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         return 130
     header, rows = table_rows(list(records.values()))
