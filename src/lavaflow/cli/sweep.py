@@ -240,7 +240,19 @@ def ray_records(tasks: list[dict[str, Any]], address: str, jobs: int | None) -> 
             kw["address"] = address
         elif jobs is not None and not os.environ.get("RAY_ADDRESS"):
             kw["num_cpus"] = jobs
-        ray.init(**kw)
+        from .main import Invalid
+
+        try:
+            try:
+                ray.init(**kw)
+            except ValueError:  # a running local instance was found: its CPUs are what they are
+                if "num_cpus" not in kw:
+                    raise
+                del kw["num_cpus"]
+                ray.init(**kw)
+        except Exception as exc:
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise Invalid([f"--ray: {address}: cannot start or reach Ray ({why})"]) from None
         started = True
     try:
         remote = ray.remote(num_cpus=1, max_retries=1)(run_one)
