@@ -203,6 +203,8 @@ spec:
         (("seeds: 2", "seeds: 2\nloads: [0.5]"), "s.yaml: loads: no load-0.5 variant of"),
         (("seeds: 2", "seeds: 2\nruns: [{seeds: [x]}]"), "s.yaml: runs[0].seeds"),
         (("name: tiny", "name: [tiny"), "s.yaml: line 2: not valid YAML"),
+        (("seeds: 2", "seeds: 2\nseeds: 3"), "s.yaml: line 6: not valid YAML (duplicate key 'seeds'"),
+        (("until: 3h", "until: [3h, soon]"), "s.yaml: settings.until: "),
     ],
 )
 def test_a_bad_sweep_file_names_file_and_field(tmp_path, change, expected):

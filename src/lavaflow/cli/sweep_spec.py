@@ -57,7 +57,8 @@ def _duration(value: Any, name: str) -> Any:
         secs = parse_duration(str(v), allow_inf=name == "default_duration")
         if name == "report_period" and not secs > 0:
             raise ValueError(f"must be longer than 0s, got {v!r}")
-    return [None if v is None else str(v) for v in value] if isinstance(value, list) else value
+    # kept as text: a number of seconds given as 3600 is "3600", as simulate's options take it
+    return [None if v is None else str(v) for v in value] if isinstance(value, list) else str(value)
 
 
 class Settings(BaseModel):
@@ -173,8 +174,7 @@ def _loc(loc: tuple) -> str:
 
 def read_spec(path: Path) -> SweepSpec:
     """The sweep file, validated; :class:`SpecError` names the file and field of each problem."""
-    import yaml
-
+    from ..api import yamlio
     from .main import Invalid, read_text
 
     try:
@@ -182,11 +182,10 @@ def read_spec(path: Path) -> SweepSpec:
     except Invalid as exc:
         raise SpecError(exc.problems) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise SpecError([f"{path}: {where}not valid YAML ({getattr(exc, 'problem', None) or exc})"]) from None
+        data = yamlio.load(text)  # duplicate keys and alias bombs refused, as everywhere in lavaflow
+    except yamlio.YamlError as exc:
+        where = f"line {exc.line}: " if exc.line is not None else ""
+        raise SpecError([f"{path}: {where}not valid YAML ({exc.message})"]) from None
     if not isinstance(data, dict):
         raise SpecError(
             [f"{path}: expected a mapping of axes (inputs, policies, seeds, ...), got {type(data).__name__}"]
@@ -251,7 +250,7 @@ def _data_roots() -> list[Path]:
 
 def _display(p: Path, base: Path) -> str:
     """A file's name in the table: relative to the sweep file's folder, else to a data folder, else
-    relative to the sweep file's folder by a few ``..``, else absolute."""
+    relative to the sweep file's folder through ``..`` when they share a folder, else absolute."""
     import os
 
     p = p.resolve()
@@ -260,8 +259,10 @@ def _display(p: Path, base: Path) -> str:
             return p.relative_to(root.resolve()).as_posix()
         except ValueError:
             continue
-    rel = Path(os.path.relpath(p, base.resolve()))
-    return rel.as_posix() if rel.parts[:4].count("..") < 4 else p.as_posix()
+    # a neighbour of the sweep file's folder (../../tests/data/x.csv) by its relative name; a file
+    # that shares no folder with it but the root by its absolute one
+    common = Path(os.path.commonpath([p, base.resolve()]))
+    return Path(os.path.relpath(p, base.resolve())).as_posix() if len(common.parts) > 1 else p.as_posix()
 
 
 def _resolve(pattern: str, base: Path) -> list[Path]:
