@@ -463,7 +463,8 @@ def sweep(
         if rec is not None and rec.get("status") == "ok":
             done[r.key] = rec
     todo = [r for r in runs if r.key not in done]
-    where = f"Ray ({ray})" if ray is not None else f"{jobs or os.cpu_count() or 1} local processes"
+    n = jobs or os.cpu_count() or 1
+    where = f"Ray ({ray})" if ray is not None else "this process" if n == 1 else f"{n} local processes"
     err.print(
         f"sweep {spec.name or spec_path.stem}: {len(runs)} runs, {len(done)} already done, {len(todo)} to run"
         + (f" on {where}" if todo else "")
@@ -523,7 +524,8 @@ def sweep(
     failed = [r for r in rows if r["status"] != "ok"]
     cpu = sum(rec.get("cpu_seconds") or 0 for k, rec in records.items() if k not in done)
     err.print(
-        f"{len(runs)} runs: {len(todo) - len(failed)} ran, {len(done)} skipped (done before), {len(failed)} failed; "
+        f"{len(runs)} runs: {len(todo)} ran ({len(todo) - len(failed)} ok, {len(failed)} failed), "
+        f"{len(done)} skipped (done before); "
         f"{time.perf_counter() - t0:.1f}s wall, {cpu:.1f}s CPU in the runs; wrote {', '.join(wrote)}",
         markup=False,
         highlight=False,
