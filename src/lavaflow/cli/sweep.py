@@ -427,6 +427,7 @@ def sweep(
     echo: Callable[[str], None] = print,
 ) -> int:
     """Run a sweep; returns the exit code (0: every run ok, 1: some failed)."""
+    from .. import __version__
     from .main import Invalid, _unwritable, err
     from .sweep_spec import SpecError, expand, read_spec
 
@@ -492,6 +493,11 @@ def sweep(
                 ray_records(tasks, ray, jobs) if ray is not None else local_records(tasks, jobs or os.cpu_count() or 1)
             )
             for rec in stream:
+                if rec.get("lavaflow") != __version__ and rec["status"] == "ok":
+                    # a Ray worker with another lavaflow: its figures would be filed under this one's key
+                    rec["status"] = "failed"
+                    rec["error"] = f"the worker runs lavaflow {rec.get('lavaflow')}, this sweep {__version__}"
+                    rec.pop("figures", None)
                 _write_json(runs_dir / f"{rec['key']}.json", rec)
                 records[rec["key"]] = rec
                 progress.update(rec)
