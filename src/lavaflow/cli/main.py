@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -21,6 +22,7 @@ from .node_choice import (
     PercentageOpt,
     node_choice_from_options,
 )
+from .sweep import sweep_cmd
 from .tables import fmt_time, print_results_table, summary_table
 
 _app = typer.Typer(
@@ -57,6 +59,16 @@ def _unwritable(path: Path) -> str | None:
     return None
 
 
+def read_text(path: Path) -> str:
+    """A text file's contents; :class:`Invalid` naming the file when it cannot be read as UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise Invalid([f"{path}: cannot read file ({exc.strerror or exc})"]) from None
+    except UnicodeDecodeError as exc:
+        raise Invalid([f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})"]) from None
+
+
 def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False, adaptive: bool = False):
     from ..api.loader import InputError, Problems, load_files
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
@@ -90,12 +102,7 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
     sim_input.warnings[:0] = skipped
     conf = None
     if config is not None:
-        try:
-            text = config.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise Invalid([f"{config}: cannot read file ({exc.strerror or exc})"]) from None
-        except UnicodeDecodeError as exc:
-            raise Invalid([f"{config}: not UTF-8 text (byte {exc.start}: {exc.reason})"]) from None
+        text = read_text(config)
         try:
             conf = load_scheduler_conf(text)
         except SchedulerConfError as exc:
@@ -112,13 +119,14 @@ def _elastic_conf(
     cost: str | None,
     oracle: bool = False,
     shared_profiles: bool | None = None,
+    params: Mapping[str, Any] | None = None,
 ):
     """The configuration with the elastic plugin's policy / interval / cost / oracle / profile
-    sharing overridden."""
+    sharing / policy parameters (``elastic.policy.<name>``) overridden."""
     from ..scheduler.framework.conf import load_scheduler_conf
 
     conf = conf if conf is not None else load_scheduler_conf()
-    if policy is None and interval is None and cost is None and not oracle and shared_profiles is None:
+    if policy is None and interval is None and cost is None and not oracle and shared_profiles is None and not params:
         return conf
     conf = conf.model_copy(deep=True)
     opt = next((p for t in conf.tiers for p in t.plugins if p.name == "elastic"), None)
@@ -135,6 +143,8 @@ def _elastic_conf(
             else "--shared-profiles"
             if shared_profiles
             else "--no-shared-profiles"
+            if shared_profiles is not None
+            else "params"
         )
         raise Invalid(
             [
@@ -149,6 +159,8 @@ def _elastic_conf(
         opt.arguments["elastic.oracle"] = True
     if shared_profiles is not None:
         opt.arguments["elastic.sharedProfiles"] = shared_profiles
+    for key, value in (params or {}).items():
+        opt.arguments[f"elastic.policy.{key}"] = value
     return conf
 
 
@@ -170,6 +182,7 @@ def _run(
     report_noise: float = 0.0,
     node_choice=None,
     shared_profiles: bool | None = None,
+    params: Mapping[str, Any] | None = None,
 ):
     import time as _time
 
@@ -177,7 +190,7 @@ def _run(
 
     sim_input, conf = _load(files, config, skip_unsupported, adaptive)
     if scheduler == "lavaflow":
-        conf = _elastic_conf(conf, policy, interval, cost, oracle, shared_profiles)
+        conf = _elastic_conf(conf, policy, interval, cost, oracle, shared_profiles, params)
     pause = 30.0
     if cost is not None:
         from ..api.sim_annotations import parse_duration
@@ -551,6 +564,9 @@ def _print_explanation(result: dict, target: str) -> None:
         out.print(f"still waiting: {stuck['reason']}", markup=False, highlight=False)
 
 
+_app.command("sweep")(sweep_cmd)
+
+
 @_app.command()
 def version() -> None:
     """Print the version."""
@@ -568,7 +584,7 @@ def _report_invalid(exc: Invalid) -> None:
 # processes.py, install.py, vcctl.py and train.py; importing them (asyncio, aiohttp, the Kubernetes client) and building their
 # typer commands costs more than a simulation's start-up, so `lavaflow simulate` and
 # `lavaflow version` run without them and everything else adds them first.
-LOCAL_COMMANDS = ("simulate", "version")
+LOCAL_COMMANDS = ("simulate", "sweep", "version")
 _kube_registered = False
 
 

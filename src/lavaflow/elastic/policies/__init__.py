@@ -157,6 +157,18 @@ def make_policy(name: str, learned: bool = False, **params) -> Policy:
     return Policy(n, elastic, info, fn, queues, desc, kw, clairvoyant=clairvoyant, **extra)
 
 
+def policy_parameters(name: str) -> set[str]:
+    """The parameters a policy takes (``elastic.policy.<parameter>``); empty for policies that take
+    none (only the resize-aware ones do)."""
+    import inspect
+
+    n = resolve_name(name)
+    if n not in _RESIZE_AWARE:
+        return set()
+    skip = {"jobs", "capacity", "now", "_"}
+    return {p for p in inspect.signature(_REGISTRY[n][0]).parameters if p not in skip}
+
+
 def is_clairvoyant(name: str) -> bool:
     """Whether the policy reads a job's remaining / total work."""
     return _REGISTRY[resolve_name(name)][5]
@@ -171,6 +183,7 @@ __all__ = [
     "check_allocation",
     "is_clairvoyant",
     "make_policy",
+    "policy_parameters",
     "resolve_name",
     "split_pools",
 ]

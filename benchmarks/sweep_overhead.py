@@ -1,0 +1,162 @@
+"""What running a sweep on Ray costs against the local process pool (issue 39).
+
+Runs one study twice through `lavaflow sweep`'s own code: on the local pool (``--jobs W``), then as
+Ray tasks on a local Ray instance of W CPUs started here; checks both give the same table, and
+prints per run: its CPU time (inside the task), the wall time of each path per run, and each path's
+overhead: the CPU it spent beyond the runs' own (the pool's processes and pickling; Ray's driver,
+raylet, GCS and workers, Ray's start-up reported apart), per run, as a % of a run's CPU.
+
+Usage: python benchmarks/sweep_overhead.py [--policies Pollux,Tiresias] [--workloads 1,2] [--loads 1.0]
+           [--seeds 2] [--workers 2] [--noise 0.05] [--repeat 2] [--keep DIR]
+
+The full study of issue 39 is ``--policies`` all 13 rows, ``--workloads 1,2,3,4,5,6,7,8``,
+``--loads 0.5,1.0,1.5,2.0``, ``--seeds 5`` (2,080 replays, hours of CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and every process below it, from /proc."""
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parent[int(d)] = int(fields[1])
+        cpu[int(d)] = (int(fields[11]) + int(fields[12])) / TICK
+    tree, frontier = {root}, [root]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parent.items() if pp == p and c not in tree]
+        tree.update(kids)
+        frontier += kids
+    return sum(cpu.get(p, 0.0) for p in tree)
+
+
+def _own_cpu() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _runs_cpu(out: Path) -> list[float]:
+    import json
+
+    return [json.loads(p.read_text())["cpu_seconds"] for p in sorted((out / "runs").glob("*.json"))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--policies", default="Pollux,Tiresias")
+    ap.add_argument("--workloads", default="1,2", help="Pollux workload numbers")
+    ap.add_argument("--loads", default="1.0", help="Pollux load variants")
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="local processes, and the local Ray instance's CPUs")
+    ap.add_argument("--noise", type=float, default=0.05, help="report noise, so that seeds differ")
+    ap.add_argument("--repeat", type=int, default=2, help="passes, alternating which path goes first")
+    ap.add_argument("--keep", default=None, help="keep the sweep folders here (default: a temporary folder)")
+    args = ap.parse_args()
+
+    import ray
+
+    from lavaflow.cli.sweep import sweep
+
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="sweep-overhead-"))
+    base.mkdir(parents=True, exist_ok=True)
+    spec = base / "study.yaml"
+    spec.write_text(
+        "name: sweep-overhead\n"
+        f"inputs: [{', '.join(f'pollux/workloads/workload-{w.strip()}.csv' for w in args.workloads.split(','))}]\n"
+        f"loads: [{args.loads}]\n"
+        f"policies: [{args.policies}]\n"
+        f"seeds: {args.seeds}\n"
+        f"settings: {{report_noise: {args.noise}}}\n"
+    )
+    print(
+        f"# {args.policies} x workloads {args.workloads} x loads {args.loads} x {args.seeds} seeds; "
+        f"{args.workers} workers; python {sys.version.split()[0]}, ray {ray.__version__}, nproc {os.cpu_count()}, "
+        f"loadavg {os.getloadavg()[0]:.2f} before",
+        flush=True,
+    )
+    quiet = lambda _line: None  # noqa: E731
+    sweep(spec, base / "warm", dry_run=True, echo=quiet)  # imports and file reads out of the measurement
+    me = os.getpid()
+
+    def local_pass(out: Path) -> dict:
+        c0, w0 = _own_cpu(), time.perf_counter()
+        assert sweep(spec, out, jobs=args.workers, report=False, echo=quiet) == 0
+        wall, cpu = time.perf_counter() - w0, _own_cpu() - c0
+        runs = _runs_cpu(out)
+        return {"wall": wall, "runs": runs, "over": (cpu - sum(runs)) / len(runs)}
+
+    def ray_pass(out: Path) -> dict:
+        c0, w0 = _tree_cpu(me), time.perf_counter()
+        ray.init(num_cpus=args.workers, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        c1, w1 = _tree_cpu(me), time.perf_counter()
+        try:
+            time.sleep(3.0)  # what the Ray processes take doing nothing
+            c2, w2 = _tree_cpu(me), time.perf_counter()
+            assert sweep(spec, out, ray="auto", report=False, echo=quiet) == 0
+            c3, w3 = _tree_cpu(me), time.perf_counter()
+        finally:
+            ray.shutdown()
+        runs = _runs_cpu(out)
+        return {
+            "wall": w3 - w2,
+            "runs": runs,
+            "over": (c3 - c2 - sum(runs)) / len(runs),
+            "start_wall": w1 - w0,
+            "start_cpu": c1 - c0,
+            "idle_rate": (c2 - c1) / (w2 - w1),
+        }
+
+    tables = []
+    for rep in range(args.repeat):
+        order = ["local", "ray"] if rep % 2 == 0 else ["ray", "local"]
+        got = {}
+        for which in order:
+            out = base / f"{which}-{rep}"
+            got[which] = local_pass(out) if which == "local" else ray_pass(out)
+            tables.append((out / "results.csv").read_bytes())
+        loc, ray_ = got["local"], got["ray"]
+        n = len(loc["runs"])
+        run_cpu = sum(loc["runs"]) / n
+        ray_cpu = sum(ray_["runs"]) / n
+        print(f"pass {rep + 1} ({' then '.join(order)}), {n} runs, loadavg {os.getloadavg()[0]:.2f}:")
+        print(f"  CPU per run (inside the task): local pool {run_cpu:.2f} s, Ray {ray_cpu:.2f} s")
+        print(
+            f"  wall: local pool {loc['wall']:.1f} s ({loc['wall'] / n:.2f} s per run); Ray {ray_['wall']:.1f} s "
+            f"({ray_['wall'] / n:.2f} s per run); Ray start-up {ray_['start_wall']:.1f} s wall, "
+            f"{ray_['start_cpu']:.1f} s CPU; Ray idle {ray_['idle_rate']:.3f} CPU-s/s"
+        )
+        print(
+            f"  overhead per run, CPU beyond the runs' own: local pool {loc['over']:.3f} s "
+            f"({100 * loc['over'] / run_cpu:.1f} % of a run); Ray {ray_['over']:.3f} s "
+            f"({100 * ray_['over'] / ray_cpu:.1f} % of a run; {100 * (ray_['over'] + ray_['start_cpu'] / n) / ray_cpu:.1f} % "
+            "with Ray's start-up spread over the runs)"
+        )
+        extra = (ray_["wall"] - loc["wall"]) * args.workers / n
+        print(
+            f"  Ray's extra wall per run against the pool (x {args.workers} workers): {extra:+.3f} s "
+            f"({100 * extra / run_cpu:+.1f} % of a run's CPU; noisy on a shared machine)"
+        )
+    print(f"identical tables in every pass: {'yes' if len(set(tables)) == 1 else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
