@@ -36,9 +36,9 @@ def events(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def start(tmp: Path, world: int) -> subprocess.Popen:
+def start(tmp: Path, world: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(TOY), *ARGS],
+        [sys.executable, str(TOY), *ARGS, *extra],
         env=env(tmp, world),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -54,7 +54,10 @@ def test_sigterm_then_resume_at_another_size_continues_the_same_training(tmp_pat
     reference = events(whole.stdout)[-1]
     assert reference["event"] == "done" and reference["step"] == 4 * 2048 // 64
 
-    p = start(tmp_path, 4)
+    # A line at every step (logging does not change the training): the last line printed is the
+    # last step finished before SIGTERM stopped the run, however far the trainer ran ahead of this
+    # reader on a loaded machine.
+    p = start(tmp_path, 4, "--log-every", "1")
     seen: list[dict] = []
     deadline = time.monotonic() + 60
     assert p.stdout is not None
