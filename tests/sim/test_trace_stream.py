@@ -282,3 +282,22 @@ def test_loaded_whole_the_trace_is_what_it_always_was():
     assert [j.obj.name for j in jobs] == [traces.dns_name(s.name) for s in specs]
     assert [j.source.document for j in jobs] == list(range(2, 22))
     assert isinstance(jobs[0], Loaded)
+
+
+def test_progress_counts_every_trace_job_from_the_start_and_the_events(monkeypatch):
+    """The progress display's total is the trace's length from the first call, though its jobs
+    are made only as the clock reaches them; the events handled only grow."""
+    monkeypatch.setattr(traces, "KEEP_CHECKED", 0)
+    sim = Simulation(_streamed([POLLUX]))
+    seen: list[tuple[float, int, int, int]] = []
+    sim.run(progress=lambda now, done, total, events: seen.append((now, done, total, events)))
+    assert seen and {total for _, _, total, _ in seen} == {20}
+    assert seen[0][1] == 0 and seen[-1][1] == 20  # jobs finished: none at first, all at the end
+    events = [e for *_, e in seen]
+    assert events == sorted(events) and events[-1] == sim.events_done > 20
+
+
+def test_the_progress_clock_reads_hours_and_days():
+    from lavaflow.cli.main import _clock
+
+    assert (_clock(0), _clock(3725.9), _clock(86400 * 2 + 61)) == ("0:00:00", "1:02:05", "2d 0:01:01")

@@ -220,14 +220,20 @@ def _run(
             TextColumn(f"[bold]{label}[/bold]"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("jobs finished · t={task.fields[t]}s"),
+            TextColumn("jobs finished · simulated {task.fields[t]} · {task.fields[rate]} events/s"),
             console=err,
             transient=True,
         ) as progress:
-            tid = progress.add_task("simulate", total=None, t=0)
+            tid = progress.add_task("simulate", total=None, t="0:00:00", rate="-")
+            window = [_time.perf_counter(), 0]  # wall time and events at the last rate shown
 
-            def cb(now: float, done: int, total: int) -> None:
-                progress.update(tid, completed=done, total=total or None, t=f"{now:.0f}")
+            def cb(now: float, done: int, total: int, events: int) -> None:
+                fields: dict[str, str] = {"t": _clock(now)}
+                wall = _time.perf_counter()
+                if wall - window[0] >= 0.5:  # events per second of wall time, over the last half second or more
+                    fields["rate"] = f"{(events - window[1]) / (wall - window[0]):,.0f}"
+                    window[0], window[1] = wall, events
+                progress.update(tid, completed=done, total=total or None, **fields)
 
             result = sim.run(progress=cb)
     elastic = None
@@ -237,6 +243,15 @@ def _run(
         if policy is not None:
             result["scheduler"] = label
     return result, elastic
+
+
+def _clock(seconds: float) -> str:
+    """Simulated seconds as h:mm:ss (days first past 24 h)."""
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    h, rest = divmod(rest, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{days}d {h}:{m:02d}:{sec:02d}" if days else f"{h}:{m:02d}:{sec:02d}"
 
 
 def _elastic_json(res, sim) -> dict:

@@ -173,6 +173,8 @@ class Simulation:
         self.events: list[dict[str, Any]] = []  # Events the scheduler recorded (e.g. elastic resizes)
         self.sampler = TimelineSampler(self.store, self.cache)
         self._finished_jobs: set[str] = set()  # live Volcano Jobs in a final phase (progress display)
+        self.events_done = 0  # events taken off the queue (progress display: events per second)
+        self._jobs_expected: int | None = None
         self.store.watch("Job", self._count_finished)
         self.deleted_podgroups: dict[str, Any] = {}
         self.deleted_jobs: dict[
@@ -580,7 +582,7 @@ class Simulation:
             self.timeline.append(point)
 
     # ------------------------------------------------------------------ run
-    def run(self, progress: Callable[[float, int, int], None] | None = None) -> dict[str, Any]:
+    def run(self, progress: Callable[[float, int, int, int], None] | None = None) -> dict[str, Any]:
         self.store.watch("Pod", self._on_pod_deleted)
         for q in builtin_queues():
             if not any(type(it.obj).__name__ == "Queue" and it.obj.name == q.name for it in self.input.items):
@@ -621,6 +623,7 @@ class Simulation:
             self.now = t
             while self._events and self._events[0][0] <= t:
                 at, _, kind, payload = heapq.heappop(self._events)
+                self.events_done += 1
                 if kind == "submit":
                     self._submit(payload)
                 elif kind == "feed":
@@ -727,8 +730,16 @@ class Simulation:
     def _anything_running(self) -> bool:
         return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())
 
-    def _progress_counts(self) -> tuple[int, int]:
-        return len(self._finished_jobs), self.store.count("Job")
+    def _progress_counts(self) -> tuple[int, int, int]:
+        """(Volcano Jobs finished, Volcano Jobs in all -- those of a streamed trace counted from
+        the start, not as they are made -- and events handled so far)."""
+        expected = self._jobs_expected
+        if expected is None:
+            stream = self.input.stream
+            expected = self._jobs_expected = sum(type(it.obj).__name__ == "Job" for it in self.input.items) + (
+                stream.count if stream is not None else 0
+            )
+        return len(self._finished_jobs), max(self.store.count("Job"), expected), self.events_done
 
     def _count_finished(self, event: str, job, old) -> None:
         if event != "DELETED" and job.status.state.phase in ("Completed", "Failed", "Terminated", "Aborted"):
