@@ -6,8 +6,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -299,3 +301,17 @@ def test_ray_gives_the_local_table(local_run, tmp_path):
     assert code == 0
     assert os.getpid() not in pids  # the runs ran in Ray's workers
     assert (tmp_path / "ray-out" / "results.csv").read_bytes() == (d / "tiny-sweep" / "results.csv").read_bytes()
+
+
+def test_a_ray_address_where_nothing_answers_is_told_at_once(tmp_path):
+    _ray_or_skip()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "s.yaml").write_text(SPEC)
+    started = time.monotonic()
+    r = sweep("s.yaml", "--ray", f"127.0.0.1:{port}", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert f"error: --ray: 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port}" in r.stderr, r.stderr
+    assert time.monotonic() - started < 60  # Ray alone retries such an address for minutes

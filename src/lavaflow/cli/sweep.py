@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -223,6 +224,21 @@ def local_records(
                     fut.cancel()
 
 
+def _unreachable(address: str, timeout: float = 5.0) -> str | None:
+    """Why nothing can answer at a Ray cluster's ``host:port`` (or ``ray://host:port``), or None.
+    Ray itself retries an address that does not answer for a long while before it gives up; a
+    wrong address is told at once instead. Other forms (``local``) are left to Ray."""
+    rest = address.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"nothing answers at {host}:{port} ({exc.strerror or type(exc).__name__})"
+
+
 def ray_records(tasks: list[dict[str, Any]], address: str, jobs: int | None) -> Iterator[dict[str, Any]]:
     """Records as runs finish, each run a Ray task (one CPU). ``address``: ``auto`` (the Ray
     instance already started in this process, else the cluster RAY_ADDRESS or a running local
@@ -236,11 +252,15 @@ def ray_records(tasks: list[dict[str, Any]], address: str, jobs: int | None) -> 
     started = False
     if not ray.is_initialized():
         kw: dict[str, Any] = {"logging_level": "WARNING", "log_to_driver": False}
+        from .main import Invalid
+
         if address != "auto":
+            problem = _unreachable(address)
+            if problem is not None:
+                raise Invalid([f"--ray: {address}: {problem}"])
             kw["address"] = address
         elif jobs is not None and not os.environ.get("RAY_ADDRESS"):
             kw["num_cpus"] = jobs
-        from .main import Invalid
 
         try:
             try:
