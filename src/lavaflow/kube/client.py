@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from .dispatch import RateLimiter as TokenBucket
+
 try:  # list pages and watch streams are mostly JSON decoding: orjson does it several times faster
     import orjson
 
@@ -237,25 +239,32 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Cl
 
 
 class RateLimiter:
-    """Token bucket: ``qps`` requests per second with bursts of ``burst`` (qps <= 0: unlimited)."""
+    """client-go's client-side limit (its token bucket limiter): ``qps`` requests per second on
+    average, in bursts of at most ``burst`` (qps <= 0: unlimited). Each request reserves the next
+    token and sleeps until it is due, so waiting requests leave in the order they asked and none
+    polls."""
 
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.qps = qps
         self.burst = max(1, burst)
-        self.tokens = float(self.burst)
-        self.last = time.monotonic()
+        self.bucket = TokenBucket(qps, self.burst, clock) if qps > 0 else None
+        self.delayed = 0  # requests that had to wait for a token
+        self.waited = 0.0  # seconds they waited, summed
+
+    def reserve(self) -> float:
+        """Take the next token: how long to wait before it may be used."""
+        if self.bucket is None:
+            return 0.0
+        wait = self.bucket.reserve()
+        if wait > 0:
+            self.delayed += 1
+            self.waited += wait
+        return wait
 
     async def acquire(self) -> None:
-        if self.qps <= 0:
-            return
-        while True:
-            now = time.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
-            self.last = now
-            if self.tokens >= 1:
-                self.tokens -= 1
-                return
-            await asyncio.sleep((1 - self.tokens) / self.qps)
+        wait = self.reserve()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
 
 class KubeClient:
