@@ -10,6 +10,7 @@ retry with back-off.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -17,6 +18,9 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
+from test_kube_e2e import many_jobs  # noqa: E402
+
+from kube_harness import Cluster  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient, RateLimiter  # noqa: E402
 from lavaflow.testing import ApiDouble  # noqa: E402
 
@@ -25,6 +29,28 @@ REFUSED = "lavaflow_api_writes_refused_total"
 
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+async def enqueue_all(c: Cluster, n: int) -> list[dict]:
+    """Stand in for the scheduler's enqueue action: the first ``n`` PodGroups to Inqueue."""
+    pgs = await c.wait_for(lambda: _podgroups(c, n), 20, f"{n} PodGroups")
+    for pg in pgs:
+        ns, name = pg["metadata"]["namespace"], pg["metadata"]["name"]
+        path = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups/{name}/status"
+        await c.api.request(
+            "PATCH", path, body={"status": {"phase": "Inqueue"}}, content_type="application/merge-patch+json"
+        )
+    return pgs
+
+
+async def _podgroups(c: Cluster, n: int) -> list[dict] | None:
+    pgs = await c.objects("PodGroup")
+    return pgs if len(pgs) >= n else None
+
+
+async def _pods(c: Cluster, n: int) -> list[dict] | None:
+    pods = await c.pods()
+    return pods if len(pods) >= n else None
 
 
 def test_rate_limiter_lets_a_burst_through_then_paces_at_qps():
@@ -56,3 +82,92 @@ def test_client_requests_keep_to_qps_after_the_burst():
         assert client.limiter.delayed == 8
 
     run(scenario())
+
+
+def test_a_jobs_pods_go_out_in_slow_start_batches():
+    """15 pods, each create answered 150 ms late: in flight 1, then 2, then 4, then the last 8."""
+
+    async def scenario():
+        async with Cluster() as c:
+            c.double.hold("Pod", "create", 0.15)
+            c.start_controllers()
+            await c.until_ready()
+            await c.create(many_jobs(1, 15, prefix="big"))
+            await enqueue_all(c, 1)
+            await c.wait_for(lambda: _pods(c, 15), 20, "15 pods")
+            assert c.double.held_peaks[("Pod", "create")] == [1, 2, 4, 8]
+
+    run(scenario())
+
+
+def test_jobs_do_not_wait_for_each_others_writes():
+    """Eight Jobs whose PodGroup creates each take 300 ms: all eight are under way at once (the
+    controller syncs the next Jobs meanwhile), and so are their pods once the groups are Inqueue."""
+
+    async def scenario():
+        async with Cluster() as c:
+            c.double.hold("PodGroup", "create", 0.3)
+            c.double.hold("Pod", "create", 0.3)
+            c.start_controllers()
+            await c.until_ready()
+            await c.create(many_jobs(8, 2))
+            t0 = time.monotonic()
+            await enqueue_all(c, 8)
+            assert max(c.double.held_peaks[("PodGroup", "create")]) == 8
+            assert time.monotonic() - t0 < 8 * 0.3  # not one after another
+            await c.wait_for(lambda: _pods(c, 16), 20, "16 pods")
+            # each job's first batch (one pod) went out beside the other jobs'
+            assert max(c.double.held_peaks[("Pod", "create")]) >= 8
+
+    run(scenario())
+
+
+def test_a_jobs_podgroup_exists_before_its_pods():
+    """As in Volcano: the PodGroup is created first, and no pod is created while it is Pending."""
+
+    async def scenario():
+        async with Cluster() as c:
+            c.start_controllers()
+            await c.until_ready()
+            await c.create(many_jobs(1, 3, prefix="ordered"))
+            await c.wait_for(lambda: _podgroups(c, 1), 20, "the PodGroup")
+            await asyncio.sleep(0.5)
+            assert await c.pods() == []  # Pending: no pod yet
+            (pg,) = await enqueue_all(c, 1)
+            pods = await c.wait_for(lambda: _pods(c, 3), 20, "3 pods")
+            pg_rv = int(pg["metadata"]["resourceVersion"])
+            assert all(int(p["metadata"]["resourceVersion"]) > pg_rv for p in pods)
+            assert {p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in pods} == {
+                pg["metadata"]["name"]
+            }
+
+    run(scenario())
+
+
+def test_a_refused_create_stops_the_batches_is_reported_and_retried(caplog):
+    """The first pod of a Job is refused (HTTP 500): nothing more of that sync is sent, an error
+    line names the pod and the status, the metric counts it, and after a back-off the sync starts
+    again from one pod and creates all ten."""
+
+    async def scenario():
+        async with Cluster() as c:
+            c.double.hold("Pod", "create", 0.05)
+            c.double.fail_next("Pod", "create", 500)
+            ctrl = c.start_controllers()
+            await c.until_ready()
+            await c.create(many_jobs(1, 10, prefix="refused"))
+            await enqueue_all(c, 1)
+            await c.wait_for(lambda: _pods(c, 10), 20, "10 pods")
+            assert c.double.held_peaks[("Pod", "create")] == [1, 1, 2, 4, 3]
+            assert c.double.counts["create/Pod"] == 11
+            errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+            assert any(
+                "refused to create Pod default/refused-0-w-0" in e and "HTTP 500 InternalError" in e for e in errors
+            ), errors
+            labels = {"kind": "Pod", "verb": "create", "code": "500"}
+            assert ctrl.metrics.registry.get_sample_value(REFUSED, labels) == 1
+            retried = [r.getMessage() for r in caplog.records if "JobController default/refused-0" in r.getMessage()]
+            assert retried and "(retry 1)" in retried[0], retried
+
+    with caplog.at_level(logging.INFO, logger="lavaflow.kube"):
+        run(scenario())

@@ -835,6 +835,10 @@ class KubeStore:
         self.defer_creates = False
         self.owner: Any = None  # what create_many's deferred results are filed under (the key syncing)
         self._deferred: dict[Any, list[tuple[concurrent.futures.Future, list[Any]]]] = {}
+        # Objects of deferred creates not yet taken, by (kind, key): what get() answers meanwhile.
+        self._pending: dict[tuple[str, str], Any] = {}
+        # Called on the event loop each time a deferred write ends (the controller process wakes).
+        self.on_written: Callable[[], None] | None = None
         self.conflicts = 0
         # Streaming lists (watch with sendInitialEvents): on by default from Kubernetes 1.32 (an
         # older server ignores the parameter and would never end the initial state); decided from
@@ -1102,7 +1106,10 @@ class KubeStore:
         if kind not in self.informers:
             raw = self._call(self._get_remote(kind_info(kind), key))
             return None if raw is None else codec.decode(kind_info(kind), raw)
-        return self.objects.get(kind, {}).get(key)
+        hit = self.objects.get(kind, {}).get(key)
+        if hit is None and self._pending:
+            return self._pending.get((kind, key))
+        return hit
 
     def list(self, kind: str) -> list[Any]:
         return list(self.objects.get(kind, {}).values())
@@ -1137,13 +1144,10 @@ class KubeStore:
         create a ReplicaSet's pods: batches of 1, 2, 4, … up to ``create_concurrency``, the next
         batch sent only if the last one had no error (a server refusing every pod is not sent them
         all). The client's QPS limiter paces them. Results are applied in order; the first error
-        is raised after that."""
+        is raised after that. With defer_creates, filed under ``owner`` and sent while the caller
+        goes on (see take_created); returns [] then."""
         if self.defer_creates and objs:
-            loop = self.loop
-            if loop is None:
-                raise RuntimeError("KubeStore has not been started")
-            fut = asyncio.run_coroutine_threadsafe(self._create_batches(objs), loop)
-            self._deferred.setdefault(self.owner, []).append((fut, objs))
+            self._file(self._create_batches(objs), objs, creates=True)
             return []
         if len(objs) <= 1:
             return [self.create(obj) for obj in objs]
@@ -1161,21 +1165,54 @@ class KubeStore:
             raise RuntimeError("create_many stopped early")
         return out
 
+    def create_later(self, obj: Any) -> Any:
+        """With defer_creates, filed under ``owner`` like create_many's creates, and ``obj`` itself
+        returned at once: until its result is taken, get() answers ``obj`` for its key (the
+        caller's sync sees what it created). Else a create."""
+        if not self.defer_creates:
+            return self.create(obj)
+        self._file(_results(self._create_remote(kind_info(kind_of(obj)), obj)), [obj], creates=True)
+        return obj
+
     def update_later(self, obj: Any) -> Any:
         """With defer_creates, filed with the key's deferred creates and applied with them (in
         take_created); else an update."""
         if not self.defer_creates:
             return self.update(obj)
+        self._file(_results(self._update_remote(kind_info(kind_of(obj)), obj)), [obj], creates=False)
+        return None
+
+    def _file(self, coro: Any, objs: list[Any], creates: bool) -> None:
+        """Send ``coro`` (writes of ``objs``) on the event loop, filed under ``owner``."""
         loop = self.loop
         if loop is None:
+            coro.close()
             raise RuntimeError("KubeStore has not been started")
-        fut = asyncio.run_coroutine_threadsafe(_results(self._update_remote(kind_info(kind_of(obj)), obj)), loop)
-        self._deferred.setdefault(self.owner, []).append((fut, [obj]))
-        return None
+        fut = asyncio.run_coroutine_threadsafe(self._then_tell(coro), loop)
+        self._deferred.setdefault(self.owner, []).append((fut, objs))
+        if creates:
+            for obj in objs:
+                self._pending[(kind_of(obj), obj.key)] = obj
+
+    async def _then_tell(self, coro: Any) -> Any:
+        """``coro``'s result, then ``on_written`` (on the event loop): a deferred write ended."""
+        try:
+            return await coro
+        finally:
+            if self.on_written is not None:
+                self.on_written()
 
     def deferred_owners(self) -> list[Any]:
         """The owners with deferred writes not yet taken, oldest first."""
         return list(self._deferred)
+
+    def writing(self, owner: Any) -> bool:
+        """Whether a deferred write of ``owner`` is still under way (taking it would wait)."""
+        return any(not fut.done() for fut, _ in self._deferred.get(owner, ()))
+
+    def written_owners(self) -> list[Any]:
+        """The owners whose deferred writes have all ended (taking them does not wait), oldest first."""
+        return [o for o, writes in self._deferred.items() if all(fut.done() for fut, _ in writes)]
 
     def take_created(self, owner: Any) -> BaseException | None:
         """Wait for ``owner``'s deferred writes (creates, updates) and apply their results in order,
@@ -1185,16 +1222,19 @@ class KubeStore:
             try:
                 done = fut.result(self.write_timeout)
             except BaseException as exc:  # noqa: BLE001 - the batch as a whole failed (timeout)
-                first = first or exc
-                continue
-            for raw in done:
+                done = [exc]
+            for i, obj in enumerate(objs):
+                pending = self._pending.get((kind_of(obj), obj.key))
+                if pending is obj:
+                    del self._pending[(kind_of(obj), obj.key)]
+                if i >= len(done):  # stopped after a failed batch (its error is first)
+                    first = first or RuntimeError("create_many stopped early")
+                    continue
+                raw = done[i]
                 if isinstance(raw, BaseException):
                     first = first or raw
                     continue
-                obj = objs[0]
                 self._after_write(kind_info(kind_of(obj)), raw)
-            if len(done) < len(objs) and first is None:
-                first = RuntimeError("create_many stopped early")
         return first
 
     async def _create_batches(self, objs: list[Any]) -> list[Any]:
