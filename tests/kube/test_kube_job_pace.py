@@ -171,3 +171,29 @@ def test_a_refused_create_stops_the_batches_is_reported_and_retried(caplog):
 
     with caplog.at_level(logging.INFO, logger="lavaflow.kube"):
         run(scenario())
+
+
+def test_each_pod_is_one_request_and_keeps_its_templates_unmodelled_fields():
+    """The template as written is read once per version of the Job and shared by its pods: each
+    pod keeps the fields lavaflow does not model, and costs one request (its status is the
+    server's Pending, nothing to write after the create)."""
+
+    async def scenario():
+        async with Cluster() as c:
+            c.start_controllers()
+            await c.until_ready()
+            (doc,) = many_jobs(1, 4, prefix="kept")
+            container = doc["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+            container["volumeMounts"] = [{"name": "x", "mountPath": "/x"}]
+            container["livenessProbe"] = {"exec": {"command": ["true"]}, "periodSeconds": 7}
+            await c.create([doc])
+            await enqueue_all(c, 1)
+            pods = await c.wait_for(lambda: _pods(c, 4), 20, "4 pods")
+            for p in pods:
+                (got,) = p["spec"]["containers"]
+                assert got["volumeMounts"] == [{"name": "x", "mountPath": "/x"}]
+                assert got["livenessProbe"] == {"exec": {"command": ["true"]}, "periodSeconds": 7}
+            assert c.double.counts["create/Pod"] == 4
+            assert c.double.counts["update/Pod"] == 0
+
+    run(scenario())

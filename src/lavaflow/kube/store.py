@@ -27,9 +27,16 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ..api.core import PodTemplateSpec
 from ..api.kinds import API_KINDS, Kind, kind_info
 from ..api.meta import ObjectKeys
-from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION, PodGroup
+from ..api.volcano import (
+    GROUP_NAME_ANNOTATION,
+    JOB_NAME_KEY,
+    TASK_SPEC_KEY,
+    VOLCANO_GROUP_NAME_ANNOTATION,
+    PodGroup,
+)
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec, protopod
@@ -81,6 +88,7 @@ class Gone(Exception):
 
 _BY_NAME = 16  # bound pods the protobuf could not give in full, listed one by one up to this many
 _REDISCOVER = 30.0  # seconds between two readings of one group/version's discovery at run time
+_TEMPLATES_KEPT = 1024  # Job task templates kept worked out for their pods' creates
 
 
 def _rv(raw: dict[str, Any] | None) -> str | None:
@@ -128,6 +136,11 @@ def _kept(sent: Any, got: Any) -> bool:
         return sent == got
     have = got if isinstance(got, dict) else {}
     return all(have.get(k) is None if v is None else _kept(v, have.get(k)) for k, v in sent.items())
+
+
+def _without_empty(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without its empty lists and maps (which an API object leaves out)."""
+    return {k: v for k, v in d.items() if v != [] and v != {}}
 
 
 def _strip(raw: dict[str, Any]) -> dict[str, Any]:
@@ -837,6 +850,8 @@ class KubeStore:
         self._deferred: dict[Any, list[tuple[concurrent.futures.Future, list[Any]]]] = {}
         # Objects of deferred creates not yet taken, by (kind, key): what get() answers meanwhile.
         self._pending: dict[tuple[str, str], Any] = {}
+        # (Job key, resourceVersion, task) -> its pod template as written and as modelled (_with_template)
+        self._templates: dict[tuple[str, str | None, str], tuple[dict[str, Any], dict[str, Any]]] = {}
         # Called on the event loop each time a deferred write ends (the controller process wakes).
         self.on_written: Callable[[], None] | None = None
         self.conflicts = 0
@@ -1336,35 +1351,50 @@ class KubeStore:
 
     def _with_template(self, pod: Any, body: dict[str, Any]) -> dict[str, Any]:
         """A Volcano Job's pod keeps every field of its task template, modelled or not."""
-        from ..api.volcano import JOB_NAME_KEY, TASK_SPEC_KEY
-
         ann = pod.metadata.annotations
         job_name, task_name = ann.get(JOB_NAME_KEY), ann.get(TASK_SPEC_KEY)
         if not job_name or not task_name:
             return body
-        raw_job = self.raw.get("Job", {}).get(f"{pod.namespace}/{job_name}")
+        job_key = f"{pod.namespace}/{job_name}"
+        raw_job = self.raw.get("Job", {}).get(job_key)
         if raw_job is None:
             return body
+        parts = self._template_parts(job_key, raw_job, task_name)
+        if parts is None:
+            return body
+        base, old = parts
+        merged = codec.merge3(
+            base,
+            old,
+            {"metadata": body.get("metadata", {}), "spec": body.get("spec", {})},
+        )
+        out = dict(body)
+        out["metadata"] = merged["metadata"]
+        out["spec"] = merged["spec"]
+        return out
+
+    def _template_parts(
+        self, job_key: str, raw_job: dict[str, Any], task_name: str
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """A Job's task template as written (``base``) and as lavaflow's model reads it (``old``),
+        worked out once per version of the Job and shared by its pods (read-only)."""
+        memo_key = (job_key, _rv(raw_job), task_name)
+        hit = self._templates.get(memo_key)
+        if hit is not None:
+            return hit
         for t in (raw_job.get("spec") or {}).get("tasks") or []:
             if t.get("name") == task_name:
                 tmpl = t.get("template") or {}
-                from ..api.core import PodTemplateSpec
-
                 old = codec.encode(PodTemplateSpec.model_validate(tmpl))
-                base = {"metadata": dict(tmpl.get("metadata") or {}), "spec": tmpl.get("spec") or {}}
-                merged = codec.merge3(
-                    base,
+                parts = (
+                    {"metadata": dict(tmpl.get("metadata") or {}), "spec": tmpl.get("spec") or {}},
                     {"metadata": old.get("metadata", {}), "spec": old.get("spec", {})},
-                    {
-                        "metadata": body.get("metadata", {}),
-                        "spec": body.get("spec", {}),
-                    },
                 )
-                out = dict(body)
-                out["metadata"] = merged["metadata"]
-                out["spec"] = merged["spec"]
-                return out
-        return body
+                if len(self._templates) >= _TEMPLATES_KEPT:
+                    self._templates.clear()
+                self._templates[memo_key] = parts
+                return parts
+        return None
 
     async def _create_remote(self, res: Kind, obj: Any) -> dict[str, Any]:
         body = self.create_body(res, obj)
@@ -1377,7 +1407,9 @@ class KubeStore:
             self.refused(res.kind, obj.key, "create", exc)
             raise
         want = body.get("status")
-        if want and not self.has_status(res) and not _kept(want, raw.get("status")):
+        if want and _kept(_without_empty(want), raw.get("status")):
+            return raw  # (a new pod: its status is the server's Pending, as sent)
+        if want and not self.has_status(res):
             await self._status_back(res)  # the server dropped the status: a subresource now?
         if want and self.has_status(res):
             raw.setdefault("apiVersion", res.api_version)
