@@ -122,6 +122,22 @@ def test_jobs_do_not_wait_for_each_others_writes():
     run(scenario())
 
 
+def test_at_most_concurrent_syncs_jobs_have_writes_under_way():
+    """The bound on concurrency: with --concurrent-syncs 3, eight Jobs' PodGroup creates (300 ms
+    each) go out three at a time, the other Jobs waiting their turn (none is lost)."""
+
+    async def scenario():
+        async with Cluster() as c:
+            c.double.hold("PodGroup", "create", 0.3)
+            c.start_controllers(concurrent_syncs=3)
+            await c.until_ready()
+            await c.create(many_jobs(8, 2))
+            await c.wait_for(lambda: _podgroups(c, 8), 20, "8 PodGroups")
+            assert max(c.double.held_peaks[("PodGroup", "create")]) == 3
+
+    run(scenario())
+
+
 def test_a_jobs_podgroup_exists_before_its_pods():
     """As in Volcano: the PodGroup is created first, and no pod is created while it is Pending."""
 

@@ -12,6 +12,7 @@ A key whose reconcile fails is retried with exponential back-off, at most
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from typing import Any
@@ -65,6 +66,9 @@ class KubeControllers:
         self.max_requeue = max_requeue
         self.controllers = build_controllers(self.store, time.time, scheduler_names).all()
         self.failures: dict[tuple[int, str], int] = {}
+        # Per controller, the dirty keys not yet synced and when each was first seen dirty.
+        self._waiting: dict[int, dict[str, int]] = {}
+        self._seq = itertools.count()
         self.retry_at: dict[tuple[int, str], float] = {}
         self.wake = asyncio.Event()
         self.store.add_listener(lambda kind, ev, obj: self.wake.set())
@@ -154,7 +158,9 @@ class KubeControllers:
         """Sync every dirty key, until none is left (bounded). A key whose earlier writes are still
         under way is not synced: it stays dirty and waits for them (their end wakes the loop), so
         its pods are never created twice and no sync waits on another key's round trips. At most
-        ``concurrent_syncs`` keys have writes under way; past that the oldest is waited for."""
+        ``concurrent_syncs`` keys of each controller have writes under way: past that its keys wait
+        too, and nothing waits on a write here. Keys are synced in the order they became dirty (a
+        new Job's PodGroup is not held back behind later work on other Jobs)."""
         done = 0
         store = self.store
         for _ in range(100):
@@ -162,14 +168,22 @@ class KubeControllers:
             ran = 0
             for c in self.controllers:
                 name = type(c).__name__
-                while True:
-                    ready = sorted(k for k in c.dirty if not store.writing((c, k)))
+                writing = sum(1 for o in store._deferred if o is not None and o[0] is c)
+                waiting = self._waiting.setdefault(id(c), {})
+                for key in [k for k in waiting if k not in c.dirty]:
+                    del waiting[key]  # (no longer dirty without a sync here: forgotten)
+                while writing < self.concurrent_syncs:
+                    for key in sorted(c.dirty.difference(waiting)):
+                        waiting[key] = next(self._seq)
+                    ready = sorted((k for k in c.dirty if not store.writing((c, k))), key=waiting.__getitem__)
                     if not ready:
                         break
                     for key in ready:
+                        del waiting[key]
                         owner = (c, key)
                         if owner in store._deferred:  # its writes first (they have ended)
                             self._take_created([owner])
+                            writing -= 1
                         c.dirty.discard(key)  # (taking them may have marked it again)
                         store.owner = owner
                         try:
@@ -181,10 +195,10 @@ class KubeControllers:
                         finally:
                             store.owner = None
                         ran += 1
-                        if len(store._deferred) > self.concurrent_syncs:
-                            self._take_created(store.written_owners())
-                            while len(store._deferred) > self.concurrent_syncs:
-                                self._take_created(store.deferred_owners()[:1])
+                        if owner in store._deferred:
+                            writing += 1
+                            if writing >= self.concurrent_syncs:
+                                break
             done += ran
             if not ran:
                 break
