@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from .dispatch import RateLimiter as TokenBucket
+from .http1 import Pool
 
 try:  # list pages and watch streams are mostly JSON decoding: orjson does it several times faster
     import orjson
@@ -272,6 +273,7 @@ class KubeClient:
         self.config = config
         self.limiter = RateLimiter(config.qps, config.burst)
         self._session = None
+        self._pool: Pool | None = None  # keep-alive connections for writes (see http1)
         self._token: tuple[str | None, float] = (None, 0.0)
         self.requests = 0
 
@@ -288,6 +290,9 @@ class KubeClient:
         return self._session
 
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -335,11 +340,14 @@ class KubeClient:
     ) -> dict[str, Any]:
         """One API call. ``fence``, when given, is asked right before the request leaves (after
         the rate limiter's wait, which can be long): if it returns False, :class:`Fenced` is raised
-        and nothing is sent (a leader that lost its lease while waiting must not write)."""
+        and nothing is sent (a leader that lost its lease while waiting must not write). Writes go
+        through the lean transport (``http1``), reads through aiohttp."""
         import aiohttp
 
         if limited:
             await self.limiter.acquire()
+        if method != "GET":
+            return await self._write(method, path, body, params, content_type, timeout, fence)
         sess = await self.session()
         if fence is not None and not fence():
             raise Fenced(f"{method} {path} not sent: fenced")
@@ -353,14 +361,34 @@ class KubeClient:
             headers=self._headers(content_type if data is not None else None),
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as resp:
-            raw = await resp.read()
-            try:
-                payload = _loads(raw) if raw else {}
-            except ValueError:
-                payload = {"message": raw.decode("utf-8", "replace")}
-            if resp.status >= 300:
-                raise ApiError(resp.status, payload, method, path)
-            return payload
+            return _payload(resp.status, await resp.read(), method, path)
+
+    async def _write(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: dict[str, Any] | None,
+        content_type: str,
+        timeout: float,
+        fence: Callable[[], bool] | None,
+    ) -> dict[str, Any]:
+        pool = self._pool
+        if pool is None:
+            cfg = self.config
+            pool = self._pool = Pool(cfg.server, cfg.ssl_context(), cfg.max_connections, cfg.user_agent)
+        if fence is not None and not fence():
+            raise Fenced(f"{method} {path} not sent: fenced")
+        data = None if body is None else _dumps(body)
+        self.requests += 1
+        answer = await pool.send(
+            method,
+            pool.target(path, _params(params)),
+            self._headers(content_type if data is not None else None),
+            data,
+            timeout,
+        )
+        return _payload(answer.status, answer.body, method, path)
 
     async def stream(self, path: str, params: dict[str, Any], timeout: float) -> AsyncIterator[dict[str, Any]]:
         """Watch events (one JSON object per line) until the server ends the stream."""
@@ -435,6 +463,17 @@ class KubeClient:
         async with self._get(path, params, aiohttp.ClientTimeout(total=timeout), CONTENT_TYPE) as resp:
             await _expect_protobuf(resp, CONTENT_TYPE, "GET", path)
             return await resp.read()
+
+
+def _payload(status: int, raw: bytes, method: str, path: str) -> dict[str, Any]:
+    """An answer's JSON (its text as the message when it is not JSON); ApiError unless 2xx."""
+    try:
+        payload = _loads(raw) if raw else {}
+    except ValueError:
+        payload = {"message": raw.decode("utf-8", "replace")}
+    if status >= 300:
+        raise ApiError(status, payload, method, path)
+    return payload
 
 
 async def _expect_protobuf(resp: Any, content_type: str, verb: str, path: str) -> None:
