@@ -445,7 +445,10 @@ class KubeScheduler:
                 pg = self.store.get("PodGroup", key)
                 if pg is not None:
                     self.cache.on_podgroup(_with_status(pg, status))
-                self.dispatch.status(("PodGroup", key), functools.partial(self._write_podgroup, key))
+                # A group leaving Pending (enqueued) is what the job controller waits for to create
+                # its pods: it goes ahead of the bindings, not up to max_status_delay behind them.
+                leaves = pg is not None and (pg.status.phase or "Pending") == "Pending" != status.get("phase")
+                self.dispatch.status(("PodGroup", key), functools.partial(self._write_podgroup, key), urgent=leaves)
             for name, status in d.queues:
                 if self.queue_wanted.get(name) != status:
                     self.queue_wanted[name] = status
