@@ -213,3 +213,41 @@ def test_each_pod_is_one_request_and_keeps_its_templates_unmodelled_fields():
             assert c.double.counts["update/Pod"] == 0
 
     run(scenario())
+
+
+def test_pods_of_a_gang_still_being_created_get_no_condition_writes():
+    """A gang with fewer pods than its minMember (its controller is still creating them, batch by
+    batch) is explained on its PodGroup only, as Volcano does: its pods are not written again
+    with every new batch. Once all exist and still do not fit, each pod says why."""
+    from test_kube_e2e import spark_style
+
+    from lavaflow.testing import fake_node
+
+    async def scenario():
+        async with Cluster([fake_node("n0", cpu="2", memory="8Gi")]) as c:
+            c.start_controllers()
+            c.start_scheduler()
+            await c.until_ready()
+            pg, *pods = spark_style()
+            await c.create([pg, *pods[:2]])
+
+            async def podgroup_explained():
+                (got,) = await c.objects("PodGroup", "spark")
+                return any(x["type"] == "Unschedulable" for x in (got.get("status") or {}).get("conditions", []))
+
+            await c.wait_for(podgroup_explained, 10, "the PodGroup to be reported unschedulable")
+            await asyncio.sleep(0.5)  # several cycles
+            assert c.double.counts["patch/Pod"] == 0
+            await c.create(pods[2:])
+
+            async def pods_explained():
+                got = await c.pods("spark")
+                conds = [
+                    next((x for x in p["status"].get("conditions", []) if x["type"] == "PodScheduled"), None)
+                    for p in got
+                ]
+                return len(conds) == 3 and all(x and x["status"] == "False" for x in conds)
+
+            await c.wait_for(pods_explained, 10, "PodScheduled=False on every pod once the gang is whole")
+
+    run(scenario())

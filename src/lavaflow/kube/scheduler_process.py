@@ -490,6 +490,11 @@ class KubeScheduler:
             cond = job.condition
             if cond is None or cond[0] != "Unschedulable":
                 continue
+            if job.valid_task_num() < job.min_available:
+                # Not all its pods exist yet (its job controller is still creating them): as in
+                # Volcano, which leaves such a gang out of the session, its PodGroup condition says
+                # so and its pods are not written, once per batch of new pods.
+                continue
             message = self.cosched.pod_message(job.uid, cond[2] or cond[1] or "Unschedulable")
             for task in job.tasks.values():
                 if task.status != TaskStatus.PENDING or task.uid in self.inflight or task.pod is None:
