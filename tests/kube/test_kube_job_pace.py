@@ -53,6 +53,16 @@ async def _pods(c: Cluster, n: int) -> list[dict] | None:
     return pods if len(pods) >= n else None
 
 
+async def one_job_enqueued(c: Cluster, replicas: int, prefix: str, hold: float) -> None:
+    """Pod creates answered ``hold`` seconds late, the controllers started, one Job of
+    ``replicas`` pods created and its PodGroup enqueued."""
+    c.double.hold("Pod", "create", hold)
+    c.start_controllers()
+    await c.until_ready()
+    await c.create(many_jobs(1, replicas, prefix=prefix))
+    await enqueue_all(c, 1)
+
+
 def test_rate_limiter_lets_a_burst_through_then_paces_at_qps():
     now = [50.0]
     rl = RateLimiter(qps=20.0, burst=3, clock=lambda: now[0])
@@ -89,11 +99,7 @@ def test_a_jobs_pods_go_out_in_slow_start_batches():
 
     async def scenario():
         async with Cluster() as c:
-            c.double.hold("Pod", "create", 0.15)
-            c.start_controllers()
-            await c.until_ready()
-            await c.create(many_jobs(1, 15, prefix="big"))
-            await enqueue_all(c, 1)
+            await one_job_enqueued(c, 15, "big", 0.15)
             await c.wait_for(lambda: _pods(c, 15), 20, "15 pods")
             assert c.double.held_peaks[("Pod", "create")] == [1, 2, 4, 8]
 
@@ -120,6 +126,34 @@ def test_jobs_do_not_wait_for_each_others_writes():
             assert max(c.double.held_peaks[("Pod", "create")]) >= 8
 
     run(scenario())
+
+
+def test_a_job_changed_while_its_pods_are_being_created_gets_each_pod_once(caplog):
+    """The Job is written to (a label, three times) while its pods' creates are under way (400 ms
+    each): its key is dirty again, but it is synced only once those writes have ended and their
+    results are in the cache, so each pod is sent once and no pod is taken for another object's."""
+
+    async def scenario():
+        async with Cluster() as c:
+            await one_job_enqueued(c, 6, "touched", 0.4)
+            path = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs/touched-0"
+            for i in range(3):
+                await asyncio.sleep(0.2)
+                await c.api.request(
+                    "PATCH",
+                    path,
+                    body={"metadata": {"labels": {"touched": str(i)}}},
+                    content_type="application/merge-patch+json",
+                )
+            await c.wait_for(lambda: _pods(c, 6), 20, "6 pods")
+            await asyncio.sleep(0.5)  # (a late duplicate would show here)
+            assert c.double.counts["create/Pod"] == 6
+            assert c.double.held_peaks[("Pod", "create")] == [1, 2, 3]
+            taken = [r.getMessage() for r in caplog.records if "is taken by another object" in r.getMessage()]
+            assert not taken, taken
+
+    with caplog.at_level(logging.INFO, logger="lavaflow"):
+        run(scenario())
 
 
 def test_at_most_concurrent_syncs_jobs_have_writes_under_way():
