@@ -246,6 +246,7 @@ class Controller:
                 except aiohttp.ClientError:
                     pass
                 if time.monotonic() > deadline:
+                    await self.__aexit__()  # (not left running behind the error)
                     raise RuntimeError(f"controller not ready after 60 s; see {self.log}")
                 await asyncio.sleep(0.1)
         return self
