@@ -8,9 +8,15 @@ Pending; this measures the controller alone). The CRDs are applied from deploy/c
   N Volcano Jobs (batch.volcano.sh/v1alpha1, one task of 10 replicas, minAvailable 10, cpu 10m,
   schedulerName volcano, defaulted as the admission webhook would) are created at once in a fresh
   namespace. Two watches (PodGroups, pods of that namespace) record when each object first
-  appears. Printed: seconds from the first create to all N PodGroups and to all 10N pods, pods/s,
-  the controller's CPU seconds (user+system over the burst) and its peak (VmHWM) and final (VmRSS)
-  resident memory. The jobs, then their pods and PodGroups, are deleted afterwards.
+  appears. Printed: seconds from the first create to all N PodGroups and to the first and all 10N
+  pods, pods/s (from the first Job create, and from the first pod to the last: the creation rate),
+  the wall time beside the controller's CPU seconds (user+system over the burst), the API server's
+  CPU (``--server-pids``: kube-apiserver's and etcd's pids), the load average before and after, and
+  the controller's peak (VmHWM) and final (VmRSS) resident memory. The jobs, then their pods and
+  PodGroups, are deleted afterwards. ``--ceiling`` first creates as many bare pods from this
+  script as fast as it can (64 in flight, no rate limit, no watch): the server's own pace on this
+  machine, beside the client's and the server's CPU. ``--keep-crds`` uses the CRDs the server has
+  (e.g. Volcano's own, whose PodGroup has no status subresource) instead of applying lavaflow's.
 * Long run (``--rounds R`` of ``--round-jobs M``, one controller process for all rounds): each
   round creates M jobs, waits for their pods, marks every pod Succeeded (status subresource; the
   jobs complete), deletes the jobs, pods and PodGroups, waits until the controller's watches have
@@ -89,6 +95,21 @@ def admitted(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def pod_spec() -> dict[str, Any]:
+    """The spec of every pod here: a Job task's template, and the ceiling's bare pods."""
+    return {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "c",
+                "image": "registry.k8s.io/pause:3.9",
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+            }
+        ],
+    }
+
+
 def job_doc(ns: str, name: str, scheduler: str) -> dict[str, Any]:
     return admitted(
         {
@@ -103,19 +124,7 @@ def job_doc(ns: str, name: str, scheduler: str) -> dict[str, Any]:
                     {
                         "name": "worker",
                         "replicas": REPLICAS,
-                        "template": {
-                            "spec": {
-                                "restartPolicy": "Never",
-                                "terminationGracePeriodSeconds": 0,
-                                "containers": [
-                                    {
-                                        "name": "c",
-                                        "image": "registry.k8s.io/pause:3.9",
-                                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                                    }
-                                ],
-                            }
-                        },
+                        "template": {"spec": pod_spec()},
                     }
                 ],
             },
@@ -237,6 +246,7 @@ class Controller:
                 except aiohttp.ClientError:
                     pass
                 if time.monotonic() > deadline:
+                    await self.__aexit__()  # (not left running behind the error)
                     raise RuntimeError(f"controller not ready after 60 s; see {self.log}")
                 await asyncio.sleep(0.1)
         return self
@@ -287,11 +297,16 @@ class Enqueuer:
         t.add_done_callback(self.tasks.discard)
 
     async def _one(self, name: str) -> None:
+        path = PODGROUPS.format(ns=self.ns) + f"/{name}"
+        body = {"status": {"phase": "Inqueue"}}
         async with self.sem:
-            await call(
-                self.client, "PATCH", PODGROUPS.format(ns=self.ns) + f"/{name}/status",
-                {"status": {"phase": "Inqueue"}}, content_type="application/merge-patch+json",
-            )  # fmt: skip
+            try:
+                await call(self.client, "PATCH", path + "/status", body, content_type="application/merge-patch+json")
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                # Volcano's own PodGroup CRD has no status subresource: the status is on the object
+                await call(self.client, "PATCH", path, body, content_type="application/merge-patch+json")
 
 
 async def create_jobs(client: KubeClient, ns: str, n: int, scheduler: str) -> None:
@@ -330,11 +345,59 @@ async def clear(client: KubeClient, ns: str, pods: Seen, pgs: Seen | None = None
         await client.request("DELETE", f"/api/v1/namespaces/{ns}")
 
 
+def server_cpu(args) -> float:
+    """CPU seconds (user + system) used so far by the API server's processes (--server-pids)."""
+    return sum(proc_stats(int(p))["cpu"] for p in args.server_pids.split(",") if p) if args.server_pids else 0.0
+
+
+def own_cpu() -> float:
+    return proc_stats(os.getpid())["cpu"]
+
+
+async def ceiling(client: KubeClient, args, n: int) -> dict[str, Any]:
+    """The server's own pace: ``n`` bare pods created by this script as fast as it can (64 requests
+    in flight, no rate limit, through the client's lean write path, no watch open), beside the CPU
+    of this client and of the server."""
+    ns = await namespace(client, f"ceiling-{n}")
+    load0, server0, cpu0 = os.getloadavg()[0], server_cpu(args), own_cpu()
+    t0 = time.monotonic()
+
+    def pod(i: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p-{i:06d}", "namespace": ns, "labels": {"bench": "ceiling"}},
+            "spec": {"schedulerName": "none", **pod_spec()},
+        }
+
+    await bounded(64, (call(client, "POST", PODS.format(ns=ns), pod(i)) for i in range(n)))
+    wall = time.monotonic() - t0
+    res = {
+        "pods": n,
+        "wall_s": round(wall, 2),
+        "pods_per_s": round(n / wall, 1),
+        "client_cpu_s": round(own_cpu() - cpu0, 2),
+        "server_cpu_s": round(server_cpu(args) - server0, 2) if args.server_pids else None,
+        "load_1m_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)],
+    }
+    print(f"  ceiling {json.dumps(res)}", flush=True)
+    opts = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    for _ in range(10):
+        with contextlib.suppress(Exception):
+            await client.request("DELETE", PODS.format(ns=ns), body=opts, timeout=600)
+        if not (await client.request("GET", PODS.format(ns=ns), params={"limit": 1})).get("items"):
+            break
+    with contextlib.suppress(ApiError):
+        await client.request("DELETE", f"/api/v1/namespaces/{ns}")
+    return res
+
+
 async def burst(client: KubeClient, args, n: int, kubeconfig: str, tmp: Path) -> dict[str, Any]:
     ns = await namespace(client, str(n))
     async with Controller(args, kubeconfig, tmp / f"controller-{n}.log") as ctl:
         await asyncio.sleep(1.0)
         before = ctl.stats()
+        server0, load0 = server_cpu(args), os.getloadavg()[0]
         async with (
             Seen(client, PODGROUPS.format(ns=ns), Enqueuer(client, ns)) as pgs,
             Seen(client, PODS.format(ns=ns)) as pods,
@@ -345,18 +408,25 @@ async def burst(client: KubeClient, args, n: int, kubeconfig: str, tmp: Path) ->
             await pgs.until(lambda: len(pgs.first) >= n, args.timeout, f"{n} PodGroups")
             await pods.until(lambda: len(pods.first) >= REPLICAS * n, args.timeout, f"{REPLICAS * n} pods")
             t_pg = max(pgs.first.values()) - t0
+            t_first = min(pods.first.values()) - t0
             t_pods = max(pods.first.values()) - t0
             await asyncio.sleep(2.0)  # let the controller settle (status writes after the last pod)
             after = ctl.stats()
+            wall = time.monotonic() - t0
             res = {
                 "jobs": n,
                 "pods": len(pods.first),
                 "podgroups": len(pgs.first),
                 "create_s": round(created, 2),
                 "all_podgroups_s": round(t_pg, 2),
+                "first_pod_s": round(t_first, 2),
                 "all_pods_s": round(t_pods, 2),
                 "pods_per_s": round(len(pods.first) / max(t_pods, 1e-3), 1),
+                "creation_pods_per_s": round(len(pods.first) / max(t_pods - t_first, 1e-3), 1),
+                "wall_s": round(wall, 2),
                 "controller_cpu_s": round(after["cpu"] - before["cpu"], 1),
+                "server_cpu_s": round(server_cpu(args) - server0, 1) if args.server_pids else None,
+                "load_1m_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)],
                 "rss_start_mib": round(before["VmRSS"], 1),
                 "peak_rss_mib": round(after["VmHWM"], 1),
                 "final_rss_mib": round(after["VmRSS"], 1),
@@ -493,6 +563,18 @@ async def main() -> int:
     ap.add_argument("--port", type=int, default=18081)
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--logdir", help="keep the controller's logs here (default: a temporary directory)")
+    ap.add_argument("--server-pids", help="comma-separated pids of kube-apiserver and etcd: their CPU is reported too")
+    ap.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="first create the same number of bare pods from this script as fast as it can (the server's pace)",
+    )
+    ap.add_argument(
+        "--keep-crds",
+        action="store_true",
+        help="use the CRDs the server has (e.g. Volcano's own) instead of applying lavaflow's",
+    )
     args = ap.parse_args()
     kubeconfig = str(Path(args.kubeconfig).resolve())
     cfg = load_config(kubeconfig)
@@ -502,9 +584,12 @@ async def main() -> int:
     print(f"server {version.get('gitVersion')}, {os.cpu_count()} cores, load {os.getloadavg()}", flush=True)
     out: dict[str, Any] = {"server": version.get("gitVersion"), "qps": args.qps}
     try:
-        await install_crds(client)
+        if not args.keep_crds:
+            await install_crds(client)
         with tempfile.TemporaryDirectory(prefix="lavaflow-burst-") as d:
-            tmp = Path(d)
+            tmp = Path(args.logdir or d)
+            if args.ceiling:
+                out["ceiling"] = [await ceiling(client, args, REPLICAS * int(n)) for n in args.jobs.split(",") if n]
             out["burst"] = [await burst(client, args, int(n), kubeconfig, tmp) for n in args.jobs.split(",") if n]
             if args.rounds:
                 out["rounds"] = await long_run(client, args, kubeconfig, tmp)
@@ -513,12 +598,22 @@ async def main() -> int:
     finally:
         await client.close()
     print(f"\nload {os.getloadavg()}")
-    print("| jobs | pods | all PodGroups | all pods | pods/s | controller CPU | peak RSS | final RSS |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in out.get("burst", []):
+    for r in out.get("ceiling", []):
         print(
-            f"| {r['jobs']} | {r['pods']} | {r['all_podgroups_s']} s | {r['all_pods_s']} s | {r['pods_per_s']} "
-            f"| {r['controller_cpu_s']} s | {r['peak_rss_mib']} MiB | {r['final_rss_mib']} MiB |"
+            f"ceiling: {r['pods']} bare pods from this script in {r['wall_s']} s = {r['pods_per_s']} pods/s, "
+            f"client CPU {r['client_cpu_s']} s, server CPU {r['server_cpu_s']} s, load {r['load_1m_before_after']}"
+        )
+    print(
+        "| jobs | pods | all PodGroups | first pod | all pods | pods/s (from the first Job) | pods/s (first to last pod) "
+        "| wall | controller CPU | server CPU | load before / after | peak RSS | final RSS |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in out.get("burst", []):
+        load = " / ".join(str(x) for x in r["load_1m_before_after"])
+        print(
+            f"| {r['jobs']} | {r['pods']} | {r['all_podgroups_s']} s | {r['first_pod_s']} s | {r['all_pods_s']} s "
+            f"| {r['pods_per_s']} | {r['creation_pods_per_s']} | {r['wall_s']} s | {r['controller_cpu_s']} s "
+            f"| {r['server_cpu_s']} s | {load} | {r['peak_rss_mib']} MiB | {r['final_rss_mib']} MiB |"
         )
     if out.get("rounds"):
         print(f"\nlong run, {args.round_jobs} jobs per round: RSS MiB per round (0 = idle):")

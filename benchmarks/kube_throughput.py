@@ -82,8 +82,26 @@ async def ensure_nodes(client: KubeClient, count: int, cpu: str, memory: str, po
 
     await bounded(32, (post(client, "/api/v1/nodes", node(n)) for n in missing))
     await bounded(32, (client.request("DELETE", f"/api/v1/nodes/{n}") for n in extra))
+    # kube-apiserver's TaintNodesByCondition admission taints every new node not-ready:NoSchedule,
+    # and only kube-controller-manager's node lifecycle controller (not run here) lifts it once
+    # the node reports Ready, as the fake nodes do: lift it as it would.
+    tainted = [
+        n["metadata"]["name"]
+        for n in (await client.request("GET", "/api/v1/nodes", params={"labelSelector": NODE_LABEL})).get("items", [])
+        if n["metadata"]["name"] in want and (n.get("spec") or {}).get("taints")
+    ]
+    untaint = {"spec": {"taints": None}}
+    await bounded(
+        32,
+        (
+            client.request("PATCH", f"/api/v1/nodes/{n}", body=untaint, content_type="application/merge-patch+json")
+            for n in tainted
+        ),
+    )
     print(
-        f"  nodes: {count} ({len(missing)} created, {len(extra)} deleted in {time.monotonic() - t0:.1f}s)", flush=True
+        f"  nodes: {count} ({len(missing)} created, {len(extra)} deleted, {len(tainted)} untainted in "
+        f"{time.monotonic() - t0:.1f}s)",
+        flush=True,
     )
 
 

@@ -21,9 +21,15 @@ Two experiments:
   Both processes are started and proven ready with one warm-up Job before the clock starts; then
   all Jobs are created at once (64 concurrent requests). Reported: seconds to create the Jobs,
   first pod created and first pod bound (from the first create), bound pods/s end to end (all pods
-  / time from the first create to the last binding), wall time, and the CPU seconds (user +
-  system) of each process over the burst. ``--neighbour pinned`` runs ``while True: pass`` pinned
-  to the last core, ``free`` the same loop unpinned.
+  / time from the first create to the last binding), wall time, the CPU seconds (user + system) of
+  each process over the burst (and of the API server's, with ``--server-pids``), the load average
+  before and after, the writes the API server served (its ``apiserver_request_total`` by verb and
+  resource, read from /metrics before and after), and per Job the median and 90th percentile of
+  each step: its PodGroup after its create, Inqueue after the PodGroup, its last pod after Inqueue,
+  its last binding after its last pod. ``--neighbour pinned`` runs ``while True: pass`` pinned to
+  the last core, ``free`` the same loop unpinned. New fake nodes are untainted as kube-controller-
+  manager's node lifecycle controller would (the server's TaintNodesByCondition admission taints
+  them not-ready).
 
     python benchmarks/kube_volcano.py --kubeconfig K --vc-scheduler BIN --scheduler-conf CONF \\
         shape --nodes 1000,5000 --pods 5000
@@ -48,7 +54,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kube_controller_burst import job_doc, proc_stats  # noqa: E402
+from kube_controller_burst import Seen, job_doc, proc_stats, server_cpu  # noqa: E402
 from kube_throughput import BindWatch, bounded, connect, create_grouped_pods, ensure_nodes, post  # noqa: E402
 
 from lavaflow.kube.client import ApiError, KubeClient  # noqa: E402
@@ -115,7 +121,37 @@ def controller_cmd(args, which: str, kubeconfig: str) -> list[str]:
     return [
         LAVAFLOW, "controller", "--kubeconfig", kubeconfig, "--no-leader-elect", "--kube-api-qps", str(args.qps),
         "--kube-api-burst", str(int(args.qps)), "--listen-address", "127.0.0.1", "--listen-port", "18081",
+        *args.lavaflow_controller_arg,
     ]  # fmt: skip
+
+
+async def server_requests(client: KubeClient) -> dict[str, float]:
+    """The API server's request counters (``apiserver_request_total``) by verb and resource,
+    from its /metrics; {} when it cannot be read."""
+    import aiohttp
+
+    try:
+        async with client._get("/metrics", {}, aiohttp.ClientTimeout(total=30), accept="text/plain") as resp:
+            if resp.status != 200:
+                return {}
+            text = await resp.text()
+    except Exception:  # noqa: BLE001 - a server that does not let us read its metrics
+        return {}
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        lab = dict(kv.split("=", 1) for kv in labels[len("apiserver_request_total{") : -1].split(",") if "=" in kv)
+        verb = lab.get("verb", "").strip('"')
+        if verb in ("WATCH", "LIST", "GET"):
+            continue
+        res = lab.get("resource", "").strip('"') + (
+            "/" + lab["subresource"].strip('"') if lab.get("subresource") else ""
+        )
+        key = f"{verb} {res}"
+        out[key] = out.get(key, 0.0) + float(value)
+    return out
 
 
 def start_neighbour(kind: str) -> subprocess.Popen | None:
@@ -221,18 +257,68 @@ async def ready_by_canary(client: KubeClient, procs: list[Proc], timeout: float)
 
 
 class Created:
-    """First time each pod of a namespace is seen (created), beside BindWatch's bindings."""
+    """When each pod of a namespace is first seen (created), per Job, beside BindWatch's bindings."""
 
     def __init__(self, watch: BindWatch) -> None:
         self.first: float | None = None
+        self.pods: dict[str, float] = {}
+        self.job_of: dict[str, str] = {}
         orig = watch._see
 
         def see(pod: dict[str, Any], now: float) -> None:
             if self.first is None:
                 self.first = now
+            name = pod["metadata"]["name"]
+            if name not in self.pods:
+                self.pods[name] = now
+                self.job_of[name] = ((pod["metadata"].get("labels") or {}).get("volcano.sh/job-name")) or ""
             orig(pod, now)
 
         watch._see = see  # type: ignore[method-assign]
+
+
+class GroupWatch(Seen):
+    """When each Job's PodGroup appears and when it first leaves Pending (the scheduler's enqueue)."""
+
+    def __init__(self, client: KubeClient, ns: str) -> None:
+        super().__init__(client, PODGROUPS.format(ns=ns))
+        self.appeared: dict[str, float] = {}
+        self.inqueue: dict[str, float] = {}
+
+    def _see(self, typ: str, obj: dict[str, Any], now: float) -> None:
+        super()._see(typ, obj, now)
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        job = next((r.get("name") for r in refs if r.get("kind") == "Job"), None)
+        if job is None or typ == "DELETED":
+            return
+        self.appeared.setdefault(job, now)
+        if (obj.get("status") or {}).get("phase") not in (None, "", "Pending"):
+            self.inqueue.setdefault(job, now)
+
+
+def stages(job_created: dict[str, float], groups: GroupWatch, created: Created, watch: BindWatch) -> dict[str, Any]:
+    """Per Job, the seconds each step took (median / 90th percentile over the Jobs): its PodGroup
+    after its create (controller), Inqueue after the PodGroup (scheduler), its last pod after
+    Inqueue (controller), its last binding after its last pod (scheduler)."""
+    last_pod: dict[str, float] = {}
+    last_bind: dict[str, float] = {}
+    for pod, at in created.pods.items():
+        job = created.job_of[pod]
+        last_pod[job] = max(last_pod.get(job, 0.0), at)
+        if pod in watch.bound:
+            last_bind[job] = max(last_bind.get(job, 0.0), watch.bound[pod])
+    steps = {
+        "job_to_podgroup": (job_created, groups.appeared),
+        "podgroup_to_inqueue": (groups.appeared, groups.inqueue),
+        "inqueue_to_pods": (groups.inqueue, last_pod),
+        "pods_to_bound": (last_pod, last_bind),
+    }
+    out: dict[str, Any] = {}
+    for name, (start, end) in steps.items():
+        spans = sorted(end[j] - start[j] for j in start if j in end)
+        if spans:
+            out[name] = [round(spans[len(spans) // 2], 2), round(spans[int(len(spans) * 0.9)], 2)]
+    return out
 
 
 async def jobs_phase(
@@ -249,20 +335,33 @@ async def jobs_phase(
         created = Created(watch)
         watch.start()
         await watch.ready.wait()
+        groups = GroupWatch(client, ns)
+        await groups.__aenter__()
         noise = start_neighbour(neighbour)
         await asyncio.sleep(0.5 if noise else 0)
         cpu0 = {p.name: p.cpu() for p in (ctl, sched)}
+        server0 = server_cpu(args)
+        writes0 = await server_requests(client)
         load0 = os.getloadavg()[0]
         docs = [job_doc(ns, f"j-{i:05d}", "volcano") for i in range(args.jobs)]
+        job_created: dict[str, float] = {}
+
+        async def create(doc: dict[str, Any]) -> None:
+            await post(client, JOBS.format(ns=ns), doc)
+            job_created[doc["metadata"]["name"]] = time.monotonic()
+
         t0 = time.monotonic()
-        await bounded(64, (post(client, JOBS.format(ns=ns), d) for d in docs))
+        await bounded(64, (create(d) for d in docs))
         t_created = time.monotonic() - t0
         n = args.jobs * 10
         done = await wait_bound(watch, n, [ctl, sched], args.timeout, t0)
         t_end = time.monotonic()
         cpu = {p.name: round(p.cpu() - cpu0[p.name], 2) for p in (ctl, sched)}
+        server = round(server_cpu(args) - server0, 2)
+        writes1 = await server_requests(client)
         load1 = os.getloadavg()[0]
         await watch.stop()
+        await groups.__aexit__(None, None, None)
     finally:
         if noise is not None:
             noise.kill()
@@ -288,7 +387,12 @@ async def jobs_phase(
         "wall_s": round(t_end - t0, 2),
         "cpu_controller_s": cpu[ctl.name],
         "cpu_scheduler_s": cpu[sched.name],
+        "cpu_server_s": server if args.server_pids else None,
         "load_1m_before_after": [round(load0, 2), round(load1, 2)],
+        "stages_median_p90_s": stages(job_created, groups, created, watch),
+        "server_writes": {
+            k: int(v - writes0.get(k, 0.0)) for k, v in sorted(writes1.items()) if v > writes0.get(k, 0.0)
+        },
     }
     print(f"  {json.dumps(res)}", flush=True)
     for done_ns in (ns, canary):
@@ -313,10 +417,17 @@ async def main() -> int:
     ap.add_argument("--vc-verbosity", type=int, default=1, help="vc-scheduler's -v (its log is kept with --json)")
     ap.add_argument("--scheduler-conf", help="volcano-scheduler.conf given to both schedulers")
     ap.add_argument("--qps", type=float, default=2000.0, help="client QPS and burst of every process")
+    ap.add_argument(
+        "--lavaflow-controller-arg",
+        action="append",
+        default=[],
+        help="one more argument for lavaflow controller (repeat: --lavaflow-controller-arg=--concurrent-syncs=128)",
+    )
     ap.add_argument("--node-cpu", default="32")
     ap.add_argument("--node-memory", default="128Gi")
     ap.add_argument("--node-pods", default="110")
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--server-pids", help="comma-separated pids of kube-apiserver and etcd: their CPU is reported too")
     ap.add_argument("--json", help="append the results (one JSON object a line) to this file")
     ap.add_argument("--keep-nodes", action="store_true")
     sub = ap.add_subparsers(dest="experiment", required=True)
@@ -385,14 +496,20 @@ def table(args, results: list[dict[str, Any]]) -> None:
         return
     print(
         "\n| nodes | neighbour | system | bound | pods/s | first pod (s) | first binding (s) | last binding (s) "
-        "| CPU controller (s) | CPU scheduler (s) |"
+        "| CPU controller (s) | CPU scheduler (s) | CPU server (s) | load before / after |"
     )
-    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in results:
+        load = " / ".join(str(x) for x in r["load_1m_before_after"])
         print(
             f"| {r['nodes']} | {r['neighbour']} | {r['system']} | {r['bound']} | {r['pods_per_s']} | {r['first_pod_s']} "
-            f"| {r['first_bind_s']} | {r['last_bind_s']} | {r['cpu_controller_s']} | {r['cpu_scheduler_s']} |"
+            f"| {r['first_bind_s']} | {r['last_bind_s']} | {r['cpu_controller_s']} | {r['cpu_scheduler_s']} "
+            f"| {r['cpu_server_s']} | {load} |"
         )
+    print("\nper Job, median / 90th percentile seconds of each step:")
+    for r in results:
+        steps = ", ".join(f"{k} {v[0]} / {v[1]}" for k, v in r["stages_median_p90_s"].items())
+        print(f"  {r['nodes']} nodes, {r['neighbour']}, {r['system']}: {steps}")
 
 
 if __name__ == "__main__":

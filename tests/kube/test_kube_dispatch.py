@@ -46,6 +46,25 @@ def test_decisions_go_before_status_and_status_before_events():
     run(scenario())
 
 
+def test_an_urgent_status_goes_ahead_of_decisions_once_per_object():
+    """A PodGroup leaving Pending gates its pods' creation: its status does not wait behind the
+    bindings, and is still written once, with the newest work, never twice at once."""
+
+    async def scenario():
+        d = Dispatcher(workers=1)
+        log: list = []
+        d.decision(_recorder(log, "bind-1"))
+        d.status("pg-a", _recorder(log, "status-a"))
+        d.status("pg-b", _recorder(log, "status-b-old"), urgent=True)
+        d.status("pg-b", _recorder(log, "status-b"))  # newer work for an urgent key: still urgent
+        d.decision(_recorder(log, "bind-2"))
+        assert await d.drain(5)
+        assert [n for what, n in log if what == "start"] == ["status-b", "bind-1", "bind-2", "status-a"]
+        await d.stop()
+
+    run(scenario())
+
+
 def test_status_is_coalesced_per_object_and_one_object_is_never_written_twice_at_once():
     async def scenario():
         d = Dispatcher(workers=4, status_workers=4)

@@ -191,6 +191,15 @@ def controller_cmd(
     lock_namespace: Annotated[Optional[str], typer.Option("--lock-namespace")] = None,
     lock_name: Annotated[str, typer.Option("--lock-name")] = "lavaflow-controller",
     max_requeue: Annotated[int, typer.Option("--max-requeue-num")] = 15,
+    concurrent_syncs: Annotated[
+        int,
+        typer.Option(
+            "--concurrent-syncs",
+            min=1,
+            help="objects (Jobs, queues, ...) whose writes may be under way at once; each Job's pods go in "
+            "slow-start batches (1, 2, 4, ...), all inside --kube-api-qps/--kube-api-burst",
+        ),
+    ] = 64,
     listen_address: Annotated[str, typer.Option("--listen-address")] = "0.0.0.0",
     listen_port: Annotated[int, typer.Option("--listen-port")] = 8081,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
@@ -211,7 +220,9 @@ def controller_cmd(
             if leader_elect
             else None
         )
-        ctrl = KubeControllers(client, names, elector=elector, max_requeue=max_requeue)
+        ctrl = KubeControllers(
+            client, names, elector=elector, max_requeue=max_requeue, concurrent_syncs=concurrent_syncs
+        )
         await _run_component(ctrl, client, listen_address, listen_port)
 
     asyncio.run(main())

@@ -497,7 +497,7 @@ class JobController(Controller):
                 "spec": self._pg_spec(job),
             }
         )
-        created: PodGroup = self.store.create(pg)
+        created: PodGroup = self.store.create_later(pg)  # (on a cluster, sent while the sync goes on)
         return created
 
     def _template(self, job: Job, task: TaskSpec) -> tuple[Pod, list[str]]:

@@ -129,7 +129,7 @@ class QueueController(Controller):
             for f, v in counts.items():
                 setattr(st, f, v)
             st.state = state
-            self.store.update(queue)
+            self.store.update_later(queue)  # (on a cluster, sent while the next keys sync)
 
     def _state(self, queue: Queue, groups: int) -> str:
         want = self.desired.get(queue.name)

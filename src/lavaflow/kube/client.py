@@ -23,6 +23,9 @@ from typing import Any
 
 import yaml
 
+from .dispatch import RateLimiter as TokenBucket
+from .http1 import Pool
+
 try:  # list pages and watch streams are mostly JSON decoding: orjson does it several times faster
     import orjson
 
@@ -237,25 +240,32 @@ def load_config(kubeconfig: str | None = None, context: str | None = None) -> Cl
 
 
 class RateLimiter:
-    """Token bucket: ``qps`` requests per second with bursts of ``burst`` (qps <= 0: unlimited)."""
+    """client-go's client-side limit (its token bucket limiter): ``qps`` requests per second on
+    average, in bursts of at most ``burst`` (qps <= 0: unlimited). Each request reserves the next
+    token and sleeps until it is due, so waiting requests leave in the order they asked and none
+    polls."""
 
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.qps = qps
         self.burst = max(1, burst)
-        self.tokens = float(self.burst)
-        self.last = time.monotonic()
+        self.bucket = TokenBucket(qps, self.burst, clock) if qps > 0 else None
+        self.delayed = 0  # requests that had to wait for a token
+        self.waited = 0.0  # seconds they waited, summed
+
+    def reserve(self) -> float:
+        """Take the next token: how long to wait before it may be used."""
+        if self.bucket is None:
+            return 0.0
+        wait = self.bucket.reserve()
+        if wait > 0:
+            self.delayed += 1
+            self.waited += wait
+        return wait
 
     async def acquire(self) -> None:
-        if self.qps <= 0:
-            return
-        while True:
-            now = time.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
-            self.last = now
-            if self.tokens >= 1:
-                self.tokens -= 1
-                return
-            await asyncio.sleep((1 - self.tokens) / self.qps)
+        wait = self.reserve()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
 
 class KubeClient:
@@ -263,6 +273,7 @@ class KubeClient:
         self.config = config
         self.limiter = RateLimiter(config.qps, config.burst)
         self._session = None
+        self._pool: Pool | None = None  # keep-alive connections for writes (see http1)
         self._token: tuple[str | None, float] = (None, 0.0)
         self.requests = 0
 
@@ -279,6 +290,9 @@ class KubeClient:
         return self._session
 
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -326,11 +340,14 @@ class KubeClient:
     ) -> dict[str, Any]:
         """One API call. ``fence``, when given, is asked right before the request leaves (after
         the rate limiter's wait, which can be long): if it returns False, :class:`Fenced` is raised
-        and nothing is sent (a leader that lost its lease while waiting must not write)."""
+        and nothing is sent (a leader that lost its lease while waiting must not write). Writes go
+        through the lean transport (``http1``), reads through aiohttp."""
         import aiohttp
 
         if limited:
             await self.limiter.acquire()
+        if method != "GET":
+            return await self._write(method, path, body, params, content_type, timeout, fence)
         sess = await self.session()
         if fence is not None and not fence():
             raise Fenced(f"{method} {path} not sent: fenced")
@@ -344,14 +361,34 @@ class KubeClient:
             headers=self._headers(content_type if data is not None else None),
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as resp:
-            raw = await resp.read()
-            try:
-                payload = _loads(raw) if raw else {}
-            except ValueError:
-                payload = {"message": raw.decode("utf-8", "replace")}
-            if resp.status >= 300:
-                raise ApiError(resp.status, payload, method, path)
-            return payload
+            return _payload(resp.status, await resp.read(), method, path)
+
+    async def _write(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        params: dict[str, Any] | None,
+        content_type: str,
+        timeout: float,
+        fence: Callable[[], bool] | None,
+    ) -> dict[str, Any]:
+        pool = self._pool
+        if pool is None:
+            cfg = self.config
+            pool = self._pool = Pool(cfg.server, cfg.ssl_context(), cfg.max_connections, cfg.user_agent)
+        if fence is not None and not fence():
+            raise Fenced(f"{method} {path} not sent: fenced")
+        data = None if body is None else _dumps(body)
+        self.requests += 1
+        answer = await pool.send(
+            method,
+            pool.target(path, _params(params)),
+            self._headers(content_type if data is not None else None),
+            data,
+            timeout,
+        )
+        return _payload(answer.status, answer.body, method, path)
 
     async def stream(self, path: str, params: dict[str, Any], timeout: float) -> AsyncIterator[dict[str, Any]]:
         """Watch events (one JSON object per line) until the server ends the stream."""
@@ -426,6 +463,17 @@ class KubeClient:
         async with self._get(path, params, aiohttp.ClientTimeout(total=timeout), CONTENT_TYPE) as resp:
             await _expect_protobuf(resp, CONTENT_TYPE, "GET", path)
             return await resp.read()
+
+
+def _payload(status: int, raw: bytes, method: str, path: str) -> dict[str, Any]:
+    """An answer's JSON (its text as the message when it is not JSON); ApiError unless 2xx."""
+    try:
+        payload = _loads(raw) if raw else {}
+    except ValueError:
+        payload = {"message": raw.decode("utf-8", "replace")}
+    if status >= 300:
+        raise ApiError(status, payload, method, path)
+    return payload
 
 
 async def _expect_protobuf(resp: Any, content_type: str, verb: str, path: str) -> None:

@@ -92,11 +92,18 @@ def _times_in(obj: Any, depth: int) -> Any:
 
 
 def _times_out(obj: Any) -> Any:
+    """A copy of ``obj`` (dicts and lists) with float times turned into RFC 3339 strings."""
     if isinstance(obj, dict):
-        return {k: (format_time(v) if k in TIME_KEYS else _times_out(v)) for k, v in obj.items()}
+        return {
+            k: (format_time(v) if k in TIME_KEYS else _times_out(v) if isinstance(v, _NESTED) else v)
+            for k, v in obj.items()
+        }
     if isinstance(obj, list):
-        return [_times_out(v) for v in obj]
+        return [_times_out(v) if isinstance(v, _NESTED) else v for v in obj]
     return obj
+
+
+_NESTED = (dict, list)  # (only these are walked: a scalar is kept without a call)
 
 
 def exit_code_of(raw_status: dict[str, Any]) -> int | None:
@@ -135,7 +142,11 @@ def decode(res: Kind, raw: dict[str, Any]) -> Any | None:
 def encode(obj: Any, res: Kind | None = None) -> dict[str, Any]:
     """The wire form of a model (only the fields lavaflow models)."""
     d = obj.model_dump(by_alias=True, exclude_none=True, mode="json")
-    d = _times_out(d)
+    for k, v in d.items():
+        # (times are kept as floats in metadata and status only, never in a spec: a pod's spec is
+        # most of it, and a Job's pods are encoded one by one)
+        if k != "spec" and isinstance(v, (dict, list)):
+            d[k] = _times_out(v)
     if res is not None:
         d["apiVersion"] = res.api_version
         d["kind"] = res.api_kind

@@ -12,6 +12,7 @@ A key whose reconcile fails is retried with exponential back-off, at most
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from typing import Any
@@ -49,6 +50,7 @@ class KubeControllers:
         resync: float = 1.0,
         max_requeue: int = 15,
         extra_kinds: tuple[str, ...] = (),
+        concurrent_syncs: int = 64,
     ) -> None:
         self.client = client
         self.store = KubeStore(client, keep_raw=True)
@@ -64,15 +66,20 @@ class KubeControllers:
         self.max_requeue = max_requeue
         self.controllers = build_controllers(self.store, time.time, scheduler_names).all()
         self.failures: dict[tuple[int, str], int] = {}
+        # Per controller, the dirty keys not yet synced and when each was first seen dirty.
+        self._waiting: dict[int, dict[str, int]] = {}
+        self._seq = itertools.count()
         self.retry_at: dict[tuple[int, str], float] = {}
         self.wake = asyncio.Event()
         self.store.add_listener(lambda kind, ev, obj: self.wake.set())
         self.passes = 0
         self.last_tick = time.monotonic()
-        # A job's pods are created while the next jobs sync (Volcano's job controller syncs jobs
-        # on several workers): at most this many keys' creates in flight at once.
+        # A key's writes (a job's PodGroup, pods and status, a queue's status) are sent while the
+        # next keys sync (Volcano's controllers sync on several workers): at most this many keys
+        # with writes under way at once. Each write that ends wakes the loop.
         self.store.defer_creates = True
-        self.creates_in_flight = 8
+        self.concurrent_syncs = concurrent_syncs
+        self.store.on_written = self.wake.set
 
     @property
     def ready(self) -> bool:
@@ -150,21 +157,36 @@ class KubeControllers:
         return n
 
     def _settle(self) -> int:
+        """Sync every dirty key, until none is left (bounded). A key whose earlier writes are still
+        under way is not synced: it stays dirty and waits for them (their end wakes the loop), so
+        its pods are never created twice and no sync waits on another key's round trips. At most
+        ``concurrent_syncs`` keys of each controller have writes under way: past that its keys wait
+        too, and nothing waits on a write here. Keys are synced in the order they became dirty (a
+        new Job's PodGroup is not held back behind later work on other Jobs)."""
         done = 0
         store = self.store
         for _ in range(100):
-            if not any(c.dirty for c in self.controllers):
-                self._take_created()  # pods still being created: their results may mark keys
-                if not any(c.dirty for c in self.controllers):
-                    break
+            self._take_created(store.written_owners())  # ended writes may mark keys
+            ran = 0
             for c in self.controllers:
                 name = type(c).__name__
-                while c.dirty:
-                    for key in sorted(c.dirty):
-                        c.dirty.discard(key)
+                writing = sum(1 for o in store._deferred if o is not None and o[0] is c)
+                waiting = self._waiting.setdefault(id(c), {})
+                for key in [k for k in waiting if k not in c.dirty]:
+                    del waiting[key]  # (no longer dirty without a sync here: forgotten)
+                while writing < self.concurrent_syncs:
+                    for key in sorted(c.dirty.difference(waiting)):
+                        waiting[key] = next(self._seq)
+                    ready = sorted((k for k in c.dirty if not store.writing((c, k))), key=waiting.__getitem__)
+                    if not ready:
+                        break
+                    for key in ready:
+                        del waiting[key]
                         owner = (c, key)
-                        if owner in store._deferred:  # its pods first: never create them twice
-                            self._take_created(owner)
+                        if owner in store._deferred:  # its writes first (they have ended)
+                            self._take_created([owner])
+                            writing -= 1
+                        c.dirty.discard(key)  # (taking them may have marked it again)
                         store.owner = owner
                         try:
                             c.sync(key)
@@ -174,16 +196,20 @@ class KubeControllers:
                             self._failed(c, key, exc)
                         finally:
                             store.owner = None
-                        done += 1
-                        while len(store._deferred) > self.creates_in_flight:
-                            self._take_created(store.deferred_owners()[0])
-        self._take_created()
+                        ran += 1
+                        if owner in store._deferred:
+                            writing += 1
+                            if writing >= self.concurrent_syncs:
+                                break
+            done += ran
+            if not ran:
+                break
         return done
 
-    def _take_created(self, owner: tuple[Any, str] | None = None) -> None:
-        """Apply the results of deferred creates (``owner``'s, or all); a failed one fails its
-        key's sync (retried with back-off)."""
-        for o in [owner] if owner is not None else self.store.deferred_owners():
+    def _take_created(self, owners: list[tuple[Any, str]]) -> None:
+        """Apply the results of ``owners``' deferred writes (waiting for those under way); a failed
+        one fails its key's sync (retried with back-off)."""
+        for o in owners:
             exc = self.store.take_created(o)
             if exc is not None and o is not None:
                 self._failed(o[0], o[1], exc)

@@ -9,8 +9,9 @@ worker coroutines take work from three lanes, in this order:
 2. **status** writes (PodGroup and Queue status, pod conditions), coalesced by object: a newer
    status for the same object replaces the one still waiting, so an object is written at most
    once per burst whatever the number of cycles. Status waits while decisions are queued, unless
-   its oldest entry has waited ``max_status_delay`` seconds, so it is never starved; at most
-   ``status_workers`` status writes run at once;
+   its oldest entry has waited ``max_status_delay`` seconds, so it is never starved, or it is
+   *urgent* (a PodGroup leaving Pending: the job controller creates its pods only then, so later
+   bindings wait on it); at most ``status_workers`` status writes run at once;
 3. **events**, best effort, last: at most ``event_backlog`` wait (the oldest are dropped beyond
    that, as client-go's event broadcaster drops them) and at most ``event_workers`` run at once.
 """
@@ -45,6 +46,7 @@ class Dispatcher:
         self.max_status_delay = max_status_delay
         self._decisions: collections.deque[Work] = collections.deque()
         self._status: dict[Hashable, tuple[Work, float]] = {}  # insertion order = age order
+        self._urgent: dict[Hashable, None] = {}  # status keys that go ahead of decisions, in order
         self._events: collections.deque[Work] = collections.deque(maxlen=max(1, event_backlog))
         self._running_status: set[Hashable] = set()
         self._running_events = 0
@@ -62,11 +64,14 @@ class Dispatcher:
         self._decisions.append(work)
         self._kick()
 
-    def status(self, key: Hashable, work: Work) -> None:
+    def status(self, key: Hashable, work: Work, urgent: bool = False) -> None:
         """Write ``key``'s status with ``work`` (which should read the newest wanted status when it
-        runs). A key already waiting keeps its place in line and gets the newer work."""
+        runs). A key already waiting keeps its place in line and gets the newer work. An urgent
+        one goes ahead of the decisions (still one write at a time per key)."""
         old = self._status.get(key)
         self._status[key] = (work, old[1] if old is not None else time.monotonic())
+        if urgent:
+            self._urgent[key] = None
         self._kick()
 
     def event(self, work: Work) -> None:
@@ -97,20 +102,28 @@ class Dispatcher:
 
     def _next(self) -> tuple[str, Hashable, Work] | None:
         status_ok = len(self._running_status) < self.status_workers
+        if status_ok and self._urgent:
+            key = next((k for k in self._urgent if k not in self._running_status), None)
+            if key is not None:
+                return "status", key, self._take_status(key)
         if status_ok and self._status and self._decisions:
             key = next((k for k in self._status if k not in self._running_status), None)
             if key is not None and time.monotonic() - self._status[key][1] >= self.max_status_delay:
-                return "status", key, self._status.pop(key)[0]
+                return "status", key, self._take_status(key)
         if self._decisions:
             return "decision", None, self._decisions.popleft()
         if status_ok and self._status:
             # A key whose previous write still runs waits for it (writes to one object stay ordered).
             key = next((k for k in self._status if k not in self._running_status), None)
             if key is not None:
-                return "status", key, self._status.pop(key)[0]
+                return "status", key, self._take_status(key)
         if self._events and self._running_events < self.event_workers:
             return "event", None, self._events.popleft()
         return None
+
+    def _take_status(self, key: Hashable) -> Work:
+        self._urgent.pop(key, None)
+        return self._status.pop(key)[0]
 
     async def _worker(self) -> None:
         while True:
@@ -161,6 +174,7 @@ class Dispatcher:
         """Forget the status writes and events not yet started (a fast stop); decisions stay."""
         dropped = {"status": len(self._status), "event": len(self._events)}
         self._status.clear()
+        self._urgent.clear()
         self._events.clear()
         if self._busy == 0 and not self.pending:
             self._idle.set()
@@ -172,6 +186,7 @@ class Dispatcher:
         self._tasks.clear()
         self._decisions.clear()
         self._status.clear()
+        self._urgent.clear()
         self._events.clear()
         self._idle.set()
 

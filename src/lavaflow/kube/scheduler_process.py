@@ -451,7 +451,10 @@ class KubeScheduler:
                 pg = self.store.get("PodGroup", key)
                 if pg is not None:
                     self.cache.on_podgroup(_with_status(pg, status))
-                self.dispatch.status(("PodGroup", key), functools.partial(self._write_podgroup, key))
+                # A group leaving Pending (enqueued) is what the job controller waits for to create
+                # its pods: it goes ahead of the bindings, not up to max_status_delay behind them.
+                leaves = pg is not None and (pg.status.phase or "Pending") == "Pending" != status.get("phase")
+                self.dispatch.status(("PodGroup", key), functools.partial(self._write_podgroup, key), urgent=leaves)
             for name, status in d.queues:
                 if self.queue_wanted.get(name) != status:
                     self.queue_wanted[name] = status
@@ -492,6 +495,11 @@ class KubeScheduler:
         for job in self.cache.jobs.values():
             cond = job.condition
             if cond is None or cond[0] != "Unschedulable":
+                continue
+            if job.valid_task_num() < job.min_available:
+                # Not all its pods exist yet (its job controller is still creating them): as in
+                # Volcano, which leaves such a gang out of the session, its PodGroup condition says
+                # so and its pods are not written, once per batch of new pods.
                 continue
             message = self.cosched.pod_message(job.uid, cond[2] or cond[1] or "Unschedulable")
             for task in job.tasks.values():

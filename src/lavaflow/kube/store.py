@@ -27,9 +27,16 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ..api.core import PodTemplateSpec
 from ..api.kinds import API_KINDS, Kind, kind_info
 from ..api.meta import ObjectKeys
-from ..api.volcano import GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION, PodGroup
+from ..api.volcano import (
+    GROUP_NAME_ANNOTATION,
+    JOB_NAME_KEY,
+    TASK_SPEC_KEY,
+    VOLCANO_GROUP_NAME_ANNOTATION,
+    PodGroup,
+)
 from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec, protopod
@@ -85,6 +92,7 @@ _BY_NAME = 16  # bound pods the protobuf could not give in full, listed one by o
 _PROBE_KINDS = ("PriorityClass", "Namespace", "Node", "Pod")
 _PROBE_NAME = "-lavaflow-watch-list-probe-"
 _REDISCOVER = 30.0  # seconds between two readings of one group/version's discovery at run time
+_TEMPLATES_KEPT = 1024  # Job task templates kept worked out for their pods' creates
 
 
 def _rv(raw: dict[str, Any] | None) -> str | None:
@@ -132,6 +140,11 @@ def _kept(sent: Any, got: Any) -> bool:
         return sent == got
     have = got if isinstance(got, dict) else {}
     return all(have.get(k) is None if v is None else _kept(v, have.get(k)) for k, v in sent.items())
+
+
+def _without_empty(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without its empty lists and maps (which an API object leaves out)."""
+    return {k: v for k, v in d.items() if v != [] and v != {}}
 
 
 def _strip(raw: dict[str, Any]) -> dict[str, Any]:
@@ -839,6 +852,12 @@ class KubeStore:
         self.defer_creates = False
         self.owner: Any = None  # what create_many's deferred results are filed under (the key syncing)
         self._deferred: dict[Any, list[tuple[concurrent.futures.Future, list[Any]]]] = {}
+        # Objects of deferred creates not yet taken, by (kind, key): what get() answers meanwhile.
+        self._pending: dict[tuple[str, str], Any] = {}
+        # (Job key, resourceVersion, task) -> its pod template as written and as modelled (_with_template)
+        self._templates: dict[tuple[str, str | None, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+        # Called on the event loop each time a deferred write ends (the controller process wakes).
+        self.on_written: Callable[[], None] | None = None
         self.conflicts = 0
         # Streaming lists (watch with sendInitialEvents): on by default from Kubernetes 1.32 (a
         # server from before them ignores the parameter and would never end the initial state);
@@ -1142,7 +1161,10 @@ class KubeStore:
         if kind not in self.informers:
             raw = self._call(self._get_remote(kind_info(kind), key))
             return None if raw is None else codec.decode(kind_info(kind), raw)
-        return self.objects.get(kind, {}).get(key)
+        hit = self.objects.get(kind, {}).get(key)
+        if hit is None and self._pending:
+            return self._pending.get((kind, key))
+        return hit
 
     def list(self, kind: str) -> list[Any]:
         return list(self.objects.get(kind, {}).values())
@@ -1177,13 +1199,10 @@ class KubeStore:
         create a ReplicaSet's pods: batches of 1, 2, 4, … up to ``create_concurrency``, the next
         batch sent only if the last one had no error (a server refusing every pod is not sent them
         all). The client's QPS limiter paces them. Results are applied in order; the first error
-        is raised after that."""
+        is raised after that. With defer_creates, filed under ``owner`` and sent while the caller
+        goes on (see take_created); returns [] then."""
         if self.defer_creates and objs:
-            loop = self.loop
-            if loop is None:
-                raise RuntimeError("KubeStore has not been started")
-            fut = asyncio.run_coroutine_threadsafe(self._create_batches(objs), loop)
-            self._deferred.setdefault(self.owner, []).append((fut, objs))
+            self._file(self._create_batches(objs), objs, creates=True)
             return []
         if len(objs) <= 1:
             return [self.create(obj) for obj in objs]
@@ -1201,21 +1220,54 @@ class KubeStore:
             raise RuntimeError("create_many stopped early")
         return out
 
+    def create_later(self, obj: Any) -> Any:
+        """With defer_creates, filed under ``owner`` like create_many's creates, and ``obj`` itself
+        returned at once: until its result is taken, get() answers ``obj`` for its key (the
+        caller's sync sees what it created). Else a create."""
+        if not self.defer_creates:
+            return self.create(obj)
+        self._file(_results(self._create_remote(kind_info(kind_of(obj)), obj)), [obj], creates=True)
+        return obj
+
     def update_later(self, obj: Any) -> Any:
         """With defer_creates, filed with the key's deferred creates and applied with them (in
         take_created); else an update."""
         if not self.defer_creates:
             return self.update(obj)
+        self._file(_results(self._update_remote(kind_info(kind_of(obj)), obj)), [obj], creates=False)
+        return None
+
+    def _file(self, coro: Any, objs: list[Any], creates: bool) -> None:
+        """Send ``coro`` (writes of ``objs``) on the event loop, filed under ``owner``."""
         loop = self.loop
         if loop is None:
+            coro.close()
             raise RuntimeError("KubeStore has not been started")
-        fut = asyncio.run_coroutine_threadsafe(_results(self._update_remote(kind_info(kind_of(obj)), obj)), loop)
-        self._deferred.setdefault(self.owner, []).append((fut, [obj]))
-        return None
+        fut = asyncio.run_coroutine_threadsafe(self._then_tell(coro), loop)
+        self._deferred.setdefault(self.owner, []).append((fut, objs))
+        if creates:
+            for obj in objs:
+                self._pending[(kind_of(obj), obj.key)] = obj
+
+    async def _then_tell(self, coro: Any) -> Any:
+        """``coro``'s result, then ``on_written`` (on the event loop): a deferred write ended."""
+        try:
+            return await coro
+        finally:
+            if self.on_written is not None:
+                self.on_written()
 
     def deferred_owners(self) -> list[Any]:
         """The owners with deferred writes not yet taken, oldest first."""
         return list(self._deferred)
+
+    def writing(self, owner: Any) -> bool:
+        """Whether a deferred write of ``owner`` is still under way (taking it would wait)."""
+        return any(not fut.done() for fut, _ in self._deferred.get(owner, ()))
+
+    def written_owners(self) -> list[Any]:
+        """The owners whose deferred writes have all ended (taking them does not wait), oldest first."""
+        return [o for o, writes in self._deferred.items() if all(fut.done() for fut, _ in writes)]
 
     def take_created(self, owner: Any) -> BaseException | None:
         """Wait for ``owner``'s deferred writes (creates, updates) and apply their results in order,
@@ -1225,16 +1277,19 @@ class KubeStore:
             try:
                 done = fut.result(self.write_timeout)
             except BaseException as exc:  # noqa: BLE001 - the batch as a whole failed (timeout)
-                first = first or exc
-                continue
-            for raw in done:
+                done = [exc]
+            for i, obj in enumerate(objs):
+                pending = self._pending.get((kind_of(obj), obj.key))
+                if pending is obj:
+                    del self._pending[(kind_of(obj), obj.key)]
+                if i >= len(done):  # stopped after a failed batch (its error is first)
+                    first = first or RuntimeError("create_many stopped early")
+                    continue
+                raw = done[i]
                 if isinstance(raw, BaseException):
                     first = first or raw
                     continue
-                obj = objs[0]
                 self._after_write(kind_info(kind_of(obj)), raw)
-            if len(done) < len(objs) and first is None:
-                first = RuntimeError("create_many stopped early")
         return first
 
     async def _create_batches(self, objs: list[Any]) -> list[Any]:
@@ -1336,35 +1391,50 @@ class KubeStore:
 
     def _with_template(self, pod: Any, body: dict[str, Any]) -> dict[str, Any]:
         """A Volcano Job's pod keeps every field of its task template, modelled or not."""
-        from ..api.volcano import JOB_NAME_KEY, TASK_SPEC_KEY
-
         ann = pod.metadata.annotations
         job_name, task_name = ann.get(JOB_NAME_KEY), ann.get(TASK_SPEC_KEY)
         if not job_name or not task_name:
             return body
-        raw_job = self.raw.get("Job", {}).get(f"{pod.namespace}/{job_name}")
+        job_key = f"{pod.namespace}/{job_name}"
+        raw_job = self.raw.get("Job", {}).get(job_key)
         if raw_job is None:
             return body
+        parts = self._template_parts(job_key, raw_job, task_name)
+        if parts is None:
+            return body
+        base, old = parts
+        merged = codec.merge3(
+            base,
+            old,
+            {"metadata": body.get("metadata", {}), "spec": body.get("spec", {})},
+        )
+        out = dict(body)
+        out["metadata"] = merged["metadata"]
+        out["spec"] = merged["spec"]
+        return out
+
+    def _template_parts(
+        self, job_key: str, raw_job: dict[str, Any], task_name: str
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """A Job's task template as written (``base``) and as lavaflow's model reads it (``old``),
+        worked out once per version of the Job and shared by its pods (read-only)."""
+        memo_key = (job_key, _rv(raw_job), task_name)
+        hit = self._templates.get(memo_key)
+        if hit is not None:
+            return hit
         for t in (raw_job.get("spec") or {}).get("tasks") or []:
             if t.get("name") == task_name:
                 tmpl = t.get("template") or {}
-                from ..api.core import PodTemplateSpec
-
                 old = codec.encode(PodTemplateSpec.model_validate(tmpl))
-                base = {"metadata": dict(tmpl.get("metadata") or {}), "spec": tmpl.get("spec") or {}}
-                merged = codec.merge3(
-                    base,
+                parts = (
+                    {"metadata": dict(tmpl.get("metadata") or {}), "spec": tmpl.get("spec") or {}},
                     {"metadata": old.get("metadata", {}), "spec": old.get("spec", {})},
-                    {
-                        "metadata": body.get("metadata", {}),
-                        "spec": body.get("spec", {}),
-                    },
                 )
-                out = dict(body)
-                out["metadata"] = merged["metadata"]
-                out["spec"] = merged["spec"]
-                return out
-        return body
+                if len(self._templates) >= _TEMPLATES_KEPT:
+                    self._templates.clear()
+                self._templates[memo_key] = parts
+                return parts
+        return None
 
     async def _create_remote(self, res: Kind, obj: Any) -> dict[str, Any]:
         body = self.create_body(res, obj)
@@ -1377,7 +1447,9 @@ class KubeStore:
             self.refused(res.kind, obj.key, "create", exc)
             raise
         want = body.get("status")
-        if want and not self.has_status(res) and not _kept(want, raw.get("status")):
+        if want and _kept(_without_empty(want), raw.get("status")):
+            return raw  # (a new pod: its status is the server's Pending, as sent)
+        if want and not self.has_status(res):
             await self._status_back(res)  # the server dropped the status: a subresource now?
         if want and self.has_status(res):
             raw.setdefault("apiVersion", res.api_version)

@@ -32,6 +32,12 @@ class Store(Protocol):
         which a store may send side by side. Raises the first error once every create was tried."""
         ...
 
+    def create_later(self, obj: Any) -> Any:
+        """A create whose result the caller reads only as the object it asked for: a store may send
+        it while the caller goes on (its get answers ``obj`` meanwhile) and apply it before the
+        caller's key is synced again. Returns the object created, or ``obj`` where it is sent later."""
+        ...
+
     def update(self, obj: Any) -> Any: ...
 
     def update_later(self, obj: Any) -> Any:

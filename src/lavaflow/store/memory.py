@@ -113,6 +113,10 @@ class MemoryStore:
         """One create after another (a memory store has no round trips to overlap)."""
         return [self.create(obj) for obj in objs]
 
+    def create_later(self, obj: Any) -> Any:
+        """At once (nothing to overlap)."""
+        return self.create(obj)
+
     def update(self, obj: Any, old: Any = None, quiet: bool = False) -> Any:
         """Store a changed object (objects are updated in place; ``old`` is an optional earlier copy).
         ``quiet``: a change nothing but a later cycle reads (a training job's report), counted

@@ -14,8 +14,9 @@ with the feature gate or runtime-config off does. ``without_status_subresource(k
 serves a kind as a CRD without a status subresource (Volcano's PodGroup): ``.../status``
 answers 404 and writes to the object change its status. Discovery documents (``GET /api/v1``,
 ``GET /apis/{group}/{version}``) list what is served. Faults can be injected:
-``fail_next(kind, verb, status, n)`` and ``compact()`` (every open watch gets a
-410 and must relist).
+``fail_next(kind, verb, status, n)``, ``hold(kind, verb, seconds)`` (a slow server, which
+records how many such requests were in flight at once) and ``compact()`` (every open watch
+gets a 410 and must relist).
 """
 
 from __future__ import annotations
@@ -135,6 +136,11 @@ class ApiDouble:
         self.watchers: dict[str, list[asyncio.Queue]] = defaultdict(list)
         self.faults: dict[tuple[str, str], list[int]] = defaultdict(list)
         self.counts: dict[str, int] = defaultdict(int)  # verb/kind -> requests
+        # (kind, verb) -> seconds each such request is held before it is answered (see hold), and
+        # the most of them in flight at once in each stretch between two moments with none
+        self.holds: dict[tuple[str, str], float] = {}
+        self.held_peaks: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self._holding: dict[tuple[str, str], list[int]] = {}  # (kind, verb) -> [in flight, peak]
         self.bindings: list[tuple[str, str]] = []  # (pod key, node) of every successful binding
         self.binding_attempts: dict[str, int] = defaultdict(int)
         self.admit = None  # admit(kind, operation, obj, old) -> obj, or an error message (str)
@@ -254,6 +260,12 @@ class ApiDouble:
     def fail_next(self, kind: str, verb: str, status: int = 409, n: int = 1) -> None:
         """The next ``n`` requests ``verb`` (get/list/create/update/patch/delete/bind/evict) on ``kind`` fail."""
         self.call(lambda: self.faults[(kind, verb)].extend([status] * n))
+
+    def hold(self, kind: str, verb: str, seconds: float) -> None:
+        """Answer every request ``verb`` on ``kind`` ``seconds`` late (a slow server), and record in
+        ``held_peaks[(kind, verb)]`` how many were in flight at most, once per stretch that ends
+        with none in flight: a client sending in slow-start batches leaves 1, 2, 4, ..."""
+        self.call(lambda: self.holds.__setitem__((kind, verb), seconds))
 
     def compact(self) -> None:
         """Forget all history: watches from an older resourceVersion get 410 Gone."""
@@ -408,6 +420,9 @@ class ApiDouble:
             "DELETE": "delete",
         }.get(method, method.lower())
         self.counts[f"{verb}/{res.kind}"] += 1
+        held = self.holds.get((res.kind, verb))
+        if held is not None:
+            await self._held((res.kind, verb), held)
         code = self._fault(res.kind, verb)
         if code is not None:
             reason = {
@@ -442,6 +457,18 @@ class ApiDouble:
             data = pod_list_bytes(payload["items"], meta["resourceVersion"], meta.get("continue", ""))
             return web.Response(body=data, status=200, headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
         return web.json_response(payload, status=status)
+
+    async def _held(self, what: tuple[str, str], seconds: float) -> None:
+        counter = self._holding.setdefault(what, [0, 0])
+        counter[0] += 1
+        counter[1] = max(counter[1], counter[0])
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            counter[0] -= 1
+            if not counter[0]:
+                self.held_peaks[what].append(counter[1])
+                counter[1] = 0
 
     def _dispatch(self, r: _Route, verb: str, body: Any, q: dict[str, str], ctype: str) -> tuple[int, dict[str, Any]]:
         res = r.res
