@@ -72,6 +72,14 @@ def test_per_type_speeds_follow_the_tables():
     assert job.rate((1,), "a100") == pytest.approx(raw / sia.SLOWDOWN["cifar10"])
 
 
+def test_step_times_grow_with_the_batch_between_and_beyond_measured_points():
+    for suffix in ("aws", "rtx", "dgx-ext"):
+        m = sia_app(ROOT, "cifar10", suffix)
+        for pl in ((1,), (2, 2), (3,)):  # measured, unmeasured but inside the tables, interpolated
+            steps = [m.step_time(pl, b)[0] for b in (32, 48, 64, 96, 128)]
+            assert steps == sorted(steps) and steps[0] < steps[-1], (suffix, pl, steps)
+
+
 def test_adaptive_jobs_choose_their_batch_per_type():
     job = SiaJobSpeed("cifar10", 128, adaptive=True, root=ROOT)
     assert job.phase_bounds  # progress-dependent, as a Pollux adaptive job

@@ -141,3 +141,28 @@ def test_a_yaml_job_on_sias_tables_is_checked_against_the_cluster(tmp_path):
     inp.write_text(json.dumps(job) + "\n" + node_group("v100", 1, labels={"lavaflow.io/accelerator": "v100"}, **GPU))
     refused(run(str(inp)), "speed-tables", ENV_VAR)
     refused(run("--sia-artifact", str(ARTIFACT), str(inp)), "speed-tables", "'v100' has no Sia measurements")
+
+
+def test_the_example_cluster_is_sias_heterogeneous_setting():
+    from lavaflow.api.loader import load_text
+
+    groups = {it.obj.name: it.obj.spec for it in load_text((ROOT / "examples" / "gpu-cluster-sia.yaml").read_text())}
+    shape = {
+        name: (g.count, int(g.capacity["nvidia.com/gpu"]), g.labels["lavaflow.io/accelerator"])
+        for name, g in groups.items()
+    }
+    assert shape == {"t4": (6, 4, "t4"), "rtx": (3, 8, "rtx"), "a100": (2, 8, "a100")}
+    assert sum(n * g for n, g, _ in shape.values()) == 64
+
+
+def test_a_sia_workload_streams_as_the_other_traces(monkeypatch, hetero):
+    from lavaflow.api.loader import Problems, load_files
+    from lavaflow.sim.traces import TraceFeed
+
+    monkeypatch.setenv(ENV_VAR, str(ARTIFACT))
+    problems = Problems()
+    feed = TraceFeed.open([str(TRACE)], load_files([hetero]), problems)
+    assert not problems.lines and feed is not None and feed.count == 6
+    items = list(feed)
+    assert [it.obj.name for it in items] == ["cifar10-0", "bert-1", "cifar10-2", "bert-3", "cifar10-4", "bert-5"]
+    assert items[1].obj.metadata.annotations["lavaflow.io/speed-tables"] == "sia"
