@@ -141,6 +141,10 @@ def test_a_yaml_job_on_sias_tables_is_checked_against_the_cluster(tmp_path):
     inp.write_text(json.dumps(job) + "\n" + node_group("v100", 1, labels={"lavaflow.io/accelerator": "v100"}, **GPU))
     refused(run(str(inp)), "speed-tables", ENV_VAR)
     refused(run("--sia-artifact", str(ARTIFACT), str(inp)), "speed-tables", "'v100' has no Sia measurements")
+    inp.write_text(json.dumps(job) + "\n" + node_group("quad", 1, labels={"lavaflow.io/accelerator": "quad"}, **GPU))
+    refused(
+        run("--sia-artifact", str(ARTIFACT), str(inp)), "speed-tables", "bert on GPU type quad", "placements-quad.csv"
+    )
 
 
 def test_the_example_cluster_is_sias_heterogeneous_setting():
