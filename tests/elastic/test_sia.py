@@ -27,6 +27,7 @@ def artifact(monkeypatch):
 @pytest.fixture(autouse=True)
 def _no_artifact_from_the_environment(monkeypatch):
     monkeypatch.delenv(sia.ENV_VAR, raising=False)
+    monkeypatch.delenv(sia.ALL_TRACES_ENV, raising=False)
 
 
 def test_tables_are_read_by_column_name_whatever_their_order():
@@ -123,7 +124,16 @@ def test_an_artifact_that_is_not_there_is_named(monkeypatch):
         workload_format(TRACE)
 
 
-def test_an_application_the_artifact_lacks_is_named(artifact, tmp_path):
+def test_the_artifacts_location_alone_leaves_other_pollux_traces_pollux(artifact, tmp_path, monkeypatch):
+    trace = tmp_path / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\nbert-0,0,bert,1,12\n")
+    assert workload_format(trace) == "pollux"  # an exported LAVAFLOW_SIA_ARTIFACT changes nothing
+    monkeypatch.setenv(sia.ALL_TRACES_ENV, "1")  # as --sia-artifact sets it
+    assert workload_format(trace) == "sia"
+
+
+def test_an_application_the_artifact_lacks_is_named(artifact, tmp_path, monkeypatch):
+    monkeypatch.setenv(sia.ALL_TRACES_ENV, "1")
     trace = tmp_path / "w.csv"
     trace.write_text("name,time,application,num_replicas,batch_size\nncf-0,0,ncf,1,256\n")
     with pytest.raises(WorkloadError, match=r"w\.csv:2: column 'application': .*ncf.*placements-rtx\.csv"):

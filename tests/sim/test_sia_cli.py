@@ -18,11 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACT = ROOT / "tests" / "data" / "sia"
 TRACE = ARTIFACT / "sia-simulator" / "workloads" / "tiny" / "workload-1.csv"
 ENV_VAR = "LAVAFLOW_SIA_ARTIFACT"
+ALL_TRACES_ENV = "LAVAFLOW_SIA_ALL_TRACES"
 GPU = {"nvidia.com/gpu": "8"}
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    environ = {k: v for k, v in os.environ.items() if k not in (ENV_VAR, ALL_TRACES_ENV)}
     environ.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", "from lavaflow.cli import main; main()", "simulate", *args],
@@ -164,6 +165,7 @@ def test_a_sia_workload_streams_as_the_other_traces(monkeypatch, hetero):
     from lavaflow.sim.traces import TraceFeed
 
     monkeypatch.setenv(ENV_VAR, str(ARTIFACT))
+    monkeypatch.delenv(ALL_TRACES_ENV, raising=False)
     problems = Problems()
     feed = TraceFeed.open([str(TRACE)], load_files([hetero]), problems)
     assert not problems.lines and feed is not None and feed.count == 6

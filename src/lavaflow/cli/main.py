@@ -60,8 +60,9 @@ def _unwritable(path: Path) -> str | None:
 
 
 def _use_sia_artifact(path: Path) -> list[str]:
-    """Make ``path`` the Sia artifact the traces and the simulator read (through its environment
-    variable, so that every process of the run sees it); the problems with it."""
+    """Make ``path`` the Sia artifact the traces and the simulator read, and every Pollux-column
+    trace a Sia workload (through environment variables, so that every process of the run sees
+    them); the problems with it."""
     import os
 
     from ..elastic import sia
@@ -71,6 +72,7 @@ def _use_sia_artifact(path: Path) -> list[str]:
     except sia.SiaArtifactError as exc:
         return [f"--sia-artifact: {exc}"]
     os.environ[sia.ENV_VAR] = str(path.resolve())
+    os.environ[sia.ALL_TRACES_ENV] = "1"  # every Pollux-column trace of the run is Sia's
     return []
 
 

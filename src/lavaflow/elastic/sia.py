@@ -29,6 +29,10 @@ from typing import Any
 from .speed import PolluxApp, PolluxJobSpeed
 
 ENV_VAR = "LAVAFLOW_SIA_ARTIFACT"
+#: Set ("1") by ``--sia-artifact``: every Pollux-column CSV of the run is a Sia workload. Without
+#: it only those in a ``sia-simulator`` directory are (so that an exported ENV_VAR never turns a
+#: Pollux trace into a Sia one unasked).
+ALL_TRACES_ENV = "LAVAFLOW_SIA_ALL_TRACES"
 
 #: The applications of Sia's workloads (its GPT pipeline-parallel model is left out).
 SIA_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
@@ -64,6 +68,16 @@ def configured_root() -> str | None:
     """The artifact location from the environment (``--sia-artifact`` sets it), or None."""
     raw = os.environ.get(ENV_VAR, "").strip()
     return raw or None
+
+
+def in_sia_tree(path: str | Path) -> bool:
+    """Whether a trace lies in a ``sia-simulator`` directory, as the artifact ships its workloads."""
+    return "sia-simulator" in Path(path).resolve().parts
+
+
+def is_sia_trace(path: str | Path) -> bool:
+    """Whether a Pollux-column CSV is to be read as a Sia workload."""
+    return os.environ.get(ALL_TRACES_ENV, "") == "1" or in_sia_tree(path)
 
 
 def tables_dir(root: str | Path) -> Path:

@@ -73,9 +73,9 @@ def detect_format(path: Path) -> str:
 def workload_format(path: Path | str) -> str:
     """The trace format of ``path`` (pollux, sia, philly or gavel); WorkloadError when it is none.
 
-    A Sia workload has Pollux's columns: it is read as one (``sia``: its jobs run by Sia's tables
-    per GPU type) when Sia's artifact is given (``--sia-artifact`` / ``$LAVAFLOW_SIA_ARTIFACT``),
-    and refused without it when it lies in a ``sia-simulator`` directory, as the artifact ships it."""
+    A Sia workload has Pollux's columns: a file in a ``sia-simulator`` directory (as the artifact
+    ships them), or any such file when ``--sia-artifact`` was given, is one (``sia``: its jobs run
+    by Sia's tables per GPU type), refused when the artifact's location is not known."""
     p = Path(path)
     if not p.exists():
         raise WorkloadError(str(p), None, None, "file not found")
@@ -88,18 +88,18 @@ def workload_format(path: Path | str) -> str:
         return fmt
     from . import sia
 
+    if not sia.is_sia_trace(p):
+        return fmt
     root = sia.configured_root()
     if root is None:
-        if "sia-simulator" in p.resolve().parts:
-            raise WorkloadError(
-                str(p),
-                None,
-                None,
-                "a Sia workload: its jobs run by Sia's measured tables per GPU type "
-                "(sia-simulator/traces/<application>/placements-<type>.csv and scalability-<type>.csv), "
-                f"which lavaflow does not ship: {sia._HOW}",
-            )
-        return fmt
+        raise WorkloadError(
+            str(p),
+            None,
+            None,
+            "a Sia workload: its jobs run by Sia's measured tables per GPU type "
+            "(sia-simulator/traces/<application>/placements-<type>.csv and scalability-<type>.csv), "
+            f"which lavaflow does not ship: {sia._HOW}",
+        )
     try:
         sia.tables_dir(root)
     except sia.SiaArtifactError as exc:
