@@ -59,6 +59,23 @@ def _unwritable(path: Path) -> str | None:
     return None
 
 
+def _use_sia_artifact(path: Path) -> list[str]:
+    """Make ``path`` the Sia artifact the traces and the simulator read, and every Pollux-column
+    trace a Sia workload (through environment variables, so that every process of the run sees
+    them); the problems with it."""
+    import os
+
+    from ..elastic import sia
+
+    try:
+        sia.tables_dir(path)
+    except sia.SiaArtifactError as exc:
+        return [f"--sia-artifact: {exc}"]
+    os.environ[sia.ENV_VAR] = str(path.resolve())
+    os.environ[sia.ALL_TRACES_ENV] = "1"  # every Pollux-column trace of the run is Sia's
+    return []
+
+
 def read_text(path: Path) -> str:
     """A text file's contents; :class:`Invalid` naming the file when it cannot be read as UTF-8."""
     try:
@@ -354,6 +371,15 @@ def simulate(
         ),
     ] = None,
     workload: Annotated[Optional[Path], typer.Option(hidden=True, help="deprecated: give the trace as a FILE")] = None,  # noqa: UP007
+    sia_artifact: Annotated[
+        Optional[Path],  # noqa: UP007
+        typer.Option(
+            "--sia-artifact",
+            metavar="DIR",
+            help="a copy of Sia's artifact (github.com/siasosp23/artifacts): Pollux-format CSV traces (Sia's "
+            "workloads) run by its tables per GPU type (default: $LAVAFLOW_SIA_ARTIFACT)",
+        ),
+    ] = None,
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
     from ..api.sim_annotations import parse_duration
@@ -427,6 +453,8 @@ def simulate(
 
     if adaptive_batch and not any(is_trace(f) for f in files):
         problems.append("--adaptive-batch: applies to Pollux trace inputs (CSV files); none was given")
+    if sia_artifact is not None:
+        problems += _use_sia_artifact(sia_artifact)
     if problems:
         raise Invalid(problems)
     schedulers = ["kube-default", "lavaflow"] if compare else [scheduler]

@@ -44,6 +44,9 @@ REQUESTED = PREFIX + "requested-workers"
 JOB_PRIORITY = PREFIX + "job-priority"
 ADAPTIVE = PREFIX + "adaptive-batch"
 MAX_BATCH = PREFIX + "max-batch-size"
+# "sia": the application's step times are Sia's, measured per GPU type (lavaflow.elastic.sia; the
+# artifact's location in $LAVAFLOW_SIA_ARTIFACT). Absent: Pollux's (T4) tables.
+SPEED_TABLES = PREFIX + "speed-tables"
 # Jobs that train the same model (same code and model, any size): they share what they measure
 # (lavaflow.elastic.learned.ProfileBook).
 PROFILE_GROUP = PREFIX + "profile-group"
@@ -62,7 +65,18 @@ RESIZE_REASON = "ElasticResize"
 # the elastic action never removes it alone: moving it restarts the whole group.
 RENDEZVOUS_HOST = PREFIX + "rendezvous-host"
 
-SPEED_KEYS = (APPLICATION, BATCH_SIZE, EPOCHS, WORK, GAVEL_MODEL, SPEEDUP, EPOCH_TIME, ADAPTIVE, MAX_BATCH)
+SPEED_KEYS = (
+    APPLICATION,
+    BATCH_SIZE,
+    EPOCHS,
+    WORK,
+    GAVEL_MODEL,
+    SPEEDUP,
+    EPOCH_TIME,
+    ADAPTIVE,
+    MAX_BATCH,
+    SPEED_TABLES,
+)
 STATIC_KEYS = SPEED_KEYS + (REQUESTED, JOB_PRIORITY, PROFILE_GROUP)
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_GPU_TYPE_LABELS = ("lavaflow.io/accelerator", "vodascheduler/accelerator")
@@ -132,7 +146,7 @@ def parse_speedup(raw: str) -> dict[int, float]:
 
 
 @lru_cache(maxsize=4096)
-def _speed_spec(items: tuple[tuple[str, str], ...]) -> SpeedSpec:
+def _speed_spec(items: tuple[tuple[str, str], ...], sia_root: str | None = None) -> SpeedSpec:
     ann = dict(items)
     from .speed import POLLUX_APPS, PolluxJobSpeed, pollux_app
 
@@ -142,29 +156,21 @@ def _speed_spec(items: tuple[tuple[str, str], ...]) -> SpeedSpec:
     adaptive = raw_adaptive == "true"
     if APPLICATION in ann:
         app = str(ann[APPLICATION]).strip()
+        tables = str(ann.get(SPEED_TABLES, "pollux")).strip().lower()
+        if tables not in ("pollux", "sia"):
+            raise SpecError(SPEED_TABLES, f'expected "pollux" or "sia", got {ann.get(SPEED_TABLES)!r}')
+        if tables == "sia":
+            return _sia_speed_spec(ann, app, adaptive, sia_root)
         if app not in POLLUX_APPS:
             raise SpecError(APPLICATION, f"unknown application {app!r} (known: {', '.join(POLLUX_APPS)})")
-        model = pollux_app(app)
-        bsz = _num(BATCH_SIZE, ann.get(BATCH_SIZE, model.init_batch_size), int, 1)
-        if bsz < model.min_local_bsz:
-            raise SpecError(BATCH_SIZE, f"{bsz} is below {app}'s smallest per-GPU batch {model.min_local_bsz}")
-        kwargs: dict[str, Any] = {}
-        if adaptive:
-            kwargs["adaptive"] = True
-            if MAX_BATCH in ann:
-                kwargs["max_batch_size"] = _num(MAX_BATCH, ann[MAX_BATCH], int, 1)
-        try:
-            speed = PolluxJobSpeed(app, bsz, **kwargs)
-        except TypeError:
-            raise SpecError(ADAPTIVE, "batch-size co-adaptation is not available in this build") from None
-        total = speed.total_work()
-        if WORK in ann:
-            work = _num(WORK, ann[WORK], float, 0, strict_min=True)
-        elif EPOCHS in ann:
-            work = total * _num(EPOCHS, ann[EPOCHS], float, 0, strict_min=True) / model.max_epochs
-        else:
-            work = total
-        return SpeedSpec(speed, float(work), app, bsz)
+
+        def pollux(bsz: int, kwargs: dict[str, Any]) -> Any:
+            try:
+                return PolluxJobSpeed(app, bsz, **kwargs)
+            except TypeError:
+                raise SpecError(ADAPTIVE, "batch-size co-adaptation is not available in this build") from None
+
+        return _application_spec(ann, app, pollux_app(app), adaptive, pollux)
     if GAVEL_MODEL in ann:
         from .speed import GavelJobSpeed, gavel_table
 
@@ -204,9 +210,51 @@ def _speed_spec(items: tuple[tuple[str, str], ...]) -> SpeedSpec:
     )
 
 
+def _sia_speed_spec(ann: dict[str, str], app: str, adaptive: bool, root: str | None) -> SpeedSpec:
+    """A job run by Sia's tables of its application (the artifact at ``root``)."""
+    from .sia import ENV_VAR, REFERENCE_SUFFIX, SIA_APPS, SiaArtifactError, SiaJobSpeed, sia_app
+
+    if app not in SIA_APPS:
+        raise SpecError(APPLICATION, f"unknown application {app!r} (Sia's: {', '.join(SIA_APPS)})")
+    if root is None:
+        raise SpecError(SPEED_TABLES, f"Sia's tables are not shipped with lavaflow: set {ENV_VAR} to Sia's artifact")
+    try:
+        model = sia_app(root, app, REFERENCE_SUFFIX)
+    except SiaArtifactError as exc:
+        raise SpecError(SPEED_TABLES, str(exc)) from None
+    return _application_spec(ann, app, model, adaptive, lambda bsz, kw: SiaJobSpeed(app, bsz, root=root, **kw))
+
+
+def _application_spec(ann: dict[str, str], app: str, model: Any, adaptive: bool, build) -> SpeedSpec:
+    """The speed and work of a job of a measured application (``model``: its measurements;
+    ``build(batch size, options)``: its speed)."""
+    bsz = _num(BATCH_SIZE, ann.get(BATCH_SIZE, model.init_batch_size), int, 1)
+    if bsz < model.min_local_bsz:
+        raise SpecError(BATCH_SIZE, f"{bsz} is below {app}'s smallest per-GPU batch {model.min_local_bsz}")
+    kwargs: dict[str, Any] = {}
+    if adaptive:
+        kwargs["adaptive"] = True
+        if MAX_BATCH in ann:
+            kwargs["max_batch_size"] = _num(MAX_BATCH, ann[MAX_BATCH], int, 1)
+    speed = build(bsz, kwargs)
+    total = speed.total_work()
+    if WORK in ann:
+        work = _num(WORK, ann[WORK], float, 0, strict_min=True)
+    elif EPOCHS in ann:
+        work = total * _num(EPOCHS, ann[EPOCHS], float, 0, strict_min=True) / model.max_epochs
+    else:
+        work = total
+    return SpeedSpec(speed, float(work), app, bsz)
+
+
 def speed_spec(annotations: Mapping[str, str]) -> SpeedSpec:
     """The job's speed model and work (raises SpecError)."""
-    return _speed_spec(tuple(sorted((k, str(v)) for k, v in annotations.items() if k in SPEED_KEYS)))
+    items = tuple(sorted((k, str(v)) for k, v in annotations.items() if k in SPEED_KEYS))
+    if SPEED_TABLES in annotations:
+        from .sia import configured_root
+
+        return _speed_spec(items, configured_root())
+    return _speed_spec(items)
 
 
 @dataclass(frozen=True)

@@ -340,11 +340,22 @@ class _LinearND:
 class PolluxApp:
     """Measured step times and statistical efficiency of one Pollux application."""
 
-    def __init__(self, name: str, trace_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        trace_dir: Path | None = None,
+        suffix: str = "",
+        max_local_bsz: dict[str, int] | None = None,
+    ) -> None:
+        """``suffix``: read ``placements-<suffix>.csv`` and ``scalability-<suffix>.csv`` (one GPU
+        type's measurements, as Sia's artifact has them) instead of ``placements.csv`` and
+        ``scalability.csv``; ``max_local_bsz``: per application, a per-replica batch limit below
+        the largest measured one (default: the Pollux artifact's)."""
         self.name = name
         d = Path(trace_dir) if trace_dir is not None else pollux_trace_dir(name)
+        tail = f"-{suffix}" if suffix else ""
         grouped: dict[tuple[int, ...], dict[int, list[tuple[float, float]]]] = {}
-        for row in _read_csv(d / "placements.csv"):
+        for row in _read_csv(d / f"placements{tail}.csv"):
             pl = canonical_placement(int(c) for c in row["placement"].strip())
             grouped.setdefault(pl, {}).setdefault(int(row["local_bsz"]), []).append(
                 (float(row["step_time"]), float(row["sync_time"]))
@@ -358,7 +369,7 @@ class PolluxApp:
             self.placements[pl] = (bs, st, sy)
             for b, s, y in zip(bs, st, sy):
                 pts.append((len(pl), sum(pl), b, s, y))
-        for row in _read_csv(d / "scalability.csv"):
+        for row in _read_csv(d / f"scalability{tail}.csv"):
             pts.append(
                 (
                     float(row["num_nodes"]),
@@ -393,7 +404,8 @@ class PolluxApp:
         self.max_batch_size = vals[-1].batch_size
         all_bsz = np.concatenate([v[0] for v in self.placements.values()])
         self.min_local_bsz = int(all_bsz.min())
-        self.max_local_bsz = int(_MAX_LOCAL_BSZ_OVERRIDE.get(name, all_bsz.max()))
+        limits = _MAX_LOCAL_BSZ_OVERRIDE if max_local_bsz is None else max_local_bsz
+        self.max_local_bsz = int(limits.get(name, all_bsz.max()))
         self._step_cache: dict[tuple[tuple[int, ...], int], tuple[float, float]] = {}
         self._work_cache: dict[int, float] = {}
         self._steps_cache: dict[int, np.ndarray] = {}
@@ -718,6 +730,15 @@ class PolluxJobSpeed:
     def model(self) -> PolluxApp:
         return pollux_app(self.app)
 
+    def model_for(self, gpu_type: str | None) -> PolluxApp:
+        """The measurements the job runs by on ``gpu_type``: the T4 tables on every type (the
+        type's speed is a factor, :meth:`_factor`); per type for a speed measured per type."""
+        return self.model
+
+    def _model_key(self, gpu_type: str | None = None) -> Any:
+        """What identifies :meth:`model_for`'s measurements in the shared caches."""
+        return self.app
+
     @property
     def batch_limit(self) -> int:
         """Largest batch an adaptive job may use (never below its own batch size)."""
@@ -747,7 +768,7 @@ class PolluxJobSpeed:
 
     @property
     def _phase_epochs(self) -> tuple[tuple[int, int], ...]:
-        key = (self.app, self.phases)
+        key = (self._model_key(), self.phases)
         hit = _PHASE_EPOCHS.get(key)
         if hit is None:
             ends = self.model.phase_ends(self.phases)
@@ -767,7 +788,7 @@ class PolluxJobSpeed:
         hit = self._bounds_memo
         if hit is not None and hit[0] == self.phases:
             return hit[1]
-        key = (self.app, self.phases)
+        key = (self._model_key(), self.phases)
         found = _PHASE_BOUNDS.get(key)
         if found is None:
             found = _PHASE_BOUNDS[key] = tuple(
@@ -789,8 +810,8 @@ class PolluxJobSpeed:
         """Statistical efficiency: progress per sample relative to the smallest measured batch (<= 1)."""
         return self.gain(batch_size) * self.model.init_batch_size / batch_size
 
-    def candidate_batches(self, replicas: int) -> list[int]:
-        m = self.model
+    def candidate_batches(self, replicas: int, gpu_type: str | None = None) -> list[int]:
+        m = self.model_for(gpu_type)
         lo = max(m.init_batch_size, m.min_local_bsz * replicas)
         hi = self.batch_limit
         cands = {int(self.batch_size)}
@@ -801,27 +822,34 @@ class PolluxJobSpeed:
             cands.update(b for b in _batch_grid(m.init_batch_size, hi) if lo <= b <= hi)
         return sorted(b for b in cands if b >= 1)
 
-    def best_batch(self, placement, phase: int | None = None) -> tuple[float, int]:
-        """(goodput on the reference GPU type, batch size) for an adaptive job on ``placement``:
-        for the whole run (``phase`` None) or in one training phase."""
+    def best_batch(self, placement, phase: int | None = None, gpu_type: str | None = None) -> tuple[float, int]:
+        """(goodput on the reference GPU type's measurements, batch size) for an adaptive job on
+        ``placement`` (of ``gpu_type`` for a speed measured per type): for the whole run (``phase``
+        None) or in one training phase."""
         pl = canonical_placement(placement)
         if not pl:
             return (0.0, int(self.batch_size))
         if phase is not None and not self.phase_bounds:
             phase = None
-        return self._best_batches(pl)[-1 if phase is None else phase]
+        return self._best_batches(pl, gpu_type)[-1 if phase is None else phase]
 
-    def _best_batches(self, pl: tuple[int, ...]) -> tuple[tuple[float, int], ...]:
+    def _best_batches(self, pl: tuple[int, ...], gpu_type: str | None = None) -> tuple[tuple[float, int], ...]:
         """The best (goodput, batch) on canonical placement ``pl`` in every training phase, then
         for the whole run (last), worked out together: the candidates' throughputs are the same in
         every phase, only the statistical gains differ. Shared by every job of the same
         application and limits."""
-        key = (self.app, int(self.batch_size), self.batch_limit, pl, self.phases if self.phase_bounds else 0)
+        key = (
+            self._model_key(gpu_type),
+            int(self.batch_size),
+            self.batch_limit,
+            pl,
+            self.phases if self.phase_bounds else 0,
+        )
         hit = _BEST_BATCH.get(key)
         if hit is not None:
             return hit
-        m = self.model
-        cands = self.candidate_batches(sum(pl))
+        m = self.model_for(gpu_type)
+        cands = self.candidate_batches(sum(pl), gpu_type)
         m.prefill_step_times(pl, [m.batch_config(sum(pl), b)[0] for b in cands])
         rates = np.array([m.rate(pl, b) for b in cands])
         gains = np.array([self._gains(b) for b in cands])  # (candidates, phases + 1)
@@ -841,7 +869,7 @@ class PolluxJobSpeed:
 
     def _gains(self, batch_size: int) -> np.ndarray:
         """:meth:`gain` of ``batch_size`` in each training phase, then over the whole run."""
-        key = (self.app, self.phases if self.phase_bounds else 0, int(batch_size))
+        key = (self._model_key(), self.phases if self.phase_bounds else 0, int(batch_size))
         hit = _GAINS.get(key)
         if hit is None:
             phases = range(len(self.phase_bounds) + 1) if self.phase_bounds else ()
@@ -857,7 +885,7 @@ class PolluxJobSpeed:
         key = (placement if isinstance(placement, tuple) else tuple(placement), gpu_type)
         hit = self._fixed.get(key)
         if hit is None:
-            hit = self._fixed[key] = self.model.rate(placement, self.batch_size) * self._factor(gpu_type)
+            hit = self._fixed[key] = self.model_for(gpu_type).rate(placement, self.batch_size) * self._factor(gpu_type)
         return hit
 
     def rate_with_batch(self, placement, gpu_type: str | None, phase: int | None, batch_size: int) -> float:
@@ -868,7 +896,7 @@ class PolluxJobSpeed:
             return 0.0
         gains = self._gains(int(batch_size))
         g = gains[-1 if phase is None or len(gains) == 1 else min(phase, len(gains) - 2)]
-        return self.model.rate(pl, int(batch_size)) * float(g) * self._factor(gpu_type)
+        return self.model_for(gpu_type).rate(pl, int(batch_size)) * float(g) * self._factor(gpu_type)
 
     def phase_rates(self, placement, gpu_type: str | None = None) -> tuple[float, ...]:
         """An adaptive job's rate on ``placement`` in each training phase, then for the whole run
@@ -881,7 +909,7 @@ class PolluxJobSpeed:
             if not pl:  # no workers: nothing in any phase
                 hit = (0.0,) * (len(self.phase_bounds) + 2 if self.phase_bounds else 1)
             else:
-                hit = tuple(g * f for g, _ in self._best_batches(pl))
+                hit = tuple(g * f for g, _ in self._best_batches(pl, gpu_type))
             self._rates[key] = hit
         return hit
 

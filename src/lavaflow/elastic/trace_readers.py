@@ -71,7 +71,11 @@ def detect_format(path: Path) -> str:
 
 
 def workload_format(path: Path | str) -> str:
-    """The trace format of ``path`` (pollux, philly or gavel); WorkloadError when it is none."""
+    """The trace format of ``path`` (pollux, sia, philly or gavel); WorkloadError when it is none.
+
+    A Sia workload has Pollux's columns: a file in a ``sia-simulator`` directory (as the artifact
+    ships them), or any such file when ``--sia-artifact`` was given, is one (``sia``: its jobs run
+    by Sia's tables per GPU type), refused when the artifact's location is not known."""
     p = Path(path)
     if not p.exists():
         raise WorkloadError(str(p), None, None, "file not found")
@@ -79,14 +83,35 @@ def workload_format(path: Path | str) -> str:
         raise WorkloadError(
             str(p), None, None, "YAML (Volcano Jobs, Voda MPIJobs) is read by lavaflow simulate itself, not as a trace"
         )
-    return detect_format(p)
+    fmt = detect_format(p)
+    if fmt != "pollux":
+        return fmt
+    from . import sia
+
+    if not sia.is_sia_trace(p):
+        return fmt
+    root = sia.configured_root()
+    if root is None:
+        raise WorkloadError(
+            str(p),
+            None,
+            None,
+            "a Sia workload: its jobs run by Sia's measured tables per GPU type "
+            "(sia-simulator/traces/<application>/placements-<type>.csv and scalability-<type>.csv), "
+            f"which lavaflow does not ship: {sia._HOW}",
+        )
+    try:
+        sia.tables_dir(root)
+    except sia.SiaArtifactError as exc:
+        raise WorkloadError(str(p), None, None, f"a Sia workload: {exc}") from None
+    return "sia"
 
 
 def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[ElasticJobSpec]:
     p = Path(path)
     fmt = workload_format(p)
-    if fmt == "pollux":
-        return read_pollux_csv(p, max_gpus=max_gpus, adaptive=kw.get("adaptive", False))
+    if fmt in ("pollux", "sia"):
+        return read_pollux_csv(p, max_gpus=max_gpus, adaptive=kw.get("adaptive", False), sia=fmt == "sia")
     if fmt == "gavel":
         return read_gavel_csv(p, max_gpus=max_gpus)
     kw.pop("adaptive", None)
@@ -122,8 +147,14 @@ def _pollux_job(
     priority: int = 0,
     adaptive: bool = False,
     max_batch: int | None = None,
+    sia_root: str | None = None,
 ) -> ElasticJobSpec:
-    speed = PolluxJobSpeed(app, batch, adaptive=adaptive, max_batch_size=max_batch)
+    if sia_root is not None:
+        from .sia import SiaJobSpeed
+
+        speed: PolluxJobSpeed = SiaJobSpeed(app, batch, adaptive=adaptive, max_batch_size=max_batch, root=sia_root)
+    else:
+        speed = PolluxJobSpeed(app, batch, adaptive=adaptive, max_batch_size=max_batch)
     useful = speed.max_useful_workers()
     if adaptive:
         # as in Pollux's evaluation: any size from one GPU up to what the largest batch allows
@@ -152,7 +183,9 @@ def _pollux_job(
     )
 
 
-def read_pollux_csv(path: Path | str, max_gpus: int | None = None, adaptive: bool = False) -> list[ElasticJobSpec]:
+def read_pollux_csv(
+    path: Path | str, max_gpus: int | None = None, adaptive: bool = False, sia: bool = False
+) -> list[ElasticJobSpec]:
     """``name,time,application,num_replicas,batch_size`` (time in seconds).
 
     Optional extra columns: ``min_replicas``, ``max_replicas``, ``gpu_type``, ``priority``,
@@ -162,14 +195,16 @@ def read_pollux_csv(path: Path | str, max_gpus: int | None = None, adaptive: boo
     range is Pollux's: 1 GPU up to what its largest batch allows (at least the smallest per-GPU
     batch on each), bounded by the cluster.
     Without them an elastic range is derived from ``num_replicas`` as in Voda's examples
-    (min = ceil(NP/2), max = 2·NP, bounded by the batch size and the cluster)."""
+    (min = ceil(NP/2), max = 2·NP, bounded by the batch size and the cluster).
+    ``sia``: a Sia workload (the same columns), its jobs run by the tables of the Sia artifact
+    given in ``$LAVAFLOW_SIA_ARTIFACT``."""
     p = str(path)
     jobs: list[ElasticJobSpec] = []
     seen: set[str] = set()
     with open(path, newline="", encoding="utf-8-sig") as fh:
         header, reader = csv_rows(fh, p, POLLUX_COLUMNS)
         for row in reader:
-            job = pollux_row(p, reader.line_num, row, header, max_gpus, adaptive, seen)
+            job = (sia_row if sia else pollux_row)(p, reader.line_num, row, header, max_gpus, adaptive, seen)
             if job is not None:
                 jobs.append(job)
     return jobs
@@ -183,9 +218,11 @@ def pollux_row(
     max_gpus: int | None = None,
     adaptive: bool = False,
     seen: set[str] | None = None,
+    sia_root: str | None = None,
 ) -> ElasticJobSpec | None:
     """The job of one row of a Pollux CSV (None for a blank row); ``seen``: the names of the rows
-    before it, to refuse a repeated one (None: not checked)."""
+    before it, to refuse a repeated one (None: not checked); ``sia_root``: a Sia workload's row,
+    its job run by the tables of the artifact there."""
     if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
         return None  # a blank row
     if None in row or any(row.get(c) is None for c in POLLUX_COLUMNS):
@@ -199,11 +236,14 @@ def pollux_row(
         seen.add(name)
     t = _num(p, line, "time", row["time"], float, 0)
     app = row["application"].strip()
-    if app not in POLLUX_APPS:
-        raise WorkloadError(p, line, "application", f"unknown application {app!r} (known: {', '.join(POLLUX_APPS)})")
+    known = POLLUX_APPS
+    if sia_root is not None:
+        from .sia import SIA_APPS as known
+    if app not in known:
+        raise WorkloadError(p, line, "application", f"unknown application {app!r} (known: {', '.join(known)})")
     reps = _num(p, line, "num_replicas", row["num_replicas"], int, 1)
     bsz = _num(p, line, "batch_size", row["batch_size"], int, 1)
-    model = pollux_app(app)
+    model = pollux_app(app) if sia_root is None else _sia_model(p, line, sia_root, app)
     if bsz < model.min_local_bsz:
         raise WorkloadError(
             p, line, "batch_size", f"{bsz} is below {app}'s smallest per-GPU batch {model.min_local_bsz}"
@@ -230,7 +270,29 @@ def pollux_row(
             raise WorkloadError(p, line, "max_batch_size", f"{opt['max_batch']} is below the job's batch size {bsz}")
     if max_gpus is not None and reps > max_gpus:
         reps = max_gpus
-    return _pollux_job(p, line, name, t, app, reps, bsz, max_gpus, gpu_type=gt, **opt)
+    return _pollux_job(p, line, name, t, app, reps, bsz, max_gpus, gpu_type=gt, sia_root=sia_root, **opt)
+
+
+def _sia_model(p: str, line: int, root: str, app: str):
+    """The reference GPU type's model of a Sia workload's application; WorkloadError naming the
+    row and the missing table when the artifact lacks it."""
+    from .sia import REFERENCE_SUFFIX, SiaArtifactError, sia_app
+
+    try:
+        return sia_app(root, app, REFERENCE_SUFFIX)
+    except SiaArtifactError as exc:
+        raise WorkloadError(p, line, "application", str(exc)) from None
+
+
+def sia_row(p: str, line: int, *args, **kwargs) -> ElasticJobSpec | None:
+    """The job of one row of a Sia workload (Pollux's columns; the arguments of
+    :func:`pollux_row`), run by the tables of the artifact in ``$LAVAFLOW_SIA_ARTIFACT``."""
+    from .sia import ENV_VAR, configured_root
+
+    root = configured_root()
+    if root is None:
+        raise WorkloadError(p, line, None, f"a Sia workload needs Sia's artifact: set {ENV_VAR}")
+    return pollux_row(p, line, *args, **kwargs, sia_root=root)
 
 
 # Pollux's workload generator bins Philly jobs by GPU time into applications; we do the same to

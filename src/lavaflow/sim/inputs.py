@@ -48,6 +48,41 @@ class SimInput:
     stream: TraceFeed | None = None
 
 
+def _check_sia_tables(problems: Problems, src: Source, job: Job, items: list) -> None:
+    """A Job run by Sia's tables (lavaflow.io/speed-tables: sia) needs them for each GPU type it
+    may run on among the nodes of ``items`` (none when a trace's jobs are prepared in batches:
+    their traces were checked against the cluster)."""
+    from ..elastic import sia
+    from ..elastic import spec as es
+
+    annotations = job.metadata.annotations
+    if str(annotations.get(es.SPEED_TABLES, "")).strip().lower() != "sia":
+        return
+    from .traces import cluster_gpu_types
+
+    shape = es.job_shape(job)
+    types = cluster_gpu_types(items)
+    if shape is not None and shape[3] is not None:
+        types = {t for t in types if t == shape[3]}
+    app = str(annotations.get(es.APPLICATION, "")).strip()
+    field_name = f"metadata.annotations[{es.SPEED_TABLES}]"
+    root = sia.configured_root()
+    for gtype in sorted(types, key=lambda t: t or ""):
+        try:
+            suffix = sia.suffix_of(gtype)
+            missing = sia.missing_tables(root, app, suffix) if root is not None and app in sia.SIA_APPS else []
+        except sia.SiaArtifactError as exc:
+            problems.add(src, _what(job), field_name, f"on this cluster: {exc}")
+            continue
+        if missing:
+            problems.add(
+                src,
+                _what(job),
+                field_name,
+                f"{app} on GPU type {gtype or suffix} needs Sia's {', '.join(map(str, missing))}",
+            )
+
+
 def _what(obj) -> str:
     return object_label(obj)
 
@@ -520,6 +555,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                 found = list(dict.fromkeys([*found, *rules.validate_update(latest_job[obj.key], obj, ctx)]))
         if isinstance(obj, Job):
             latest_job[obj.key] = obj
+            _check_sia_tables(problems, src, obj, items)
             for ti, task in enumerate(obj.spec.tasks):
                 _check_pod_annotations(
                     problems, src, _what(obj), f"spec.tasks[{ti}].template.metadata", task.template.metadata.annotations

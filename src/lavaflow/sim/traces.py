@@ -28,6 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..elastic.job import ElasticJobSpec
     from .inputs import Item
 
+#: A trace job's own restart pause (training.RESTART_PAUSE, not imported: it brings the simulator).
+RESTART_PAUSE = "sim.lavaflow.io/restart-pause"
 DEFAULT_NODES = 16
 DEFAULT_GPUS_PER_NODE = 4
 _BAD = re.compile(r"[^a-z0-9-]+")
@@ -71,6 +73,10 @@ def job_document(spec, namespace: str = "default") -> dict[str, Any]:
             if getattr(sp, "max_batch_size", None):
                 ann[es.MAX_BATCH] = str(sp.max_batch_size)
         ann[es.WORK] = repr(float(spec.work))
+        restore = getattr(sp, "restore_delay", None)
+        if restore is not None:  # a Sia job: its tables, its checkpoint-restore delay
+            ann[es.SPEED_TABLES] = "sia"
+            ann[RESTART_PAUSE] = f"{restore:g}s"
     elif isinstance(sp, GavelJobSpeed):
         ann[es.GAVEL_MODEL] = sp.model
         ann[es.PROFILE_GROUP] = sp.model
@@ -149,8 +155,53 @@ def load_traces(
         if not trace.count:
             problems.add(str(p), "", "", "no jobs in this trace")
         problems.lines += built.lines
+        sia_problems(trace, loaded + out, problems)
         out += [job for job in jobs if job is not None]
     return out
+
+
+def cluster_gpu_types(loaded: list) -> set[str | None]:
+    """The GPU types of the GPU nodes in ``loaded`` (Loaded objects or prepared Items: their
+    lavaflow.io/accelerator label; None for GPU nodes without one)."""
+    out: set[str | None] = set()
+    for it in loaded:
+        kind = type(it.obj).__name__
+        if kind == "Node":
+            caps, labels = it.obj.allocatable, it.obj.metadata.labels
+        elif kind == "NodeGroup":
+            caps, labels = it.obj.spec.capacity, it.obj.spec.labels
+        else:
+            continue
+        if any(es.is_gpu(k) and float(v) > 0 for k, v in caps.items()):
+            labels = labels or {}
+            out.add(next((str(labels[k]).lower() for k in es.DEFAULT_GPU_TYPE_LABELS if labels.get(k)), None))
+    return out
+
+
+def sia_problems(trace: _TraceFile, loaded: list[Loaded], problems: Problems) -> None:
+    """A Sia workload's jobs run by the tables of the GPU types they meet: every type of the
+    cluster must be one Sia measured, with a table for every application of the trace."""
+    if trace.format != "sia" or not trace.ok:
+        return
+    from ..elastic import sia
+
+    root = sia.configured_root() or ""
+    for gtype in sorted(cluster_gpu_types(loaded), key=lambda t: t or ""):
+        try:
+            suffix = sia.suffix_of(gtype)
+        except sia.SiaArtifactError as exc:
+            problems.add(trace.path, "", "", f"a Sia workload on this cluster: {exc}")
+            continue
+        for app in sorted(trace.applications):
+            missing = sia.missing_tables(root, app, suffix)
+            if missing:
+                what = f"GPU type {gtype}" if gtype else f"nodes without a GPU type (run as {suffix})"
+                problems.add(
+                    trace.path,
+                    "",
+                    "",
+                    f"{app} on {what} needs Sia's {', '.join(str(m) for m in missing)}: not found",
+                )
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,6 +284,7 @@ class TraceFeed:
             if not trace.count:
                 found.add(trace.path, "", "", "no jobs in this trace")
             found.lines += built.lines
+            sia_problems(trace, loaded, found)
             trace.settle(times)
             feed.count += trace.count
         if len(names) < feed.count:
@@ -319,6 +371,7 @@ class _TraceFile:
         self.header: list[str] | None = None
         self.stamp: tuple[int, int] | None = None  # size and modification time when checked
         self.count = 0  # jobs
+        self.applications: set[str] = set()  # of its jobs
         self.ok = False  # every row was read (see rows)
         self.starts: list[int] = []  # where each job's row begins (a text file position)
         self.lines = array("q")  # each job's line
@@ -348,6 +401,7 @@ class _TraceFile:
             st = os.stat(self.path)
             self.stamp = (st.st_size, st.st_mtime_ns)
             for ordinal, spec, start in self._specs(check_names=True, where=where):
+                self.applications.add(spec.application)
                 yield ordinal, spec, start
                 self.count += 1
         except WorkloadError as exc:
@@ -447,6 +501,8 @@ def _row_reader(fmt: str) -> tuple[tuple[str, ...], Callable[..., ElasticJobSpec
 
     if fmt == "pollux":
         return tr.POLLUX_COLUMNS, tr.pollux_row
+    if fmt == "sia":
+        return tr.POLLUX_COLUMNS, tr.sia_row
     return tr.GAVEL_COLUMNS, lambda p, line, row, header, gpus, adaptive, seen=None: tr.gavel_row(
         p, line, row, header, gpus
     )

@@ -283,7 +283,7 @@ class TrainingModel:
         gtype = st.gpu_type or "default"
         sp = st.speed.speed
         if isinstance(sp, PolluxJobSpeed):
-            m = sp.model
+            m = sp.model_for(st.gpu_type)  # (the T4 tables but for a speed measured per type)
             batch = st.batch if st.batch is not None else sp.batch_size
             atomic, accum = m.batch_config(sum(shape), batch)
             key = (gtype, len(shape), sum(shape), atomic, accum)
