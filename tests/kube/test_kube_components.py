@@ -994,3 +994,29 @@ def test_deferred_creates_return_at_once_and_are_applied_when_taken():
             double.stop()
 
     run(scenario())
+
+
+def test_a_server_from_before_streaming_lists_by_its_version_is_not_kept_waiting_for_the_probe():
+    """A 1.18 server serves the probe a plain watch, which never ends an initial state: its
+    /version says what it is, so the informers list at once instead of waiting out the probe."""
+
+    async def scenario():
+        double = ApiDouble(bookmark_interval=0.05).start()
+        double.version = (1, 18)
+        double.watch_list = False
+        double.knows_watch_list = False
+        try:
+            double.put_object(_queue_raw("a"))
+            client = KubeClient(ClientConfig(server=double.url, qps=0))
+            store = KubeStore(client)
+            store.watch_list_probe_timeout = 60.0  # were it asked, the start would wait this long
+            store.inform("Queue")
+            await asyncio.wait_for(store.start(), 10)
+            assert await store.wait_synced(5)
+            assert store.watch_list is False and [q.name for q in store.list("Queue")] == ["a"]
+            await store.stop()
+            await client.close()
+        finally:
+            double.stop()
+
+    run(scenario())

@@ -863,7 +863,9 @@ class KubeStore:
         # server from before them ignores the parameter and would never end the initial state);
         # asked of the server at start unless set (see _streams_lists).
         self.watch_list: bool | None = None
-        self.watch_list_probe_timeout = 10.0
+        # A server that streams answers the probe's empty selection at once, from its watch cache;
+        # past this the informers list (always possible), rather than hold the start-up longer.
+        self.watch_list_probe_timeout = 2.0
         # With keep_raw off: the scheduler names whose pods are read whole; other schedulers' pods
         # are kept as node usage only (see usage_only_pod). None reads every pod whole.
         self.ours: frozenset[str] | None = None
@@ -913,6 +915,11 @@ class KubeStore:
             inf = next(iter(self.informers.values()))
         if inf is None:
             return False
+        old = await self._before_streaming_lists()
+        if old is not None:
+            # (it would serve the probe a plain watch, which never ends an initial state: no wait)
+            log.info("no streaming lists (the server is %s, from before them): informers list instead", old)
+            return False
         wait = self.watch_list_probe_timeout
         params = {
             "watch": True,
@@ -945,6 +952,18 @@ class KubeStore:
             why = str(exc) or type(exc).__name__
         log.info("no streaming lists (%s): informers list instead", why)
         return False
+
+    async def _before_streaming_lists(self) -> str | None:
+        """The server's version when its /version names one from before streaming lists
+        (Kubernetes 1.27), else None: a version it does not state (a source build answers an
+        empty major and minor), or a newer one, is left to the probe."""
+        try:
+            info = await self.client.request("GET", "/version", timeout=5)
+            major = int(str(info.get("major", "")).rstrip("+"))
+            minor = int(str(info.get("minor", "")).rstrip("+"))
+        except Exception:  # no answer, or no numbers: the probe decides
+            return None
+        return f"v{major}.{minor}" if (major, minor) < (1, 27) else None
 
     # ------------------------------------------------------------------ status subresources
     def has_status(self, res: Kind) -> bool:
