@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -27,7 +26,9 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _tree_cpu(root: int) -> float:
-    """CPU seconds (user + system) of ``root`` and every process below it, from /proc."""
+    """CPU seconds (user + system) of ``root`` and every process below it, from /proc: each live
+    process's own and that of the children it has reaped (a process pool's workers are children of
+    its fork server, which outlives them, so our own rusage never sees them)."""
     parent: dict[int, int] = {}
     cpu: dict[int, float] = {}
     for d in os.listdir("/proc"):
@@ -39,7 +40,7 @@ def _tree_cpu(root: int) -> float:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         parent[int(d)] = int(fields[1])
-        cpu[int(d)] = (int(fields[11]) + int(fields[12])) / TICK
+        cpu[int(d)] = sum(int(f) for f in fields[11:15]) / TICK  # utime, stime, cutime, cstime
     tree, frontier = {root}, [root]
     while frontier:
         p = frontier.pop()
@@ -47,11 +48,6 @@ def _tree_cpu(root: int) -> float:
         tree.update(kids)
         frontier += kids
     return sum(cpu.get(p, 0.0) for p in tree)
-
-
-def _own_cpu() -> float:
-    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
 def _runs_cpu(out: Path) -> list[float]:
@@ -98,9 +94,9 @@ def main() -> None:
     me = os.getpid()
 
     def local_pass(out: Path) -> dict:
-        c0, w0 = _own_cpu(), time.perf_counter()
+        c0, w0 = _tree_cpu(me), time.perf_counter()
         assert sweep(spec, out, jobs=args.workers, report=False, echo=quiet) == 0
-        wall, cpu = time.perf_counter() - w0, _own_cpu() - c0
+        wall, cpu = time.perf_counter() - w0, _tree_cpu(me) - c0
         runs = _runs_cpu(out)
         return {"wall": wall, "runs": runs, "over": (cpu - sum(runs)) / len(runs)}
 
