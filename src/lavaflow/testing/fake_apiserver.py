@@ -15,8 +15,9 @@ serves a kind as a CRD without a status subresource (Volcano's PodGroup): ``.../
 answers 404 and writes to the object change its status. Discovery documents (``GET /api/v1``,
 ``GET /apis/{group}/{version}``) list what is served. Faults can be injected:
 ``fail_next(kind, verb, status, n)``, ``hold(kind, verb, seconds)`` (a slow server, which
-records how many such requests were in flight at once) and ``compact()`` (every open watch
-gets a 410 and must relist).
+records how many such requests were in flight at once), ``compact()`` (every open watch
+gets a 410 and must relist), ``fail_share(share)`` (a seeded share of all requests answered 429,
+500 or 503) and ``drop_watches()`` (every open watch ends, as a dropped connection).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import copy
 import datetime as _dt
 import itertools
 import json
+import random
 import threading
 import uuid
 from collections import defaultdict
@@ -135,6 +137,9 @@ class ApiDouble:
         self.floor: dict[str, int] = defaultdict(int)
         self.watchers: dict[str, list[asyncio.Queue]] = defaultdict(list)
         self.faults: dict[tuple[str, str], list[int]] = defaultdict(list)
+        # (share of requests, statuses, generator): a seeded share of every request fails (fail_share)
+        self.chaos: tuple[float, tuple[int, ...], random.Random] | None = None
+        self.chaos_failed = 0
         self.counts: dict[str, int] = defaultdict(int)  # verb/kind -> requests
         # (kind, verb) -> seconds each such request is held before it is answered (see hold), and
         # the most of them in flight at once in each stretch between two moments with none
@@ -260,6 +265,27 @@ class ApiDouble:
     def fail_next(self, kind: str, verb: str, status: int = 409, n: int = 1) -> None:
         """The next ``n`` requests ``verb`` (get/list/create/update/patch/delete/bind/evict) on ``kind`` fail."""
         self.call(lambda: self.faults[(kind, verb)].extend([status] * n))
+
+    def fail_share(self, share: float, statuses: tuple[int, ...] = (429, 500, 503), seed: int = 0) -> None:
+        """From now on a seeded ``share`` of all requests to the API's resources (reads, writes,
+        watches) fail with one of ``statuses``, as an overloaded server or a proxy in front of it
+        answers; 0 stops it. 429s carry ``Retry-After: 1``."""
+
+        def _do() -> None:
+            self.chaos = (share, tuple(statuses), random.Random(seed)) if share > 0 else None
+
+        self.call(_do)
+
+    def drop_watches(self) -> None:
+        """End every open watch stream now, without an error (a connection a proxy or a restarted
+        server closed): clients watch again from the last version they saw."""
+
+        def _do() -> None:
+            for qs in self.watchers.values():
+                for q in qs:
+                    q.put_nowait(None)
+
+        self.call(_do)
 
     def hold(self, kind: str, verb: str, seconds: float) -> None:
         """Answer every request ``verb`` on ``kind`` ``seconds`` late (a slow server), and record in
@@ -424,6 +450,11 @@ class ApiDouble:
         if held is not None:
             await self._held((res.kind, verb), held)
         code = self._fault(res.kind, verb)
+        if code is None and self.chaos is not None:
+            share, statuses, rng = self.chaos
+            if rng.random() < share:
+                code = statuses[rng.randrange(len(statuses))]
+                self.chaos_failed += 1
         if code is not None:
             reason = {
                 409: "Conflict",
@@ -433,8 +464,12 @@ class ApiDouble:
                 404: "NotFound",
                 403: "Forbidden",
                 422: "Invalid",
+                503: "ServiceUnavailable",
             }.get(code, "Failure")
-            return web.json_response(_status(code, reason, f"injected {code} for {verb} {res.kind}"), status=code)
+            headers = {"Retry-After": "1"} if code == 429 else None
+            return web.json_response(
+                _status(code, reason, f"injected {code} for {verb} {res.kind}"), status=code, headers=headers
+            )
         body = None
         if method in ("POST", "PUT", "PATCH"):
             try:
