@@ -233,6 +233,21 @@ def kube_scheduler_cmd(args, kubeconfig: str, tmp: Path) -> list[str]:
     return [args.kube_scheduler, f"--config={conf}", "--bind-address=127.0.0.1", "--secure-port=10259", "--v=1"]
 
 
+def raw_cmd(args, kubeconfig: str) -> list[str]:
+    """The raw binder (benchmarks/raw_binder.py): binds the phase's pods round robin, deciding nothing."""
+    script = str(Path(__file__).resolve().parent / "raw_binder.py")
+    return [
+        sys.executable,
+        script,
+        "--kubeconfig",
+        kubeconfig,
+        "--scheduler-name",
+        "raw-binder",
+        "--qps",
+        str(args.qps),
+    ]
+
+
 def lavaflow_cmd(args, kubeconfig: str) -> list[str]:
     return [
         str(Path(sys.executable).parent / "lavaflow"), "scheduler", "--kubeconfig", kubeconfig, "--no-leader-elect",
@@ -250,14 +265,17 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
     if which == "lavaflow":
         await create_grouped_pods(client, ns, names, "lavaflow", args.cpu, args.memory)
     else:
-        docs = [pod_doc(x, "default-scheduler", args.cpu, args.memory, None) for x in names]
+        scheduler = "raw-binder" if which == "raw" else "default-scheduler"
+        docs = [pod_doc(x, scheduler, args.cpu, args.memory, None) for x in names]
         await bounded(32, (post(client, f"/api/v1/namespaces/{ns}/pods", d) for d in docs))
     print(f"  {which}: {n} pods created in {time.monotonic() - t0:.1f}s", flush=True)
 
     watch = BindWatch(client, ns)
     watch.start()
     await watch.ready.wait()
-    cmd = kube_scheduler_cmd(args, kubeconfig, tmp) if which == "kube" else lavaflow_cmd(args, kubeconfig)
+    cmd = {"kube": lambda: kube_scheduler_cmd(args, kubeconfig, tmp), "raw": lambda: raw_cmd(args, kubeconfig)}.get(
+        which, lambda: lavaflow_cmd(args, kubeconfig)
+    )()
     log = open(tmp / f"{which}-{nodes}.log", "w")
     neighbour = start_neighbour() if args.neighbour else None
     started = time.monotonic()
@@ -269,7 +287,7 @@ async def phase(client: KubeClient, args, which: str, nodes: int, kubeconfig: st
             if time.monotonic() - started > args.timeout:
                 timed_out = True
                 break
-            if proc.poll() is not None:
+            if proc.poll() is not None and not (which == "raw" and proc.returncode == 0):
                 raise RuntimeError(f"{which} scheduler exited with {proc.returncode}; see {log.name}")
             await asyncio.sleep(0.05)
     finally:
@@ -356,7 +374,9 @@ async def main() -> int:
     ap.add_argument("--kube-scheduler", help="kube-scheduler binary (omit to run only lavaflow)")
     ap.add_argument("--nodes", default="1000,5000", help="comma-separated node counts")
     ap.add_argument("--pods", type=int, default=5000)
-    ap.add_argument("--order", default="kube,lavaflow", help="phases in order")
+    ap.add_argument(
+        "--order", default="kube,lavaflow", help="phases in order: kube, lavaflow, raw (benchmarks/raw_binder.py)"
+    )
     ap.add_argument("--cpu", default="100m")
     ap.add_argument("--memory", default="128Mi")
     ap.add_argument("--node-cpu", default="32")
@@ -375,6 +395,8 @@ async def main() -> int:
     client, version = await connect(kubeconfig)
     results = []
     order = [x for x in args.order.split(",") if x and (x != "kube" or args.kube_scheduler)]
+    if any(x not in ("kube", "lavaflow", "raw") for x in order):
+        sys.exit(f"--order: phases are kube, lavaflow and raw, not {args.order}")
     try:
         with tempfile.TemporaryDirectory(prefix="lavaflow-bench-") as d:
             tmp = Path(d)
