@@ -952,6 +952,16 @@ class JobController(Controller):
                 self.killing.add(p.metadata.uid)
                 self.store.delete("Pod", p.key)
 
+    def acts_on_each_end(self, key: str) -> bool:
+        """Whether a sync of Job ``key`` may act on one of its pods ending alone — a lifecycle
+        policy (of the job or a task) or a minSuccess reached by that pod — so that pods ending at
+        one instant must reach it one at a time. True for a Job not known here."""
+        job = self.store.get("Job", key)
+        if not isinstance(job, Job):
+            return True
+        spec = job.spec
+        return spec.min_success is not None or bool(spec.policies) or any(t.policies for t in spec.tasks)
+
     def retry_forbidden(self, namespace: str) -> None:
         """Usage in ``namespace`` went down: jobs whose pods were refused try again."""
         for key in self.forbidden.get(namespace, {}):

@@ -19,7 +19,6 @@ from ..api import sim_annotations as ann
 from ..api.core import Node, Pod
 from ..api.meta import clone, set_fields
 from ..api.volcano import JOB_NAME_KEY, PodGroupCondition
-from ..api.volcano import Job as VolcanoJob
 from ..controllers import build_controllers
 from ..controllers.job import generated_objects
 from ..controllers.queue import builtin_queues
@@ -330,10 +329,10 @@ class Simulation:
     def _finish_joins(self, payload: tuple[str, str]) -> bool:
         """Whether the next event, at the same instant as the finish of pod ``payload``, may reach
         the controllers in the same settle: it is the finish of another pod of the same Volcano
-        Job, both exit 0, have no spawned children, and the Job has no lifecycle policies and no
-        minSuccess. Then no sync between the two could act on the first alone (a policy on a
-        task's completion, the job's minSuccess reached, a failure); the job's workers that started
-        together end in one sync, as a workqueue coalesces a Job's key, not in one per pod."""
+        Job, both exit 0, have no spawned children, and the job controller says no sync of the Job
+        acts on one pod's end alone (no lifecycle policy, no minSuccess). The job's workers that
+        started together then end in one sync, as a workqueue coalesces a Job's key, not in one
+        per pod."""
         nxt = self._events[0]
         if nxt[2] != "finish":
             return False
@@ -347,11 +346,7 @@ class Simulation:
         for p in pods:
             if p.metadata.annotations.get(ann.EXIT_CODE, "0") != "0" or self.children.get(p.metadata.uid):
                 return False
-        job = self.store.get("Job", f"{a.namespace}/{name}")
-        if job is None or not isinstance(job, VolcanoJob):
-            return False
-        spec = job.spec
-        return spec.min_success is None and not spec.policies and not any(t.policies for t in spec.tasks)
+        return not self.job_ctrl.acts_on_each_end(f"{a.namespace}/{name}")
 
     def _child_gone(self, key: str) -> None:
         parent_uid = self.parent_of.pop(key, None)
