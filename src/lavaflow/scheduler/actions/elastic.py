@@ -504,7 +504,15 @@ class ElasticAction(Action):
                 )
                 ej.info.job_fit_errors = js.reason
                 continue
-            host = _host_leaving(per_node, target)
+            # Workers above their node's target, highest index first: those the evictions below take.
+            leaving = [
+                t
+                for node, tasks in per_node.items()
+                for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True)[
+                    : max(len(tasks) - target.get(node, 0), 0)
+                ]
+            ]
+            host = next((t for t in leaving if _hosts_rendezvous(t)), None)
             if host is not None:
                 # The worker hosting the job's rendezvous (torchrun's c10d store) would leave: the
                 # other workers' torchrun would fail with it, and workers bound now would join a
@@ -560,13 +568,6 @@ class ElasticAction(Action):
             # replacements run, and go in a later session once the evicted ones are back and bound;
             # when none can go without that (a job at its minimum moving), all go at once -- the
             # checkpoint-restart a migration is -- and the job starts again where the policy put it.
-            leaving = [
-                t
-                for node, tasks in per_node.items()
-                for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True)[
-                    : max(len(tasks) - target.get(node, 0), 0)
-                ]
-            ]
             alive = sum(len(v) for v in per_node.values())
             room = alive + bound - ej.min_workers
             if leaving and alive >= ej.min_workers and room < len(leaving):
@@ -591,18 +592,9 @@ class ElasticAction(Action):
             js.reason = ""
 
 
-def _host_leaving(per_node: dict[str, list[TaskInfo]], target: dict[str, int]) -> TaskInfo | None:
-    """The alive worker hosting the job's rendezvous (pod annotation ``RENDEZVOUS_HOST``) when the
-    reconcile would evict it -- it is among the highest-index workers above its node's target --
-    else None."""
-    for node, tasks in per_node.items():
-        above = len(tasks) - target.get(node, 0)
-        if above <= 0:
-            continue
-        for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True)[:above]:
-            if t.pod is not None and t.pod.metadata.annotations.get(es.RENDEZVOUS_HOST) == "true":
-                return t
-    return None
+def _hosts_rendezvous(task: TaskInfo) -> bool:
+    """Whether the worker's pod hosts its job's rendezvous (annotation ``RENDEZVOUS_HOST``)."""
+    return task.pod is not None and task.pod.metadata.annotations.get(es.RENDEZVOUS_HOST) == "true"
 
 
 def _keep_lowest(ssn: Session, ej: ElasticJob, n: int) -> dict[str, int]:
