@@ -9,8 +9,17 @@ raylet, GCS and workers, Ray's start-up reported apart), per run, as a % of a ru
 Usage: python benchmarks/sweep_overhead.py [--policies Pollux,Tiresias] [--workloads 1,2] [--loads 1.0]
            [--seeds 2] [--workers 2] [--noise 0.05] [--repeat 2] [--keep DIR]
 
-The full study of issue 39 is ``--policies`` all 13 rows, ``--workloads 1,2,3,4,5,6,7,8``,
-``--loads 0.5,1.0,1.5,2.0``, ``--seeds 5`` (2,080 replays, hours of CPU).
+The full study of issue 39 is examples/sweeps/pollux-study.yaml (13 policy rows x 8 workloads x
+4 loads x 5 seeds = 2,080 replays, hours of CPU per path). Too long to pair pass by pass on a shared
+machine, it runs one path at a time, resumable, each invocation's CPU kept in a ledger:
+
+    python benchmarks/sweep_overhead.py --spec examples/sweeps/pollux-study.yaml --keep DIR --only local
+    python benchmarks/sweep_overhead.py --spec examples/sweeps/pollux-study.yaml --keep DIR --only ray
+    python benchmarks/sweep_overhead.py --keep DIR --summary
+
+An interrupted path is run again with the same command: the sweep skips its finished runs, and the
+ledger (DIR/ledger-PATH.jsonl, one line per invocation) counts, per invocation, the runs it ran, their
+CPU and the CPU of the whole process tree, so the overhead per run sums over invocations.
 """
 
 from __future__ import annotations
@@ -56,8 +65,99 @@ def _runs_cpu(out: Path) -> list[float]:
     return [json.loads(p.read_text())["cpu_seconds"] for p in sorted((out / "runs").glob("*.json"))]
 
 
+def _run_files(out: Path) -> set[str]:
+    return {p.name for p in (out / "runs").glob("*.json")} if (out / "runs").is_dir() else set()
+
+
+def _one_path(args, spec: Path, base: Path) -> None:
+    """Run one path of the study (``--only``), resuming; append what this invocation cost to the
+    ledger."""
+    import json
+
+    import ray
+
+    from lavaflow.cli.sweep import sweep
+
+    out = base / args.only
+    quiet = lambda _line: None  # noqa: E731
+    sweep(spec, base / "warm", dry_run=True, echo=quiet)  # imports and file reads out of the measurement
+    before = _run_files(out)
+    me = os.getpid()
+    entry: dict = {"path": args.only, "loadavg_before": os.getloadavg()[0], "nice": os.nice(0), "workers": args.workers}
+    c0, w0 = _tree_cpu(me), time.perf_counter()
+    if args.only == "ray":
+        ray.init(num_cpus=args.workers, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        c1, w1 = _tree_cpu(me), time.perf_counter()
+        time.sleep(3.0)
+        c2, w2 = _tree_cpu(me), time.perf_counter()
+        entry.update(start_cpu=c1 - c0, start_wall=w1 - w0, idle_rate=(c2 - c1) / (w2 - w1))
+        c0, w0 = c2, w2
+    try:
+        code = sweep(spec, out, jobs=args.workers, ray="auto" if args.only == "ray" else None, report=False, echo=print)
+    finally:
+        c3, w3 = _tree_cpu(me), time.perf_counter()
+        if args.only == "ray":
+            ray.shutdown()
+        new = sorted(_run_files(out) - before)
+        runs_cpu = [json.loads((out / "runs" / n).read_text()).get("cpu_seconds") or 0.0 for n in new]
+        entry.update(
+            exit=None if "code" not in locals() else code,
+            runs=len(new),
+            runs_cpu=sum(runs_cpu),
+            tree_cpu=c3 - c0,
+            wall=w3 - w0,
+            loadavg_after=os.getloadavg()[0],
+            ended=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
+        with open(base / f"ledger-{args.only}.jsonl", "a") as f:
+            f.write(json.dumps(entry) + "\n")
+        print(json.dumps(entry))
+
+
+def _summary(base: Path) -> None:
+    import json
+
+    rows = {}
+    for which in ("local", "ray"):
+        led = base / f"ledger-{which}.jsonl"
+        if not led.exists():
+            print(f"{which}: no ledger")
+            continue
+        es = [json.loads(line) for line in led.read_text().splitlines() if line.strip()]
+        n = sum(e["runs"] for e in es)
+        if not n:
+            print(f"{which}: no runs")
+            continue
+        runs_cpu, tree, wall = (sum(e[k] for e in es) for k in ("runs_cpu", "tree_cpu", "wall"))
+        total = len(_run_files(base / which))
+        over = (tree - runs_cpu) / n
+        rows[which] = (n, runs_cpu / n, over, wall, es)
+        start = sum(e.get("start_cpu", 0.0) for e in es)
+        idle = ", ".join(f"{e.get('idle_rate', 0.0):.3f}" for e in es)
+        loads = ", ".join(f"{e['loadavg_before']:.1f}->{e['loadavg_after']:.1f}" for e in es)
+        print(
+            f"{which}: {len(es)} invocation(s), {n} runs measured ({total} in the folder), CPU per run inside the task "
+            f"{runs_cpu / n:.2f} s, wall {wall / 3600:.2f} h ({wall / n:.2f} s per run), overhead per run "
+            f"{over:.3f} s = {100 * over / (runs_cpu / n):.2f} % of a run's CPU"
+            + (
+                f"; Ray start-up {start:.1f} s CPU in all ({100 * (over + start / n) / (runs_cpu / n):.2f} % with it); "
+                f"idle {idle} CPU-s/s"
+                if which == "ray"
+                else ""
+            )
+        )
+        print(f"  loadavg per invocation: {loads}; nice {sorted({e['nice'] for e in es})}")
+    tables = [base / w / "results.csv" for w in ("local", "ray")]
+    if all(t.exists() for t in tables):
+        same = tables[0].read_bytes() == tables[1].read_bytes()
+        print(f"tables identical (local vs Ray, byte for byte): {'yes' if same else 'NO'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--spec", default=None, help="a sweep file to run instead of the one built from the options below")
+    ap.add_argument("--only", choices=("local", "ray"), default=None, help="run one path, resuming in --keep DIR")
+    ap.add_argument("--summary", action="store_true", help="print the figures of the --only runs kept in --keep DIR")
     ap.add_argument("--policies", default="Pollux,Tiresias")
     ap.add_argument("--workloads", default="1,2", help="Pollux workload numbers")
     ap.add_argument("--loads", default="1.0", help="Pollux load variants")
@@ -67,6 +167,21 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="passes, alternating which path goes first")
     ap.add_argument("--keep", default=None, help="keep the sweep folders here (default: a temporary folder)")
     args = ap.parse_args()
+    if args.only or args.summary:
+        if not args.keep:
+            ap.error("--only and --summary need --keep DIR")
+        base = Path(args.keep)
+        base.mkdir(parents=True, exist_ok=True)
+        if args.summary:
+            _summary(base)
+            return
+        if not args.spec:
+            ap.error("--only needs --spec")
+        spec = base / "study.yaml"
+        if not spec.exists():
+            spec.write_text(Path(args.spec).read_text())
+        _one_path(args, spec, base)
+        return
 
     import ray
 
