@@ -251,6 +251,47 @@ def test_overused_is_or(fakes):
     assert _session([]).overused(_small_cache().queues[q]) is False
 
 
+def test_first_answer_hooks_take_the_first_answer_in_tier_order(fakes):
+    """OverusedReason, WithinDeserved and DeservedShares: a plugin that keeps no share for a queue
+    answers None and the next one in tier order is asked (issue 37: overcommit and allocate ask
+    these instead of reading proportion's or capacity's attributes)."""
+    fakes("silent", OverusedReason=lambda q: None, WithinDeserved=lambda j: None, DeservedShares=lambda: None)
+    fakes("agree", OverusedReason=lambda q: f"{q.name} is full", WithinDeserved=lambda j: True)
+    fakes("refuse", OverusedReason=lambda q: "never read", WithinDeserved=lambda j: False)
+    fakes("shares", DeservedShares=lambda: {"default": np.array([1.0])})
+    ssn = _session(["silent"], ["agree", "refuse"], ["shares"])
+    job, queue = ssn.jobs["default/a"], ssn.queues["default"]
+    assert ssn.overused_reason(queue) == "default is full"
+    assert ssn.within_deserved(job) is True
+    assert ssn.deserved_shares()["default"].tolist() == [1.0]
+    ssn = _session(["refuse", "agree"])
+    assert ssn.within_deserved(job) is False and ssn.overused_reason(queue) == "never read"
+    # nobody answers: no reason, not within, no shares
+    ssn = _session(["silent"])
+    assert ssn.overused_reason(queue) is None and ssn.within_deserved(job) is False and ssn.deserved_shares() == {}
+
+
+def test_proportion_and_capacity_answer_within_deserved_through_the_session():
+    """overcommit asks the session, not a plugin's attributes: proportion and capacity each answer
+    from their own accounting (a small gang fits its queue's share, one larger than the cluster not)."""
+    for plugin in ("proportion", "capacity"):
+        cache = make_cache(
+            [make_node("n1", cpu=8)],
+            queues=[make_queue("a")],
+            pgs=[
+                make_pg("small", 1, queue="a", min_resources={"cpu": "1"}, phase="Pending"),
+                make_pg("huge", 1, queue="a", min_resources={"cpu": "100"}, phase="Pending"),
+            ],
+            pods=[make_pod("s0", "small", cpu=1), make_pod("h0", "huge", cpu=100)],
+        )
+        ssn = open_session(cache, tiers_conf([plugin], actions="enqueue"))
+        assert ssn.within_deserved(ssn.jobs["default/small"]) is True, plugin
+        assert ssn.within_deserved(ssn.jobs["default/huge"]) is False, plugin
+    # without a queue plugin nobody answers: overcommit alone decides
+    ssn = open_session(cache, tiers_conf(["overcommit"], actions="enqueue"))
+    assert ssn.within_deserved(ssn.jobs["default/small"]) is False
+
+
 # ---------------------------------------------------------------------------- votes
 
 
@@ -847,7 +888,7 @@ def test_a_session_is_freed_without_the_cycle_collector_once_the_next_opens():
     gc.disable()
     try:
         first = sched.run_once(0.0)
-        assert first.log and first.plugins["proportion"] is first.proportion
+        assert first.log and "proportion" in first.plugins
         assert first.fns  # the finished session still holds its callbacks until the next one opens
         ref = weakref.ref(first)
         plugin_ref = weakref.ref(first.plugins["gang"])
@@ -872,9 +913,12 @@ def test_jobs_token_stands_only_while_no_job_changes():
     first = open_session(cache)
     second = open_session(cache)
     assert second.jobs_token == first.jobs_token
-    assert second.proportion is not None and first.proportion is not None
-    assert second.proportion.attrs["default"].request.tolist() == first.proportion.attrs["default"].request.tolist()
-    assert second.proportion.attrs["default"].allocated[0] == 0.0
+    assert "proportion" in second.plugins and "proportion" in first.plugins
+    assert (
+        second.plugins["proportion"].attrs["default"].request.tolist()
+        == first.plugins["proportion"].attrs["default"].request.tolist()
+    )
+    assert second.plugins["proportion"].attrs["default"].allocated[0] == 0.0
 
     assert second.jobs_previous_token is None and not second.jobs_changed
 
@@ -884,8 +928,8 @@ def test_jobs_token_stands_only_while_no_job_changes():
     assert third.jobs_token != second.jobs_token
     # the same jobs: the last token and the job that changed since, for plugins to revisit alone
     assert third.jobs_previous_token == second.jobs_token and third.jobs_changed == {"default/b"}
-    assert third.proportion is not None
-    assert third.proportion.attrs["default"].allocated[0] == 2.0
+    assert "proportion" in third.plugins
+    assert third.plugins["proportion"].attrs["default"].allocated[0] == 2.0
     drf = third.plugins["drf"]
     assert drf.allocated["default/b"][0] == 2.0 and drf.share["default/b"] > 0.0  # type: ignore[attr-defined]
     assert drf.allocated["default/a"][0] == 0.0 and drf.share["default/a"] == 0.0  # type: ignore[attr-defined]
@@ -915,20 +959,29 @@ def test_proportion_kept_queue_attributes_follow_a_queue_change_with_the_same_jo
         pods=[make_pod("x0", "x", cpu=6), make_pod("y0", "y", cpu=6)],
     )
     first = open_session(cache)
-    assert first.proportion is not None
-    assert first.proportion.attrs["a"].deserved[0] == 4.0 and first.proportion.attrs["a"].capability[0] == np.inf
+    assert "proportion" in first.plugins
+    assert (
+        first.plugins["proportion"].attrs["a"].deserved[0] == 4.0
+        and first.plugins["proportion"].attrs["a"].capability[0] == np.inf
+    )
     # a Queue status write: new vectors with the same bits, the same attributes
     cache.on_queue(make_queue("a"))
     second = open_session(cache)
-    assert second.jobs_token == first.jobs_token and second.proportion is not None
-    assert second.proportion.attrs["a"].deserved.tolist() == first.proportion.attrs["a"].deserved.tolist()
+    assert second.jobs_token == first.jobs_token and "proportion" in second.plugins
+    assert (
+        second.plugins["proportion"].attrs["a"].deserved.tolist()
+        == first.plugins["proportion"].attrs["a"].deserved.tolist()
+    )
     cache.on_queue(make_queue("a", capability={"cpu": 2}))
     third = open_session(cache)
-    assert third.jobs_token == first.jobs_token and third.proportion is not None
-    assert third.proportion.attrs["a"].capability[0] == 2.0 and third.proportion.attrs["a"].deserved[0] == 2.0
+    assert third.jobs_token == first.jobs_token and "proportion" in third.plugins
+    assert (
+        third.plugins["proportion"].attrs["a"].capability[0] == 2.0
+        and third.plugins["proportion"].attrs["a"].deserved[0] == 2.0
+    )
     cache.on_queue(make_queue("b", weight=3))
     fourth = open_session(cache)
-    assert fourth.proportion is not None and fourth.proportion.attrs["b"].weight == 3.0
+    assert "proportion" in fourth.plugins and fourth.plugins["proportion"].attrs["b"].weight == 3.0
     # what handlers change is each session's own
-    fourth.proportion.attrs["a"].allocated += 1.0
-    assert open_session(cache).proportion.attrs["a"].allocated[0] == 0.0  # type: ignore[union-attr]
+    fourth.plugins["proportion"].attrs["a"].allocated += 1.0
+    assert open_session(cache).plugins["proportion"].attrs["a"].allocated[0] == 0.0  # type: ignore[attr-defined]

@@ -222,10 +222,9 @@ class TimelineSampler:
             self._capacity = (cap_key, capacity)
         queues = {name: self._queue_amounts(q, names) for name, q in sorted(self.queues.items())}
         deserved = {}
-        prop = getattr(session, "proportion", None) if session is not None else None
-        if prop is not None:
-            for q, a in sorted(prop.attrs.items()):
-                d = a.deserved.tolist()  # (Python numbers: indexing the array costs a numpy scalar each)
+        if session is not None:
+            for q, share in sorted(session.deserved_shares().items()):
+                d = share.tolist()  # (Python numbers: indexing the array costs a numpy scalar each)
                 deserved[q] = {nm: float(d[i]) for i, nm in enumerate(names) if nm != "pods" and i < len(d) and d[i]}
         return {
             "time": now,

@@ -62,8 +62,7 @@ class AllocateAction(Action):
             if not jobs:
                 continue
             if ssn.overused(queue):
-                prop = getattr(ssn, "proportion", None)
-                why = (prop.overused_reason(queue.name) if prop is not None else None) or (
+                why = ssn.overused_reason(queue) or (
                     f"queue {queue.name} is overused (allocation has reached its deserved share)"
                 )
                 for job in _drain(jobs):

@@ -24,8 +24,6 @@ from .session_plugins import ABSTAIN, PERMIT, REJECT, UNCACHED, SessionPlugins
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cache import SchedulerCache
-    from ..plugins.capacity import CapacityPlugin
-    from ..plugins.proportion import ProportionPlugin
     from .conf import SchedulerConfiguration
     from .statement import Statement
 
@@ -102,9 +100,6 @@ class Session(SessionPlugins):
         # Every statement opened in this session, so that abort() can discard what was not committed.
         self.statements: list[Statement] = []
         self.error: BaseException | None = None  # what made the session abort, if it did
-        # Plugins that show their queue accounting to actions and explanations (set when they open).
-        self.proportion: ProportionPlugin | None = None
-        self.capacity: CapacityPlugin | None = None
         versions: list[int] = []
         append = versions.append
         for job in self.jobs.values():  # (every job of a large cluster: only what is not clean is reset)

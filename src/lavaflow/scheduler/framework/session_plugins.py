@@ -146,6 +146,22 @@ class SessionPlugins:
     def add_overused_fn(self, name: str, fn: Fn) -> None:
         self._add("Overused", name, fn)
 
+    def add_overused_reason_fn(self, name: str, fn: Fn) -> None:
+        """fn(queue) -> str or None: why allocate passes over an overused queue, in the plugin's
+        words (e.g. the capability it reached); the first answer in tier order is used."""
+        self._add("OverusedReason", name, fn)
+
+    def add_within_deserved_fn(self, name: str, fn: Fn) -> None:
+        """fn(job) -> bool or None: would the job's queue stay within its deserved share if the
+        job were admitted? None: the plugin keeps no share for that queue. The first answer in
+        tier order is used (overcommit asks, proportion and capacity answer)."""
+        self._add("WithinDeserved", name, fn)
+
+    def add_deserved_shares_fn(self, name: str, fn: Fn) -> None:
+        """fn() -> {queue name: deserved resource vector}: the queue shares a plugin worked out,
+        for status and the simulator's timeline; the first plugin in tier order that registers one."""
+        self._add("DeservedShares", name, fn)
+
     def add_preemptable_fn(self, name: str, fn: Fn) -> None:
         self._add("Preemptable", name, fn)
 
@@ -289,6 +305,26 @@ class SessionPlugins:
                 if fn(queue):
                     return True
         return False
+
+    def _first(self, point: str, *args: Any) -> Any:
+        """The first answer other than None, in tier order."""
+        for tier in self.tiered(point):
+            for _, fn in tier:
+                r = fn(*args)
+                if r is not None:
+                    return r
+        return None
+
+    def overused_reason(self, queue: QueueInfo) -> str | None:
+        reason: str | None = self._first("OverusedReason", queue)
+        return reason
+
+    def within_deserved(self, job: JobInfo) -> bool:
+        return bool(self._first("WithinDeserved", job))
+
+    def deserved_shares(self) -> dict[str, np.ndarray]:
+        shares: dict[str, np.ndarray] | None = self._first("DeservedShares")
+        return shares or {}
 
     def _vote(self, point: str, job: JobInfo, switch: str | None = None) -> bool:
         for tier in self.tiered(point, switch):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from ..model import ALLOCATED
+from ..resources import EPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -153,6 +154,29 @@ def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
             job.memo["reserved"] = (rkey, same_bits(left[i], rold) if nonzero[i] else None, akey)
         if ekey is not None:
             job.memo["elastic"] = (ekey, same_bits(beyond[i], eold), akey)
+
+
+def within_share(a: Any, job: JobInfo) -> bool:
+    """Would the queue whose accounting is ``a`` (allocated, inqueue, deserved) stay within its
+    deserved share after admitting ``job`` (its minResources; pods is not a share dimension)?"""
+    req = job.min_resources
+    assert req is not None  # asked only for jobs with minResources
+    dims = req > 0
+    if len(dims) > 2:
+        dims[2] = False
+    after = a.allocated + a.inqueue + req
+    return bool(np.all(after[dims] <= a.deserved[dims] + EPS))
+
+
+def within_deserved_fn(plugin: Any) -> Callable[[JobInfo], bool | None]:
+    """The WithinDeserved callback of a plugin that keeps queue accounting in ``plugin.attrs``
+    (proportion, capacity): :func:`within_share` for queues it knows, None for the others."""
+
+    def within(job: JobInfo) -> bool | None:
+        a = plugin.attrs.get(job.queue)
+        return None if a is None else within_share(a, job)
+
+    return within
 
 
 def preemptable_below(ssn: Session, job: JobInfo, width: int) -> np.ndarray:

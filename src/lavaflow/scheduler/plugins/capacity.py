@@ -19,7 +19,7 @@ from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
 from ..model import ALLOCATED
 from ..resources import EPS, PODS, describe, short_in
-from ._shares import elastic_of, reserved_by_admission, share_queue_order
+from ._shares import elastic_of, reserved_by_admission, share_queue_order, within_deserved_fn
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -182,7 +182,7 @@ class CapacityPlugin(Plugin):
         ssn.add_preemptive_fn(self.name, preemptive)
         ssn.add_reclaimable_fn(self.name, reclaimable)
         ssn.add_event_handler(on_allocate, on_deallocate)
-        ssn.capacity = self
+        ssn.add_within_deserved_fn(self.name, within_deserved_fn(self))
 
     def _chain(self, name: str) -> list[CapAttr]:
         """The queue and its ancestors (root excluded unless asked for directly)."""

@@ -20,24 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model import JobInfo
 
 
-def within_deserved(ssn: Session, job: JobInfo) -> bool:
-    """Would the queue stay within its deserved share (proportion or capacity) after admitting ``job``?"""
-    for name in ("proportion", "capacity"):
-        plugin = getattr(ssn, name, None)
-        attrs = getattr(plugin, "attrs", None) if plugin is not None else None
-        a = attrs.get(job.queue) if attrs else None
-        if a is None:
-            continue
-        req = job.min_resources
-        assert req is not None  # asked only for jobs with minResources
-        dims = req > 0
-        if len(dims) > 2:
-            dims[2] = False
-        after = a.allocated + a.inqueue + req
-        return bool(np.all(after[dims] <= a.deserved[dims] + EPS))
-    return False
-
-
 @register_plugin
 class OvercommitPlugin(Plugin):
     name = "overcommit"
@@ -91,7 +73,7 @@ class OvercommitPlugin(Plugin):
             dims = req > 0
             if np.all(self.inqueue[dims] + req[dims] <= limit[dims] + EPS):
                 return PERMIT
-            if within_deserved(ssn, job) or np.all(
+            if ssn.within_deserved(job) or np.all(
                 (self.inqueue + req - preemptable_below(ssn, job, width))[dims] <= limit[dims] + EPS
             ):
                 # The cluster is full, but the job's queue is below its deserved share (reclaim can

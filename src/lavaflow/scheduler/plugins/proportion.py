@@ -29,6 +29,7 @@ from ._shares import (
     reserved_or_none,
     same_bits,
     share_queue_order,
+    within_deserved_fn,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -551,7 +552,9 @@ class ProportionPlugin(Plugin):
         ssn.add_job_enqueueable_fn(self.name, enqueueable)
         ssn.add_job_enqueued_fn(self.name, enqueued)
         ssn.add_event_handler(on_allocate, on_deallocate)
-        ssn.proportion = self  # for explanations and status
+        ssn.add_overused_reason_fn(self.name, lambda queue: self.overused_reason(queue.name))
+        ssn.add_within_deserved_fn(self.name, within_deserved_fn(self))
+        ssn.add_deserved_shares_fn(self.name, lambda: {q: a.deserved for q, a in self.attrs.items()})
         self._index = ssn.index
 
     def _make_attrs(
