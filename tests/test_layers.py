@@ -127,7 +127,7 @@ def test_a_higher_layer_import_is_caught(src, dst):
     ("src", "dst"),
     [
         ("lavaflow.scheduler.cache", "lavaflow.api.core"),
-        ("lavaflow.scheduler.plugins.elastic", "lavaflow.elastic.spec"),
+        ("lavaflow.scheduler.elastic.plugin", "lavaflow.elastic.spec"),
         ("lavaflow.api.admission", "lavaflow.elastic.spec"),
         ("lavaflow.sim.engine", "lavaflow.scheduler.scheduler"),
         ("lavaflow.kube.controller_process", "lavaflow.controllers.queue"),
@@ -172,3 +172,45 @@ def test_plotting_lives_in_the_report_extra_only():
     assert any(d.startswith("matplotlib") for d in project["optional-dependencies"]["report"])
     dockerfile = (SRC.parents[1] / "Dockerfile").read_text()
     assert "lavaflow[kube]" in dockerfile and "report" not in dockerfile
+
+
+# Inside the scheduler, actions and plugins meet only through the session (its hooks and
+# ssn.plugins by name), as in Volcano: no action imports a plugin module, no plugin another one.
+# Their shared private helpers (modules named _*) and the elastic unit's state are not plugins.
+PLUGIN_MODULES = ("lavaflow.scheduler.plugins.", "lavaflow.scheduler.elastic.plugin")
+ACTION_MODULES = ("lavaflow.scheduler.actions.", "lavaflow.scheduler.elastic.action")
+
+
+def _is(module: str, kinds: tuple[str, ...]) -> bool:
+    return any(module == k or (k.endswith(".") and module.startswith(k)) for k in kinds) and not module.rsplit(".", 1)[
+        -1
+    ].startswith("_")
+
+
+def crosses_hooks(src: str, dst: str) -> bool:
+    """Whether ``src`` importing ``dst`` is an action importing a plugin, or a plugin another plugin."""
+    if not _is(dst, PLUGIN_MODULES):
+        return False
+    return _is(src, ACTION_MODULES) or (_is(src, PLUGIN_MODULES) and src != dst)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "crosses"),
+    [
+        ("lavaflow.scheduler.actions.allocate", "lavaflow.scheduler.plugins.proportion", True),
+        ("lavaflow.scheduler.elastic.action", "lavaflow.scheduler.elastic.plugin", True),
+        ("lavaflow.scheduler.plugins.overcommit", "lavaflow.scheduler.plugins.proportion", True),
+        ("lavaflow.scheduler.elastic.plugin", "lavaflow.scheduler.plugins.gang", True),
+        ("lavaflow.scheduler.plugins.overcommit", "lavaflow.scheduler.plugins._shares", False),
+        ("lavaflow.scheduler.elastic.action", "lavaflow.scheduler.elastic.state", False),
+        ("lavaflow.scheduler.actions.preempt", "lavaflow.scheduler.actions._evict", False),
+        ("lavaflow.scheduler.plugins", "lavaflow.scheduler.plugins.gang", False),  # the registering package
+    ],
+)
+def test_the_hook_rule_tells_crossings_apart(src, dst, crosses):
+    assert crosses_hooks(src, dst) is crosses
+
+
+def test_actions_and_plugins_meet_only_through_the_session():
+    found = sorted({(a, b) for a, b in imports() if crosses_hooks(a, b)})
+    assert not found, "an action or plugin imports a plugin module:\n" + "\n".join(f"  {a} -> {b}" for a, b in found)

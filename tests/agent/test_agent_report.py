@@ -13,7 +13,7 @@ from lavaflow.agent import Agent, GradientNoise, MemorySink, Topology
 from lavaflow.agent import report as rp
 from lavaflow.elastic import learned
 from lavaflow.elastic import spec as es
-from lavaflow.scheduler.plugins.elastic import _time_parser
+from lavaflow.scheduler.elastic.plugin import _time_parser
 
 
 class Clock:

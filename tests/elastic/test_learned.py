@@ -148,7 +148,7 @@ def _replay(policy: str, oracle: bool, **kw):
 
 def _spy(monkeypatch):
     """Record the speed objects the scheduler's elastic plugin hands its policies."""
-    import lavaflow.scheduler.plugins.elastic as plugin
+    import lavaflow.scheduler.elastic.plugin as plugin
 
     seen: list[type] = []
     real_curve, real_advance = plugin.rate_curve, plugin.advance
@@ -258,12 +258,12 @@ def test_a_new_job_starts_from_what_its_model_measured():
 def test_pollux_does_not_share_unless_asked_and_sharing_can_be_turned_off():
     """Pollux runs as its artifact does (every job learns alone); the others share by default;
     elastic.sharedProfiles turns it either way (ablations)."""
-    from lavaflow.scheduler.plugins.elastic import _parsed_arguments
+    from lavaflow.scheduler.elastic.state import elastic_setup
 
-    assert _parsed_arguments({"elastic.policy": "Pollux"})[-1] is False
-    assert _parsed_arguments({"elastic.policy": "Goodput"})[-1] is True
-    assert _parsed_arguments({"elastic.policy": "Pollux", "elastic.sharedProfiles": True})[-1] is True
-    assert _parsed_arguments({"elastic.policy": "Goodput", "elastic.sharedProfiles": "false"})[-1] is False
+    assert elastic_setup({"elastic.policy": "Pollux"}).shared_profiles is False
+    assert elastic_setup({"elastic.policy": "Goodput"}).shared_profiles is True
+    assert elastic_setup({"elastic.policy": "Pollux", "elastic.sharedProfiles": True}).shared_profiles is True
+    assert elastic_setup({"elastic.policy": "Goodput", "elastic.sharedProfiles": "false"}).shared_profiles is False
     alone = _replay("Goodput", oracle=False, shared_profiles=False)
     for j in alone.jobs:
         assert next((n for _t, n, _ty in j.history if n), 1) == 1, j.history

@@ -21,6 +21,7 @@ from kube_harness import Cluster, load_example  # noqa: E402
 from lavaflow.api.kinds import kind_info  # noqa: E402
 from lavaflow.kube.client import ApiError, ClientConfig, KubeClient  # noqa: E402
 from lavaflow.kube.store import KubeStore  # noqa: E402
+from lavaflow.scheduler.model import Eviction, EvictionCause  # noqa: E402
 from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
 
 PODGROUP = kind_info("PodGroup")
@@ -239,8 +240,8 @@ def test_refused_evictions_and_events_are_errors(caplog):
             }
             await c.create([pod])
             c.double.fail_next("Pod", "evict", 429)
-            await s._evict("default/p", "preempt")
-            await s._evict("default/none", "preempt")
+            await s._evict("default/p", Eviction(EvictionCause.PREEMPT, "preempt"))
+            await s._evict("default/none", Eviction(EvictionCause.PREEMPT, "preempt"))
             c.double.fail_next("Event", "create", 403)
             await s._event("Pod", "default/p", "Normal", "Scheduled", "hello")
             errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]

@@ -23,6 +23,7 @@ from lavaflow.kube.codec import micro_time  # noqa: E402
 from lavaflow.kube.controller_process import KubeControllers  # noqa: E402
 from lavaflow.kube.leader import LeaderElector, LostLeadership  # noqa: E402
 from lavaflow.kube.scheduler_process import KubeScheduler  # noqa: E402
+from lavaflow.scheduler.model import Eviction, EvictionCause  # noqa: E402
 from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
 
 
@@ -113,7 +114,7 @@ def test_a_leader_past_its_renew_deadline_sends_no_binding_or_eviction():
             await s.cycle()
             # ... and writes decided before the freeze are refused when their turn comes.
             s._bind_now("ns/p-0", "n0")
-            s.dispatch.decision(lambda: s._evict("ns/p-1", "preempt"))
+            s.dispatch.decision(lambda: s._evict("ns/p-1", Eviction(EvictionCause.PREEMPT, "preempt")))
             await s.idle(5)
             assert double.counts["bind/Pod"] == 0
             assert double.counts.get("create/Eviction", 0) == 0 and not any("evict" in k.lower() for k in double.counts)

@@ -18,7 +18,7 @@ from lavaflow.scheduler.framework.conf import (
 from lavaflow.scheduler.framework.registry import PLUGINS, Plugin
 from lavaflow.scheduler.framework.session import ABSTAIN, PERMIT, REJECT, Session
 from lavaflow.scheduler.framework.statement import Statement
-from lavaflow.scheduler.model import TaskStatus
+from lavaflow.scheduler.model import Eviction, EvictionCause, TaskStatus
 from scheduler_helpers import (
     conf_of,
     make_cache,
@@ -435,7 +435,7 @@ def test_statement_discard_restores_everything():
     shares_before = dict(ssn.plugins["drf"].share)
     run, new = ssn.jobs["default/run"], ssn.jobs["default/new"]
     stmt = Statement(ssn)
-    stmt.evict(run.tasks["default/run-0"], "preempt")
+    stmt.evict(run.tasks["default/run-0"], Eviction(EvictionCause.PREEMPT, "preempt"))
     stmt.allocate(new.tasks["default/new-0"], 1)
     stmt.pipeline(new.tasks["default/new-1"], 0)
     stmt.allocate(new.tasks["default/new-2"], 2)
@@ -471,7 +471,7 @@ def test_statement_discard_restores_state_for_random_sequences(ops):
         task = tasks[ti]
         if op == "evict":
             if task.status == TaskStatus.RUNNING:
-                stmt.evict(task, "test")
+                stmt.evict(task, Eviction(EvictionCause.SHUFFLE, "test"))
         elif task.status == TaskStatus.PENDING:
             getattr(stmt, op)(task, node)
     stmt.discard()
@@ -485,13 +485,13 @@ def test_statement_commit_binds_evicts_and_keeps_pipelines_until_close():
     ssn = open_session(cache)
     run, new = ssn.jobs["default/run"], ssn.jobs["default/new"]
     stmt = Statement(ssn)
-    stmt.evict(run.tasks["default/run-0"], "preempted by new")
+    stmt.evict(run.tasks["default/run-0"], Eviction(EvictionCause.PREEMPT, "preempted by new"))
     stmt.allocate(new.tasks["default/new-0"], 1)
     stmt.pipeline(new.tasks["default/new-1"], 0)
     stmt.commit()
     assert len(stmt) == 0
     assert cache.decisions.binds == [("default/new-0", "n2")]
-    assert cache.decisions.evictions == [("default/run-0", "preempted by new")]
+    assert cache.decisions.evictions == [("default/run-0", Eviction(EvictionCause.PREEMPT, "preempted by new"))]
     assert new.tasks["default/new-0"].status == TaskStatus.BINDING
     assert run.tasks["default/run-0"].status == TaskStatus.RELEASING
     pipelined = new.tasks["default/new-1"]

@@ -140,14 +140,15 @@ def _elastic_conf(
 ):
     """The configuration with the elastic plugin's policy / interval / cost / oracle / profile
     sharing / policy parameters (``elastic.policy.<name>``) overridden."""
+    from ..scheduler.elastic.state import elastic_option
     from ..scheduler.framework.conf import load_scheduler_conf
 
     conf = conf if conf is not None else load_scheduler_conf()
     if policy is None and interval is None and cost is None and not oracle and shared_profiles is None and not params:
         return conf
     conf = conf.model_copy(deep=True)
-    opt = next((p for t in conf.tiers for p in t.plugins if p.name == "elastic"), None)
-    if opt is None or "elastic" not in conf.action_names:
+    opt = elastic_option(conf)
+    if opt is None:
         flag = (
             "--policy"
             if policy is not None

@@ -36,11 +36,11 @@ from typing import Any
 
 from ..api.kinds import kind_info
 from ..api.volcano import GROUP_NAME_ANNOTATION
-from ..elastic.spec import RESIZE_REASON, RESIZED_OUT
+from ..elastic.spec import RESIZED_OUT
 from ..scheduler.cache import PLUGIN_KIND_OF, PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.framework.node_choice import NodeChoice
-from ..scheduler.model import ALLOCATED, TaskStatus
+from ..scheduler.model import ALLOCATED, Eviction, EvictionCause, TaskStatus
 from ..scheduler.scheduler import Scheduler
 from ..store.base import DELETED
 from . import codec
@@ -576,7 +576,7 @@ class KubeScheduler:
             if pod is not None:
                 self.cache.on_pod(self.workloads.on_pod("MODIFIED", self.cosched.on_pod("MODIFIED", pod)))
 
-    async def _evict(self, key: str, reason: str) -> None:
+    async def _evict(self, key: str, reason: Eviction) -> None:
         wait = self.evict_limit.reserve()
         if wait > 0:
             self.metrics.evictions_delayed.inc()
@@ -586,10 +586,10 @@ class KubeScheduler:
             return
         ns, name = key.split("/", 1)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
-        if reason.startswith(RESIZE_REASON):
+        if reason.cause is EvictionCause.RESIZE:
             # Tell the job controller this worker goes for a resize, not a failure.
             try:
-                await self.store.patch("Pod", key, {"metadata": {"annotations": {RESIZED_OUT: reason[:200]}}})
+                await self.store.patch("Pod", key, {"metadata": {"annotations": {RESIZED_OUT: reason.message[:200]}}})
             except ApiError as exc:  # (a refusal is reported by the store)
                 if exc.not_found:
                     return
@@ -607,10 +607,10 @@ class KubeScheduler:
             if not exc.not_found:
                 await self._forget(key)
             return
-        self.metrics.evictions.labels(reason=_reason_label(reason)).inc()
-        if "preempt" in reason.lower() or "reclaim" in reason.lower():
+        self.metrics.evictions.labels(reason=reason.cause.value).inc()
+        if reason.cause in (EvictionCause.PREEMPT, EvictionCause.RECLAIM):
             self.metrics.preemptions.inc()
-        self._event_later("Pod", key, "Normal", "Evict", f"Pod evicted by lavaflow: {reason}")
+        self._event_later("Pod", key, "Normal", "Evict", f"Pod evicted by lavaflow: {reason.message}")
 
     def _observe(self, kind: str, raw: dict[str, Any], then=None) -> None:
         """The server's answer to a status write is the newest object: the cache takes it (with
@@ -761,16 +761,6 @@ def unsent(kind: str, key: str, exc: BaseException) -> None:
     object gone); anything else (no answer) is a warning. The next cycle decides again."""
     if not isinstance(exc, ApiError):
         log.warning("%s %s status: %s: %s", kind, key, type(exc).__name__, exc)
-
-
-def _reason_label(reason: str) -> str:
-    low = reason.lower()
-    if reason.startswith(RESIZE_REASON):
-        return "elastic"
-    for word in ("preempt", "reclaim", "shuffle", "rescheduling"):
-        if word in low:
-            return word
-    return "other"
 
 
 def _settle(wanted: dict[str, Any], key: str, value: Any) -> bool:

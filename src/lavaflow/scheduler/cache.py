@@ -31,7 +31,7 @@ from ..api.volcano import (
     PriorityClass,
     Queue,
 )
-from .model import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
+from .model import Eviction, JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
 from .resources import PODS, ResourceIndex, pad
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -86,7 +86,7 @@ def task_status_of(pod: Pod) -> TaskStatus:
 @dataclass
 class Decisions:
     binds: list[tuple[str, str]] = field(default_factory=list)  # (pod key, node name)
-    evictions: list[tuple[str, str]] = field(default_factory=list)  # (pod key, reason)
+    evictions: list[tuple[str, Eviction]] = field(default_factory=list)  # (pod key, cause and message)
     podgroups: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (pg key, status dict)
     queues: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (queue name, status dict)
     enqueued: list[str] = field(default_factory=list)
@@ -656,7 +656,7 @@ class SchedulerCache:
         else:
             self.decisions.binds.append((task.uid, node_name))
 
-    def evict(self, task: TaskInfo, reason: str) -> None:
+    def evict(self, task: TaskInfo, reason: Eviction) -> None:
         self.decisions.evictions.append((task.uid, reason))
 
     def take_decisions(self) -> Decisions:

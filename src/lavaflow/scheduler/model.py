@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -62,6 +62,23 @@ _PENDING_ONLY = frozenset({TaskStatus.PENDING})
 READY = frozenset(
     {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.SUCCEEDED}
 )
+
+
+class EvictionCause(enum.StrEnum):
+    """Why the scheduler evicts a pod; the value is the label the Kubernetes backend's metrics use."""
+
+    PREEMPT = "preempt"
+    RECLAIM = "reclaim"
+    SHUFFLE = "shuffle"
+    RESIZE = "elastic"  # an elastic resize, halt or migration: the pod is recreated pending
+
+
+class Eviction(NamedTuple):
+    """An eviction's cause (typed, for whoever acts on it) and its message (for people: the pod's
+    status message, the Event, the decision history)."""
+
+    cause: EvictionCause
+    message: str
 
 
 @dataclass(eq=False, slots=True)

@@ -24,8 +24,10 @@ from ..controllers.job import generated_objects
 from ..controllers.queue import builtin_queues
 from ..elastic.spec import RESIZE_REASON
 from ..scheduler.cache import PLUGIN_KINDS, SchedulerCache
+from ..scheduler.elastic.state import ElasticSetup, conf_elastic_setup
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.framework.node_choice import NodeChoice
+from ..scheduler.model import EvictionCause
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
 from ..store.base import Forbidden
@@ -491,7 +493,10 @@ class Simulation:
             if pod is not None:
                 set_fields(
                     pod.status,
-                    {"reason": RESIZE_REASON if reason.startswith(RESIZE_REASON) else "Evicted", "message": reason},
+                    {
+                        "reason": RESIZE_REASON if reason.cause is EvictionCause.RESIZE else "Evicted",
+                        "message": reason.message,
+                    },
                 )
                 self.store.delete("Pod", key)
         for key, status in decisions.podgroups:
@@ -679,48 +684,29 @@ class Simulation:
 
         return build_result(self)
 
-    def _elastic_arguments(self) -> dict[str, Any] | None:
-        """The elastic plugin's arguments, None when elastic scheduling is not configured."""
-        opt = next((p for t in self.scheduler.conf.tiers for p in t.plugins if p.name == "elastic"), None)
-        if opt is None or "elastic" not in self.scheduler.conf.action_names:
-            return None
-        return opt.arguments
-
-    def _elastic_policy(self):
-        args = self._elastic_arguments()
-        if args is None:
-            return None
-        from ..scheduler.plugins.elastic import ElasticPlugin
-
-        return ElasticPlugin(args).policy
+    @property
+    def elastic_setup(self) -> ElasticSetup | None:
+        """The elastic configuration the scheduler runs with (resolved once), None without one."""
+        return conf_elastic_setup(self.scheduler.conf)
 
     def elastic_policy_name(self) -> str | None:
-        pol = self._elastic_policy()
-        return pol.name if pol is not None else None
+        setup = self.elastic_setup
+        return setup.policy.name if setup is not None else None
 
     def elastic_policy_clairvoyant(self) -> bool | None:
-        pol = self._elastic_policy()
-        return None if pol is None else bool(getattr(pol, "clairvoyant", pol.needs_info))
+        setup = self.elastic_setup
+        return None if setup is None else setup.clairvoyant
 
     def elastic_oracle(self) -> bool:
         """Whether the elastic plugin hands its policy the true speed models (``elastic.oracle``)."""
-        args = self._elastic_arguments()
-        if args is None:
-            return False
-        from ..scheduler.plugins.elastic import parse_bool
-
-        return parse_bool(args.get("elastic.oracle"))
+        setup = self.elastic_setup
+        return setup is not None and setup.oracle
 
     def elastic_shared_profiles(self) -> bool:
         """Whether jobs of one profile group share their measurements (``elastic.sharedProfiles``,
         else the policy's choice; never with the oracle, where nothing is learned)."""
-        args = self._elastic_arguments()
-        if args is None:
-            return False
-        from ..scheduler.plugins.elastic import ElasticPlugin
-
-        plugin = ElasticPlugin(args)
-        return bool(plugin.shared_profiles and not plugin.oracle)
+        setup = self.elastic_setup
+        return setup is not None and setup.shared_profiles and not setup.oracle
 
     def _anything_running(self) -> bool:
         return any(r["startTime"] is not None and r["finishTime"] is None for r in self.pod_records.values())

@@ -87,6 +87,7 @@ def replay(
     """Run one policy; returns the :class:`~lavaflow.elastic.results.SimResult`.
     ``shared_profiles`` None: the policy's own choice (elastic.sharedProfiles).
     ``interval`` None: the policy's own scheduling tick (60 s for Tiresias), else 30 s."""
+    from ..scheduler.elastic.state import elastic_option
     from ..scheduler.framework.conf import load_scheduler_conf
     from .engine import Simulation
     from .inputs import prepare
@@ -100,7 +101,8 @@ def replay(
         args["elastic.sharedProfiles"] = shared_profiles
     args.update({f"elastic.policy.{k}": v for k, v in (params or {}).items()})
     conf = load_scheduler_conf()
-    opt = next(p for t in conf.tiers for p in t.plugins if p.name == "elastic")
+    opt = elastic_option(conf)
+    assert opt is not None  # (Volcano's default configuration with lavaflow's elastic action)
     opt.arguments.update(args)
     t0 = time.perf_counter()
     # prepare() defaults and validates objects in place: give each run its own copies

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model import TaskStatus
+from ..model import Eviction, TaskStatus
 from ..resources import EPS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +52,9 @@ def _queue_takes(ssn: Session, actor: TaskInfo) -> bool:
     return ok
 
 
-def make_room(ssn: Session, stmt: Statement, actor: TaskInfo, node: int, victims: list[TaskInfo], reason: str) -> bool:
+def make_room(
+    ssn: Session, stmt: Statement, actor: TaskInfo, node: int, victims: list[TaskInfo], reason: Eviction
+) -> bool:
     """Evict victims (lowest priority first) until ``actor`` fits ``node``; pipeline it there.
 
     Nothing is evicted when even all the victims would not make enough room.
@@ -130,7 +132,7 @@ def commit(ssn: Session, stmt: Statement) -> None:
         if op == "evict":
             evicted = True
             assert extra is not None
-            ssn.record(task.job, "evicted", f"{task.name} evicted: {extra[1]}")
+            ssn.record(task.job, "evicted", f"{task.name} evicted: {extra[1].message}")
     if evicted:
         nominated = ssn.cache.nominated
         for op, task, _extra in stmt.operations:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ..model import TaskStatus
+from ..model import Eviction, EvictionCause, TaskStatus
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains
 from ._queues import starving_jobs_by_queue
 
@@ -89,6 +89,13 @@ class PreemptAction(Action):
             victims = ssn.preemptable(task, cands)
             if not victims:
                 continue
-            if make_room(ssn, stmt, task, node, victims, f"preempted by {task.namespace}/{task.name}"):
+            if make_room(
+                ssn,
+                stmt,
+                task,
+                node,
+                victims,
+                Eviction(EvictionCause.PREEMPT, f"preempted by {task.namespace}/{task.name}"),
+            ):
                 return True
         return False

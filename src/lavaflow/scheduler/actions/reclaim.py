@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ..model import TaskStatus
+from ..model import Eviction, EvictionCause, TaskStatus
 from ._evict import EVICTABLE, candidate_nodes, commit, make_room, may_evict_for, try_in_domains
 from ._queues import OrderedQueue, starving_jobs_by_queue
 
@@ -79,6 +79,8 @@ class ReclaimAction(Action):
                 if not cands:
                     continue
                 victims = ssn.reclaimable(task, cands)
-                if victims and make_room(ssn, stmt, task, node, victims, f"reclaimed by queue {queue.name}"):
+                if victims and make_room(
+                    ssn, stmt, task, node, victims, Eviction(EvictionCause.RECLAIM, f"reclaimed by queue {queue.name}")
+                ):
                     break
         return stmt

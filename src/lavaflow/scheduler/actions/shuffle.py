@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ..model import TaskStatus
+from ..model import Eviction, EvictionCause, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -27,6 +27,6 @@ class ShuffleAction(Action):
         stmt = Statement(ssn)
         for task in victims:
             if task.status == TaskStatus.RUNNING:
-                stmt.evict(task, "shuffle")
+                stmt.evict(task, Eviction(EvictionCause.SHUFFLE, "shuffle"))
                 ssn.record(task.job, "shuffle", f"evicted {task.name} (rescheduling)")
         stmt.commit()

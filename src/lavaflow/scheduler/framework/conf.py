@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from ...api import yamlio
 
 # Volcano's shipped default (installer/helm/.../volcano-scheduler.conf), plus lavaflow's elastic
-# action and plugin (they only act on elastic training jobs; see plugins/elastic.py).
+# action and plugin (they only act on elastic training jobs; see scheduler/elastic/).
 DEFAULT_SCHEDULER_CONF = """\
 actions: "enqueue, elastic, allocate, backfill"
 tiers:
@@ -138,6 +138,7 @@ def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = Fals
     baseline, not a Volcano action: only the baseline's own configuration may name it.
     """
     from ..actions import ACTIONS  # noqa: F401 - ensure registration
+    from ..elastic import action, plugin  # noqa: F401 - the elastic unit's action and plugin
     from ..plugins import PLUGINS  # noqa: F401
     from .registry import ACTIONS as _A
     from .registry import PLUGINS as _P

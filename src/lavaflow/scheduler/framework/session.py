@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..model import JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
+from ..model import Eviction, JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
 from ..resources import ResourceIndex
 from .node_choice import NodeChoice, NodeSampler
 from .node_selection import NodeSelection
@@ -317,9 +317,17 @@ class Session(SessionPlugins):
         self.jobs[task.job].set_status(task, TaskStatus.BINDING)
         self.cache.bind(task, self.nodes.names[task.node])
 
-    def evict(self, task: TaskInfo, reason: str) -> None:
+    def evict(self, task: TaskInfo, reason: Eviction) -> None:
         """Send a released task's eviction to the cache."""
         self.cache.evict(task, reason)
+
+    def report_resize(self, job: JobInfo, kind: str, message: str, count: int = 0, event: bool = True) -> None:
+        """Tell the backend of an elastic start, resize, halt or migration of ``job`` (its binds and
+        evictions went through statements): the resize counters and, with ``event``, a Kubernetes
+        Event on its PodGroup."""
+        if event:
+            self.cache.decisions.events.append(("PodGroup", job.uid, "Normal", kind, message))
+        self.cache.decisions.resizes.append((job.uid, kind, message, count))
 
     def _place(self, job: JobInfo, task: TaskInfo, node: int, status: TaskStatus) -> None:
         task.node = node

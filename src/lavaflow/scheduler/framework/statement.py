@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model import TaskInfo, TaskStatus
+from ..model import Eviction, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import Session
@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
 EVICT, PIPELINE, ALLOCATE = "evict", "pipeline", "allocate"
 
 # (op, task, extra): extra is (status before the eviction, reason) for EVICT, None otherwise.
-Operation = tuple[str, TaskInfo, "tuple[TaskStatus, str] | None"]
+Operation = tuple[str, TaskInfo, "tuple[TaskStatus, Eviction] | None"]
 
 
 class Statement:
@@ -42,7 +42,7 @@ class Statement:
         self.operations.append((PIPELINE, task, None))
         self.ssn.notify_allocated(task)
 
-    def evict(self, task: TaskInfo, reason: str) -> None:
+    def evict(self, task: TaskInfo, reason: Eviction) -> None:
         before = self.ssn.release(task)
         self.operations.append((EVICT, task, (before, reason)))
         self.ssn.notify_deallocated(task)

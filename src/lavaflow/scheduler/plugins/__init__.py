@@ -1,13 +1,12 @@
 """Scheduler plugins, one module each, registered by name."""
 
 from ..framework.registry import PLUGINS
-from . import (  # noqa: F401  # noqa: F401
+from . import (  # noqa: F401
     binpack,
     capacity,
     conformance,
     deviceshare,
     drf,
-    elastic,
     gang,
     network_topology,
     nodegroup,

@@ -36,8 +36,8 @@ from ...elastic import spec as es
 from ...elastic.learned import LearnedSpeed
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
-from ..model import TaskStatus
-from ..plugins.elastic import ALIVE, ElasticJob, ElasticPlugin, GpuNodes
+from ..model import Eviction, EvictionCause, TaskStatus
+from .state import ALIVE, ElasticJob, ElasticView, GpuNodes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...elastic.policies import Policy
@@ -57,7 +57,7 @@ class ElasticAction(Action):
     name = "elastic"
 
     def execute(self, ssn: Session) -> None:
-        plugin = cast("ElasticPlugin | None", ssn.plugins.get("elastic"))
+        plugin = cast("ElasticView | None", ssn.plugins.get("elastic"))
         if plugin is None or plugin.state is None:
             return
         st = plugin.state
@@ -147,7 +147,7 @@ class ElasticAction(Action):
 
     # ------------------------------------------------------------------ capacity
     def _capacity(
-        self, ssn: Session, plugin: ElasticPlugin, jobs: dict[str, ElasticJob]
+        self, ssn: Session, plugin: ElasticView, jobs: dict[str, ElasticJob]
     ) -> tuple[dict[str, int], list[tuple[str, int, str]]]:
         """GPUs per type the policy may hand out, and (node, slots, type) per GPU node."""
         col = plugin.gpu_col
@@ -213,7 +213,7 @@ class ElasticAction(Action):
         plugin.state.capacity = (cap_key, dict(cap), list(nodes_out))
         return cap, nodes_out
 
-    def _gpu_nodes(self, ssn: Session, plugin: ElasticPlugin) -> GpuNodes:
+    def _gpu_nodes(self, ssn: Session, plugin: ElasticView) -> GpuNodes:
         """(name, GPUs, type) of every schedulable GPU node, recomputed only when a node changed."""
         assert plugin.state is not None
         col = plugin.gpu_col
@@ -231,7 +231,7 @@ class ElasticAction(Action):
         return fp
 
     # ------------------------------------------------------------------ Tiresias
-    def _priority_change(self, plugin: ElasticPlugin, jobs: dict[str, ElasticJob], now: float) -> tuple[float, bool]:
+    def _priority_change(self, plugin: ElasticView, jobs: dict[str, ElasticJob], now: float) -> tuple[float, bool]:
         """(when the next Tiresias queue change is due, whether a job changed queue now)."""
         assert plugin.state is not None
         memo = plugin.state.tiresias
@@ -280,7 +280,7 @@ class ElasticAction(Action):
     def _reschedule(
         self,
         ssn: Session,
-        plugin: ElasticPlugin,
+        plugin: ElasticView,
         jobs: dict[str, ElasticJob],
         capacity: dict[str, int],
         nodes: list[tuple[str, int, str]],
@@ -438,11 +438,11 @@ class ElasticAction(Action):
                 if n0 == n1 and t0 == t1:
                     _note(ssn, ej, "Migrated", msg, count=moved[nm])
                 else:
-                    ssn.cache.decisions.resizes.append((ej.info.uid, "Migrated", msg, moved[nm]))
+                    ssn.report_resize(ej.info, "Migrated", msg, moved[nm], event=False)
 
     # ------------------------------------------------------------------ reconcile
     def _reconcile(
-        self, ssn: Session, plugin: ElasticPlugin, jobs: dict[str, ElasticJob], capacity: dict[str, int]
+        self, ssn: Session, plugin: ElasticView, jobs: dict[str, ElasticJob], capacity: dict[str, int]
     ) -> None:
         names = ssn.nodes.names
         pos = ssn.nodes.pos
@@ -492,10 +492,22 @@ class ElasticAction(Action):
                 evict = Statement(ssn)
                 for tasks in per_node.values():
                     for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True):
-                        evict.evict(t, f"{es.RESIZE_REASON}: {js.reason or 'resized by the elastic policy'}")
+                        evict.evict(
+                            t,
+                            Eviction(
+                                EvictionCause.RESIZE,
+                                f"{es.RESIZE_REASON}: {js.reason or 'resized by the elastic policy'}",
+                            ),
+                        )
                 for t in ej.others:
                     if t.status in ALIVE and t.node >= 0:
-                        evict.evict(t, f"{es.RESIZE_REASON}: halted by the elastic policy {plugin.policy.name}")
+                        evict.evict(
+                            t,
+                            Eviction(
+                                EvictionCause.RESIZE,
+                                f"{es.RESIZE_REASON}: halted by the elastic policy {plugin.policy.name}",
+                            ),
+                        )
                 if len(evict):
                     evict.commit()
                 js.reason = (
@@ -523,7 +535,7 @@ class ElasticAction(Action):
                 why = f"{js.reason or 'resized by the elastic policy'}; {host.name} hosts its rendezvous: the group restarts"
                 for tasks in per_node.values():
                     for t in sorted(tasks, key=lambda t: (t.index, t.uid), reverse=True):
-                        evict.evict(t, f"{es.RESIZE_REASON}: {why}")
+                        evict.evict(t, Eviction(EvictionCause.RESIZE, f"{es.RESIZE_REASON}: {why}"))
                 evict.commit()
                 if js.stuck_since is None:
                     js.stuck_since = ssn.now
@@ -580,7 +592,12 @@ class ElasticAction(Action):
                 short = True
             evict = Statement(ssn)
             for t in leaving:
-                evict.evict(t, f"{es.RESIZE_REASON}: {js.reason or 'resized by the elastic policy'}")
+                evict.evict(
+                    t,
+                    Eviction(
+                        EvictionCause.RESIZE, f"{es.RESIZE_REASON}: {js.reason or 'resized by the elastic policy'}"
+                    ),
+                )
             if len(evict):
                 evict.commit()
             if short:
@@ -633,8 +650,7 @@ def _note(ssn: Session, ej: ElasticJob, reason: str, message: str, count: int = 
     ej.state.reason = message
     ssn.record(ej.info, "elastic", message)
     ej.info.extra_conditions.append(("Resized", reason, message))
-    ssn.cache.decisions.events.append(("PodGroup", ej.info.uid, "Normal", reason, message))
-    ssn.cache.decisions.resizes.append((ej.info.uid, reason, message, count))
+    ssn.report_resize(ej.info, reason, message, count)
 
 
 def _tiresias_params(policy: Policy) -> tuple[tuple[float, ...], float]:
