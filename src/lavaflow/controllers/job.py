@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from ..api import admission
-from ..api.core import Pod, PodStatus
+from ..api.core import Pod, PodPhase, PodStatus
 from ..api.meta import clone
 from ..api.selectors import pod_requests
 from ..api.volcano import (
@@ -60,8 +60,12 @@ from ..api.volcano import (
     TASK_SPEC_KEY,
     TEMPLATE_UID_KEY,
     Job,
+    JobAction,
+    JobEvent,
+    JobPhase,
     JobStatus,
     PodGroup,
+    PodGroupPhase,
     TaskSpec,
 )
 from ..elastic import spec as elastic_spec
@@ -81,13 +85,27 @@ K = TypeVar("K")
 M = TypeVar("M", bound="BaseModel")
 
 
-ALIVE = ("Pending", "Running")
-FINISHED = ("Succeeded", "Failed")
-SYNC = "SyncJob"
-JOB_ACTIONS = ("RestartJob", "AbortJob", "TerminateJob", "CompleteJob", "ResumeJob")
-RESTARTS = ("RestartJob", "RestartTask", "RestartPod", "RestartPartition")
-KILL_TO = {"AbortJob": "Aborting", "TerminateJob": "Terminating", "CompleteJob": "Completing"}
-SETTLE_TO = {"Aborting": "Aborted", "Terminating": "Terminated", "Completing": "Completed"}
+ALIVE = (PodPhase.PENDING, PodPhase.RUNNING)
+FINISHED = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+SYNC = JobAction.SYNC_JOB
+JOB_ACTIONS = (
+    JobAction.RESTART_JOB,
+    JobAction.ABORT_JOB,
+    JobAction.TERMINATE_JOB,
+    JobAction.COMPLETE_JOB,
+    JobAction.RESUME_JOB,
+)
+RESTARTS = (JobAction.RESTART_JOB, JobAction.RESTART_TASK, JobAction.RESTART_POD, JobAction.RESTART_PARTITION)
+KILL_TO: dict[str, JobPhase] = {
+    JobAction.ABORT_JOB: JobPhase.ABORTING,
+    JobAction.TERMINATE_JOB: JobPhase.TERMINATING,
+    JobAction.COMPLETE_JOB: JobPhase.COMPLETING,
+}
+SETTLE_TO: dict[str, JobPhase] = {
+    JobPhase.ABORTING: JobPhase.ABORTED,
+    JobPhase.TERMINATING: JobPhase.TERMINATED,
+    JobPhase.COMPLETING: JobPhase.COMPLETED,
+}
 
 
 @dataclass(slots=True)
@@ -116,7 +134,8 @@ def _events(policy: LifecyclePolicy) -> set[str]:
     return set(policy.events) | ({policy.event} if policy.event else set())
 
 
-PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown", "Terminating")
+TERMINATING = "Terminating"  # a pod whose deletion is pending, as the Job status counts it
+PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.UNKNOWN, TERMINATING)
 _PHASE_ORDER = {p: i for i, p in enumerate(PHASES)}
 
 
@@ -144,7 +163,7 @@ class _Tally:
         meta = pod.metadata
         labels = meta.labels
         raw = pod.status.phase
-        counted = "Terminating" if meta.deletion_timestamp is not None else raw
+        counted = TERMINATING if meta.deletion_timestamp is not None else raw
         task = labels.get(TASK_SPEC_KEY, "")
         index = _int(labels.get(TASK_INDEX_KEY))
         entry = (task, counted, raw, index)
@@ -280,7 +299,7 @@ class JobController(Controller):
         spec = job.spec.model_dump()
         self.specs[job.key] = (job.spec, spec)
         if prev is not None and prev[1] != spec:
-            self._request(job.key, Request("JobUpdated"))
+            self._request(job.key, Request(JobEvent.JOB_UPDATED))
         else:
             self.mark(job.key)
 
@@ -319,7 +338,9 @@ class JobController(Controller):
                 self.mark(key)
             elif before in ALIVE:
                 version = _int(meta.annotations.get(JOB_VERSION_KEY))
-                self._request(key, Request("PodEvicted", labels.get(TASK_SPEC_KEY, ""), pod_name, version=version))
+                self._request(
+                    key, Request(JobEvent.POD_EVICTED, labels.get(TASK_SPEC_KEY, ""), pod_name, version=version)
+                )
             else:
                 self.mark(key)
             return
@@ -331,18 +352,18 @@ class JobController(Controller):
             tally = self.tallies[key]
         pods[pod_name] = pod
         tally.put(pod)
-        now = pod.status.phase
+        now: str = pod.status.phase
         pod_phase = self.pod_phase
         before = pod_phase.get(uid)
         pod_phase[uid] = now
         if before == now:
             self.mark(key)
             return
-        if event == "ADDED" or now == "Pending":
-            event = "PodPending"
-        elif now == "Running":
-            event = "PodRunning"
-        elif now == "Failed":
+        if event == "ADDED" or now == PodPhase.PENDING:
+            event = JobEvent.POD_PENDING
+        elif now == PodPhase.RUNNING:
+            event = JobEvent.POD_RUNNING
+        elif now == PodPhase.FAILED:
             if _resized_out(pod):
                 # a worker the elastic scheduler took away, ending before it is gone (torchrun
                 # exits 1 on the resize's SIGTERM): not a failure for the job's policies
@@ -350,10 +371,10 @@ class JobController(Controller):
                 return
             version = _int(meta.annotations.get(JOB_VERSION_KEY))
             task = labels.get(TASK_SPEC_KEY, "")
-            self._request(key, Request("PodFailed", task, pod_name, pod.status.exit_code, version=version))
+            self._request(key, Request(JobEvent.POD_FAILED, task, pod_name, pod.status.exit_code, version=version))
             return
-        elif now == "Succeeded":
-            event = "PodSucceeded"
+        elif now == PodPhase.SUCCEEDED:
+            event = JobEvent.POD_SUCCEEDED
         else:
             self.mark(key)
             return
@@ -376,8 +397,8 @@ class JobController(Controller):
                     before = self.pg_phase.get(pg.key)
                     phase = self.pg_phase[pg.key] = pg.status.phase
                     self.podgroups_of.setdefault(key, {})[pg.key] = None
-                if phase == "Unknown" and before != "Unknown":
-                    self._request(key, Request("Unknown"))
+                if phase == PodGroupPhase.UNKNOWN and before != PodGroupPhase.UNKNOWN:
+                    self._request(key, Request(JobEvent.UNKNOWN))
                 elif event != "MODIFIED" or phase != before:
                     # As Volcano's updatePodGroup: only a new phase concerns the job (its sync
                     # reads nothing else of an existing PodGroup but the annotations it copies).
@@ -397,7 +418,7 @@ class JobController(Controller):
         cmd, target = taken
         job_key = f"{cmd.namespace}/{target}"
         if self.store.get("Job", job_key) is not None:
-            self._request(job_key, Request("CommandIssued", action=cmd.action))
+            self._request(job_key, Request(JobEvent.COMMAND_ISSUED, action=cmd.action))
 
     def timer_fired(self, key: str, payload: Any) -> None:
         req, token = payload
@@ -423,11 +444,12 @@ class JobController(Controller):
     def _set_phase(self, job: Job, phase: str, reason: str = "", message: str = "") -> None:
         if job.status.state.phase == phase:
             return
+        phase = str(phase)  # (a JobPhase: the object and whatever reads it get the plain string)
         now = self.clock()
         previous = job.status.state.phase
         job.status.state.phase = phase
         self._transitions += 1
-        job.status.state.reason = reason or None
+        job.status.state.reason = str(reason) if reason else None
         job.status.state.message = message or None
         job.status.state.last_transition_time = now
         if self.on_phase is not None:
@@ -642,14 +664,14 @@ class JobController(Controller):
         if not job.status.state.phase:
             self._initiate(job)
         reqs = self.requests.pop(key, [])
-        reqs.append(Request("OutOfSync"))
+        reqs.append(Request(JobEvent.OUT_OF_SYNC))
         last = len(reqs) - 1
         plain = [self._plain_sync(job, r) for r in reqs]
         for i, req in enumerate(reqs):
             if i < last and plain[i] and plain[i + 1]:
                 # A pod created or started, followed by another plain sync: SyncJob converges in
                 # one pass, so only the last of a run of them is executed.
-                if req.event == "PodRunning":
+                if req.event == JobEvent.POD_RUNNING:
                     self._cancel(job.key, f"pod/{req.pod}")
                 continue
             self._handle(job, pods, req)
@@ -687,7 +709,7 @@ class JobController(Controller):
         self._elastic_seen.pop(key, None)
 
     def _initiate(self, job: Job) -> None:
-        self._set_phase(job, "Pending")
+        self._set_phase(job, JobPhase.PENDING)
         job.status.min_available = job.spec.min_available
         for plugin in plugins_for(job):
             plugin.on_job_add(job, self.store)
@@ -697,7 +719,7 @@ class JobController(Controller):
         """The action for a request (task policies first) and its delay, if any."""
         if req.action is not None:
             return req.action, None
-        if req.event in ("OutOfSync", "PodRunning", "PodSucceeded"):
+        if req.event in (JobEvent.OUT_OF_SYNC, JobEvent.POD_RUNNING, JobEvent.POD_SUCCEEDED):
             return SYNC, None
         if req.version is not None and req.version != job.status.version:
             return SYNC, None  # an event of an older incarnation
@@ -707,42 +729,49 @@ class JobController(Controller):
             for pol in policies:
                 events = _events(pol)
                 if pol.exit_code is not None:
-                    if req.event == "PodFailed" and req.exit_code == pol.exit_code:
+                    if req.event == JobEvent.POD_FAILED and req.exit_code == pol.exit_code:
                         return pol.action or SYNC, _timeout(pol)
                     continue
-                if req.event == "PodPending":
-                    if "PodPending" in events and pol.timeout:
+                if req.event == JobEvent.POD_PENDING:
+                    if JobEvent.POD_PENDING in events and pol.timeout:
                         return pol.action or SYNC, _timeout(pol)
                     continue
-                if req.event in events or ("*" in events and req.event != "PodPending"):
+                if req.event in events or (JobEvent.ANY in events and req.event != JobEvent.POD_PENDING):
                     return pol.action or SYNC, _timeout(pol)
         return SYNC, None
 
     def _plain_sync(self, job: Job, req: Request) -> bool:
         """A request whose whole effect is SyncJob, at once (no policy, no delay)."""
         return (
-            req.event in ("PodPending", "PodRunning", "OutOfSync")
+            req.event in (JobEvent.POD_PENDING, JobEvent.POD_RUNNING, JobEvent.OUT_OF_SYNC)
             and req.action is None
             and self._resolve(job, req) == (SYNC, None)
         )
 
     def _handle(self, job: Job, pods: dict[str, Pod], req: Request) -> None:
         # Derived events: a task completed, or a task failed beyond its retries.
-        if req.event == "PodSucceeded" and self._task_completed(job, req.task, pods):
-            req = Request("TaskCompleted", req.task, req.pod, version=req.version)
-        if req.event == "PodFailed":
+        if req.event == JobEvent.POD_SUCCEEDED and self._task_completed(job, req.task, pods):
+            req = Request(JobEvent.TASK_COMPLETED, req.task, req.pod, version=req.version)
+        if req.event == JobEvent.POD_FAILED:
             task = next((t for t in job.spec.tasks if t.name == req.task), None)
             if (
                 task is not None
                 and task.max_retry != -1
                 and self.task_restarts.get(job.key, {}).get(task.name, 0) >= task.max_retry
             ):
-                action, delay = self._resolve(job, Request("TaskFailed", req.task, req.pod, version=req.version))
+                action, delay = self._resolve(
+                    job, Request(JobEvent.TASK_FAILED, req.task, req.pod, version=req.version)
+                )
                 if action != SYNC:
-                    req = Request("TaskFailed", req.task, req.pod, version=req.version)
-        if req.event in ("PodRunning",) or (req.event == "PodSucceeded"):
+                    req = Request(JobEvent.TASK_FAILED, req.task, req.pod, version=req.version)
+        if req.event in (JobEvent.POD_RUNNING,) or (req.event == JobEvent.POD_SUCCEEDED):
             self._cancel(job.key, f"pod/{req.pod}")
-        if req.event == "PodPending" and req.pod and req.pod in pods and pods[req.pod].status.phase != "Pending":
+        if (
+            req.event == JobEvent.POD_PENDING
+            and req.pod
+            and req.pod in pods
+            and str(pods[req.pod].status.phase) != PodPhase.PENDING
+        ):
             return
         action, delay = self._resolve(job, req)
         if delay:
@@ -763,41 +792,41 @@ class JobController(Controller):
             return False
         tally = self.tallies[job.key]
         mine = tally.task_pods(task_name)
-        return mine >= task.replicas and tally.task_phase(task_name, "Succeeded") == mine
+        return mine >= task.replicas and tally.task_phase(task_name, PodPhase.SUCCEEDED) == mine
 
     def _execute(self, job: Job, pods: dict[str, Pod], action: str, req: Request) -> None:
         phase = job.status.state.phase
-        if phase in JOB_FINAL_PHASES and not (phase == "Aborted" and action == "ResumeJob"):
+        if phase in JOB_FINAL_PHASES and not (phase == JobPhase.ABORTED and action == JobAction.RESUME_JOB):
             # Aborted is final for reporting, but a ResumeJob still restarts it (Volcano's aborted state).
             self._kill(job, pods, keep_finished=True)
             self._counts(job, pods)
             return
         if action in RESTARTS:
-            if phase in ("Pending", "Running", "Restarting"):
-                self._restart(job, pods, action, req, bump=phase != "Restarting")
+            if phase in (JobPhase.PENDING, JobPhase.RUNNING, JobPhase.RESTARTING):
+                self._restart(job, pods, action, req, bump=phase != JobPhase.RESTARTING)
             else:
                 self._kill(job, pods, keep_finished=True)
         elif action in KILL_TO:
-            if phase in ("Pending", "Running", "Restarting"):
+            if phase in (JobPhase.PENDING, JobPhase.RUNNING, JobPhase.RESTARTING):
                 self._kill(job, pods, keep_finished=True)
                 self._set_phase(job, KILL_TO[action], action)
             else:
                 self._kill(job, pods, keep_finished=True)
-        elif action == "ResumeJob":
-            if phase in ("Aborting", "Aborted"):
+        elif action == JobAction.RESUME_JOB:
+            if phase in (JobPhase.ABORTING, JobPhase.ABORTED):
                 job.status.retry_count += 1
-                self._set_phase(job, "Restarting", "ResumeJob")
-        elif action == "EnqueueJob" or action == SYNC:
+                self._set_phase(job, JobPhase.RESTARTING, JobAction.RESUME_JOB)
+        elif action == JobAction.ENQUEUE_JOB or action == SYNC:
             pass
         self._sync(job, pods)
 
     def _restart(self, job: Job, pods: dict[str, Pod], action: str, req: Request, bump: bool) -> None:
         keep = self._last_retry(job)
-        if action == "RestartJob":
+        if action == JobAction.RESTART_JOB:
             self._kill(job, pods, keep_finished=keep)
             job.status.version += 1
             self.store.delete("PodGroup", f"{job.namespace}/{podgroup_name(job)}")
-        elif action in ("RestartTask", "RestartPartition"):
+        elif action in (JobAction.RESTART_TASK, JobAction.RESTART_PARTITION):
             self._kill(job, pods, keep_finished=keep, only=lambda p: p.metadata.labels.get(TASK_SPEC_KEY) == req.task)
             restarts = self.task_restarts.setdefault(job.key, {})
             restarts[req.task] = restarts.get(req.task, 0) + 1
@@ -807,7 +836,7 @@ class JobController(Controller):
             restarts[req.task] = restarts.get(req.task, 0) + 1
         if bump:
             job.status.retry_count += 1
-        self._set_phase(job, "Restarting", action)
+        self._set_phase(job, JobPhase.RESTARTING, action)
 
     def _sync(self, job: Job, pods: dict[str, Pod]) -> None:
         """Volcano's SyncJob for the job's current phase."""
@@ -820,75 +849,77 @@ class JobController(Controller):
             else:
                 self._set_phase(job, SETTLE_TO[phase])
             return
-        if phase == "Aborted" or phase in JOB_FINAL_PHASES:
+        if phase == JobPhase.ABORTED or phase in JOB_FINAL_PHASES:
             return
-        if phase == "Restarting":
+        if phase == JobPhase.RESTARTING:
             if job.status.retry_count >= job.spec.max_retry:
                 self._kill(job, pods, keep_finished=True)
                 self._set_phase(
                     job,
-                    "Failed",
+                    JobPhase.FAILED,
                     "MaxRetryExceeded",
                     f"job restarted {job.status.retry_count} times (maxRetry {job.spec.max_retry})",
                 )
                 return
             total = sum(t.replicas for t in job.spec.tasks)
-            if total - counts["Terminating"] >= job.spec.min_available:
-                self._set_phase(job, "Pending")
-                phase = "Pending"
+            if total - counts[TERMINATING] >= job.spec.min_available:
+                self._set_phase(job, JobPhase.PENDING)
+                phase = JobPhase.PENDING
             else:
                 return
         pg = self._ensure_podgroup(job)
         self._sync_elastic_annotations(job, pg)
-        if pg.status.phase not in ("", "Pending"):
+        if pg.status.phase not in ("", PodGroupPhase.PENDING):
             self._create_pods(job, pods)
             counts = self._counts(job, pods)
-        if phase == "Pending":
-            started = counts["Running"] + counts["Succeeded"] + counts["Failed"]
+        if phase == JobPhase.PENDING:
+            started = counts[PodPhase.RUNNING] + counts[PodPhase.SUCCEEDED] + counts[PodPhase.FAILED]
             total = sum(t.replicas for t in job.spec.tasks)
             if (total == 0) or (started >= job.spec.min_available and started > 0):
-                self._set_phase(job, "Running")
-                phase = "Running"
-        if phase == "Running":
+                self._set_phase(job, JobPhase.RUNNING)
+                phase = JobPhase.RUNNING
+        if phase == JobPhase.RUNNING:
             self._running(job, pods, counts)
 
     def _running(self, job: Job, pods: dict[str, Pod], counts: dict[str, int]) -> None:
         total = sum(t.replicas for t in job.spec.tasks)
         if total == 0:
             return
-        if job.spec.min_success is not None and counts["Succeeded"] >= job.spec.min_success:
+        if job.spec.min_success is not None and counts[PodPhase.SUCCEEDED] >= job.spec.min_success:
             self._kill(job, pods, keep_finished=True)
             self._set_phase(
                 job,
-                "Completing",
+                JobPhase.COMPLETING,
                 "MinSuccess",
                 f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})",
             )
             if not self.tallies[job.key].phase(*ALIVE):
-                self._set_phase(job, "Completed")
+                self._set_phase(job, JobPhase.COMPLETED)
             return
         if (
-            counts["Running"] == 0
-            and counts["Succeeded"] > 0
-            and counts["Failed"] == 0
+            counts[PodPhase.RUNNING] == 0
+            and counts[PodPhase.SUCCEEDED] > 0
+            and counts[PodPhase.FAILED] == 0
             and elastic_spec.has_speed_model(job.metadata.annotations)
             and elastic_spec.job_shape(job) is not None
         ):
             # An elastic training job is done when its running workers finished their work:
             # workers it never needed (still pending) go.
             self._kill(job, pods, keep_finished=True)
-            self._set_phase(job, "Completed")
+            self._set_phase(job, JobPhase.COMPLETED)
             return
-        created = counts["Pending"] + counts["Running"] + counts["Succeeded"] + counts["Failed"]
-        if created >= total and counts["Pending"] == 0 and counts["Running"] == 0:
+        created = (
+            counts[PodPhase.PENDING] + counts[PodPhase.RUNNING] + counts[PodPhase.SUCCEEDED] + counts[PodPhase.FAILED]
+        )
+        if created >= total and counts[PodPhase.PENDING] == 0 and counts[PodPhase.RUNNING] == 0:
             job_min = job.spec.min_available
             if job_min >= sum(task_min(t) for t in job.spec.tasks):
                 for task in job.spec.tasks:
-                    ok = self.tallies[job.key].task_phase(task.name, "Succeeded")
+                    ok = self.tallies[job.key].task_phase(task.name, PodPhase.SUCCEEDED)
                     if ok < task_min(task):
                         self._set_phase(
                             job,
-                            "Failed",
+                            JobPhase.FAILED,
                             "TaskFailed",
                             f"task {task.name}: {ok} pods succeeded, {task_min(task)} required",
                         )
@@ -896,22 +927,25 @@ class JobController(Controller):
             if job.spec.min_success is not None:
                 self._set_phase(
                     job,
-                    "Failed",
+                    JobPhase.FAILED,
                     "MinSuccessNotReached",
                     f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})",
                 )
-            elif counts["Succeeded"] >= job_min:
-                self._set_phase(job, "Completed")
+            elif counts[PodPhase.SUCCEEDED] >= job_min:
+                self._set_phase(job, JobPhase.COMPLETED)
             else:
                 self._set_phase(
-                    job, "Failed", "NotEnoughSucceeded", f"{counts['Succeeded']} pods succeeded, minAvailable {job_min}"
+                    job,
+                    JobPhase.FAILED,
+                    "NotEnoughSucceeded",
+                    f"{counts['Succeeded']} pods succeeded, minAvailable {job_min}",
                 )
             return
         if (
-            counts["Pending"] > total - job.spec.min_available
-            and counts["Running"] + counts["Succeeded"] < job.spec.min_available
+            counts[PodPhase.PENDING] > total - job.spec.min_available
+            and counts[PodPhase.RUNNING] + counts[PodPhase.SUCCEEDED] < job.spec.min_available
         ):
-            self._set_phase(job, "Pending")
+            self._set_phase(job, JobPhase.PENDING)
 
     def _create_pods(self, job: Job, pods: dict[str, Pod]) -> None:
         tally = self.tallies[job.key]
@@ -1021,7 +1055,7 @@ class JobController(Controller):
         task = next((t for t in job.spec.tasks if t.name == task_name), None)
         if task is None:
             return True
-        return self.tallies[job.key].task_phase(task_name, "Running", "Succeeded") >= task_min(task)
+        return self.tallies[job.key].task_phase(task_name, PodPhase.RUNNING, PodPhase.SUCCEEDED) >= task_min(task)
 
     def _counts(self, job: Job, pods: dict[str, Pod]) -> dict[str, int]:
         """The job's pod counts (kept from pod events) written into its status where they differ."""
@@ -1073,12 +1107,12 @@ def _resized_out(pod: Pod) -> bool:
 
 _BLANK_STATUS = PodStatus()
 _COUNT_FIELDS = (
-    ("pending", "Pending"),
-    ("running", "Running"),
-    ("succeeded", "Succeeded"),
-    ("failed", "Failed"),
-    ("unknown", "Unknown"),
-    ("terminating", "Terminating"),
+    ("pending", PodPhase.PENDING),
+    ("running", PodPhase.RUNNING),
+    ("succeeded", PodPhase.SUCCEEDED),
+    ("failed", PodPhase.FAILED),
+    ("unknown", PodPhase.UNKNOWN),
+    ("terminating", TERMINATING),
 )
 
 
