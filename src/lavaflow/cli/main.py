@@ -623,8 +623,8 @@ def _report_invalid(exc: Invalid) -> None:
         err.print(f"error: {p}", markup=False, highlight=False, soft_wrap=True)
 
 
-# Cluster commands (scheduler, controller, webhook, install, job, queue, train) live in
-# processes.py, install.py, vcctl.py and train.py; importing them (asyncio, aiohttp, the Kubernetes client) and building their
+# Cluster commands (scheduler, controller, webhook, install, dashboard, job, queue, train) live in
+# processes.py, install.py, dashboard.py, vcctl.py and train.py; importing them (asyncio, aiohttp, the Kubernetes client) and building their
 # typer commands costs more than a simulation's start-up, so `lavaflow simulate` and
 # `lavaflow version` run without them and everything else adds them first.
 LOCAL_COMMANDS = ("simulate", "sweep", "version")
@@ -634,6 +634,7 @@ _kube_registered = False
 def _with_kube_commands() -> typer.Typer:
     global _kube_registered
     if not _kube_registered:
+        from .dashboard import dashboard_cmd
         from .install import install_cmd
         from .processes import controller_cmd, scheduler_cmd, webhook_cmd
         from .train import train_app
@@ -643,6 +644,7 @@ def _with_kube_commands() -> typer.Typer:
         _app.command("controller")(controller_cmd)
         _app.command("webhook")(webhook_cmd)
         _app.command("install")(install_cmd)
+        _app.command("dashboard")(dashboard_cmd)
         _app.add_typer(job_app, name="job")
         _app.add_typer(queue_app, name="queue")
         _app.add_typer(train_app, name="train")
