@@ -1,15 +1,15 @@
-# lavaflow: scheduler, controller and webhook in one image; the first argument picks the component:
+# lavaflow: scheduler, controller, webhook and dashboard in one image; the first argument picks the component:
 #   docker build -t lavaflow:0.1.0 .
-#   (Kubernetes) args: ["scheduler", ...] | ["controller", ...] | ["webhook", ...]
+#   (Kubernetes) args: ["scheduler", ...] | ["controller", ...] | ["webhook", ...] | ["dashboard", ...]
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[kube]'
+RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[kube,dashboard]'
 
 FROM python:3.11-slim
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels 'lavaflow[kube]' && rm -rf /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels 'lavaflow[kube,dashboard]' && rm -rf /wheels
 # A non-root user (the chart runs as 65532 with a read-only root filesystem).
 RUN useradd --uid 65532 --user-group --no-create-home --shell /usr/sbin/nologin lavaflow
 USER 65532:65532
