@@ -22,6 +22,19 @@ from lavaflow.dashboard.live import LiveState
 from lavaflow.scheduler.framework.conf import load_scheduler_conf
 from lavaflow.testing import fake_node
 
+# Debian's Chromium, as Playwright drives it here (never `playwright install`: its download fails).
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
 CONF = """\
 actions: "enqueue, elastic, allocate, backfill"
 tiers:
@@ -205,6 +218,20 @@ class DashboardCluster:
     def create(self, docs: list[dict[str, Any]]) -> None:
         assert self.cluster is not None
         self.call(self.cluster.create(docs))
+
+    def create_workload(self, *extra: dict[str, Any]) -> None:
+        """The queues and jobs the tests and the screenshots look at: an elastic job at 8 workers
+        (``big``), a gang too big for any node in queue ``vision`` (``too-big``, pending) and a
+        small one beside it (``fits``), then ``extra``."""
+        self.create(QUEUES)
+        self.create(
+            [
+                elastic_job("big", 2, 8, "inf"),
+                cpu_job("too-big", "vision", 2, "40"),
+                cpu_job("fits", "vision", 1, "1"),
+                *extra,
+            ]
+        )
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():

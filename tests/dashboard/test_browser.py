@@ -17,41 +17,22 @@ pytest.importorskip("aiohttp")
 pytest.importorskip("starlette", reason="the dashboard extra is not installed (pip install 'lavaflow[dashboard]')")
 pytest.importorskip("uvicorn", reason="the dashboard extra is not installed (pip install 'lavaflow[dashboard]')")
 
-CHROMIUM = "/usr/bin/chromium"
-if not os.access(CHROMIUM, os.X_OK):
+if not os.access("/usr/bin/chromium", os.X_OK):
     pytest.skip(
-        f"Debian's Chromium is not installed ({CHROMIUM}): apt-get install chromium (.ci/run does)",
+        "Debian's Chromium is not installed (/usr/bin/chromium): apt-get install chromium (.ci/run does)",
         allow_module_level=True,
     )
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
-from dashboard_cluster import QUEUES, DashboardCluster, cpu_job, elastic_job  # noqa: E402
+from dashboard_cluster import CHROMIUM, CHROMIUM_ARGS, DashboardCluster, elastic_job  # noqa: E402
 from lavaflow.dashboard.forecast_column import forecast_entry  # noqa: E402
-
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
 def cluster():
     with DashboardCluster() as dc:
-        dc.create(QUEUES)
-        dc.create(
-            [
-                elastic_job("big", 2, 8, "inf"),
-                cpu_job("too-big", "vision", 2, "40"),
-                cpu_job("fits", "vision", 1, "1"),
-            ]
-        )
+        dc.create_workload()
         deadline = time.monotonic() + 20
         st = dc.live.state
         while time.monotonic() < deadline:
@@ -66,7 +47,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
 

@@ -248,7 +248,8 @@ def test_helm_chart_dashboard_is_off_by_default_and_only_reads():
         group = res.api_version.rpartition("/")[0]
         assert (group, res.plural) in granted, f"the dashboard watches {kind} but its role cannot read it"
     deploy = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "lavaflow-dashboard")
-    assert deploy["spec"]["template"]["spec"]["containers"][0]["args"][0] == "dashboard"
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "dashboard" and container["image"].endswith("-dashboard")
     # without its own role: the ServiceAccount and the Deployment, for a role the user binds
     bare = render_chart("dashboard.enabled=true", "dashboard.rbac.create=false")
     assert not [d for d in bare if d["kind"].startswith("ClusterRole") and "dashboard" in d["metadata"]["name"]]

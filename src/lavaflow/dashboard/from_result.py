@@ -234,7 +234,7 @@ def _add_queues(st: State, result: dict[str, Any], specs: list[dict[str, Any]], 
 
 
 def _add_elastic(st: State, result: dict[str, Any], reports: dict[str, Any], t: float) -> None:
-    from ..cli.tables import _throughput
+    from ..elastic.learned import METRICS, throughput_text
 
     by_name = {j.name: j for j in st.jobs.values()}
     for ej in (result.get("elastic") or {}).get("jobs", []):
@@ -252,9 +252,9 @@ def _add_elastic(st: State, result: dict[str, Any], reports: dict[str, Any], t: 
             history.append(Resize(when, int(n), gpu_type, why))
         el = Elastic(job=job.key, history=history)
         report = reports.get(job.podgroup or "") or {}
-        running = [{"spec": {"nodeName": p.node}} for p in st.pods_of(job.key) if p.phase == "Running" and p.gpus > 0]
+        running = [p.node for p in st.pods_of(job.key) if p.phase == "Running" and p.gpus > 0]
         if report:
-            el.throughput = _throughput({"metadata": {}}, {"metadata": {"annotations": report}}, running)
+            el.throughput = throughput_text(report.get(METRICS), len(running), len(set(running)))
             if t >= st.end:  # (the report the run ended with: its progress is that of the end)
                 try:
                     el.progress = float(report.get("lavaflow.io/progress", "nan"))

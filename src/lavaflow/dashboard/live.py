@@ -21,6 +21,7 @@ from typing import Any
 
 from ..api.kinds import kind_info
 from ..api.quantity import QuantityError, quantity_to_float
+from ..elastic.learned import METRICS, throughput_text
 from ..elastic.spec import PROGRESS, WORKERS
 from ..kube import codec
 from ..kube.client import ApiError, KubeClient
@@ -130,7 +131,7 @@ def queue_record(raw: dict[str, Any]) -> Queue:
         state=status.get("state") or "Open",
         capability=amounts(spec.get("capability")),
         guarantee=amounts((spec.get("guarantee") or {}).get("resource")),
-        allocated=amounts(status.get("allocated")),
+        allocated={k: v for k, v in amounts(status.get("allocated")).items() if k != "pods"},
     )
 
 
@@ -323,6 +324,8 @@ class LiveState:
             job.why = why_waiting(pg, self.state.queues, queue)
         if pg is not None and WORKERS in (_meta(pg).get("annotations") or {}):
             job.elastic = str(_meta(pg)["annotations"][WORKERS])
+        elif key in self.state.jobs:  # (its PodGroup gone with the job's end: the range it had)
+            job.elastic = self.state.jobs[key].elastic
         self.state.put_job(job)
         if job.elastic:
             self._elastic(key)
@@ -356,16 +359,16 @@ class LiveState:
 
     def _elastic(self, job_key: str) -> None:
         """An elastic job's record: its resizes (kept from the Events), running workers, report."""
-        from ..cli.tables import _throughput
-
         st = self.state
         job = st.jobs.get(job_key)
         if job is None:
             return
         el = st.elastic.get(job_key) or Elastic(job=job_key)
         pg = self.pgs.get(job.podgroup or "") or {}
-        running = [{"spec": {"nodeName": p.node}} for p in st.pods_of(job_key) if p.phase == "Running" and p.gpus]
-        el.throughput = _throughput(self.vjobs.get(job_key) or {"metadata": {}}, pg or None, running)
+        running = [p.node for p in st.pods_of(job_key) if p.phase == "Running" and p.gpus]
+        ann = _meta(pg).get("annotations") or {}
+        raw = ann.get(METRICS) or (_meta(self.vjobs.get(job_key) or {}).get("annotations") or {}).get(METRICS)
+        el.throughput = throughput_text(raw, len(running), len(set(running)))
         try:
             el.progress = float((_meta(pg).get("annotations") or {}).get(PROGRESS, "nan"))
         except ValueError:
@@ -409,7 +412,8 @@ class LiveState:
             workers = 0
         else:
             workers = el.history[-1].workers if el.history else 0
-        gpu = re.search(r" on (\S+?):", ev.message)
-        el.history.append(Resize(ev.time or self.clock(), workers, gpu.group(1) if gpu else None, ev.message))
+        gpu = re.search(r" on (\S+?):", ev.message)  # (a resize within one type does not name it)
+        gpu_type = gpu.group(1) if gpu else el.history[-1].gpu_type if el.history and workers else None
+        el.history.append(Resize(ev.time or self.clock(), workers, gpu_type, ev.message))
         el.history.sort(key=lambda r: r.time)
         st.put_elastic(el)

@@ -34,7 +34,7 @@ text-align:left;vertical-align:top}th{background:#f4f6f8;font-weight:600}td.n{te
 font-variant-numeric:tabular-nums}.why{color:#8a3b00}.muted{color:#777}.bar{display:inline-block;
 width:80px;height:8px;background:#e8eef4;margin-right:6px;vertical-align:middle}.bar i{display:block;
 height:8px;background:#3182bd}.bar i.over{background:#d62728}.plot svg{max-width:100%;height:auto}
-.kv td:first-child{color:#555;white-space:nowrap}.nw{white-space:nowrap}.live{font-size:12px}.pill{border-radius:8px;padding:0 6px;
+td a{white-space:nowrap}.kv td:first-child{color:#555;white-space:nowrap}.nw{white-space:nowrap}.live{font-size:12px}.pill{border-radius:8px;padding:0 6px;
 background:#eee}.Running{background:#d9f2d9}.Pending,.Inqueue{background:#fff1cc}.Failed,.Aborted{background:#fbd5d5}
 """
 
@@ -410,10 +410,10 @@ def nodes_page(state: State, query: dict[str, str]) -> str:
         flags = ", ".join(x for x, on in (("unschedulable", n.unschedulable), ("not ready", not n.ready)) if on)
         rows.append(
             f"<tr><td>{link('/nodes/' + quote(name), name)}</td><td>{e(n.gpu_type or '')}</td>{cells}"
-            f"<td class=n>{len(state.pods_on_node.get(name, ()))}</td><td>{e(flags)}</td></tr>"
+            f"<td class=n>{sum(1 for p in state.pods_on(name) if p.holds)}</td><td>{e(flags)}</td></tr>"
         )
     out += "<h2>Allocation by resource (requested / allocatable)</h2>" + table(
-        ("node", "GPU type", *cols, "pods", ""), rows
+        ("node", "GPU type", *cols, "pods bound", ""), rows
     )
     if len(shown) < len(names):
         out += f"<p class=muted>{len(names) - len(shown)} more: {link('/nodes?all=1', 'show all')}</p>"
@@ -453,7 +453,7 @@ def elastic_page(state: State) -> str:
         last = el.history[-1] if el.history else None
         rows.append(
             f"<tr><td>{link(elastic_url(key), key)}</td><td>{pill(job.phase if job else '?')}</td>"
-            f"<td class=n>{running}</td><td>{e(job.elastic if job and job.elastic != 'elastic' else '')}</td>"
+            f"<td class=n>{running}</td><td>{e(job.elastic if job and job.elastic not in (None, 'elastic') else '')}</td>"
             f"<td class=n>{len(el.history)}</td><td>{e(last.reason if last else '')}</td>"
             f"<td>{e(el.throughput)}</td><td class=n>{'' if el.progress is None else f'{100 * el.progress:.0f}%'}</td></tr>"
         )

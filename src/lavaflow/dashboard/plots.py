@@ -30,7 +30,7 @@ def shares_chart(rows: Sequence[tuple[str, float, float, float | None]]) -> str:
     ax.invert_yaxis()
     ax.set_xlabel("share of the cluster's allocatable (red: capability)")
     ax.set_xlim(0, max([1.0] + [max(r[1], r[2]) for r in rows]))
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return p.render(fig)
 
 
@@ -55,13 +55,13 @@ def workers_chart(history: Sequence[Resize], until: float, simulated: bool) -> s
 def gpus_chart(rows: Sequence[tuple[str, float, float]]) -> str:
     """GPUs by type: allocated and free (``rows``: type, allocated, allocatable)."""
     p = _plotter()
-    fig, ax = p.plt.subplots(figsize=(6.4, 0.5 * len(rows) + 0.9))
+    fig, ax = p.plt.subplots(figsize=(6.4, 0.35 * len(rows) + 0.8))
     ys = list(range(len(rows)))
     used = [r[1] for r in rows]
-    ax.barh(ys, used, color="#3182bd", label="allocated")
-    ax.barh(ys, [max(r[2] - r[1], 0.0) for r in rows], left=used, color="#deebf7", label="free")
+    ax.barh(ys, used, height=0.5, color="#3182bd", label="allocated")
+    ax.barh(ys, [max(r[2] - r[1], 0.0) for r in rows], height=0.5, left=used, color="#deebf7", label="free")
     ax.set_yticks(ys, [r[0] for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("GPUs")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     return p.render(fig)
