@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -220,3 +221,63 @@ def test_server_sends_an_event_when_the_state_changes():
     # a page of the live dashboard carries its version and the script that follows the events
     html = pages.page(st, "Jobs", "", "jobs", "Job", live=True)
     assert f'data-version="{st.version}"' in html and "EventSource" in html
+
+
+def test_the_command_serves_a_cluster_from_its_kubeconfig_and_stops_on_sigterm(tmp_path):
+    pytest.importorskip("aiohttp")
+    pytest.importorskip("starlette")
+    import asyncio
+    import signal
+    import urllib.error
+
+    from dashboard_cluster import NODES, QUEUES
+    from lavaflow.kube.client import ClientConfig, KubeClient
+    from lavaflow.kube.ops import create_manifest
+    from lavaflow.testing import ApiDouble
+
+    double = ApiDouble().start()
+    try:
+
+        async def setup() -> None:
+            client = KubeClient(ClientConfig(server=double.url))
+            for obj in NODES + QUEUES:
+                await create_manifest(client, dict(obj))
+            await client.close()
+
+        asyncio.run(setup())
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+            f"clusters: [{{name: d, cluster: {{server: '{double.url}'}}}}]\n"
+            "users: [{name: u, user: {}}]\ncontexts: [{name: c, context: {cluster: d, user: u}}]\n"
+        )
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from lavaflow.cli import main; main()", "dashboard"]
+            + ["--kubeconfig", str(kubeconfig), "--port", str(port)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            body = ""
+            for _ in range(200):
+                try:
+                    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/queues", timeout=2).read().decode()
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    time.sleep(0.1)
+            assert 'href="/queues/vision"' in body and 'href="/queues/research"' in body
+            nodes = urllib.request.urlopen(f"http://127.0.0.1:{port}/nodes", timeout=5).read().decode()
+            assert all(f'href="/nodes/{n["metadata"]["name"]}"' in nodes for n in NODES)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                _, err = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+        assert proc.returncode == 0, err
+    finally:
+        double.stop()
