@@ -281,3 +281,13 @@ def test_the_command_serves_a_cluster_from_its_kubeconfig_and_stops_on_sigterm(t
         assert proc.returncode == 0, err
     finally:
         double.stop()
+
+
+def test_forecast_column_finds_a_job_by_its_podgroup_too():
+    class R:
+        jobs = {"ns/train-1234": type("P", (), {"start": 60.0, "running": False})()}
+
+    col = ForecastColumn(entry=lambda objects, conf, now: R())
+    col.refresh([], None, 0.0)
+    assert col.text("ns/train", "ns/train-1234") == "in 60s"
+    assert col.text("ns/train") == NONE

@@ -84,5 +84,9 @@ class ForecastColumn:
             log.exception("forecast failed; the column shows %s", NONE)
             self.texts = {}
 
-    def text(self, job_key: str) -> str:
-        return self.texts.get(job_key, NONE)
+    def text(self, job_key: str, podgroup: str | None = None) -> str:
+        """The job's forecast, looked up by its key, else by its PodGroup's."""
+        got = self.texts.get(job_key)
+        if got is None and podgroup:
+            got = self.texts.get(podgroup)
+        return NONE if got is None else got

@@ -233,6 +233,7 @@ class LiveState:
     def _on_Job(self, key: str, raw: dict[str, Any] | None) -> None:
         if raw is None:
             self.vjobs.pop(key, None)
+            self.history.pop(key, None)
             self.state.drop_job(key)
             return
         self.vjobs[key] = raw
@@ -245,7 +246,7 @@ class LiveState:
         if raw is None:
             self.pg_of_job.pop(job_key, None)
             if owner is None:
-                self.state.drop_job(key)
+                self._drop_gang(key)
             elif job_key in self.vjobs:
                 self._job(job_key)
             return
@@ -256,16 +257,20 @@ class LiveState:
         else:
             self._job(job_key)
 
+    def _drop_gang(self, key: str) -> None:
+        self.history.pop(key, None)
+        self.state.drop_job(key)
+
     def _on_CoschedulingPodGroup(self, key: str, raw: dict[str, Any] | None) -> None:
         if raw is None:
-            self.state.drop_job(key)
+            self._drop_gang(key)
             return
         phase = (raw.get("status") or {}).get("phase") or "Pending"
         self._gang(key, raw, "PodGroup (scheduling.x-k8s.io)", phase)
 
     def _on_SchedulingPodGroup(self, key: str, raw: dict[str, Any] | None) -> None:
         if raw is None:
-            self.state.drop_job(key)
+            self._drop_gang(key)
             return
         conds = (raw.get("status") or {}).get("conditions") or []
         scheduled = any(c.get("type") == "PodGroupScheduled" and c.get("status") == "True" for c in conds)
@@ -273,7 +278,7 @@ class LiveState:
 
     def _on_Workload(self, key: str, raw: dict[str, Any] | None) -> None:
         if raw is None:
-            self.state.drop_job(key)
+            self._drop_gang(key)
             return
         self._gang(key, raw, "Workload (scheduling.k8s.io/v1alpha1)", self._pod_phase(key))
 

@@ -199,8 +199,10 @@ class State:
     def drop_job(self, key: str) -> None:
         job = self.jobs.pop(key, None)
         if job is not None:
+            self.events.pop(key, None)  # (what was said about an object that is gone is let go)
             if job.podgroup:
                 self.pg_job.pop(job.podgroup, None)
+                self.events.pop(job.podgroup, None)
             self.elastic.pop(key, None)
             self.touch("Job")
 
@@ -226,6 +228,7 @@ class State:
         pod = self.pods.pop(key, None)
         if pod is not None:
             self._unindex(pod)
+            self.events.pop(key, None)
             self.touch("Pod")
 
     def _index(self, pod: Pod) -> None:

@@ -152,7 +152,7 @@ def page(state: State, title: str, body: str, section: str, kinds: str, live: bo
 
 
 # ---------------------------------------------------------------------- queues
-def queues_page(state: State, forecast: Callable[[str], str]) -> str:
+def queues_page(state: State, forecast: Callable[..., str]) -> str:
     deserved = state.deserved()
     children = state.children()
     by_queue = state.jobs_by_queue()
@@ -178,7 +178,7 @@ def queues_page(state: State, forecast: Callable[[str], str]) -> str:
                 shares.append(f"{bar(a, want)}{e(res)} {e(qty(res, a))} / {e(qty(res, want))}")
         listed = "".join(
             f"<li>{link(job_url(j.key), j.key)} <span class=why>{e(j.why or '')}</span>"
-            f" <span class=muted>start: {e(forecast(j.key))}</span></li>"
+            f" <span class=muted>start: {e(forecast(j.key, j.podgroup))}</span></li>"
             for j in pending[:PENDING_SHOWN]
         )
         more = (
@@ -215,7 +215,7 @@ def queues_page(state: State, forecast: Callable[[str], str]) -> str:
     return table(head, rows, numeric=(2, 6, 7))
 
 
-def queue_page(state: State, name: str, forecast: Callable[[str], str]) -> str | None:
+def queue_page(state: State, name: str, forecast: Callable[..., str]) -> str | None:
     from . import plots
 
     q = state.queues.get(name)
@@ -254,7 +254,7 @@ def _counts(state: State, job: Job) -> str:
 
 
 def jobs_table(
-    state: State, jobs: list[Job], forecast: Callable[[str], str], limit: int | None = ROWS, more_url: str = ""
+    state: State, jobs: list[Job], forecast: Callable[..., str], limit: int | None = ROWS, more_url: str = ""
 ) -> str:
     clock = Clock(state)
     order = {"Pending": 0, "Inqueue": 1, "Running": 2}
@@ -266,7 +266,7 @@ def jobs_table(
         f"<td>{link('/queues/' + quote(j.queue), j.queue)}</td><td>{pill(j.phase)}</td>"
         f"<td class=n>{clock.age(j.created)}</td><td class=n>{_counts(state, j)}</td>"
         f"<td class=why>{e(j.why or '') if j.pending else ''}</td>"
-        f"<td class=forecast>{e(forecast(j.key)) if j.pending else ''}</td></tr>"
+        f"<td class=forecast>{e(forecast(j.key, j.podgroup)) if j.pending else ''}</td></tr>"
         for j in shown
     ]
     out = table(("job", "kind", "queue", "phase", "age", "pods running", "why pending", "forecast start"), rows, (4, 5))
@@ -275,7 +275,7 @@ def jobs_table(
     return out
 
 
-def jobs_page(state: State, forecast: Callable[[str], str], query: dict[str, str]) -> str:
+def jobs_page(state: State, forecast: Callable[..., str], query: dict[str, str]) -> str:
     jobs = list(state.jobs.values())
     for field in ("queue", "phase", "kind", "namespace"):
         want = query.get(field)
@@ -287,7 +287,7 @@ def jobs_page(state: State, forecast: Callable[[str], str], query: dict[str, str
     return note + jobs_table(state, jobs, forecast, None if query.get("all") else ROWS, more)
 
 
-def job_page(state: State, key: str, forecast: Callable[[str], str]) -> str | None:
+def job_page(state: State, key: str, forecast: Callable[..., str]) -> str | None:
     job = state.jobs.get(key)
     if job is None:
         return None
@@ -303,7 +303,7 @@ def job_page(state: State, key: str, forecast: Callable[[str], str]) -> str | No
     ]
     if job.pending:
         kv.append(("why pending", f'<span class="why" id="why">{e(job.why or "—")}</span>'))
-        kv.append(("forecast start", f'<span class="forecast">{e(forecast(key))}</span>'))
+        kv.append(("forecast start", f'<span class="forecast">{e(forecast(key, job.podgroup))}</span>'))
     if job.elastic:
         kv.append(("elastic", link(elastic_url(key), f"workers {job.elastic}: resizes and throughput")))
     out = "<table class=kv>" + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in kv) + "</table>"
