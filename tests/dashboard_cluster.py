@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from kube_harness import Cluster
-from lavaflow.dashboard.app import Dashboard, make_app, server
+from lavaflow.dashboard.app import Dashboard, forecast_loop, make_app, server
 from lavaflow.dashboard.forecast_column import ForecastColumn
 from lavaflow.dashboard.live import LiveState
 from lavaflow.scheduler.framework.conf import load_scheduler_conf
@@ -199,6 +199,9 @@ class DashboardCluster:
             srv = server(make_app(dash), "127.0.0.1", self.port)
             serving = asyncio.create_task(srv.serve())
             follow = asyncio.create_task(dash.broadcast.follow(self.live.changed, self._stop))
+            forecasts = asyncio.create_task(
+                forecast_loop(dash, self.live.objects, load_scheduler_conf(CONF), self._stop)
+            )
             while not srv.started:
                 if serving.done():
                     await serving  # (raises why it could not start)
@@ -208,6 +211,7 @@ class DashboardCluster:
             srv.should_exit = True
             await asyncio.wait([serving], timeout=5)
             follow.cancel()
+            forecasts.cancel()
             await self.live.stop()
 
     def call(self, coro: Any, timeout: float = 30.0) -> Any:

@@ -291,3 +291,38 @@ def test_forecast_column_finds_a_job_by_its_podgroup_too():
     col.refresh([], None, 0.0)
     assert col.text("ns/train", "ns/train-1234") == "in 60s"
     assert col.text("ns/train") == NONE
+
+
+def test_forecast_loop_refreshes_the_column_and_tells_the_pages():
+    pytest.importorskip("starlette")
+    import asyncio
+
+    from lavaflow.dashboard.app import Dashboard, forecast_loop
+
+    seen = []
+
+    class R:
+        jobs = {"default/j": type("P", (), {"start": 1e12, "running": False})()}
+
+    def entry(objects, conf, now):
+        seen.append((list(objects), conf))
+        return R()
+
+    st = State("test", simulated=False)
+    dash = Dashboard(st, live=True, forecast=ForecastColumn(interval=3600, entry=entry))
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(forecast_loop(dash, lambda: ["obj"], "conf", stop, tick=0.01))
+        for _ in range(200):
+            if "Forecast" in (st.changed(0) or set()):
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    assert seen == [(["obj"], "conf")]  # once: the next is an interval away
+    assert dash.forecast.text("default/j").startswith("in ")
+    html = pages.page(st, "Jobs", pages.jobs_page(st, dash.forecast.text, {}), "jobs", "Job,Pod,Forecast", True)
+    assert 'data-kinds="Job,Pod,Forecast"' in html

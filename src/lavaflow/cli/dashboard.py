@@ -98,7 +98,7 @@ def _serve_result(path: Path, at: str | None, scheduler: str | None, host: str, 
 
 
 async def _serve_cluster(kubeconfig: str | None, context: str | None, conf, host: str, port: int) -> None:
-    from ..dashboard.app import Dashboard, make_app, server
+    from ..dashboard.app import Dashboard, forecast_loop, make_app, server
     from ..dashboard.forecast_column import ForecastColumn
     from ..dashboard.live import LiveState
 
@@ -111,7 +111,7 @@ async def _serve_cluster(kubeconfig: str | None, context: str | None, conf, host
         srv = server(make_app(dash), host, port)
         tasks = [
             asyncio.create_task(dash.broadcast.follow(live.changed, stop)),
-            asyncio.create_task(_forecasts(dash, live, conf, stop)),
+            asyncio.create_task(forecast_loop(dash, live.objects, conf, stop)),
             asyncio.create_task(srv.serve()),
         ]
         log.warning("lavaflow dashboard: %s at http://%s:%d/", client.config.server, host, port)
@@ -123,18 +123,3 @@ async def _serve_cluster(kubeconfig: str | None, context: str | None, conf, host
     finally:
         await live.stop()
         await client.close()
-
-
-async def _forecasts(dash, live, conf, stop: asyncio.Event) -> None:
-    """Forecast again every ``interval`` seconds, in a thread (it simulates forward)."""
-    import time
-
-    column = dash.forecast
-    if not column.available:
-        return
-    while not stop.is_set():
-        if column.due():
-            objects = [o for objs in live.store.objects.values() for o in objs.values()]
-            await asyncio.to_thread(column.refresh, objects, conf, time.time())
-            dash.broadcast.fire()
-        await asyncio.sleep(1.0)

@@ -63,6 +63,27 @@ class Dashboard:
         self.keepalive = 15.0
 
 
+async def forecast_loop(dash: Dashboard, objects: Any, conf: Any, stop: asyncio.Event, tick: float = 1.0) -> None:
+    """Forecast again whenever the column is due (every ``interval`` seconds, sooner after jobs,
+    pods, queues or nodes changed), in a thread (it
+    simulates forward) from ``objects()`` (the cluster's objects as the informers hold them), and
+    tell the pages that show the column."""
+    import time
+
+    column = dash.forecast
+    if not column.available:
+        return
+    since = -1  # the state's version the last forecast started from
+    while not stop.is_set():
+        moved = dash.state.changed(since) if since >= 0 else None
+        if column.due(moved is None or bool(moved & {"Job", "Pod", "Queue", "Node"})):
+            since = dash.state.version
+            await asyncio.to_thread(column.refresh, objects(), conf, time.time())
+            dash.state.touch("Forecast")
+            dash.broadcast.fire()
+        await asyncio.sleep(tick)
+
+
 def _render(dash: Dashboard, request: Request, section: str, kinds: str, title: str, body: str | None) -> Response:
     if body is None:
         return HTMLResponse(
@@ -80,20 +101,20 @@ def make_app(dash: Dashboard) -> Starlette:
         return RedirectResponse("/queues", 307)
 
     async def queues(request: Request) -> Response:
-        return _render(dash, request, "queues", "Queue,Job,Node,Pod", "Queues", pages.queues_page(st, fc))
+        return _render(dash, request, "queues", "Queue,Job,Node,Pod,Forecast", "Queues", pages.queues_page(st, fc))
 
     async def queue(request: Request) -> Response:
         name = request.path_params["name"]
         body = pages.queue_page(st, name, fc)
-        return _render(dash, request, "queues", "Queue,Job,Node,Pod", f"queue {name}", body)
+        return _render(dash, request, "queues", "Queue,Job,Node,Pod,Forecast", f"queue {name}", body)
 
     async def jobs(request: Request) -> Response:
         body = pages.jobs_page(st, fc, dict(request.query_params))
-        return _render(dash, request, "jobs", "Job,Pod", "Jobs", body)
+        return _render(dash, request, "jobs", "Job,Pod,Forecast", "Jobs", body)
 
     async def job(request: Request) -> Response:
         key = f"{request.path_params['ns']}/{request.path_params['name']}"
-        return _render(dash, request, "jobs", "Job,Pod,Event", f"job {key}", pages.job_page(st, key, fc))
+        return _render(dash, request, "jobs", "Job,Pod,Event,Forecast", f"job {key}", pages.job_page(st, key, fc))
 
     async def nodes(request: Request) -> Response:
         body = pages.nodes_page(st, dict(request.query_params))

@@ -5,7 +5,8 @@ The one place the dashboard calls ``lavaflow.forecast`` (its entry point is
 ``"ns/name"`` to a prediction with ``start``, ``start_low``, ``start_high`` and ``source``).
 Where that module is not installed, or the forecast fails, the column shows "—" (never an error
 on the page). A forecast simulates forward, so it is worked out in the background, at most every
-``interval`` seconds, and the pages show the last one.
+``interval`` seconds (sooner, ``soonest``, after jobs or pods changed), and the pages show the
+last one.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ def describe(prediction: Any, now: float) -> str:
 class ForecastColumn:
     """The last forecast's text per job key."""
 
-    def __init__(self, interval: float = 30.0, entry: Callable[..., Any] | None = None) -> None:
+    def __init__(self, interval: float = 30.0, entry: Callable[..., Any] | None = None, soonest: float = 10.0) -> None:
         self.interval = interval
+        self.soonest = soonest  # after a change of jobs or pods: again no sooner than this
         self.entry = entry if entry is not None else forecast_entry()
         self.texts: dict[str, str] = {}
         self.last = -float("inf")
@@ -69,8 +71,11 @@ class ForecastColumn:
     def available(self) -> bool:
         return self.entry is not None
 
-    def due(self) -> bool:
-        return self.available and time.monotonic() - self.last >= self.interval
+    def due(self, changed: bool = False) -> bool:
+        """Whether to forecast again: every ``interval`` seconds, or ``soonest`` after the last
+        one when jobs or pods ``changed`` since."""
+        wait = time.monotonic() - self.last
+        return self.available and (wait >= self.interval or (changed and wait >= self.soonest))
 
     def refresh(self, objects: list[Any], conf: Any, now: float) -> None:
         """Forecast again from ``objects`` (the cluster's, as the store holds them)."""

@@ -198,6 +198,10 @@ class LiveState:
     async def stop(self) -> None:
         await self.store.stop()
 
+    def objects(self) -> list[Any]:
+        """Every object the informers hold (what a forecast starts from)."""
+        return [o for objs in self.store.objects.values() for o in objs.values()]
+
     # ------------------------------------------------------------------ store events
     def _on_change(self, kind: str, event: str, obj: Any) -> None:
         key = obj.key if hasattr(obj, "key") else None
