@@ -7,7 +7,7 @@ the dashboard's live state through the handlers its watches call (the same conve
 cluster, without a server), then renders each page several times and prints, per page, the median
 and the worst CPU and wall time of one render (the HTML string, as the server sends it).
 
-    .venv/bin/python benchmarks/dashboard_render.py --nodes 5000 --pods 50000
+    .venv/bin/python benchmarks/dashboard_render.py --nodes 5000 --pods 50000 [--http]
 """
 
 from __future__ import annotations
@@ -131,6 +131,7 @@ def main() -> None:
     ap.add_argument("--pods-per-job", type=int, default=10)
     ap.add_argument("--pending", type=float, default=0.2, help="share of jobs pending")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--http", action="store_true", help="also time GET /queues from the dashboard's server")
     args = ap.parse_args()
 
     live = LiveState(KubeClient(ClientConfig(server="https://unused.invalid")), "benchmark")
@@ -171,6 +172,39 @@ def main() -> None:
             f"max {max(cpu) * 1000:7.1f} ms; wall median {statistics.median(wall) * 1000:7.1f} ms, "
             f"max {max(wall) * 1000:7.1f} ms"
         )
+    if args.http:
+        over_http(st, args.repeat)
+
+
+def over_http(st, repeat: int) -> None:
+    """GET /queues from the dashboard's own server (Starlette on uvicorn, 127.0.0.1), wall time
+    from the request's start to the last byte of the answer."""
+    import asyncio
+    import socket
+    import threading
+    import urllib.request
+
+    from lavaflow.dashboard.app import Dashboard, make_app, server
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = server(make_app(Dashboard(st, live=True)), "127.0.0.1", port)
+    thread = threading.Thread(target=lambda: asyncio.run(srv.serve()), daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.02)
+    walls = []
+    for _ in range(repeat):
+        w0 = time.perf_counter()
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/queues", timeout=30).read()
+        walls.append(time.perf_counter() - w0)
+    srv.should_exit = True
+    thread.join(10)
+    print(
+        f"GET /queues        {len(body) / 1024:8.0f} KiB  wall median {statistics.median(walls) * 1000:7.1f} ms, "
+        f"max {max(walls) * 1000:7.1f} ms (server and client in this process, over 127.0.0.1)"
+    )
 
 
 if __name__ == "__main__":
