@@ -326,3 +326,44 @@ def test_forecast_loop_refreshes_the_column_and_tells_the_pages():
     assert dash.forecast.text("default/j").startswith("in ")
     html = pages.page(st, "Jobs", pages.jobs_page(st, dash.forecast.text, {}), "jobs", "Job,Pod,Forecast", True)
     assert 'data-kinds="Job,Pod,Forecast"' in html
+
+
+def _pod(name: str, labels: dict | None = None, spec: dict | None = None, phase: str = "Pending") -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "ml", "uid": name, "labels": labels or {}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], **(spec or {})},
+        "status": {"phase": phase},
+    }
+
+
+def test_live_state_shows_the_gangs_of_the_other_two_apis():
+    pytest.importorskip("aiohttp")
+    from lavaflow.dashboard.live import LiveState
+    from lavaflow.kube.client import ClientConfig, KubeClient
+
+    live = LiveState(KubeClient(ClientConfig(server="https://unused.invalid")), "test")
+    st = live.state
+    live._on_CoschedulingPodGroup(
+        "ml/trainer",
+        {"metadata": {"name": "trainer", "namespace": "ml", "uid": "g"}, "spec": {"minMember": 2}, "status": {}},
+    )
+    live._on_Pod("ml/trainer-0", _pod("trainer-0", labels={"scheduling.x-k8s.io/pod-group": "trainer"}))
+    live._on_Workload(
+        "ml/wl",
+        {"metadata": {"name": "wl", "namespace": "ml", "uid": "w"}, "spec": {"podGroups": [{"name": "workers"}]}},
+    )
+    ref = {"workloadRef": {"name": "wl", "podGroup": "workers"}}
+    live._on_Pod("ml/wl-0", _pod("wl-0", spec=ref))
+    trainer, wl = st.jobs["ml/trainer"], st.jobs["ml/wl"]
+    assert trainer.kind == "PodGroup (scheduling.x-k8s.io)" and trainer.pending and trainer.min_member == 2
+    assert trainer.why == "waiting to be scheduled as a gang"
+    assert [p.name for p in st.pods_of("ml/trainer")] == ["trainer-0"]
+    assert wl.kind.startswith("Workload") and wl.phase == "Pending"
+    # a Workload keeps no phase: it follows its pods
+    live._on_Pod("ml/wl-0", _pod("wl-0", spec={**ref, "nodeName": "n0"}, phase="Running"))
+    assert st.jobs["ml/wl"].phase == "Running"
+    assert st.node_used["n0"] == {"cpu": 1.0}
+    html = pages.jobs_page(st, NO_FORECAST, {})
+    assert "PodGroup (scheduling.x-k8s.io)" in html and "Workload (scheduling.k8s.io/v1alpha1)" in html
+    live._on_Workload("ml/wl", None)
+    assert "ml/wl" not in st.jobs

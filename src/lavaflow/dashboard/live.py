@@ -179,6 +179,7 @@ class LiveState:
         self.pgs: dict[str, dict[str, Any]] = {}  # Volcano PodGroups (raw), by key
         self.pg_of_job: dict[str, str] = {}
         self.history: dict[str, list[tuple[float, str]]] = {}
+        self.workloads: dict[str, dict[str, Any]] = {}  # Workloads (raw), whose phase follows their pods
         self.changed = asyncio.Event()  # set at every change; the server-sent events wait on it
 
     async def start(self, timeout: float = 60.0) -> None:
@@ -233,6 +234,8 @@ class LiveState:
             st.put_pod(pod)
         if pod is not None and pod.job in st.elastic:
             self._elastic(pod.job)
+        if pod is not None and pod.job in self.workloads:  # (its phase is its pods')
+            self._on_Workload(pod.job, self.workloads[pod.job])
 
     def _on_Job(self, key: str, raw: dict[str, Any] | None) -> None:
         if raw is None:
@@ -282,8 +285,10 @@ class LiveState:
 
     def _on_Workload(self, key: str, raw: dict[str, Any] | None) -> None:
         if raw is None:
+            self.workloads.pop(key, None)
             self._drop_gang(key)
             return
+        self.workloads[key] = raw
         self._gang(key, raw, "Workload (scheduling.k8s.io/v1alpha1)", self._pod_phase(key))
 
     _on_WorkloadV1alpha2 = _on_Workload
