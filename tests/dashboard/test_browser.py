@@ -86,6 +86,12 @@ def test_queue_to_job_to_why_pending(cluster, page):
     page.goto(cluster.url + "/jobs/default/fits")
     expect(page.locator("h1")).to_have_text("job default/fits")
     assert page.locator("#why").count() == 0
+    # ... and each of its pods has a page of its own, naming its node
+    page.get_by_role("link", name="fits-worker-0", exact=True).click()
+    expect(page).to_have_url(cluster.url + "/pods/default/fits-worker-0")
+    expect(page.locator("table.kv")).to_contain_text("Running")
+    node = cluster.live.state.pods["default/fits-worker-0"].node
+    expect(page.get_by_role("link", name=node, exact=True)).to_have_count(1)
 
 
 def test_an_elastic_resize_appears_live(cluster, page):

@@ -71,6 +71,9 @@ def test_state_at_a_time_shows_who_waited_and_why(spark):
     assert "spark/spark-wordcount-3-podgroup" in html and "exceed what the cluster can admit" in html
     job = pages.job_page(st, "spark/spark-wordcount-3-podgroup", NO_FORECAST)
     assert 'id="why"' in job and "Decisions" in job
+    driver = pages.pod_page(st, "spark/spark-wordcount-1-driver")
+    assert driver is not None and 'href="/nodes/worker-' in driver and "cpu 1" in driver
+    assert pages.pod_page(st, "spark/no-such-pod") is None
     # at the end every job has completed: nothing waits
     end = state_from_result(result, "spark.json")
     assert {j.phase for j in end.jobs.values()} == {"Completed"}

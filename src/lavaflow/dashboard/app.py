@@ -116,6 +116,10 @@ def make_app(dash: Dashboard) -> Starlette:
         key = f"{request.path_params['ns']}/{request.path_params['name']}"
         return _render(dash, request, "jobs", "Job,Pod,Event,Forecast", f"job {key}", pages.job_page(st, key, fc))
 
+    async def pod(request: Request) -> Response:
+        key = f"{request.path_params['ns']}/{request.path_params['name']}"
+        return _render(dash, request, "jobs", "Pod,Event", f"pod {key}", pages.pod_page(st, key))
+
     async def nodes(request: Request) -> Response:
         body = pages.nodes_page(st, dict(request.query_params))
         return _render(dash, request, "nodes", "Node,Pod", "Nodes", body)
@@ -168,6 +172,7 @@ def make_app(dash: Dashboard) -> Starlette:
         Route("/queues/{name}", queue),
         Route("/jobs", jobs),
         Route("/jobs/{ns}/{name}", job),
+        Route("/pods/{ns}/{name}", pod),
         Route("/nodes", nodes),
         Route("/nodes/{name}", node),
         Route("/elastic", elastic),

@@ -1,7 +1,7 @@
 """The dashboard's pages: plain HTML built from a :class:`~.model.State` alone (no I/O).
 
 Every object has its own URL: ``/queues`` and ``/queues/NAME``, ``/jobs`` and ``/jobs/NS/NAME``,
-``/nodes`` and ``/nodes/NAME``, ``/elastic`` and ``/elastic/NS/NAME``. Each page says which kinds
+``/pods/NS/NAME``, ``/nodes`` and ``/nodes/NAME``, ``/elastic`` and ``/elastic/NS/NAME``. Each page says which kinds
 of records it shows (``data-kinds`` on its ``<main>``); on a live source a few lines of script
 follow the server-sent events and fetch the page again when one of those kinds changed. Lists
 are cut at :data:`ROWS` rows with a link to see the rest (``?all=1``), so that a page costs what
@@ -67,6 +67,11 @@ def link(path: str, text: str) -> str:
 def job_url(key: str) -> str:
     ns, _, name = key.partition("/")
     return f"/jobs/{quote(ns)}/{quote(name)}"
+
+
+def pod_url(key: str) -> str:
+    ns, _, name = key.partition("/")
+    return f"/pods/{quote(ns)}/{quote(name)}"
 
 
 def elastic_url(key: str) -> str:
@@ -324,7 +329,7 @@ def job_page(state: State, key: str, forecast: Callable[..., str]) -> str | None
         ("pod", "task", "node", "phase", "requests", "created", "started", "finished", "reason"),
         (
             "<tr>"
-            f"<td>{e(p.name)}</td><td>{e(p.task or '')}</td>"
+            f"<td>{link(pod_url(p.key), p.name)}</td><td>{e(p.task or '')}</td>"
             f"<td>{link('/nodes/' + quote(p.node), p.node) if p.node else '—'}</td><td>{pill(p.phase)}</td>"
             f"<td>{resources(p.requests)}</td><td>{clock.at(p.created)}</td><td>{clock.at(p.started)}</td>"
             f"<td>{clock.at(p.finished)}</td><td>{e(p.reason or '')}</td></tr>"
@@ -354,19 +359,40 @@ def job_page(state: State, key: str, forecast: Callable[..., str]) -> str | None
             ),
         )
     events = state.events_of(key, job.podgroup if job.podgroup != key else None, *(p.key for p in pods[:ROWS]))
-    out += "<h2>Events</h2>" + (
-        table(
-            ("time", "object", "type", "reason", "message"),
-            (
-                f"<tr><td>{clock.at(ev.time)}</td><td>{e(ev.kind)} {e(ev.object)}</td><td>{e(ev.type)}</td>"
-                f"<td>{e(ev.reason)}</td><td>{e(ev.message)}{f' (×{ev.count})' if ev.count > 1 else ''}</td></tr>"
-                for ev in events[-100:]
-            ),
-        )
-        if events
-        else "<p class=muted>none</p>"
+    return out + "<h2>Events</h2>" + events_table(clock, events)
+
+
+def events_table(clock: Clock, events: list[Any]) -> str:
+    if not events:
+        return "<p class=muted>none</p>"
+    return table(
+        ("time", "object", "type", "reason", "message"),
+        (
+            f"<tr><td>{clock.at(ev.time)}</td><td>{e(ev.kind)} {e(ev.object)}</td><td>{e(ev.type)}</td>"
+            f"<td>{e(ev.reason)}</td><td>{e(ev.message)}{f' (×{ev.count})' if ev.count > 1 else ''}</td></tr>"
+            for ev in events[-100:]
+        ),
     )
-    return out
+
+
+def pod_page(state: State, key: str) -> str | None:
+    p = state.pods.get(key)
+    if p is None:
+        return None
+    clock = Clock(state)
+    kv = [
+        ("job", link(job_url(p.job), p.job) if p.job and p.job in state.jobs else e(p.job or "—")),
+        ("task", e(p.task or "—")),
+        ("node", link("/nodes/" + quote(p.node), p.node) if p.node else "—"),
+        ("phase", pill(p.phase)),
+        ("requests", resources(p.requests)),
+        ("created", clock.at(p.created)),
+        ("started", clock.at(p.started)),
+        ("finished", clock.at(p.finished)),
+        ("reason", e(p.reason or "—")),
+    ]
+    out = "<table class=kv>" + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in kv) + "</table>"
+    return out + "<h2>Events</h2>" + events_table(clock, state.events_of(key))
 
 
 # ---------------------------------------------------------------------- nodes
@@ -436,7 +462,7 @@ def node_page(state: State, name: str) -> str | None:
     out += "<h2>Pods</h2>" + table(
         ("pod", "job", "phase", "requests", "started"),
         (
-            f"<tr><td>{e(p.key)}</td><td>{link(job_url(p.job), p.job) if p.job else '—'}</td><td>{pill(p.phase)}</td>"
+            f"<tr><td>{link(pod_url(p.key), p.key)}</td><td>{link(job_url(p.job), p.job) if p.job else '—'}</td><td>{pill(p.phase)}</td>"
             f"<td>{resources(p.requests)}</td><td>{clock.at(p.started)}</td></tr>"
             for p in pods[:ROWS]
         ),
