@@ -370,3 +370,14 @@ def test_live_state_shows_the_gangs_of_the_other_two_apis():
     assert "PodGroup (scheduling.x-k8s.io)" in html and "Workload (scheduling.k8s.io/v1alpha1)" in html
     live._on_Workload("ml/wl", None)
     assert "ml/wl" not in st.jobs
+
+
+def test_a_port_in_use_is_one_line_and_exit_code_2(spark):
+    pytest.importorskip("starlette")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _dashboard("--from", str(spark), "--port", str(port))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"error: --port: cannot listen on 127.0.0.1:{port} (Address already in use)"

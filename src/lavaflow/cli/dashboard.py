@@ -54,12 +54,39 @@ def dashboard_cmd(
     if source is None and (at is not None or scheduler is not None):
         die(f"{'--at' if at is not None else '--scheduler'}: applies with --from FILE only", 2)
     need_dashboard()
+    _can_listen(host, port)
     if source is not None:
         _serve_result(source, at, scheduler, host, port)
-    else:
-        need_kube()
-        conf = _conf(scheduler_conf)
+        return
+    need_kube()
+    import aiohttp
+
+    from ..kube.client import ApiError
+
+    conf = _conf(scheduler_conf)
+    try:
         asyncio.run(_serve_cluster(kubeconfig, context, conf, host, port))
+    except (aiohttp.ClientError, ApiError, OSError, TimeoutError) as exc:
+        die(f"cannot read the cluster: {exc or type(exc).__name__}")
+
+
+def _can_listen(host: str, port: int) -> None:
+    """A one-line error now, rather than the server's once it starts, when ``host:port`` is taken
+    or not an address of this machine."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        die(f"--host: {host!r} is not an address to listen on ({exc.strerror or exc})", 2)
+        return
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            die(f"--port: cannot listen on {host}:{port} ({exc.strerror or exc})", 2)
 
 
 def _conf(path: Path | None):
