@@ -54,7 +54,6 @@ def dashboard_cmd(
     if source is None and (at is not None or scheduler is not None):
         die(f"{'--at' if at is not None else '--scheduler'}: applies with --from FILE only", 2)
     need_dashboard()
-    _can_listen(host, port)
     if source is not None:
         _serve_result(source, at, scheduler, host, port)
         return
@@ -64,6 +63,7 @@ def dashboard_cmd(
     from ..kube.client import ApiError
 
     conf = _conf(scheduler_conf)
+    _can_listen(host, port)
     try:
         asyncio.run(_serve_cluster(kubeconfig, context, conf, host, port))
     except (aiohttp.ClientError, ApiError, OSError, TimeoutError) as exc:
@@ -118,6 +118,7 @@ def _serve_result(path: Path, at: str | None, scheduler: str | None, host: str, 
         result = read_result(path, scheduler)
     except ResultError as exc:
         die("\n".join(exc.problems), 2)
+    _can_listen(host, port)  # (after the file: its problems come first)
     state = state_from_result(result, str(path), when)
     srv = server(make_app(Dashboard(state)), host, port)
     typer.echo(f"lavaflow dashboard: {path} at http://{host}:{port}/ (Ctrl-C stops)", err=True)
