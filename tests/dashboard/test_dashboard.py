@@ -43,7 +43,9 @@ def elastic(tmp_path_factory) -> Path:
     return _simulated(tmp_path_factory, "elastic-pytorch.yaml")
 
 
-def test_simulate_json_says_what_the_nodes_page_needs(spark):
+def test_simulate_json_says_what_the_nodes_page_needs(spark, elastic):
+    trained = json.loads(elastic.read_text())
+    assert list(trained)[-2:] == ["elastic", "cluster"]  # last, after the keys the command adds too
     result = json.loads(spark.read_text())
     cluster = result["cluster"]
     assert list(result)[-1] == "cluster"  # appended: the keys before it are as they were

@@ -259,6 +259,8 @@ def _run(
         result["elastic"] = _elastic_json(elastic, sim)
         if policy is not None:
             result["scheduler"] = label
+        if "cluster" in result:  # (the dashboard's key stays last: the keys before it are as they were)
+            result["cluster"] = result.pop("cluster")
     return result, elastic
 
 
