@@ -383,3 +383,36 @@ def test_a_port_in_use_is_one_line_and_exit_code_2(spark):
         proc = _dashboard("--from", str(spark), "--port", str(port))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == f"error: --port: cannot listen on 127.0.0.1:{port} (Address already in use)"
+
+
+def test_live_why_follows_the_queue_a_job_names():
+    pytest.importorskip("aiohttp")
+    from lavaflow.dashboard.live import LiveState
+    from lavaflow.kube.client import ClientConfig, KubeClient
+
+    live = LiveState(KubeClient(ClientConfig(server="https://unused.invalid")), "test")
+    live._on_Queue("default", {"metadata": {"name": "default"}, "spec": {"weight": 1}})
+    job = {"metadata": {"name": "j", "namespace": "ns", "uid": "u"}, "spec": {"queue": "ml"}, "status": {}}
+    live._on_Job("ns/j", job)
+    assert live.state.jobs["ns/j"].why == "Queue 'ml' does not exist; existing queues are: 'default'."
+    live._on_Queue("ml", {"metadata": {"name": "ml"}, "spec": {"weight": 1}})
+    assert live.state.jobs["ns/j"].why == "waiting for its PodGroup to be created"
+    pg = {
+        "metadata": {
+            "name": "j-u",
+            "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j"}],
+        },
+        "spec": {"queue": "ml", "minMember": 2},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "Unschedulable", "status": "True", "message": "2/2 tasks in gang unschedulable: x"}
+            ],
+        },
+    }
+    live._on_PodGroup("ns/j-u", pg)
+    assert live.state.jobs["ns/j"].why == "2/2 tasks in gang unschedulable: x"
+    assert live.state.jobs["ns/j"].podgroup == "ns/j-u"
+    live._on_Queue("ml", None)
+    assert live.state.jobs["ns/j"].why.startswith("Queue 'ml' does not exist")

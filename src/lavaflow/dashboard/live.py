@@ -135,9 +135,10 @@ def queue_record(raw: dict[str, Any]) -> Queue:
     )
 
 
-def why_waiting(pg: dict[str, Any] | None, queues: dict[str, Queue], queue: str) -> str | None:
-    """Why a gang waits, in the words of its PodGroup's conditions (as `--explain` prints them)."""
-    if queue not in queues and queues:
+def why_waiting(pg: dict[str, Any] | None, queues: dict[str, Queue] | None, queue: str) -> str | None:
+    """Why a gang waits, in the words of its PodGroup's conditions (as `--explain` prints them);
+    ``queues``: every queue, or None while they are not all known yet."""
+    if queues and queue not in queues:
         existing = ", ".join(repr(q) for q in sorted(queues))
         return f"Queue {queue!r} does not exist; existing queues are: {existing}."
     if pg is None:
@@ -222,7 +223,32 @@ class LiveState:
 
     def _on_Queue(self, key: str, raw: dict[str, Any] | None) -> None:
         st = self.state
+        known = key in st.queues
         st.drop_queue(key) if raw is None else st.put_queue(queue_record(raw))
+        if known != (raw is not None):  # a queue came or went: the jobs naming it wait for another reason
+            for job_key, job in list(st.jobs.items()):
+                if job.queue == key and job.pending:
+                    self._again(job_key)
+
+    def _again(self, key: str) -> None:
+        """Make a job's record again from what is kept of it."""
+        if key in self.vjobs:
+            self._job(key)
+        elif key in self.pgs:
+            self._on_PodGroup(key, self.pgs[key])
+        elif key in self.workloads:
+            self._on_Workload(key, self.workloads[key])
+        else:
+            res = self.state.jobs[key].kind
+            kind = "CoschedulingPodGroup" if "x-k8s" in res else "SchedulingPodGroup" if "v1alpha2" in res else None
+            raw = self.store.raw.get(kind, {}).get(key) if kind else None
+            if raw is not None:
+                getattr(self, "_on_" + kind)(key, raw)
+
+    def _queues(self) -> dict[str, Queue] | None:
+        """Every queue, once the Queue informer has listed them all (else None)."""
+        inf = self.store.informers.get("Queue")
+        return self.state.queues if inf is None or inf.synced.is_set() else None
 
     def _on_Pod(self, key: str, raw: dict[str, Any] | None) -> None:
         st = self.state
@@ -335,7 +361,7 @@ class LiveState:
             conditions=list(((pg or {}).get("status") or {}).get("conditions") or []),
         )
         if job.pending:
-            job.why = why_waiting(pg, self.state.queues, queue)
+            job.why = why_waiting(pg, self._queues(), queue)
         if pg is not None and WORKERS in (_meta(pg).get("annotations") or {}):
             job.elastic = str(_meta(pg)["annotations"][WORKERS])
         elif key in self.state.jobs:  # (its PodGroup gone with the job's end: the range it had)
@@ -365,7 +391,7 @@ class LiveState:
             conditions=list(status.get("conditions") or []),
         )
         if job.pending:
-            job.why = why_waiting(raw if kind == "PodGroup" else None, self.state.queues, queue)
+            job.why = why_waiting(raw if kind == "PodGroup" else None, self._queues(), queue)
             if kind != "PodGroup":
                 warn = [e for e in self.state.events_of(key) if e.type == "Warning"]
                 job.why = warn[-1].message if warn else "waiting to be scheduled as a gang"
