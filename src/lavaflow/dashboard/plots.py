@@ -60,6 +60,7 @@ def gpus_chart(rows: Sequence[tuple[str, float, float]]) -> str:
     used = [r[1] for r in rows]
     ax.barh(ys, used, height=0.5, color="#3182bd", label="allocated")
     ax.barh(ys, [max(r[2] - r[1], 0.0) for r in rows], height=0.5, left=used, color="#deebf7", label="free")
+    ax.set_ylim(-0.75, len(rows) - 0.25)
     ax.set_yticks(ys, [r[0] for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("GPUs")
