@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	@# skips saying why, and the table test checks the note that replaces results.parquet
 	$(PY) -m pip install --quiet -e '.[ray]' || echo "warning: Ray could not be installed; the sweep's Ray test will skip"
 	$(PY) -m pip install --quiet -e '.[parquet]' || echo "warning: pyarrow could not be installed; no results.parquet in the sweep test"
+	@# The dashboard's web server (Starlette, uvicorn), apart as well: without it its tests skip saying why
+	$(PY) -m pip install --quiet -e '.[dashboard]' || echo "warning: the dashboard extra could not be installed; its tests will skip"
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -25,8 +25,13 @@ def simulate(text: str, scheduler: str = "lavaflow", seed: int = 0, **kw) -> dic
 
 def simulate_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``lavaflow simulate ARGS`` in a new process, from the repository's root."""
+    return lavaflow_cli("simulate", *args, timeout=timeout)
+
+
+def lavaflow_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``lavaflow ARGS`` in a new process, from the repository's root."""
     return subprocess.run(
-        [sys.executable, "-c", "from lavaflow.cli import main; main()", "simulate", *args],
+        [sys.executable, "-c", "from lavaflow.cli import main; main()", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -4,7 +4,8 @@ Every ``import``/``from ... import`` in every module (at top level or inside a f
 import is still a dependency) is read with ``ast``; the package a module belongs to is the first
 name under ``lavaflow`` (``lavaflow.scheduler.cache`` -> ``scheduler``, ``lavaflow.cli`` -> ``cli``).
 
-    3  cli, report                      the command line (may use everything), HTML reports
+    3  cli, report, dashboard           the command line (may use everything), HTML reports, the
+                                        web UI
     2  sim, kube, testing               the two backends (neither imports the other) and the
                                         test doubles of kube (testing may import kube)
     1  scheduler, controllers           the scheduling core and the Volcano controllers
@@ -28,10 +29,17 @@ LAYERS: list[set[str]] = [
     {"", "api", "elastic", "store", "jsonout"},  # "" is the lavaflow package itself (__version__)
     {"scheduler", "controllers"},
     {"sim", "kube", "testing"},
-    {"cli", "report"},
+    {"cli", "report", "dashboard"},
 ]
 # Packages of one layer that may import each other.
-SAME_LAYER = {("api", "elastic"), ("elastic", "api"), ("testing", "kube"), ("cli", "report")}
+SAME_LAYER = {
+    ("api", "elastic"),
+    ("elastic", "api"),
+    ("testing", "kube"),
+    ("cli", "report"),
+    ("cli", "dashboard"),
+    ("dashboard", "report"),
+}
 # Inside the scheduler: the model of the cluster imports nothing else of the scheduler.
 SCHEDULER_BOTTOM = {"lavaflow.scheduler.model", "lavaflow.scheduler.resources"}
 
@@ -172,6 +180,9 @@ def test_plotting_lives_in_the_report_extra_only():
     assert any(d.startswith("matplotlib") for d in project["optional-dependencies"]["report"])
     dockerfile = (SRC.parents[1] / "Dockerfile").read_text()
     assert "lavaflow[kube]" in dockerfile and "report" not in dockerfile
+    # the default target (the last stage) is the scheduler's image: the dashboard's extra has its own
+    last = dockerfile.rsplit("\nFROM ", 1)[1]
+    assert "'lavaflow[kube]'" in last and "dashboard" not in last
 
 
 # Inside the scheduler, actions and plugins meet only through the session (its hooks and

@@ -226,3 +226,31 @@ def test_helm_chart_rbac_matches_the_code():
     for rules in roles.values():
         for r in rules:
             assert "*" not in r["verbs"] and "*" not in r["resources"]
+
+
+def test_helm_chart_dashboard_is_off_by_default_and_only_reads():
+    assert not [d for d in render_chart() if "dashboard" in d["metadata"]["name"]]
+    docs = render_chart("dashboard.enabled=true")
+    for d in docs:
+        if "dashboard" in d["metadata"]["name"]:
+            for v in VERSIONS:
+                validate(d, v)
+    rules = next(
+        d["rules"] for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "rel-lavaflow-dashboard"
+    )
+    assert all(r["verbs"] == ["get", "list", "watch"] for r in rules)
+    granted = {(g, res) for r in rules for g in r["apiGroups"] for res in r["resources"]}
+    from lavaflow.api.kinds import kind_info
+    from lavaflow.dashboard.live import CORE_KINDS, OPTIONAL_KINDS
+
+    for kind in (*CORE_KINDS, *OPTIONAL_KINDS, "Event"):
+        res = kind_info(kind)
+        group = res.api_version.rpartition("/")[0]
+        assert (group, res.plural) in granted, f"the dashboard watches {kind} but its role cannot read it"
+    deploy = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "lavaflow-dashboard")
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][0] == "dashboard" and container["image"].endswith("-dashboard")
+    # without its own role: the ServiceAccount and the Deployment, for a role the user binds
+    bare = render_chart("dashboard.enabled=true", "dashboard.rbac.create=false")
+    assert not [d for d in bare if d["kind"].startswith("ClusterRole") and "dashboard" in d["metadata"]["name"]]
+    assert [d for d in bare if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "lavaflow-dashboard"]

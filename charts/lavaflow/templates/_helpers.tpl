@@ -2,6 +2,10 @@
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{- define "lavaflow.dashboardImage" -}}
+{{ .Values.dashboard.image.repository | default .Values.image.repository }}:{{ .Values.dashboard.image.tag | default (printf "%s-dashboard" (.Values.image.tag | default .Chart.AppVersion)) }}
+{{- end -}}
+
 {{- define "lavaflow.labels" -}}
 app.kubernetes.io/name: lavaflow
 app.kubernetes.io/instance: {{ .Release.Name }}

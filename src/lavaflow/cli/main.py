@@ -201,6 +201,7 @@ def _run(
     node_choice=None,
     shared_profiles: bool | None = None,
     params: Mapping[str, Any] | None = None,
+    cluster_state: bool = False,
 ):
     import time as _time
 
@@ -260,6 +261,10 @@ def _run(
         result["elastic"] = _elastic_json(elastic, sim)
         if policy is not None:
             result["scheduler"] = label
+    if cluster_state:  # the dashboard's key, asked for, and last
+        from ..sim.results import cluster_of
+
+        result["cluster"] = cluster_of(sim)
     return result, elastic
 
 
@@ -381,6 +386,14 @@ def simulate(
             "workloads) run by its tables per GPU type (default: $LAVAFLOW_SIA_ARTIFACT)",
         ),
     ] = None,
+    cluster_state: Annotated[
+        bool,
+        typer.Option(
+            "--cluster-state",
+            help="with --output json: add a 'cluster' key (nodes, queue limits, pod requests, last training "
+            "reports) for `lavaflow dashboard --from`",
+        ),
+    ] = False,
 ) -> None:
     """Simulate a workload on a simulated cluster and report what happened."""
     from ..api.sim_annotations import parse_duration
@@ -482,6 +495,7 @@ def simulate(
                     report_noise,
                     choice,
                     shared_profiles,
+                    cluster_state=cluster_state,
                 )
             )
     results = [r for r, _ in runs]
@@ -624,8 +638,8 @@ def _report_invalid(exc: Invalid) -> None:
         err.print(f"error: {p}", markup=False, highlight=False, soft_wrap=True)
 
 
-# Cluster commands (scheduler, controller, webhook, install, job, queue, train) live in
-# processes.py, install.py, vcctl.py and train.py; importing them (asyncio, aiohttp, the Kubernetes client) and building their
+# Cluster commands (scheduler, controller, webhook, install, dashboard, job, queue, train) live in
+# processes.py, install.py, dashboard.py, vcctl.py and train.py; importing them (asyncio, aiohttp, the Kubernetes client) and building their
 # typer commands costs more than a simulation's start-up, so `lavaflow simulate` and
 # `lavaflow version` run without them and everything else adds them first.
 LOCAL_COMMANDS = ("simulate", "sweep", "version")
@@ -635,6 +649,7 @@ _kube_registered = False
 def _with_kube_commands() -> typer.Typer:
     global _kube_registered
     if not _kube_registered:
+        from .dashboard import dashboard_cmd
         from .install import install_cmd
         from .processes import controller_cmd, scheduler_cmd, webhook_cmd
         from .train import train_app
@@ -644,6 +659,7 @@ def _with_kube_commands() -> typer.Typer:
         _app.command("controller")(controller_cmd)
         _app.command("webhook")(webhook_cmd)
         _app.command("install")(install_cmd)
+        _app.command("dashboard")(dashboard_cmd)
         _app.add_typer(job_app, name="job")
         _app.add_typer(queue_app, name="queue")
         _app.add_typer(train_app, name="train")

@@ -349,29 +349,13 @@ def _resize_counts(events: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
 
 def _throughput(job: dict[str, Any], pg: dict[str, Any] | None, running: list[dict[str, Any]]) -> str:
     """The job's last reported throughput (see format_train_jobs), "-" without a report."""
-    from ..elastic.learned import METRICS, own_report
+    from ..elastic.learned import METRICS, throughput_text
 
     raw = ((pg or {}).get("metadata", {}).get("annotations") or {}).get(METRICS)
     if raw is None:
         raw = (job["metadata"].get("annotations") or {}).get(METRICS)
-    report = own_report(str(raw) if raw is not None else None)
-    if report is None:
-        return "-"
-    replicas = len(running)
     nodes = len({(p.get("spec") or {}).get("nodeName") for p in running})
-    if report.profile:
-        now = [m for m in report.profile if m.replicas == replicas and m.nodes == nodes]
-        m = (now or report.profile)[-1]
-        samples = m.replicas * m.local_bsz * (m.accum_steps + 1) / m.step_time
-        return f"{_rate_text(samples)} samples/s"
-    if report.rates:
-        rates = [r for r in report.rates if r[2] == replicas and r[1] == nodes]
-        return f"{_rate_text((rates or list(report.rates))[-1][3])} units/s"
-    return "-"
-
-
-def _rate_text(v: float) -> str:
-    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+    return throughput_text(str(raw) if raw is not None else None, len(running), nodes)
 
 
 def _gpu_pod(pod: dict[str, Any]) -> bool:

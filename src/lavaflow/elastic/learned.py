@@ -222,6 +222,28 @@ def own_report(raw: str | None) -> Report | None:
         return None
 
 
+def throughput_text(raw: str | None, replicas: int, nodes: int) -> str:
+    """What the report in ``raw`` says the job does on ``replicas`` workers over ``nodes`` nodes (its
+    newest measurement when it has none of that configuration): samples per second from a measured
+    step time, or work units per second from a measured rate; "-" without a report."""
+    report = own_report(raw)
+    if report is None:
+        return "-"
+    if report.profile:
+        now = [m for m in report.profile if m.replicas == replicas and m.nodes == nodes]
+        m = (now or report.profile)[-1]
+        samples = m.replicas * m.local_bsz * (m.accum_steps + 1) / m.step_time
+        return f"{_rate_text(samples)} samples/s"
+    if report.rates:
+        rates = [r for r in report.rates if r[2] == replicas and r[1] == nodes]
+        return f"{_rate_text((rates or list(report.rates))[-1][3])} units/s"
+    return "-"
+
+
+def _rate_text(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
 # ---------------------------------------------------------------------------------------------
 # The throughput model
 # ---------------------------------------------------------------------------------------------

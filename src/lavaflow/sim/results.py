@@ -7,7 +7,11 @@ from typing import Any
 import numpy as np
 
 from ..api import workload_api
+from ..api.quantity import quantity_to_float
 from ..api.volcano import JOB_FINAL_PHASES
+from ..elastic.learned import METRICS as REPORT_METRICS
+from ..elastic.spec import DEFAULT_GPU_TYPE_LABELS
+from ..elastic.spec import PROGRESS as REPORT_PROGRESS
 from ..scheduler.model import TaskStatus
 from ..scheduler.plugins.gang import job_fit_error
 from .workload_api import workload_of
@@ -343,6 +347,58 @@ def build_result(sim) -> dict[str, Any]:
     if sim.events:
         out["events"] = sim.events  # Events the scheduler recorded (elastic starts, resizes, halts)
     return out
+
+
+#: Node labels that name a node's GPU type (lavaflow's and Voda's, then NVIDIA's GPU feature discovery).
+GPU_TYPE_LABELS = (*DEFAULT_GPU_TYPE_LABELS, "nvidia.com/gpu.product")
+
+
+def cluster_of(sim) -> dict[str, Any]:
+    """What `lavaflow dashboard --from` needs beside the rest of the result: the nodes (allocatable,
+    GPU type), the queues' capability and guarantee, each pod record's requests (in the order of
+    ``pods``) and the last progress report of each elastic job's PodGroup."""
+    from ..api.selectors import pod_requests
+
+    store = sim.store
+    nodes = [
+        {
+            "name": n.name,
+            "allocatable": {k: float(quantity_to_float(v)) for k, v in sorted(n.allocatable.items()) if k != "pods"},
+            "gpuType": next((n.metadata.labels[k] for k in GPU_TYPE_LABELS if n.metadata.labels.get(k)), None),
+            "unschedulable": bool(n.spec.unschedulable),
+        }
+        for n in sorted(store.list("Node"), key=lambda n: n.name)
+    ]
+    queues = [
+        {
+            "name": q.name,
+            "capability": {k: float(quantity_to_float(v)) for k, v in sorted(q.spec.capability.items())},
+            "guarantee": {k: float(quantity_to_float(v)) for k, v in sorted((q.spec.guarantee.resource or {}).items())},
+        }
+        for q in sorted(store.list("Queue"), key=lambda q: q.name)
+    ]
+    # Pods of one task share their template: its requests are worked out once (a pod no longer in
+    # the store, e.g. recreated under its name, takes those of its task's pods).
+    by_task: dict[tuple[str, str | None, str | None], dict[str, float]] = {}
+    live = {p.metadata.uid: p for p in store.list("Pod")}
+    requests: list[dict[str, float]] = []
+    for uid, rec in sorted(
+        sim.pod_records.items(), key=lambda ur: (ur[1]["createTime"], ur[1]["namespace"], ur[1]["name"])
+    ):
+        task = (rec["namespace"], rec.get("job"), rec.get("task") or rec["name"])
+        got = by_task.get(task)
+        if got is None:
+            pod = live.get(uid) or store.get("Pod", f"{rec['namespace']}/{rec['name']}")
+            got = pod_requests(pod.spec) if pod is not None else {}
+            if pod is not None:
+                by_task[task] = got
+        requests.append(got)
+    reports = {}
+    for pg in sorted(_all_podgroups(sim), key=lambda p: p.key):
+        ann = pg.metadata.annotations
+        if REPORT_METRICS in ann or REPORT_PROGRESS in ann:
+            reports[pg.key] = {k: ann[k] for k in (REPORT_METRICS, REPORT_PROGRESS) if k in ann}
+    return {"nodes": nodes, "queues": queues, "podRequests": requests, "reports": reports}
 
 
 def summarize(jobs: list[dict[str, Any]], timeline: list[dict[str, Any]], end: float, stuck: list) -> dict[str, Any]:
