@@ -29,3 +29,16 @@ def parse_duration(text: str | int | float, allow_inf: bool = False) -> float:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{text!r} is not a duration: it must be a finite number of seconds ≥ 0")
     return value
+
+
+def age_text(seconds: float) -> str:
+    """An age or a span as kubectl prints one (``45s``, ``12m``, ``3h20m``, ``4d``); it reads
+    back with :func:`parse_duration` (to the unit shown)."""
+    s = int(max(0.0, seconds))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h{(s % 3600) // 60}m"
+    return f"{s // 86400}d"

@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..api.sim_annotations import age_text
+
 
 def fmt_time(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
@@ -105,16 +107,7 @@ def _created(obj: dict[str, Any]) -> str:
 
 
 def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(max(0, seconds))
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m"
-    if s < 172800:
-        return f"{s // 3600}h{(s % 3600) // 60}m"
-    return f"{s // 86400}d"
+    return "-" if seconds is None else age_text(seconds)
 
 
 def _ts(value: Any) -> float | None:

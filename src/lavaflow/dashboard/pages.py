@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..api.quantity import format_quantity
+from ..api.sim_annotations import age_text
 from .model import FINAL_JOB_PHASES, Job, State
 
 ROWS = 500  # rows of a list shown unless ?all=1
@@ -118,16 +119,7 @@ class Clock:
         return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
     def age(self, t: float | None) -> str:
-        if t is None:
-            return "—"
-        s = int(max(0.0, self.now - t))
-        if s < 120:
-            return f"{s}s"
-        if s < 7200:
-            return f"{s // 60}m"
-        if s < 172800:
-            return f"{s // 3600}h{(s % 3600) // 60}m"
-        return f"{s // 86400}d"
+        return "—" if t is None else age_text(self.now - t)
 
 
 def table(head: Iterable[str], rows: Iterable[str], numeric: Iterable[int] = ()) -> str:
