@@ -4,6 +4,7 @@ the controllers, the admission webhook's logic and a fake kubelet, all in one pr
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import time
 from pathlib import Path
@@ -209,16 +210,39 @@ class Cluster:
 
 
 async def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> Any:
-    """Until ``await predicate()`` is truthy (polled every 50 ms); its value. AssertionError after
-    ``timeout`` seconds, naming ``what`` and the last value."""
+    """Until ``predicate()`` (awaited when it is a coroutine function's) is truthy, polled every
+    50 ms; its value. AssertionError after ``timeout`` seconds, naming ``what`` and the last value."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        last = await predicate()
+        last = predicate()
+        if inspect.isawaitable(last):
+            last = await last
         if last:
             return last
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+async def settled(s: Any, pods: tuple[str, ...] = (), timeout: float = 20.0) -> None:
+    """Until the scheduler ``s`` has run a cycle over everything its informers had seen when this
+    was called (after its informers have the pods ``pods``, "namespace/name", just created), and
+    what that cycle decided (binds, evictions, status writes, Events) went out: the moment to
+    assert that something did *not* happen, on a machine of any speed (a wall-clock sleep before
+    such an assertion passes vacuously when the machine is slow)."""
+
+    async def seen_pods() -> bool:
+        return all(s.store.get("Pod", k) is not None for k in pods)
+
+    if pods:
+        await wait_for(seen_pods, timeout, f"the scheduler's informers to see {', '.join(pods)}")
+    seen, start = s.store.version, s.cycles
+
+    async def cycled() -> bool:
+        return s.cycles > start and s._last_version >= seen
+
+    await wait_for(cycled, timeout, "a scheduler cycle over what the informers had seen")
+    await s.idle(timeout)
 
 
 async def _finish(t: asyncio.Task) -> None:

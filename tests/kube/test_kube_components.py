@@ -14,7 +14,7 @@ import pytest
 aiohttp = pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from kube_harness import Cluster  # noqa: E402
+from kube_harness import Cluster, wait_for  # noqa: E402
 from lavaflow.api.kinds import kind_info  # noqa: E402
 from lavaflow.kube import codec  # noqa: E402
 from lavaflow.kube.client import ClientConfig, ConfigError, KubeClient, kubeconfig_config  # noqa: E402
@@ -190,8 +190,7 @@ def test_store_relist_delivers_deletions_and_update_retries_conflicts():
             assert sorted(e[1] for e in events) == ["a", "b"]
             inf = store.informers["Queue"]
             # An object vanishes while history is compacted: the relist reports it DELETED.
-            await asyncio.sleep(0.2)
-            assert inf.bookmarks > 0
+            await wait_for(lambda: inf.bookmarks > 0, 5, "a bookmark")
             double.call(lambda: double.objects["scheduling.volcano.sh/v1beta1/queues"].pop((None, "b")))
             double.compact()
             await _seen(events, ("DELETED", "b"))

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from kube_harness import Cluster, load_example, node_usage  # noqa: E402
+from kube_harness import Cluster, load_example, node_usage, settled  # noqa: E402
 from lavaflow.testing import fake_node  # noqa: E402
 
 
@@ -148,7 +148,7 @@ def test_spark_style_podgroup_is_all_or_nothing():
     async def scenario():
         async with Cluster([fake_node("n0", cpu="2", memory="8Gi")]) as c:
             c.start_controllers()
-            c.start_scheduler()
+            s = c.start_scheduler()
             await c.until_ready()
             await c.create(spark_style())
 
@@ -176,7 +176,7 @@ def test_spark_style_podgroup_is_all_or_nothing():
                 return any(e["reason"] == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod" for e in events)
 
             await c.wait_for(failed_scheduling, 10, "a FailedScheduling Event on a pod")
-            await asyncio.sleep(0.3)
+            await settled(s)
             assert c.bindings() == [], "a partial gang was bound"
             await c.create([fake_node("n1", cpu="2", memory="8Gi")])
 
@@ -281,7 +281,12 @@ def test_killed_scheduler_restarts_without_losing_or_double_binding():
             assert all(v <= 4 for v in usage.values()), usage
             # A second replica waiting for the lease binds nothing.
             standby = c.start_scheduler("sched-c")
-            await asyncio.sleep(0.5)
+
+            async def sees_the_leader() -> bool:
+                seen = standby.elector._observed  # (holder, renewTime, when) of the lease it read
+                return seen is not None and seen[0] not in ("", "sched-c")
+
+            await c.wait_for(sees_the_leader, 10, "the standby reading the leader's lease")
             assert not standby.elector.is_leader and standby.bound == 0
 
     run(scenario())

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from kube_harness import Cluster  # noqa: E402
+from kube_harness import Cluster, settled  # noqa: E402
 from lavaflow.cli.tables import format_train_jobs  # noqa: E402
 from lavaflow.scheduler.framework.conf import load_scheduler_conf  # noqa: E402
 from lavaflow.testing import fake_node  # noqa: E402
@@ -231,7 +231,7 @@ async def learning_scenario(c: Cluster, ns: str = "default", admit=lambda d: d, 
     measured on. Used against the API double here and a real kube-apiserver in test_kube_real.py."""
     learned = CONF.replace(", elastic.oracle: true", "")
     assert "oracle" not in learned
-    c.start_scheduler(conf=load_scheduler_conf(learned))
+    s = c.start_scheduler(conf=load_scheduler_conf(learned))
     await c.until_ready()
     job = elastic_job("learner", 1000, 1, 8, "inf")
     job["metadata"]["namespace"] = ns
@@ -242,7 +242,8 @@ async def learning_scenario(c: Cluster, ns: str = "default", admit=lambda d: d, 
         return len(running_workers(pods, "learner")) == n
 
     await c.wait_for(lambda: running(1), 60, "the job on one worker (nothing measured yet)")
-    await asyncio.sleep(1.0)
+    await settled(s)
+    await settled(s)
     assert await running(1), "no more workers before a report"
     from lavaflow.kube.client import MERGE_PATCH
 

@@ -20,7 +20,7 @@ pytest.importorskip("prometheus_client")
 
 from test_kube_e2e import many_jobs  # noqa: E402
 
-from kube_harness import Cluster  # noqa: E402
+from kube_harness import Cluster, settled  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient, RateLimiter  # noqa: E402
 from lavaflow.testing import ApiDouble  # noqa: E402
 
@@ -260,7 +260,7 @@ def test_pods_of_a_gang_still_being_created_get_no_condition_writes():
     async def scenario():
         async with Cluster([fake_node("n0", cpu="2", memory="8Gi")]) as c:
             c.start_controllers()
-            c.start_scheduler()
+            s = c.start_scheduler()
             await c.until_ready()
             pg, *pods = spark_style()
             await c.create([pg, *pods[:2]])
@@ -270,7 +270,8 @@ def test_pods_of_a_gang_still_being_created_get_no_condition_writes():
                 return any(x["type"] == "Unschedulable" for x in (got.get("status") or {}).get("conditions", []))
 
             await c.wait_for(podgroup_explained, 10, "the PodGroup to be reported unschedulable")
-            await asyncio.sleep(0.5)  # several cycles
+            await settled(s)  # several cycles
+            await settled(s)
             assert c.double.counts["patch/Pod"] == 0
             await c.create(pods[2:])
 

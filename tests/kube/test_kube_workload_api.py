@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from kube_harness import Cluster  # noqa: E402
+from kube_harness import Cluster, settled  # noqa: E402
 from lavaflow.testing import fake_node  # noqa: E402
 
 V1 = "scheduling.k8s.io/v1alpha1"
@@ -91,7 +91,7 @@ def test_a_v1alpha1_gang_is_bound_whole_or_not_at_all_and_only_events_are_writte
             assert ev["involvedObject"]["apiVersion"] == V1 and ev["involvedObject"]["kind"] == "Workload"
             assert ev["involvedObject"]["name"] == "train" and ev["type"] == "Warning"
             assert ev["message"].startswith("podGroup 'workers' of Workload default/train: ")
-            await asyncio.sleep(0.5)
+            await settled(s)
             assert not c.bindings(), "part of the gang was bound"
             assert len([e for e in await c.objects("Event", "default") if e["reason"] == "Unschedulable"]) == 1
             # no Volcano PodGroup was made for these pods, and nothing was written to the Workload
@@ -127,7 +127,8 @@ def test_replica_keys_are_separate_gangs_and_basic_pods_go_one_by_one():
                     *pods("b", 3, {"name": "lws", "podGroup": "side"}, cpu="0.5"),
                 ]
             )
-            await asyncio.sleep(1.0)
+            await settled(s, ("default/r0-1", "default/r1-1", "default/b-2"))
+            await settled(s)  # (the Workload's gangs formed in the first cycle, bound by the next)
             bound = sorted(k for k, _ in c.bindings())
             # 3 CPUs: one replica (2 CPUs) fits whole, the other not at all; basic pods fill the rest
             r0 = [k for k in bound if k.startswith("default/r0-")]
@@ -143,7 +144,7 @@ def test_replica_keys_are_separate_gangs_and_basic_pods_go_one_by_one():
 def test_a_v1alpha2_podgroup_is_gang_scheduled_and_gets_its_condition():
     async def scenario():
         async with Cluster([fake_node("n0", cpu="2")]) as c:
-            c.start_scheduler()
+            s = c.start_scheduler()
             await c.until_ready()
             pg = v1alpha2_podgroup("job-0", 3)
             pg["spec"]["podGroupTemplateRef"] = {"workload": {"workloadName": "job", "podGroupTemplateName": "workers"}}
@@ -185,8 +186,9 @@ def test_a_v1alpha2_podgroup_is_gang_scheduled_and_gets_its_condition():
 
             cond = await c.wait_for(scheduled, 15, "all bound and PodGroupScheduled=True")
             assert cond["reason"] == "Scheduled" and cond["lastTransitionTime"]
+            await settled(s)
             patches = c.double.call(lambda: c.double.counts["patch/SchedulingPodGroup"])
-            await asyncio.sleep(0.8)  # a status equal to the server's is not written again
+            await settled(s)  # a status equal to the server's is not written again
             assert c.double.call(lambda: c.double.counts["patch/SchedulingPodGroup"]) == patches
             ours((await c.objects("SchedulingPodGroup", "default"))[0])  # the other condition kept
 
@@ -222,7 +224,8 @@ def test_the_unschedulable_event_gives_the_reason_once_all_the_pods_exist():
                 return [e for e in await c.objects("Event", "default") if e["reason"] == "Unschedulable"]
 
             events = await c.wait_for(unschedulable_events, 10, "the Unschedulable Event")
-            await asyncio.sleep(0.5)  # (a few more cycles: no second Event)
+            await settled(s)  # (a few more cycles: no second Event)
+            await settled(s)
             events = await unschedulable_events()
             assert len(events) == 1, events
             message = events[0]["message"]
@@ -247,7 +250,7 @@ def test_a_server_without_the_api_leaves_the_feature_off():
             await c.wait_for(ready, 10, "the scheduler's informers synced and a cycle run")
             # a pod naming a Workload on such a server is a member of nothing: it waits
             await c.create(pods("orphan", 1, {"name": "w", "podGroup": "g"}))
-            await asyncio.sleep(0.5)
+            await settled(s, ("default/orphan-0",))
             assert s.workloads.kinds == [] and not s.workloads.enabled
             assert not any(":" in k for k in s.cache.jobs), "a gang was made without the API"
             assert "Workload" not in s.store.informers and "SchedulingPodGroup" not in s.store.informers
@@ -264,7 +267,7 @@ def test_a_workload_created_after_its_pods_takes_them_in():
             s = c.start_scheduler()
             await c.until_ready()
             await c.create(pods("late", 2, {"name": "later", "podGroup": "g"}))
-            await asyncio.sleep(0.5)
+            await settled(s, ("default/late-0", "default/late-1"))
             assert not c.bindings(), "a pod of a Workload not yet seen was bound"
             assert not any(k.startswith("default/workload:") for k in s.cache.jobs if s.cache.jobs[k].pg is not None)
             await c.create([workload("later", {"g": 2})])
@@ -298,7 +301,7 @@ def test_restarted_scheduler_takes_the_bound_gang_over_without_admitting_it_agai
 
             job = await c.wait_for(taken_over, 10, "the gang known to the new scheduler as admitted")
             assert job.min_available == 3 and job.ready_num == 3
-            await asyncio.sleep(0.5)
+            await settled(s2)
             assert len(c.bindings()) == 3, "a pod was bound twice"
 
     run(scenario())

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from kube_harness import Cluster  # noqa: E402
+from kube_harness import Cluster, settled  # noqa: E402
 from lavaflow.testing import fake_node  # noqa: E402
 
 LABEL = "scheduling.x-k8s.io/pod-group"
@@ -90,7 +90,7 @@ def test_labelled_pods_are_bound_as_a_gang_and_the_status_is_written_in_its_own_
                 conds[0]["message"].startswith("5/5 tasks in gang unschedulable")
                 or "tasks in gang unschedulable" in conds[0]["message"]
             )
-            await asyncio.sleep(0.5)
+            await settled(s)
             assert not c.bindings(), "part of the gang was bound"
             # lavaflow's PodGroup controller made no Volcano PodGroup for the labelled pods
             assert await c.objects("PodGroup", "ml") == []
@@ -106,8 +106,9 @@ def test_labelled_pods_are_bound_as_a_gang_and_the_status_is_written_in_its_own_
             assert sorted(k for k, _ in c.bindings()) == [f"ml/g-{i}" for i in range(5)]
             assert s.cosched.enabled
             # a status equal to the server's is not written again
+            await settled(s)
             patches = c.double.call(lambda: c.double.counts["patch/CoschedulingPodGroup"])
-            await asyncio.sleep(1.0)
+            await settled(s)
             assert c.double.call(lambda: c.double.counts["patch/CoschedulingPodGroup"]) == patches
 
     run(scenario())
@@ -156,7 +157,7 @@ def test_a_server_without_the_crd_leaves_the_feature_off():
 
             await c.wait_for(ready, 10, "the scheduler's informers synced")
             await c.create(pods("solo", 1, ns="default"))
-            await asyncio.sleep(0.5)
+            await settled(s, ("default/solo-0",))
             # probed once (the 404), never watched; the scheduler runs without it
             assert c.double.call(lambda: c.double.counts["list/CoschedulingPodGroup"]) == 1
             assert not s.cosched.enabled and "CoschedulingPodGroup" not in s.store.informers
@@ -181,7 +182,7 @@ def test_restarted_scheduler_takes_over_a_running_group_without_admitting_it_aga
             await c.wait_for(running, 15, "the group Running")
             await c.kill_scheduler(s)
             s2 = c.start_scheduler(identity="sched-b")
-            await asyncio.sleep(1.0)
+            await settled(s2)
             job = s2.cache.jobs["default/r"]
             assert job.pg is not None and job.pg.status.phase == "Running" and job.min_available == 3
             assert len(c.bindings()) == 3
@@ -194,7 +195,7 @@ def test_restarted_scheduler_takes_over_a_running_group_without_admitting_it_aga
 def test_a_volcano_podgroup_of_the_same_name_is_the_one_used():
     async def scenario():
         async with Cluster([fake_node("n0", cpu="2")]) as c:
-            c.start_scheduler()
+            s = c.start_scheduler()
             await c.until_ready()
             volcano = {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -210,7 +211,7 @@ def test_a_volcano_podgroup_of_the_same_name_is_the_one_used():
                 return bool(c.bindings()) and (vpg.get("status") or {}).get("phase") == "Running"
 
             await c.wait_for(bound_and_running, 15, "the pod bound and the Volcano PodGroup Running")
-            await asyncio.sleep(0.3)
+            await settled(s)
             xpg = (await c.objects("CoschedulingPodGroup", "default"))[0]
             assert not xpg.get("status"), "the scheduler-plugins PodGroup of a Volcano name got a status"
 
