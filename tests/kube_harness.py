@@ -245,6 +245,20 @@ async def settled(s: Any, pods: tuple[str, ...] = (), timeout: float = 20.0) -> 
     await s.idle(timeout)
 
 
+async def controllers_settled(k: Any, timeout: float = 20.0) -> None:
+    """Until the controllers ``k`` have made two full passes since this was called (the second one
+    began after everything the informers had seen by then) and no deferred write is under way:
+    the controllers' counterpart of :func:`settled`."""
+    start = k.passes
+
+    def done() -> bool:
+        return k.passes >= start + 2 and not any(
+            not fut.done() for writes in k.store._deferred.values() for fut, _ in writes
+        )
+
+    await wait_for(done, timeout, "two controller passes and their writes")
+
+
 async def _finish(t: asyncio.Task) -> None:
     if not t.done():
         t.cancel()

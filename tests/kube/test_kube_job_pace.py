@@ -20,7 +20,7 @@ pytest.importorskip("prometheus_client")
 
 from test_kube_e2e import many_jobs  # noqa: E402
 
-from kube_harness import Cluster, settled  # noqa: E402
+from kube_harness import Cluster, controllers_settled, settled  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient, RateLimiter  # noqa: E402
 from lavaflow.testing import ApiDouble  # noqa: E402
 
@@ -146,7 +146,7 @@ def test_a_job_changed_while_its_pods_are_being_created_gets_each_pod_once(caplo
                     content_type="application/merge-patch+json",
                 )
             await c.wait_for(lambda: _pods(c, 6), 20, "6 pods")
-            await asyncio.sleep(0.5)  # (a late duplicate would show here)
+            await controllers_settled(c.controllers)  # (a late duplicate would show here)
             assert c.double.counts["create/Pod"] == 6
             assert c.double.held_peaks[("Pod", "create")] == [1, 2, 3]
             taken = [r.getMessage() for r in caplog.records if "is taken by another object" in r.getMessage()]
@@ -181,7 +181,7 @@ def test_a_jobs_podgroup_exists_before_its_pods():
             await c.until_ready()
             await c.create(many_jobs(1, 3, prefix="ordered"))
             await c.wait_for(lambda: _podgroups(c, 1), 20, "the PodGroup")
-            await asyncio.sleep(0.5)
+            await controllers_settled(c.controllers)
             assert await c.pods() == []  # Pending: no pod yet
             (pg,) = await enqueue_all(c, 1)
             pods = await c.wait_for(lambda: _pods(c, 3), 20, "3 pods")
