@@ -254,3 +254,71 @@ def test_helm_chart_dashboard_is_off_by_default_and_only_reads():
     bare = render_chart("dashboard.enabled=true", "dashboard.rbac.create=false")
     assert not [d for d in bare if d["kind"].startswith("ClusterRole") and "dashboard" in d["metadata"]["name"]]
     assert [d for d in bare if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == "lavaflow-dashboard"]
+
+
+def _fields_missing_from(model, schema, path: str = "") -> list[str]:
+    """The fields of ``model`` (by their wire names, nested models followed through lists and maps)
+    that ``schema`` does not declare: a structural schema makes the API server drop them."""
+    import types
+    import typing
+
+    from pydantic import BaseModel
+
+    def unwrap(tp):
+        origin = typing.get_origin(tp)
+        if origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            return unwrap(args[0]) if len(args) == 1 else ("leaf", None)
+        if origin is typing.Annotated:
+            return unwrap(typing.get_args(tp)[0])
+        if origin in (list, tuple, set):
+            return ("items", typing.get_args(tp)[0])
+        if origin is dict:
+            return ("additionalProperties", typing.get_args(tp)[1])
+        return ("model", tp) if isinstance(tp, type) and issubclass(tp, BaseModel) else ("leaf", None)
+
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if props is None or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    out = []
+    for name, f in model.model_fields.items():
+        wire = f.alias or name
+        if not path and wire in ("apiVersion", "kind", "metadata"):
+            continue
+        if wire not in props:
+            out.append(f"{path}{wire}")
+            continue
+        sub, (how, inner) = props[wire], unwrap(f.annotation)
+        while how in ("items", "additionalProperties") and isinstance(sub, dict):
+            sub = sub.get(how)
+            how, inner = unwrap(inner)
+        if how == "model" and isinstance(sub, dict):
+            out += _fields_missing_from(inner, sub, f"{path}{wire}.")
+    return out
+
+
+def test_every_model_field_is_in_the_crd_schema():
+    """The CRDs are written by hand beside the pydantic models (issue 37): every field a model reads
+    or writes must be in its CRD's schema, under the same name, or the API server prunes it."""
+    from lavaflow.api.kinds import API_KINDS
+
+    models = {(k.api_version, k.api_kind): k.model for k in API_KINDS.values() if k.model is not None}
+    checked = 0
+    for doc in crds().values():
+        for version in doc["spec"]["versions"]:
+            model = models.get((f"{doc['spec']['group']}/{version['name']}", doc["spec"]["names"]["kind"]))
+            if model is None:
+                continue
+            checked += 1
+            missing = _fields_missing_from(model, version["schema"]["openAPIV3Schema"])
+            assert not missing, f"{doc['spec']['names']['kind']} {version['name']}: not in the CRD: {missing}"
+    assert checked >= 8
+
+
+def test_the_crd_check_catches_a_field_the_schema_lacks():
+    from lavaflow.api.volcano import PodGroup
+
+    schema = _crd_schema("PodGroup")
+    conditions = schema["properties"]["status"]["properties"]["conditions"]["items"]["properties"]
+    del conditions["reason"]
+    assert _fields_missing_from(PodGroup, schema) == ["status.conditions.reason"]

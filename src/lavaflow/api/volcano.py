@@ -214,7 +214,7 @@ PODGROUP_PHASES = tuple(p.value for p in PodGroupPhase)
 class PodGroupCondition(K8sModel):
     type: str
     status: str = "True"
-    transition_id: str | None = None
+    transition_id: str | None = Field(default=None, alias="transitionID")  # (Volcano's spelling, not camelCase)
     last_transition_time: Any = None
     reason: str | None = None
     message: str | None = None
