@@ -1,0 +1,196 @@
+"""Where a job's remaining run time comes from: what a scheduler can read at the time of the
+forecast, never what the simulator knows.
+
+* ``annotation`` — every pod of the job (or its task templates) says how long it runs:
+  ``lavaflow.io/expected-duration`` (a user's estimate, as a batch system's time limit) or
+  ``sim.lavaflow.io/duration`` (what the simulator and the fake kubelet run by). A running pod
+  has ``duration − elapsed`` left. Exact when the annotations are.
+* ``progress`` — an elastic training job's last progress report (``lavaflow.io/progress``,
+  ``-time``, ``gpu-seconds``, docs/elastic.md): the GPU-seconds its remaining fraction needs at the
+  rate its finished fraction took, spread over the workers it runs on now.
+* ``history`` — the run times of the queue's finished Volcano Jobs (every queue's when the queue
+  has none): a running job takes one that is longer than it has run so far.
+* ``unknown`` — none of these: its pods are taken to run until something else ends them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..api import sim_annotations as ann
+from ..api.selectors import pod_requests
+from ..api.volcano import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
+from ..elastic import spec as es
+from ..scheduler.cache import timestamp
+
+EXPECTED_DURATION = "lavaflow.io/expected-duration"
+SOURCES = ("annotation", "progress", "history", "unknown")
+
+
+class RuntimeSource(Protocol):
+    """Finished jobs' run times, for the ``history`` source (the dashboard keeps its own, from
+    watches, as finished jobs leave the cluster)."""
+
+    def run_times(self, queue: str) -> Sequence[float]: ...
+
+
+@dataclass
+class RunTimeHistory:
+    """Run times (seconds) of finished jobs, by queue."""
+
+    by_queue: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, queue: str, seconds: float) -> None:
+        if math.isfinite(seconds) and seconds >= 0:
+            self.by_queue.setdefault(queue, []).append(float(seconds))
+
+    def run_times(self, queue: str) -> Sequence[float]:
+        own = self.by_queue.get(queue)
+        if own:
+            return own
+        return [t for q in sorted(self.by_queue) for t in self.by_queue[q]]
+
+    @classmethod
+    def from_objects(cls, objects: Mapping[str, list[Any]]) -> RunTimeHistory:
+        """The Volcano Jobs of a snapshot that completed: from their first pod's start to the
+        time their phase became Completed."""
+        starts: dict[str, float] = {}
+        for pod in objects.get("Pod", ()):
+            name = pod.metadata.labels.get(JOB_NAME_KEY)
+            t = pod.status.start_time
+            if name and isinstance(t, (int, float)):
+                key = f"{pod.namespace}/{name}"
+                starts[key] = min(starts.get(key, math.inf), float(t))
+        hist = cls()
+        for job in sorted(objects.get("Job", ()), key=lambda j: j.key):
+            state = job.status.state
+            end = state.last_transition_time
+            if state.phase == "Completed" and isinstance(end, (int, float)) and job.key in starts:
+                hist.add(job.spec.queue or "default", float(end) - starts[job.key])
+        return hist
+
+
+def pod_duration(pod: Any) -> float | None:
+    """The run time a pod's annotations declare (``inf`` allowed), None when they say nothing
+    readable."""
+    return annotated_duration(pod.metadata.annotations)
+
+
+def annotated_duration(annotations: Mapping[str, str]) -> float | None:
+    for key in (EXPECTED_DURATION, ann.DURATION):
+        raw = annotations.get(key)
+        if raw is None:
+            continue
+        try:
+            return ann.parse_duration(raw, allow_inf=True)
+        except ValueError:
+            continue
+    return None
+
+
+def group_of(pod: Any) -> str | None:
+    """The PodGroup key a pod belongs to."""
+    pg = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
+    return f"{pod.namespace}/{pg}" if pg else None
+
+
+@dataclass
+class Plan:
+    """What the forecast knows about one job's run time at the time of the forecast."""
+
+    key: str  # namespace/name, as reported
+    group: str  # its PodGroup's key
+    queue: str
+    running: bool
+    started: float | None  # when it started (running jobs)
+    source: str
+    detail: str  # what the source said, for a user
+    end: float | None = None  # progress: when it is estimated to end
+    candidates: tuple[float, ...] = ()  # history: run times it may take (longer than it has run)
+
+    @property
+    def uncertain(self) -> bool:
+        return self.source == "history" and len(set(self.candidates)) > 1
+
+    def point(self) -> float | None:
+        """The median of the run times it may take (history)."""
+        if not self.candidates:
+            return None
+        c = sorted(self.candidates)
+        n = len(c)
+        return c[n // 2] if n % 2 else 0.5 * (c[n // 2 - 1] + c[n // 2])
+
+
+def progress_end(annotations: Mapping[str, str], workers: int, now: float) -> tuple[float, str] | None:
+    """When an elastic job ends by its last progress report, and what the report said: the
+    GPU-seconds the remaining fraction needs at the rate the finished fraction took them, on the
+    ``workers`` it runs on now. None when the report cannot tell (no progress yet, no GPU time)."""
+    try:
+        pr = es.progress(annotations, parse_time=_seconds)
+    except (es.SpecError, ValueError):
+        return None
+    if pr is None or workers <= 0:
+        return None
+    frac, at, gpu_s = pr.fraction, pr.time, pr.gpu_seconds
+    if frac >= 1.0:
+        return max(now, at if isinstance(at, (int, float)) else now), "its last report says its work is done"
+    if frac <= 0 or gpu_s <= 0 or not isinstance(at, (int, float)):
+        return None
+    left = (1.0 - frac) / frac * gpu_s / workers
+    return max(float(at) + left, now), f"progress {frac:.0%} after {gpu_s:,.0f} GPU-s, {workers} worker(s) now"
+
+
+def plan_job(
+    key: str,
+    group: str,
+    queue: str,
+    pods: Iterable[Any],
+    templates: Iterable[Mapping[str, str]],
+    annotations: Mapping[str, str],
+    history: RuntimeSource,
+    now: float,
+) -> Plan:
+    """The source of one job's remaining run time (see the module's docstring)."""
+    pods = list(pods)
+    running = [p for p in pods if p.status.phase == "Running" or (p.spec.node_name and p.status.phase == "Pending")]
+    starts = [float(p.status.start_time) for p in running if isinstance(p.status.start_time, (int, float))]
+    started = min(starts) if starts else (now if running else None)
+    alive = [p for p in pods if p.status.phase in ("Pending", "Running")]
+    plan = Plan(key, group, queue, bool(running), started, "unknown", "")
+    if es.PROGRESS in annotations and running:
+        workers = sum(1 for p in running if _gpus(p) > 0) or len(running)
+        got = progress_end(annotations, workers, now)
+        if got is not None:
+            plan.source, plan.end = "progress", got[0]
+            plan.detail = got[1]
+            return plan
+    declared = [annotated_duration(p.metadata.annotations) for p in alive] + [annotated_duration(t) for t in templates]
+    if declared and all(d is not None for d in declared):
+        plan.source, plan.detail = "annotation", "its pods' duration annotations"
+        return plan
+    elapsed = now - started if started is not None else 0.0
+    runs = [t for t in history.run_times(queue) if t > elapsed]
+    if runs:
+        plan.source, plan.candidates = "history", tuple(runs)
+        past = f" longer than its {elapsed:,.0f} s so far" if started is not None else ""
+        plan.detail = f"{len(runs)} finished job(s) of queue {queue}{past}"
+        return plan
+    plan.detail = f"no duration annotation, progress report or finished job of queue {queue}" + (
+        f" longer than its {elapsed:,.0f} s so far" if started is not None else ""
+    )
+    return plan
+
+
+def _gpus(pod: Any) -> float:
+    return sum(v for k, v in pod_requests(pod.spec).items() if es.is_gpu(k))
+
+
+def _seconds(raw: str) -> float:
+    """A report's time: seconds (the simulator's clock) or RFC 3339 (a cluster's)."""
+    try:
+        return float(raw)
+    except ValueError:
+        return timestamp(raw)
