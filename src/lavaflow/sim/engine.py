@@ -584,7 +584,9 @@ class Simulation:
     def run(self, progress: Callable[[float, int, int, int], None] | None = None) -> dict[str, Any]:
         self.store.watch("Pod", self._on_pod_deleted)
         for q in builtin_queues():
-            if self.store.get("Queue", q.name) is None and not any(type(it.obj).__name__ == "Queue" and it.obj.name == q.name for it in self.input.items):
+            if self.store.get("Queue", q.name) is None and not any(
+                type(it.obj).__name__ == "Queue" and it.obj.name == q.name for it in self.input.items
+            ):
                 self.store.create(q)
         for it in self.input.items:
             self._push(it.submit_at, "submit", it)
