@@ -170,7 +170,9 @@ def test_progress_source_for_an_elastic_job():
     assert not waiting.running and waiting.start == running.finish  # it gets the GPUs then
 
 
-@pytest.mark.parametrize("example,at", [("spark-wordcount.yaml", 30), ("network-topology.yaml", 700)])
+@pytest.mark.parametrize(
+    "example,at", [("spark-wordcount.yaml", 30), ("network-topology.yaml", 700), ("numa-aware.yaml", 100)]
+)
 def test_fully_annotated_examples_are_exact(example, at):
     from lavaflow.cli.main import _load
 

@@ -19,7 +19,7 @@ import numpy as np
 from ..api.volcano import JOB_FINAL_PHASES
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from .forward import ForwardRun
-from .runtimes import Plan, RunTimeHistory, RuntimeSource, group_of, plan_job
+from .runtimes import Plan, RunTimeHistory, RuntimeSource, gpu_type_of, group_of, plan_job
 
 DEFAULT_SAMPLES = 8
 DEFAULT_HORIZON = 30 * 86400.0  # a forward run stops here at the latest (simulated seconds)
@@ -80,6 +80,7 @@ def plan_jobs(objs: Mapping[str, list[Any]], history: RuntimeSource, now: float)
         if g is not None:
             pods_of.setdefault(g, []).append(pod)
     pgs = {pg.key: pg for pg in objs.get("PodGroup", ())}
+    types = {n.name: gpu_type_of(n) for n in objs.get("Node", ())}
     plans: dict[str, Plan] = {}
     finished: set[str] = set()
     for job in sorted(objs.get("Job", ()), key=lambda j: j.key):
@@ -101,6 +102,7 @@ def plan_jobs(objs: Mapping[str, list[Any]], history: RuntimeSource, now: float)
             annotations,
             history,
             now,
+            types,
         )
     for pg in sorted(pgs.values(), key=lambda p: p.key):
         if pg.key in plans or pg.key in finished or _owned_by_volcano_job(pg):
@@ -110,7 +112,7 @@ def plan_jobs(objs: Mapping[str, list[Any]], history: RuntimeSource, now: float)
             finished.add(pg.key)
             continue
         plans[pg.key] = plan_job(
-            pg.key, pg.key, pg.spec.queue or "default", pods, [], pg.metadata.annotations, history, now
+            pg.key, pg.key, pg.spec.queue or "default", pods, [], pg.metadata.annotations, history, now, types
         )
     return plans, finished
 

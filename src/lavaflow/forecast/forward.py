@@ -80,6 +80,8 @@ class ForwardRun(Simulation):
     ) -> None:
         super().__init__(SimInput(), conf=conf, seed=seed, until=now + horizon)
         self.now = now
+        # The snapshot is what the cluster's scheduler made of ``now``: its next cycle is a period on.
+        self.first_tick = now + self.period
         self.plans = plans  # by PodGroup key
         self.draws = draws  # PodGroup key -> drawn run time (history) or end (progress)
         self.first_bind: dict[str, float] = {}

@@ -7,7 +7,9 @@ forecast, never what the simulator knows.
   has ``duration − elapsed`` left. Exact when the annotations are.
 * ``progress`` — an elastic training job's last progress report (``lavaflow.io/progress``,
   ``-time``, ``gpu-seconds``, docs/elastic.md): the GPU-seconds its remaining fraction needs at the
-  rate its finished fraction took, spread over the workers it runs on now.
+  rate its learned speed model gives on the workers it runs on now (as the elastic plugin
+  extrapolates it; before its first measurement: the GPU-seconds its remaining fraction needs at
+  the rate its finished fraction took them).
 * ``history`` — the run times of the queue's finished Volcano Jobs (every queue's when the queue
   has none): a running job takes one that is longer than it has run so far.
 * ``unknown`` — none of these: its pods are taken to run until something else ends them.
@@ -24,6 +26,8 @@ from ..api import sim_annotations as ann
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
 from ..elastic import spec as es
+from ..elastic.learned import learned_spec
+from ..elastic.speed import next_bound, rate_at
 from ..scheduler.cache import timestamp
 
 EXPECTED_DURATION = "lavaflow.io/expected-duration"
@@ -124,20 +128,53 @@ class Plan:
         return c[n // 2] if n % 2 else 0.5 * (c[n // 2 - 1] + c[n // 2])
 
 
-def progress_end(annotations: Mapping[str, str], workers: int, now: float) -> tuple[float, str] | None:
-    """When an elastic job ends by its last progress report, and what the report said: the
-    GPU-seconds the remaining fraction needs at the rate the finished fraction took them, on the
-    ``workers`` it runs on now. None when the report cannot tell (no progress yet, no GPU time)."""
+def _time_to_finish(speed: Any, shape: tuple[int, ...], gpu_type: str | None, done: float, work: float) -> float:
+    """Seconds ``speed`` needs on ``shape`` from ``done`` work units to ``work``, phase by phase."""
+    t = 0.0
+    for _ in range(10_000):
+        if done >= work:
+            return t
+        rate = rate_at(speed, shape, gpu_type, done)
+        if not rate > 0:
+            return math.inf
+        step = min(next_bound(speed, done), work)
+        if step <= done:  # (at a bound: the next phase)
+            step = min(next_bound(speed, done + 1e-9 * max(work, 1.0)), work)
+        t += (step - done) / rate
+        done = step
+    return math.inf
+
+
+def progress_end(
+    annotations: Mapping[str, str], placement: Mapping[str, int], gpu_type: str | None, now: float
+) -> tuple[float, str] | None:
+    """When an elastic job ends by its last progress report, and what the report said. As the
+    elastic plugin extrapolates it: the work left (its declared work less the fraction done) at
+    the rate its learned speed model (``lavaflow.io/metrics``) gives on its current placement; a
+    job not measured yet: the GPU-seconds its remaining fraction needs at the rate the finished
+    fraction took them, spread over its workers. None when nothing tells (no progress yet)."""
     try:
         pr = es.progress(annotations, parse_time=_seconds)
     except (es.SpecError, ValueError):
         return None
+    workers = sum(placement.values())
     if pr is None or workers <= 0:
         return None
     frac, at, gpu_s = pr.fraction, pr.time, pr.gpu_seconds
+    if not isinstance(at, (int, float)):
+        return None
     if frac >= 1.0:
-        return max(now, at if isinstance(at, (int, float)) else now), "its last report says its work is done"
-    if frac <= 0 or gpu_s <= 0 or not isinstance(at, (int, float)):
+        return max(now, float(at)), "its last report says its work is done"
+    try:
+        sp = learned_spec(annotations)
+    except (es.SpecError, ValueError):
+        sp = None
+    if sp is not None and getattr(sp.speed, "observed", True) and sp.work > 0:
+        shape = tuple(sorted(placement.values(), reverse=True))
+        left = _time_to_finish(sp.speed, shape, gpu_type, frac * sp.work, sp.work)
+        if math.isfinite(left):
+            return max(float(at) + left, now), f"progress {frac:.0%}, its learned speed on {workers} worker(s)"
+    if frac <= 0 or gpu_s <= 0:
         return None
     left = (1.0 - frac) / frac * gpu_s / workers
     return max(float(at) + left, now), f"progress {frac:.0%} after {gpu_s:,.0f} GPU-s, {workers} worker(s) now"
@@ -152,8 +189,11 @@ def plan_job(
     annotations: Mapping[str, str],
     history: RuntimeSource,
     now: float,
+    gpu_types: Mapping[str, str | None] | None = None,
 ) -> Plan:
-    """The source of one job's remaining run time (see the module's docstring)."""
+    """The source of one job's remaining run time (see the module's docstring). ``gpu_types``: the
+    GPU type of each node, by name (for a training job's learned speed)."""
+    gpu_types = gpu_types or {}
     pods = list(pods)
     running = [p for p in pods if p.status.phase == "Running" or (p.spec.node_name and p.status.phase == "Pending")]
     starts = [float(p.status.start_time) for p in running if isinstance(p.status.start_time, (int, float))]
@@ -161,8 +201,11 @@ def plan_job(
     alive = [p for p in pods if p.status.phase in ("Pending", "Running")]
     plan = Plan(key, group, queue, bool(running), started, "unknown", "")
     if es.PROGRESS in annotations and running:
-        workers = sum(1 for p in running if _gpus(p) > 0) or len(running)
-        got = progress_end(annotations, workers, now)
+        placement: dict[str, int] = {}
+        for p in running:
+            if _gpus(p) > 0 and p.spec.node_name:
+                placement[p.spec.node_name] = placement.get(p.spec.node_name, 0) + 1
+        got = progress_end(annotations, placement, gpu_types.get(next(iter(placement), ""), None), now)
         if got is not None:
             plan.source, plan.end = "progress", got[0]
             plan.detail = got[1]
@@ -186,6 +229,13 @@ def plan_job(
 
 def _gpus(pod: Any) -> float:
     return sum(v for k, v in pod_requests(pod.spec).items() if es.is_gpu(k))
+
+
+def gpu_type_of(node: Any) -> str:
+    """A node's GPU type as the elastic plugin and the simulator's training model read it."""
+    labels = node.metadata.labels
+    v = next((labels[k] for k in es.DEFAULT_GPU_TYPE_LABELS if labels.get(k)), None)
+    return str(v).lower() if v else "default"
 
 
 def _seconds(raw: str) -> float:

@@ -73,6 +73,7 @@ class Simulation:
         self.default_duration = default_duration
         self.period = period
         self.now = 0.0
+        self.first_tick = 0.0  # no scheduling cycle before (a forecast's run starts a period on)
         self.store = MemoryStore(clock=lambda: self.now, seed=seed)
         self.cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
         self._register_resources()
@@ -601,7 +602,7 @@ class Simulation:
             self._feed = iter(feed)
             self._feed_next()
         last_cycle_version = -1
-        next_tick = 0.0
+        next_tick = self.first_tick
         idle_cycles = 0
         until = self.until
         while True:
