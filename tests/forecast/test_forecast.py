@@ -187,3 +187,36 @@ def test_fully_annotated_examples_are_exact(example, at):
     for key in pending:
         assert fc.jobs[key].source == "annotation"
         assert fc.jobs[key].start == truth[key]["startTime"], key
+
+
+def test_history_of_the_same_profile_group_first():
+    hist = RunTimeHistory()
+    for t in (10.0, 20.0, 30.0):
+        hist.add("q", t, "cifar10")
+    hist.add("q", 5000.0, "imagenet")
+    assert list(hist.run_times("q", "cifar10")) == [10.0, 20.0, 30.0]
+    assert sorted(hist.run_times("q", "imagenet")) == [10.0, 20.0, 30.0, 5000.0]  # fewer than 3: the queue's
+    assert sorted(hist.run_times("q")) == [10.0, 20.0, 30.0, 5000.0]
+    assert sorted(hist.run_times("other")) == [10.0, 20.0, 30.0, 5000.0]  # a queue without history: all
+
+
+def test_a_pending_job_of_a_profile_group_takes_its_groups_run_times():
+    docs = node_group(count=1, cpu="4")
+    at = 0
+    for i, d in enumerate([10, 12, 14, 500]):
+        docs += grouped(vcjob(f"done{i}", 1, "3", f"{d}s", submit=f"{at}s"), "small" if d < 100 else "big")
+        at += d + 5
+    docs += vcjob("run", 1, "3", "100s", submit=f"{at}s") + grouped(vcjob("wait", 1, "3", submit=f"{at}s"), "small")
+    sim = run_to(docs, at + 10)
+    fc = fc_of(sim)
+    wait = fc.jobs["default/wait"]
+    assert wait.source == "history" and "profile group small" in fc.details["default/wait"]
+    assert (
+        wait.finish is not None and wait.start is not None and wait.finish - wait.start == 12.0
+    )  # median of 10, 12, 14
+
+
+def grouped(doc: str, group: str) -> str:
+    d = json.loads(doc.removeprefix("---\n"))
+    d["metadata"].setdefault("annotations", {})["lavaflow.io/profile-group"] = group
+    return "---\n" + json.dumps(d) + "\n"

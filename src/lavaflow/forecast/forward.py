@@ -22,7 +22,7 @@ from ..api.volcano import JOB_FINAL_PHASES
 from ..scheduler.framework.conf import SchedulerConfiguration
 from ..sim.engine import Simulation
 from ..sim.inputs import SimInput
-from ..sim.training import TrainingModel
+from ..sim.training import TrainingModel, TrainState
 from .runtimes import Plan, group_of, pod_duration
 
 # The simulator's scripts of the future: a real scheduler sees none of them.
@@ -41,11 +41,52 @@ FIRST = ("Namespace", "Node", "PriorityClass", "Queue", "HyperNode", "Numatopolo
 LAST = ("PodGroup", "Pod", "ReplicaSet", "StatefulSet", "Deployment", "BatchJob", "JobTemplate", "Job", "JobFlow")
 
 
-class _NoTraining(TrainingModel):
-    """Owns no job: in a forward run a training job's pods end when the forecast says."""
+class _LearnedTraining(TrainingModel):
+    """Runs the elastic jobs measured so far by what the scheduler learned of them, not by the
+    simulator's truth: from the work done by the time of the forecast, at the rate their learned
+    speed model gives on the workers they have (so a resize or a halt in the forward run moves
+    their end, with the restart pause the configuration's ``elastic.resizeCost`` says). Writes no
+    measurement (the policies keep what was reported). Other jobs it leaves alone: their pods end
+    when the forecast drew."""
+
+    plans: Mapping[str, Plan] = {}
 
     def _on_podgroup(self, event: str, pg: Any, old: Any) -> None:
+        plan = self.plans.get(pg.key)
+        got = plan.progressed if plan is not None else None
+        if event == "DELETED" or pg.key in self.jobs or got is None or got.spec is None:
+            return
+        now = self.sim.now
+        st = TrainState(
+            key=pg.key,
+            job=plan.key if plan is not None else pg.key,
+            speed=got.spec,
+            pause=max(got.resume - now, 0.0),  # (in a restart pause at the time of the forecast)
+            submit=now,
+            done=got.done,
+            t_last=now,
+            first_start=plan.started if plan is not None else None,
+        )
+        self.jobs[pg.key] = self._running[pg.key] = st
+
+    def _changed(self, st: TrainState) -> None:
+        super()._changed(st)
+        st.pause = self.restart_pause  # (the first change places the job where it already ran)
+
+    def _report_later(self, st: TrainState, at: float) -> None:
         return None
+
+    def _learn(self, st: TrainState, now: float) -> None:
+        return None
+
+
+def _seconds_or(raw: Any, default: float) -> float:
+    if raw is None:
+        return default
+    try:
+        return ann.parse_duration(raw)
+    except ValueError:
+        return default
 
 
 def _strip(obj: Any) -> None:
@@ -66,7 +107,7 @@ def _strip(obj: Any) -> None:
 class ForwardRun(Simulation):
     """The simulated cluster restored from a snapshot at ``now``."""
 
-    training_model = _NoTraining
+    training_model = _LearnedTraining
 
     def __init__(
         self,
@@ -79,6 +120,9 @@ class ForwardRun(Simulation):
         seed: int = 0,
     ) -> None:
         super().__init__(SimInput(), conf=conf, seed=seed, until=now + horizon)
+        cost = (self._elastic_arguments() or {}).get("elastic.resizeCost")
+        self.training.restart_pause = _seconds_or(cost, self.training.restart_pause)
+        self.training.plans = plans
         self.now = now
         # The snapshot is what the cluster's scheduler made of ``now``: its next cycle is a period on.
         self.first_tick = now + self.period
@@ -122,6 +166,8 @@ class ForwardRun(Simulation):
             return
         start = pod.status.start_time
         rec["startTime"] = float(start) if isinstance(start, (int, float)) else self.now
+        if self.training.owns(pod):
+            return  # it ends with its job's work
         end = self._end_of_running(pod, rec["startTime"])
         if math.isfinite(end):
             self._push(max(end, self.now), "finish", (pod.key, pod.metadata.uid))

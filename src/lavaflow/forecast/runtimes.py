@@ -10,8 +10,10 @@ forecast, never what the simulator knows.
   rate its learned speed model gives on the workers it runs on now (as the elastic plugin
   extrapolates it; before its first measurement: the GPU-seconds its remaining fraction needs at
   the rate its finished fraction took them).
-* ``history`` — the run times of the queue's finished Volcano Jobs (every queue's when the queue
-  has none): a running job takes one that is longer than it has run so far.
+* ``history`` — the run times of the queue's finished Volcano Jobs: those of the job's profile
+  group (``lavaflow.io/profile-group``, the model it trains) when there are at least three, else
+  all of them (every queue's when the queue has none); a running job takes one that is longer
+  than it has run so far.
 * ``unknown`` — none of these: its pods are taken to run until something else ends them.
 """
 
@@ -26,32 +28,45 @@ from ..api import sim_annotations as ann
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
 from ..elastic import spec as es
-from ..elastic.learned import learned_spec
-from ..elastic.speed import next_bound, rate_at
+from ..elastic.learned import learned_spec, profile_group
+from ..elastic.speed import advance, next_bound, rate_at
 from ..scheduler.cache import timestamp
 
 EXPECTED_DURATION = "lavaflow.io/expected-duration"
 SOURCES = ("annotation", "progress", "history", "unknown")
 
 
+MIN_SIMILAR = 3  # finished jobs of a profile group that make its own history
+
+
 class RuntimeSource(Protocol):
     """Finished jobs' run times, for the ``history`` source (the dashboard keeps its own, from
-    watches, as finished jobs leave the cluster)."""
+    watches, as finished jobs leave the cluster). ``group``: the job's profile group
+    (``lavaflow.io/profile-group``), when it declares one — a source may answer with the run times
+    of that group's jobs, or ignore it."""
 
-    def run_times(self, queue: str) -> Sequence[float]: ...
+    def run_times(self, queue: str, group: str | None = None) -> Sequence[float]: ...
 
 
 @dataclass
 class RunTimeHistory:
-    """Run times (seconds) of finished jobs, by queue."""
+    """Run times (seconds) of finished jobs, by queue and by (queue, profile group)."""
 
     by_queue: dict[str, list[float]] = field(default_factory=dict)
+    by_group: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
-    def add(self, queue: str, seconds: float) -> None:
+    def add(self, queue: str, seconds: float, group: str | None = None) -> None:
         if math.isfinite(seconds) and seconds >= 0:
             self.by_queue.setdefault(queue, []).append(float(seconds))
+            if group:
+                self.by_group.setdefault((queue, group), []).append(float(seconds))
 
-    def run_times(self, queue: str) -> Sequence[float]:
+    def run_times(self, queue: str, group: str | None = None) -> Sequence[float]:
+        """The queue's jobs of ``group`` when there are at least MIN_SIMILAR, else all the queue's
+        jobs, else every queue's."""
+        similar = self.by_group.get((queue, group), []) if group else []
+        if len(similar) >= MIN_SIMILAR:
+            return similar
         own = self.by_queue.get(queue)
         if own:
             return own
@@ -73,7 +88,8 @@ class RunTimeHistory:
             state = job.status.state
             end = state.last_transition_time
             if state.phase == "Completed" and isinstance(end, (int, float)) and job.key in starts:
-                hist.add(job.spec.queue or "default", float(end) - starts[job.key])
+                group = profile_group(job.metadata.annotations)
+                hist.add(job.spec.queue or "default", float(end) - starts[job.key], group)
         return hist
 
 
@@ -114,6 +130,7 @@ class Plan:
     detail: str  # what the source said, for a user
     end: float | None = None  # progress: when it is estimated to end
     candidates: tuple[float, ...] = ()  # history: run times it may take (longer than it has run)
+    progressed: Progressed | None = None  # progress: what its last report tells
 
     @property
     def uncertain(self) -> bool:
@@ -145,14 +162,25 @@ def _time_to_finish(speed: Any, shape: tuple[int, ...], gpu_type: str | None, do
     return math.inf
 
 
+@dataclass
+class Progressed:
+    """What an elastic job's last progress report tells at the time of the forecast."""
+
+    end: float  # when it ends, on its current placement
+    detail: str
+    spec: Any = None  # its learned speed model and declared work (None: not measured yet)
+    done: float = 0.0  # work done by the time of the forecast (the model's units)
+    resume: float = 0.0  # when it trains again (a report written in a restart pause is dated after it)
+
+
 def progress_end(
     annotations: Mapping[str, str], placement: Mapping[str, int], gpu_type: str | None, now: float
-) -> tuple[float, str] | None:
-    """When an elastic job ends by its last progress report, and what the report said. As the
-    elastic plugin extrapolates it: the work left (its declared work less the fraction done) at
-    the rate its learned speed model (``lavaflow.io/metrics``) gives on its current placement; a
-    job not measured yet: the GPU-seconds its remaining fraction needs at the rate the finished
-    fraction took them, spread over its workers. None when nothing tells (no progress yet)."""
+) -> Progressed | None:
+    """When an elastic job ends by its last progress report. As the elastic plugin extrapolates
+    it: the work left (its declared work less the fraction done) at the rate its learned speed
+    model (``lavaflow.io/metrics``) gives on its current placement; a job not measured yet: the
+    GPU-seconds its remaining fraction needs at the rate the finished fraction took them, spread
+    over its workers. None when nothing tells (no progress yet)."""
     try:
         pr = es.progress(annotations, parse_time=_seconds)
     except (es.SpecError, ValueError):
@@ -163,21 +191,27 @@ def progress_end(
     frac, at, gpu_s = pr.fraction, pr.time, pr.gpu_seconds
     if not isinstance(at, (int, float)):
         return None
+    resume = max(float(at), now)
     if frac >= 1.0:
-        return max(now, float(at)), "its last report says its work is done"
+        return Progressed(resume, "its last report says its work is done", resume=resume)
     try:
         sp = learned_spec(annotations)
     except (es.SpecError, ValueError):
         sp = None
     if sp is not None and getattr(sp.speed, "observed", True) and sp.work > 0:
         shape = tuple(sorted(placement.values(), reverse=True))
-        left = _time_to_finish(sp.speed, shape, gpu_type, frac * sp.work, sp.work)
+        done = frac * sp.work
+        if now > at:  # trained since its report, at the rate of its placement
+            done = advance(sp.speed, shape, gpu_type, done, now - float(at), sp.work)
+        left = _time_to_finish(sp.speed, shape, gpu_type, done, sp.work)
         if math.isfinite(left):
-            return max(float(at) + left, now), f"progress {frac:.0%}, its learned speed on {workers} worker(s)"
+            detail = f"progress {frac:.0%}, its learned speed on {workers} worker(s)"
+            return Progressed(resume + left, detail, sp, done, resume)
     if frac <= 0 or gpu_s <= 0:
         return None
     left = (1.0 - frac) / frac * gpu_s / workers
-    return max(float(at) + left, now), f"progress {frac:.0%} after {gpu_s:,.0f} GPU-s, {workers} worker(s) now"
+    detail = f"progress {frac:.0%} after {gpu_s:,.0f} GPU-s, {workers} worker(s) now"
+    return Progressed(max(float(at) + left, now), detail, resume=resume)
 
 
 def plan_job(
@@ -207,19 +241,22 @@ def plan_job(
                 placement[p.spec.node_name] = placement.get(p.spec.node_name, 0) + 1
         got = progress_end(annotations, placement, gpu_types.get(next(iter(placement), ""), None), now)
         if got is not None:
-            plan.source, plan.end = "progress", got[0]
-            plan.detail = got[1]
+            plan.source, plan.end, plan.detail, plan.progressed = "progress", got.end, got.detail, got
             return plan
     declared = [annotated_duration(p.metadata.annotations) for p in alive] + [annotated_duration(t) for t in templates]
     if declared and all(d is not None for d in declared):
         plan.source, plan.detail = "annotation", "its pods' duration annotations"
         return plan
     elapsed = now - started if started is not None else 0.0
-    runs = [t for t in history.run_times(queue) if t > elapsed]
+    group = profile_group(annotations)
+    known = history.run_times(queue, group)
+    runs = [t for t in known if t > elapsed]
     if runs:
         plan.source, plan.candidates = "history", tuple(runs)
         past = f" longer than its {elapsed:,.0f} s so far" if started is not None else ""
-        plan.detail = f"{len(runs)} finished job(s) of queue {queue}{past}"
+        similar = isinstance(history, RunTimeHistory) and known is history.by_group.get((queue, group or ""))
+        like = f" of profile group {group}" if similar else ""
+        plan.detail = f"{len(runs)} finished job(s){like} of queue {queue}{past}"
         return plan
     plan.detail = f"no duration annotation, progress report or finished job of queue {queue}" + (
         f" longer than its {elapsed:,.0f} s so far" if started is not None else ""
