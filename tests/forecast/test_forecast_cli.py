@@ -51,6 +51,8 @@ def test_json_and_table_on_a_simulation():
         ((EXAMPLES / "spark-wordcount.yaml", "--at", "1m", "--default-duration", "x"), ["--default-duration"]),
         ((EXAMPLES / "spark-wordcount.yaml", "--at", "1m", "--kubeconfig", "k"), ["not both"]),
         (("--at", "1m"), ["--at: applies to a simulation input"]),
+        (("--policy", "FIFO"), ["--policy: applies to a simulation input"]),
+        ((EXAMPLES / "spark-wordcount.yaml", "--at", "1m", "--policy", "Nope"), ["--policy: unknown policy 'Nope'"]),
         (("missing.yaml", "--at", "1m"), ["missing.yaml"]),
     ],
 )

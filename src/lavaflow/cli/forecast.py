@@ -32,12 +32,16 @@ def _conf_file(config: Path | None):
         raise _invalid([f"{config}: {p + ': ' if p else ''}{m}" for p, m in exc.problems]) from None
 
 
-def _simulated(files: list[Path], config: Path | None, at: float, seed: int, default_duration: float):
+def _simulated(
+    files: list[Path], config: Path | None, at: float, seed: int, default_duration: float, policy: str | None
+):
     """A simulation of ``files`` run to ``at``: (its store, its configuration, its clock)."""
     from ..sim.engine import Simulation
-    from .main import _load
+    from .main import _elastic_conf, _load
 
     sim_input, conf = _load(files, config)
+    if policy is not None:
+        conf = _elastic_conf(conf, policy, None, None)
     sim = Simulation(sim_input, conf=conf, seed=seed, until=at, default_duration=default_duration)
     sim.run()
     return sim.store, sim.scheduler.conf, sim.now
@@ -187,6 +191,10 @@ def forecast_cmd(
     default_duration: Annotated[
         str, typer.Option(help="simulation input: run time of pods without a duration annotation (the truth)")
     ] = "60s",
+    policy: Annotated[
+        Optional[str],  # noqa: UP007
+        typer.Option(help="simulation input: the elastic policy (elastic.policy), as for simulate --policy"),
+    ] = None,
     output: Annotated[str, typer.Option("--output", "-o", help="table or json")] = "table",
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
@@ -206,14 +214,21 @@ def forecast_cmd(
             problems.append("--at: give the simulated time of the snapshot (e.g. --at 10m)")
         if kubeconfig is not None or context is not None:
             problems.append("--kubeconfig/--context: forecast either a simulation input or a cluster, not both")
-    elif at is not None:
-        problems.append("--at: applies to a simulation input; give its files")
+    elif at is not None or policy is not None:
+        problems.append(f"{'--at' if at is not None else '--policy'}: applies to a simulation input; give its files")
+    if policy is not None:
+        from ..elastic.policies import POLICY_NAMES, resolve_name
+
+        try:
+            policy = resolve_name(policy)
+        except KeyError:
+            problems.append(f"--policy: unknown policy {policy.strip()!r} (choose from {', '.join(POLICY_NAMES)})")
     at_s = _seconds(problems, "--at", at) if at is not None else 0.0
     dd = _seconds(problems, "--default-duration", default_duration, allow_inf=True)
     if problems:
         raise _invalid(problems)
     if files:
-        objects, conf, now = _simulated(files, config, at_s, seed, dd)
+        objects, conf, now = _simulated(files, config, at_s, seed, dd, policy)
     else:
         conf = _conf_file(config)
         objects, now = _live(kubeconfig, context)
