@@ -220,3 +220,12 @@ def grouped(doc: str, group: str) -> str:
     d = json.loads(doc.removeprefix("---\n"))
     d["metadata"].setdefault("annotations", {})["lavaflow.io/profile-group"] = group
     return "---\n" + json.dumps(d) + "\n"
+
+
+def test_a_snapshot_as_objects_by_kind_or_a_list_gives_the_same_forecast():
+    sim = run_to(GANGS, 30)
+    by_store = fc_of(sim)
+    kinds = {k: sim.store.list(k) for k in ("Node", "Queue", "PodGroup", "Pod", "Job")}
+    assert forecast(kinds, sim.scheduler.conf, sim.now).jobs == by_store.jobs
+    flat = [o for objs in kinds.values() for o in objs]
+    assert forecast(flat, None, sim.now).jobs == by_store.jobs  # (the default configuration here)

@@ -53,15 +53,17 @@ class Forecast:
 
 
 def objects_by_kind(objects: Any) -> dict[str, list[Any]]:
-    """A snapshot as lists of objects by store kind, from a Store (anything with ``list`` and a
-    kind table), a mapping of kind to objects, or an iterable of objects."""
+    """A snapshot as lists of objects by store kind, from a mapping of kind to objects, the
+    simulator's MemoryStore, the Kubernetes backend's informer store (the kinds it informs), or an
+    iterable of objects."""
     if isinstance(objects, Mapping):
         return {k: list(v) for k, v in objects.items()}
     inner = getattr(objects, "_objects", None)
     if isinstance(inner, dict):  # a MemoryStore
         return {k: list(v.values()) for k, v in inner.items() if v}
-    if hasattr(objects, "list") and hasattr(objects, "kinds"):
-        return {k: list(objects.list(k)) for k in objects.kinds()}
+    informed = getattr(objects, "informers", None)
+    if isinstance(informed, Mapping) and hasattr(objects, "list"):  # a KubeStore
+        return {k: list(objects.list(k)) for k in informed}
     out: dict[str, list[Any]] = {}
     for obj in objects:
         out.setdefault(type(obj).__name__, []).append(obj)
