@@ -187,15 +187,10 @@ def _restarted_binds(sim) -> list[str]:
     cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
     cache.register_resources(list(sim.cache.index.names))
     store = sim.store
-    for kind, feed in (
-        ("Node", cache.on_node),
-        ("PriorityClass", cache.on_priority_class),
-        ("Queue", cache.on_queue),
-        ("PodGroup", cache.on_podgroup),
-        ("Pod", cache.on_pod),
-    ):
+    feeds = {"Node": "node", "PriorityClass": "priority_class", "Queue": "queue", "PodGroup": "podgroup", "Pod": "pod"}
+    for kind, name in feeds.items():  # (in this order: what pods refer to first)
         for obj in store.list(kind):
-            feed(obj, False)
+            getattr(cache, f"on_{name}")(obj, False)
     for kind in PLUGIN_KINDS:
         for obj in store.list(kind):
             cache.on_object(kind, obj, False)
