@@ -229,3 +229,17 @@ def test_a_snapshot_as_objects_by_kind_or_a_list_gives_the_same_forecast():
     assert forecast(kinds, sim.scheduler.conf, sim.now).jobs == by_store.jobs
     flat = [o for objs in kinds.values() for o in objs]
     assert forecast(flat, None, sim.now).jobs == by_store.jobs  # (the default configuration here)
+
+
+def test_a_bound_pod_its_kubelet_has_not_started_yet_runs_from_now():
+    import copy
+
+    sim = run_to(GANGS, 30)
+    kinds = {k: copy.deepcopy(sim.store.list(k)) for k in ("Node", "Queue", "PodGroup", "Pod", "Job")}
+    for pod in kinds["Pod"]:
+        if pod.spec.node_name:
+            pod.status.phase, pod.status.start_time = "Pending", None
+    fc = forecast(kinds, sim.scheduler.conf, sim.now)
+    a, b = fc.jobs["default/a"], fc.jobs["default/b"]
+    assert a.running and (a.start, a.finish) == (30.0, 130.0)
+    assert b.start == 131.0

@@ -4,10 +4,10 @@ The snapshot's objects are copied into a fresh simulated cluster as a restarted 
 controllers find a cluster: every object already there, then one ``ADDED`` event each (nodes,
 queues and the objects plugins read first, Volcano Jobs last). Running pods end at the times the
 forecast drew for them; pods bound during the run last what their job's plan says. Nothing of the
-original run's truth is read: no future arrivals, no durations but annotated ones, no training
-speed models (elastic jobs' pods end when their plan says, not by simulated work), and the
-``sim.lavaflow.io/*`` annotations that script the future (deletion, exit codes, spawned pods,
-node faults) are dropped from the copies.
+original run's truth is read: no future arrivals, no durations but annotated ones, no true
+training speed (elastic jobs train on the speed models the scheduler learned from their reports),
+and the ``sim.lavaflow.io/*`` annotations that script the future (deletion, exit codes, spawned
+pods, node faults) are dropped from the copies.
 """
 
 from __future__ import annotations
@@ -128,13 +128,12 @@ class ForwardRun(Simulation):
         self.first_tick = now + self.period
         self.plans = plans  # by PodGroup key
         self.draws = draws  # PodGroup key -> drawn run time (history) or end (progress)
-        self.first_bind: dict[str, float] = {}
         self.job_starts: dict[str, float] = {}  # PodGroup key -> first pod bound in this run
         self._restore(objects)
 
     # ------------------------------------------------------------------ restore
     def _restore(self, objects: Mapping[str, list[Any]]) -> None:
-        store = self.store
+        store, now = self.store, self.now
         kinds = [k for k in FIRST if k in objects]
         kinds += sorted(k for k in objects if k not in FIRST and k not in LAST)
         kinds += [k for k in LAST if k in objects]
@@ -144,6 +143,8 @@ class ForwardRun(Simulation):
             for obj in sorted(objects[kind], key=lambda o: o.key):
                 c = copy.deepcopy(obj)
                 _strip(c)
+                if kind == "Pod" and c.spec.node_name and c.status.phase == "Pending":
+                    c.status.phase, c.status.start_time = "Running", now  # bound: its kubelet starts it
                 bucket[c.key] = c
                 store.version += 1
                 copies.append((kind, c))
