@@ -168,6 +168,11 @@ def test_progress_source_for_an_elastic_job():
     assert "progress" in fc.details["default/resnet50-elastic"]
     waiting = fc.jobs["default/cifar10-elastic"]
     assert not waiting.running and waiting.start == running.finish  # it gets the GPUs then
+    # its learned speed may be off: the sampled runs scale it (log-normal), and the range follows
+    assert fc.runs == 9
+    assert running.finish_low is not None and running.finish_high is not None
+    assert running.finish_low < running.finish < running.finish_high
+    assert waiting.start_low == running.finish_low and waiting.start_high == running.finish_high
 
 
 @pytest.mark.parametrize(

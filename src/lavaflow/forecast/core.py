@@ -3,8 +3,8 @@
 Pure: no I/O and no clock of its own (the time of the snapshot is an argument). The snapshot is
 simulated forward with the same scheduling core, controllers and configuration the cluster runs
 (:mod:`.forward`), once with every uncertain run time at its median (the point forecast) and
-``samples`` more times with run times drawn from what is known (seeded): the range is the 10th
-to 90th percentile of those runs.
+``samples`` more times with run times drawn from what is known and learned speeds scaled by a
+drawn factor (seeded): the range is the 10th to 90th percentile of those runs.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from .runtimes import Plan, RunTimeHistory, RuntimeSource, gpu_type_of, group_of
 DEFAULT_SAMPLES = 8
 DEFAULT_HORIZON = 30 * 86400.0  # a forward run stops here at the latest (simulated seconds)
 LOW, HIGH = 0.1, 0.9
+# How far a learned speed model may be off (log-normal sigma): docs/elastic.md measures a fit on a
+# job's own placements within ~20 %, and extrapolations beyond them optimistic.
+PROGRESS_SIGMA = 0.2
 
 
 @dataclass(frozen=True)
@@ -129,12 +132,13 @@ def _without_finished(objs: Mapping[str, list[Any]], finished: set[str]) -> dict
 
 
 def _draws(plans: Mapping[str, Plan], rng: np.random.Generator | None) -> dict[str, float]:
-    """Each job's run time (history) or end (progress) for one forward run: medians without a
-    generator, drawn from the known run times with one."""
+    """For one forward run, each job's run time (history) or the factor its learned speed is
+    taken at (progress): medians (factor 1) without a generator, drawn with one — a run time
+    from the known ones, a speed factor log-normal of sigma PROGRESS_SIGMA."""
     out: dict[str, float] = {}
     for group, plan in plans.items():
         if plan.source == "progress" and plan.end is not None:
-            out[group] = plan.end
+            out[group] = 1.0 if rng is None else float(np.exp(PROGRESS_SIGMA * rng.standard_normal()))
         elif plan.source == "history" and plan.candidates:
             if rng is None:
                 point = plan.point()

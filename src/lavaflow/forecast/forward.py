@@ -50,6 +50,7 @@ class _LearnedTraining(TrainingModel):
     when the forecast drew."""
 
     plans: Mapping[str, Plan] = {}
+    factors: Mapping[str, float] = {}  # PodGroup key -> how much faster than learned, this run
 
     def _on_podgroup(self, event: str, pg: Any, old: Any) -> None:
         plan = self.plans.get(pg.key)
@@ -68,6 +69,9 @@ class _LearnedTraining(TrainingModel):
             first_start=plan.started if plan is not None else None,
         )
         self.jobs[pg.key] = self._running[pg.key] = st
+
+    def _true_rate(self, st: TrainState, shape: tuple[int, ...]) -> float:
+        return super()._true_rate(st, shape) * self.factors.get(st.key, 1.0)
 
     def _changed(self, st: TrainState) -> None:
         super()._changed(st)
@@ -122,12 +126,13 @@ class ForwardRun(Simulation):
         super().__init__(SimInput(), conf=conf, seed=seed, until=now + horizon)
         cost = (self._elastic_arguments() or {}).get("elastic.resizeCost")
         self.training.restart_pause = _seconds_or(cost, self.training.restart_pause)
-        self.training.plans = plans
+        self.training.plans, self.training.factors = plans, draws
         self.now = now
         # The snapshot is what the cluster's scheduler made of ``now``: its next cycle is a period on.
         self.first_tick = now + self.period
         self.plans = plans  # by PodGroup key
-        self.draws = draws  # PodGroup key -> drawn run time (history) or end (progress)
+        self.draws = draws  # PodGroup key -> drawn run time (history) or speed factor (progress)
+        self.t0 = now
         self.job_starts: dict[str, float] = {}  # PodGroup key -> first pod bound in this run
         self._restore(objects)
 
@@ -184,8 +189,13 @@ class ForwardRun(Simulation):
         if plan is None or group is None or group not in self.draws:
             return math.inf
         if plan.source == "progress":
-            return self.draws[group]
+            return self._progress_end(plan, group)
         return (plan.started if plan.started is not None else started) + self.draws[group]
+
+    def _progress_end(self, plan: Plan, group: str) -> float:
+        """A job not measured yet: its estimated end, the time left scaled by this run's factor."""
+        end = plan.end if plan.end is not None else math.inf
+        return self.t0 + (end - self.t0) / self.draws[group]
 
     def _duration_of(self, pod: Any) -> float:
         """A pod bound in the forward run: its annotation, else its job's plan, else no end."""
@@ -199,7 +209,7 @@ class ForwardRun(Simulation):
         if plan is None or group is None or group not in self.draws:
             return math.inf
         if plan.source == "progress":
-            return max(self.draws[group] - self.now, 0.0)
+            return max(self._progress_end(plan, group) - self.now, 0.0)
         began = plan.started if plan.started is not None else self.job_starts[group]
         return max(began + self.draws[group] - self.now, 0.0)
 

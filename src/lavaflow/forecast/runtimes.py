@@ -134,7 +134,7 @@ class Plan:
 
     @property
     def uncertain(self) -> bool:
-        return self.source == "history" and len(set(self.candidates)) > 1
+        return self.source == "progress" or (self.source == "history" and len(set(self.candidates)) > 1)
 
     def point(self) -> float | None:
         """The median of the run times it may take (history)."""
