@@ -4,8 +4,8 @@ Every ``import``/``from ... import`` in every module (at top level or inside a f
 import is still a dependency) is read with ``ast``; the package a module belongs to is the first
 name under ``lavaflow`` (``lavaflow.scheduler.cache`` -> ``scheduler``, ``lavaflow.cli`` -> ``cli``).
 
-    3  cli, report, dashboard           the command line (may use everything), HTML reports, the
-                                        web UI
+    3  cli, report, dashboard,          the command line (may use everything), HTML reports, the
+       forecast                         web UI, forecasts (forward runs of the simulator)
     2  sim, kube, testing               the two backends (neither imports the other) and the
                                         test doubles of kube (testing may import kube)
     1  scheduler, controllers           the scheduling core and the Volcano controllers
@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"", "api", "elastic", "store", "jsonout"},  # "" is the lavaflow package itself (__version__)
     {"scheduler", "controllers"},
     {"sim", "kube", "testing"},
-    {"cli", "report", "dashboard"},
+    {"cli", "report", "dashboard", "forecast"},
 ]
 # Packages of one layer that may import each other.
 SAME_LAYER = {
@@ -38,7 +38,9 @@ SAME_LAYER = {
     ("testing", "kube"),
     ("cli", "report"),
     ("cli", "dashboard"),
+    ("cli", "forecast"),
     ("dashboard", "report"),
+    ("dashboard", "forecast"),
 }
 # Inside the scheduler: the model of the cluster imports nothing else of the scheduler.
 SCHEDULER_BOTTOM = {"lavaflow.scheduler.model", "lavaflow.scheduler.resources"}

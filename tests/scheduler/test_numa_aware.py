@@ -176,3 +176,36 @@ def test_numa_aware_example():
     assert job_of(r, "mesher")["startTime"] >= job_of(r, "solver")["finishTime"]
     waiting = simulate(text, until=120)
     assert "exclusive CPUs in their NUMA nodes (single-numa-node)" in reason_of(waiting, "mesher")
+
+
+def _restarted_binds(sim) -> list[str]:
+    """The pods a scheduler started afresh over ``sim``'s cluster binds in its first cycle."""
+    from lavaflow.scheduler.cache import PLUGIN_KINDS, SchedulerCache
+    from lavaflow.scheduler.scheduler import Scheduler
+    from lavaflow.sim.engine import SIM_SCHEDULER_NAMES
+
+    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
+    cache.register_resources(list(sim.cache.index.names))
+    store = sim.store
+    feeds = {"Node": "node", "PriorityClass": "priority_class", "Queue": "queue", "PodGroup": "podgroup", "Pod": "pod"}
+    for kind, name in feeds.items():  # (in this order: what pods refer to first)
+        for obj in store.list(kind):
+            getattr(cache, f"on_{name}")(obj, False)
+    for kind in PLUGIN_KINDS:
+        for obj in store.list(kind):
+            cache.on_object(kind, obj, False)
+    Scheduler(cache, sim.scheduler.conf).run_once(sim.now)
+    return [key for key, _node in cache.take_decisions().binds]
+
+
+def test_a_restarted_scheduler_does_not_offer_the_cores_of_running_pods_again(monkeypatch):
+    from lavaflow.scheduler.plugins import numa_aware
+    from lavaflow.sim.engine import Simulation
+
+    text = conf(NUMA_CONF) + numa_group("numa", 1, 16, 2) + numa_job("a", 2, "6") + numa_job("b", 1, "4", submit_at=10)
+    sim = Simulation(prepare(load_text(text)), until=20)
+    sim.run()
+    assert sorted(p.status.phase for p in sim.store.list("Pod")) == ["Pending", "Running", "Running"]
+    assert _restarted_binds(sim) == []  # a's pods hold 6 of each NUMA node's 8 CPUs
+    monkeypatch.setattr(numa_aware, "_adopt", lambda *a: None)
+    assert _restarted_binds(sim) == ["default/b-w-0"]  # what a restart did before it adopted them

@@ -452,3 +452,31 @@ def test_a_plain_mpijob_runs_as_the_operators_gang_with_what_it_asks_for():
     assert not any(k.startswith("lavaflow.io/requested") for k in job.metadata.annotations)
     r, _ = simulate(node_group("cpu", count=1, cpu="8", memory="16Gi") + "---\n" + json.dumps(mpijob))
     assert [j["phase"] for j in r["jobs"]] == ["Completed"] and not r["stalled"]
+
+
+def test_a_restarted_scheduler_fits_a_waiting_job_on_its_groups_reports_whatever_the_order():
+    """The profile book is filled from every PodGroup's report before any job's model is fitted:
+    a job of the group that comes first (here: its PodGroup is seen first) gets the group's
+    measurements, not the placeholder's free speed-up."""
+    group = "    lavaflow.io/profile-group: cifar\n"
+    a = JOB.format(name="a", app="cifar10", bsz=1024, epochs=20, at="0s", min=1, max=8)
+    b = JOB.format(name="b", app="cifar10", bsz=1024, epochs=20, at="290s", min=1, max=8)
+    text = NODES + "".join(d.replace("  annotations:\n", "  annotations:\n" + group) for d in (a, b))
+    _, sim = simulate(text, until=300)
+    pgs = {pg.name.split("-")[0]: pg for pg in sim.store.list("PodGroup")}
+    assert "lavaflow.io/metrics" in pgs["a"].metadata.annotations  # a has measured itself
+    assert "lavaflow.io/metrics" not in pgs["b"].metadata.annotations
+    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
+    cache.register_resources(["nvidia.com/gpu"])
+    for node in sim.store.list("Node"):
+        cache.on_node(node)
+    for q in sim.store.list("Queue"):
+        cache.on_queue(q)
+    for pg in (pgs["b"], pgs["a"]):  # b first
+        cache.on_podgroup(pg)
+    for pod in sim.store.list("Pod"):
+        cache.on_pod(pod)
+    Scheduler(cache, load_scheduler_conf()).run_once(sim.now)
+    static = cache.plugin_memo["elastic"].static
+    ej = next(s.ej for uid, s in static.items() if uid.startswith("default/b-"))
+    assert ej is not None and ej.speed.speed.observed

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .. import jsonout
 from ..sim import BATCH_GC_THRESHOLDS  # `simulate` is one batch run that ends with the process
+from .forecast import forecast_cmd
 from .node_choice import (
     MinimumFeasibleNodesOpt,
     MinimumPercentageOpt,
@@ -623,6 +624,7 @@ def _print_explanation(result: dict, target: str) -> None:
 
 
 _app.command("sweep")(sweep_cmd)
+_app.command("forecast")(forecast_cmd)  # (the cluster's client is imported only for a cluster)
 
 
 @_app.command()
@@ -642,7 +644,7 @@ def _report_invalid(exc: Invalid) -> None:
 # processes.py, install.py, dashboard.py, vcctl.py and train.py; importing them (asyncio, aiohttp, the Kubernetes client) and building their
 # typer commands costs more than a simulation's start-up, so `lavaflow simulate` and
 # `lavaflow version` run without them and everything else adds them first.
-LOCAL_COMMANDS = ("simulate", "sweep", "version")
+LOCAL_COMMANDS = ("simulate", "sweep", "forecast", "version")
 _kube_registered = False
 
 

@@ -49,7 +49,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from ...elastic import spec as es
-from ...elastic.learned import METRICS, LearnedSpeed, ProfileBook, learned_spec
+from ...elastic.learned import METRICS, LearnedSpeed, ProfileBook, learned_spec, own_report, profile_group
 from ...elastic.speed import advance, consolidated_placement, phase_bounds, rate_curve
 from ..framework.registry import Plugin, register_plugin
 from ..model import JobInfo, TaskInfo
@@ -173,6 +173,9 @@ class ElasticPlugin(Plugin):
                         self.invalid[uid] = invalid[uid]
         else:
             has_model = es.has_speed_model
+            book = self._book()
+            if opened is None and book is not None:
+                self._fill_book(ssn, book)
             for uid, job in ssn.jobs.items():
                 pg = job.pg
                 if pg is None or (uid not in static and not has_model(pg.metadata.annotations)):
@@ -189,6 +192,21 @@ class ElasticPlugin(Plugin):
             candidates,
         )
         self._add_fns(ssn, candidates)
+
+    @staticmethod
+    def _fill_book(ssn: Session, book: ProfileBook) -> None:
+        """A scheduler's first session (a restart, or a forecast's run over a snapshot): every
+        report on the cluster goes into the profile book before any job's model is fitted, so that
+        a job early in the order does not fit on less than its group has measured (the placeholder
+        model, free speed-up) only because its group's running jobs come after it."""
+        for job in ssn.jobs.values():
+            pg = job.pg
+            if pg is None:
+                continue
+            ann = pg.metadata.annotations
+            group = profile_group(ann)
+            if group is not None and METRICS in ann:
+                book.record(group, own_report(str(ann[METRICS])))
 
     def _open_job(self, ssn: Session, uid: str, job: JobInfo, col: int | None, modelled: list[str]) -> None:
         """Add ``job``'s ElasticJob to ``self.jobs`` (its last one while it is unchanged), and its

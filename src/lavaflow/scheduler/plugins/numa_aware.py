@@ -36,6 +36,8 @@ from ..framework.session import UNCACHED
 from ..model import OCCUPYING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Iterable
+
     from ...api.core import Pod
     from ...api.topology import Numatopology
     from ..framework.session import Session
@@ -130,6 +132,26 @@ def assign(node: NodeNuma, containers: list[int], policy: str) -> np.ndarray | N
     return total
 
 
+def _adopt(tasks: Iterable[TaskInfo], numa: dict[int, NodeNuma], memo: dict[str, tuple[int, np.ndarray]]) -> None:
+    """A scheduler that starts over running pods (a restart, a forecast's snapshot) has not placed
+    them itself: their exclusive CPUs are taken as the kubelet's CPU manager would have given them,
+    pod by pod in name order, so that the NUMA nodes they fill are not offered again."""
+    for task in sorted(tasks, key=lambda t: (t.namespace, t.name)):
+        node = numa.get(task.node)
+        if node is None or task.status not in OCCUPYING or task.uid in memo:
+            continue
+        containers = exclusive_cpus(task.pod)
+        if not containers:
+            continue
+        policy = task_policy(task)
+        got = assign(node, containers, policy if policy not in ("", "none") else node.topo_policy)
+        if got is None:
+            got = assign(node, containers, "best-effort")
+        if got is not None:
+            node.free -= got
+            memo[task.uid] = (task.node, got)
+
+
 @register_plugin
 class NumaAwarePlugin(Plugin):
     name = "numa-aware"
@@ -145,6 +167,7 @@ class NumaAwarePlugin(Plugin):
             if i is not None:
                 numa[i] = NodeNuma(nt)
         # Assignments of pods placed in earlier sessions: {task uid: (node, cpus per NUMA node)}.
+        fresh = self.name not in cache.plugin_memo
         memo: dict[str, tuple[int, np.ndarray]] = cache.plugin_memo.setdefault(self.name, {})
         for uid, (i, cpus) in list(memo.items()):
             t = cache.tasks.get(uid)
@@ -152,6 +175,8 @@ class NumaAwarePlugin(Plugin):
                 del memo[uid]
                 continue
             numa[i].free -= cpus
+        if fresh:
+            _adopt(cache.tasks.values(), numa, memo)
         numa_rows = np.array(sorted(numa), dtype=np.int64)
         n = len(nodes)
 
