@@ -214,3 +214,16 @@ def phases(decisions) -> dict[str, str]:
 
 def bound(decisions) -> dict[str, str]:
     return dict(decisions.binds)
+
+
+def fn(ssn, point, plugin):
+    """The callback ``plugin`` registered on the session for extension point ``point``."""
+    return ssn.fns[point][plugin]
+
+
+def only(*plugins, actions="enqueue, allocate, backfill"):
+    """Conf text with one tier of these plugins."""
+    return tiers_conf(list(plugins), actions=actions)
+
+
+PCS = [make_priority_class("high", 100), make_priority_class("low", 1)]
