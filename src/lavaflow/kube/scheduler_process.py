@@ -46,6 +46,7 @@ from ..store.base import DELETED
 from . import codec
 from .client import ApiError, Fenced, KubeClient
 from .dispatch import Dispatcher, RateLimiter
+from .gang_source import GangSource
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics, count_refusals
 from .store import KubeStore
@@ -127,6 +128,7 @@ class KubeScheduler:
         self.cosched = CoschedulingGroups(self)
         # the Kubernetes Workload API (scheduling.k8s.io v1alpha1 Workloads, v1alpha2 PodGroups), where served
         self.workloads = WorkloadGangs(self)
+        self.gang_sources: tuple[GangSource, ...] = (self.cosched, self.workloads)
         # Evictions leave at most this fast, whatever preempt and reclaim decide (no eviction storm).
         self.evict_limit = RateLimiter(evictions_per_second, eviction_burst)
         # statuses decided but not yet written (the newest per object)
@@ -161,10 +163,9 @@ class KubeScheduler:
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
         given = pod
         # (each leaves the pod as it is when its gang API is not served: no call per pod then)
-        if self.cosched.enabled:
-            pod = self.cosched.on_pod(event, pod)
-        if self.workloads.kinds:
-            pod = self.workloads.on_pod(event, pod)
+        for source in self.gang_sources:
+            if source.enabled:
+                pod = source.on_pod(event, pod)
         inflight = self.inflight  # bindings sent and not seen yet (none while the informers sync)
         if event == DELETED:
             if inflight:
@@ -214,7 +215,7 @@ class KubeScheduler:
     # ------------------------------------------------------------------ run
     async def start(self) -> None:
         # Which optional gang APIs the server serves: asked at once, before the informers start.
-        await asyncio.gather(self.cosched.discover(), self.workloads.discover())
+        await asyncio.gather(*(source.discover() for source in self.gang_sources))
         await self.store.start()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -381,7 +382,7 @@ class KubeScheduler:
                 continue
             status = pg.status.model_dump(by_alias=True, exclude_none=True, mode="json")
             status["phase"] = "Inqueue"
-            if self.cosched.decided(pg.key, status) or self.workloads.decided(pg.key, status):
+            if any(source.decided(pg.key, status) for source in self.gang_sources):
                 n += 1
                 continue
             self.pg_wanted[pg.key] = status
@@ -445,7 +446,7 @@ class KubeScheduler:
             for _key, kind, _message, count in d.resizes:
                 self.metrics.elastic_resizes.labels(kind=kind.lower()).inc(count or 1)
             for key, status in d.podgroups:
-                if self.cosched.decided(key, status) or self.workloads.decided(key, status):
+                if any(source.decided(key, status) for source in self.gang_sources):
                     continue
                 self.pg_wanted[key] = status
                 pg = self.store.get("PodGroup", key)
@@ -459,8 +460,8 @@ class KubeScheduler:
                 if self.queue_wanted.get(name) != status:
                     self.queue_wanted[name] = status
                     self.dispatch.status(("Queue", name), functools.partial(self._write_queue, name))
-            self.cosched.after_cycle()
-            self.workloads.after_cycle()
+            for source in self.gang_sources:
+                source.after_cycle()
             for key, message in self._unschedulable_pods():
                 self.condition_wanted[key] = message
                 self.dispatch.status(("Pod", key), functools.partial(self._pod_unschedulable, key))
@@ -501,7 +502,9 @@ class KubeScheduler:
                 # Volcano, which leaves such a gang out of the session, its PodGroup condition says
                 # so and its pods are not written, once per batch of new pods.
                 continue
-            message = self.cosched.pod_message(job.uid, cond[2] or cond[1] or "Unschedulable")
+            message = cond[2] or cond[1] or "Unschedulable"
+            for source in self.gang_sources:
+                message = source.pod_message(job.uid, message)
             for task in job.tasks.values():
                 if task.status != TaskStatus.PENDING or task.uid in self.inflight or task.pod is None:
                     continue
@@ -574,7 +577,9 @@ class KubeScheduler:
             self.inflight.pop(key, None)
             pod = self.store.get("Pod", key)
             if pod is not None:
-                self.cache.on_pod(self.workloads.on_pod("MODIFIED", self.cosched.on_pod("MODIFIED", pod)))
+                for source in self.gang_sources:
+                    pod = source.on_pod("MODIFIED", pod)
+                self.cache.on_pod(pod)
 
     async def _evict(self, key: str, reason: Eviction) -> None:
         wait = self.evict_limit.reserve()

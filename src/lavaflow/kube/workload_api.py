@@ -88,6 +88,10 @@ class WorkloadGangs:
         return self.kinds
 
     # ------------------------------------------------------------------ cache feed
+    def pod_message(self, job_uid: str, message: str) -> str:
+        """A member's PodScheduled=False message: the session's reason, as it is."""
+        return message
+
     def owns(self, key: str) -> bool:
         return key in self.fed
 
