@@ -14,7 +14,8 @@ from .fifo import fifo
 from .goodput import LEARNED_PARAMS as GOODPUT_LEARNED
 from .goodput import goodput
 from .lavaflow import lavaflow
-from .pollux import pollux
+from .pollux import pollux, pollux_fix
+from .sia import sia
 from .srjf import srjf
 from .tiresias import (
     DEFAULT_THRESHOLDS,
@@ -101,6 +102,29 @@ _REGISTRY = {
         False,
         {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True, "shares_profiles": False},
     ),
+    "Pollux-Fix": (
+        pollux_fix,
+        True,
+        True,
+        False,
+        "Pollux heterogeneity-unaware (one pool of GPUs) with the Sia paper's fix-up: a job keeps the GPU type it holds most of, ties to the faster type; 60 s tick",
+        False,
+        {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True, "shares_profiles": False},
+    ),
+    "Sia": (
+        sia,
+        True,
+        True,
+        False,
+        "literature baseline (SOSP'23 artifact): ILP over a goodput matrix of GPU type x count configurations, p=-0.5, lambda_n=1.1, restart factor, learned models, 60 s tick",
+        False,
+        {
+            "default_interval": LITERATURE_INTERVAL,
+            "aligned_tick": True,
+            "periodic": True,
+            "node_aware": True,
+        },
+    ),
     "Goodput": (
         goodput,
         True,
@@ -122,9 +146,11 @@ ALIASES = {
     "tiresias-literature": "Tiresias",
     "tiresias-pollux": "Tiresias",
     "voda-tiresias": "Tiresias-Voda",
+    "pollux-unaware": "Pollux-Fix",
+    "polluxfix": "Pollux-Fix",
 }
 POLICY_NAMES = list(_REGISTRY)
-_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput", "Pollux"}
+_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput", "Pollux", "Pollux-Fix", "Sia"}
 
 
 def resolve_name(name: str) -> str:
@@ -165,7 +191,7 @@ def policy_parameters(name: str) -> set[str]:
     n = resolve_name(name)
     if n not in _RESIZE_AWARE:
         return set()
-    skip = {"jobs", "capacity", "now", "_"}
+    skip = {"jobs", "capacity", "now", "_", "node_sizes"}
     return {p for p in inspect.signature(_REGISTRY[n][0]).parameters if p not in skip}
 
 
