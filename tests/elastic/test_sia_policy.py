@@ -201,3 +201,55 @@ def test_fix_up_leaves_a_running_job_on_its_gpus():
 def test_fix_up_is_registered():
     pol = make_policy("pollux-unaware")
     assert pol.name == "Pollux-Fix" and pol.default_interval == 60 and not pol.shares_profiles
+
+
+# -- Gavel (TunedJobs) ---------------------------------------------------------------------------
+
+
+def test_gavel_gives_each_type_to_the_jobs_that_run_fastest_there():
+    from lavaflow.elastic.policies.gavel import allocation, gavel
+
+    # max-sum-throughput: a runs 4x faster on an a100, b only 1.5x; one 2-GPU slot on each type
+    a = _view("a", {"t4": [1, 2], "a100": [4, 8]})
+    b = _view("b", {"t4": [1, 2], "a100": [1.5, 3]})
+    a, b = (JobView(**{**v.__dict__, "requested": 2, "min_workers": 2}) for v in (a, b))
+    cap = {"t4": 2, "a100": 2}
+    x = allocation([a, b], cap)
+    assert x == pytest.approx({("a", "a100"): 1.0, ("b", "t4"): 1.0})
+    assert gavel([a, b], cap, now=0.0) == {"a": Assignment("a100", 2), "b": Assignment("t4", 2)}
+
+
+def test_gavel_time_shares_by_what_each_job_has_received():
+    from lavaflow.elastic.policies.gavel import allocation, gavel
+
+    # two identical 1-GPU jobs, one GPU: half the time each; the one that ran less goes first
+    a = _view("a", {"rtx": [1.0]}, t=0.0)
+    b = _view("b", {"rtx": [1.0]}, t=1.0)
+    fr = allocation([a, b], {"rtx": 1})
+    assert sum(fr.values()) == pytest.approx(1.0)
+    ran = JobView(**{**a.__dict__, "attained_service": 3600.0})
+    assert gavel([ran, b], {"rtx": 1}, now=4000.0) == {"b": Assignment("rtx", 1)}
+    ran_b = JobView(**{**b.__dict__, "attained_service": 3600.0})
+    assert gavel([a, ran_b], {"rtx": 1}, now=4000.0) == {"a": Assignment("rtx", 1)}
+
+
+def test_gavel_max_min_fairness_on_a_two_type_toy():
+    from lavaflow.elastic.policies.gavel import allocation
+
+    # one GPU of each type; a is 3x faster on the a100, b 1.5x (throughputs normalised by the best
+    # type's). With a share y of the a100 to b: b = (1 - y) / 1.5 + y on t4 + a100, a = (1 - y) on
+    # the a100 + y / 3 on the t4 time b leaves; equal at y = 1/3: both 7/9 (max-sum: b gets none)
+    a = _view("a", {"t4": [1.0], "a100": [3.0]})
+    b = _view("b", {"t4": [1.0], "a100": [1.5]})
+    x = allocation([a, b], {"t4": 1, "a100": 1}, objective="max_min")
+    norm_a = x.get(("a", "t4"), 0) / 3 + x.get(("a", "a100"), 0)
+    norm_b = x.get(("b", "t4"), 0) / 1.5 + x.get(("b", "a100"), 0)
+    assert min(norm_a, norm_b) == pytest.approx(7 / 9, abs=1e-6)
+    assert x.get(("b", "a100"), 0) == pytest.approx(1 / 3, abs=1e-6)
+    with pytest.raises(ValueError, match="unknown objective"):
+        allocation([a, b], {"t4": 1, "a100": 1}, objective="fifo")
+
+
+def test_gavel_is_registered_rigid_with_360_s_rounds():
+    pol = make_policy("gavel")
+    assert pol.name == "Gavel" and not pol.elastic and pol.default_interval == 360 and pol.periodic

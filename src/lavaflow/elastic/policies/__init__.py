@@ -11,6 +11,8 @@ from .elastic_srjf import elastic_srjf
 from .elastic_tiresias import elastic_tiresias
 from .ffdl import ffdl
 from .fifo import fifo
+from .gavel import ROUND as GAVEL_ROUND
+from .gavel import gavel
 from .goodput import LEARNED_PARAMS as GOODPUT_LEARNED
 from .goodput import goodput
 from .lavaflow import lavaflow
@@ -111,6 +113,15 @@ _REGISTRY = {
         False,
         {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True, "shares_profiles": False},
     ),
+    "Gavel": (
+        gavel,
+        False,
+        True,
+        False,
+        "literature baseline (as the Sia artifact runs it, with TunedJobs): rigid jobs at their trace size, LP time fractions per GPU type maximising total throughput, priority rounds of 360 s",
+        False,
+        {"default_interval": GAVEL_ROUND, "aligned_tick": True, "periodic": True},
+    ),
     "Sia": (
         sia,
         True,
@@ -150,7 +161,7 @@ ALIASES = {
     "polluxfix": "Pollux-Fix",
 }
 POLICY_NAMES = list(_REGISTRY)
-_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput", "Pollux", "Pollux-Fix", "Sia"}
+_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput", "Pollux", "Pollux-Fix", "Sia", "Gavel"}
 
 
 def resolve_name(name: str) -> str:
