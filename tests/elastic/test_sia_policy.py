@@ -253,3 +253,10 @@ def test_gavel_max_min_fairness_on_a_two_type_toy():
 def test_gavel_is_registered_rigid_with_360_s_rounds():
     pol = make_policy("gavel")
     assert pol.name == "Gavel" and not pol.elastic and pol.default_interval == 360 and pol.periodic
+
+
+def test_a_job_restarted_past_its_age_keeps_only_what_it_holds():
+    # restarts x penalty > age: the factor is 0, every other configuration is worth nothing
+    job = _view("cifar10-0", {"t4": [1.0, 1.9], "a100": [3.0, 5.0]}, cur=("t4", 1), restarts=50)
+    assert realloc_factor(job, 600.0, 30.0) == 0.0
+    assert sia([job], {"t4": 2, "a100": 2}, now=600.0) == {"cifar10-0": Assignment("t4", 1)}

@@ -75,6 +75,12 @@ def configurations(capacity: int, node_size: int) -> list[int]:
     return out
 
 
+def powered(g: float, p: float) -> float:
+    """``round(g^p, 2)`` capped at :data:`CLIP`, as the artifact builds its matrix (a goodput of 0,
+    from a re-allocation factor of 0, gives the cap)."""
+    return CLIP if g <= 0 else min(round(g**p, 2), CLIP)
+
+
 def realloc_factor(j: JobView, now: float, penalty: float) -> float:
     """The artifact's (Pollux's) re-allocation factor of a job."""
     age = max(now - j.submit_time, 0.0)
@@ -141,7 +147,7 @@ def sia(
     cost: list[float] = []
     for i, row in enumerate(rows):
         for key in sorted(row):
-            a = min(round(row[key] ** p, 2), CLIP)
+            a = powered(row[key], p)
             if a < lambda_n:  # only these can lower the objective
                 var_job.append(i)
                 var_cfg.append(key)
@@ -200,5 +206,5 @@ def objective(
         g = row.get((a.gpu_type, a.workers))
         if g is None:
             return math.inf
-        total += min(round(g**p, 2), CLIP)
+        total += powered(g, p)
     return total
