@@ -11,12 +11,14 @@ type); the time is the policy call alone, the median of ``--repeat`` calls, on o
 Usage: python benchmarks/elastic_decision.py [--jobs 1000] [--scale 32] [--repeat 3]
            [--policies Goodput,Sia,Sia@1,Gavel,Pollux-Fix] [--seed 0]
 ``Sia@S`` runs Sia with a time limit of S seconds on the ILP (the artifact sets none; HiGHS returns
-the best solution found).
+the best solution found); ``NAME:k=v;k2=v2`` passes policy parameters (JSON values), e.g.
+``Goodput:type_moves=true``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -93,8 +95,12 @@ def main() -> None:
         f"{sum(cap.values())} GPUs {cap}, {len(views)} jobs ({sum(1 for v in views if v.current_workers)} running)"
     )
     for spec in args.policies.split(","):
-        name, _, limit = spec.strip().partition("@")
-        params = {"time_limit": float(limit)} if limit else {}
+        head, _, extra = spec.strip().partition(":")
+        name, _, limit = head.partition("@")
+        params: dict = {"time_limit": float(limit)} if limit else {}
+        for kv in filter(None, extra.split(";")):
+            k, _, v = kv.partition("=")
+            params[k] = json.loads(v)
         pol = make_policy(name, learned=True, resize_cost=30.0, **params)
         times, cpu = [], []
         out: dict = {}

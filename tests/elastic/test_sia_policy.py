@@ -260,3 +260,22 @@ def test_a_job_restarted_past_its_age_keeps_only_what_it_holds():
     job = _view("cifar10-0", {"t4": [1.0, 1.9], "a100": [3.0, 5.0]}, cur=("t4", 1), restarts=50)
     assert realloc_factor(job, 600.0, 30.0) == 0.0
     assert sia([job], {"t4": 2, "a100": 2}, now=600.0) == {"cifar10-0": Assignment("t4", 1)}
+
+
+# -- Lavaflow / Goodput: moving between types ---------------------------------------------------
+
+
+def test_type_moves_let_a_job_leave_a_full_fast_type_for_a_larger_slow_one():
+    from lavaflow.elastic.policies.lavaflow import lavaflow
+
+    # one A100 (2x per GPU) or four T4s (4 in all): 1 A100 GPU is the best start per GPU, but once
+    # there the job cannot grow; with moves it takes the four T4s instead
+    job = _view("a", {"t4": [1, 2, 3, 4], "a100": [2]}, hi=4)
+    cap = {"t4": 4, "a100": 1}
+    assert lavaflow([job], cap, 0.0, switch_factor=0) == {"a": Assignment("a100", 1)}
+    assert lavaflow([job], cap, 0.0, switch_factor=0, type_moves=True) == {"a": Assignment("t4", 4)}
+    # the A100 it leaves goes to whoever can use it
+    other = _view("b", {"t4": [1], "a100": [1.5]}, t=5.0, hi=1)
+    out = lavaflow([job, other], cap, 0.0, switch_factor=0, type_moves=True)
+    assert out == {"a": Assignment("t4", 4), "b": Assignment("a100", 1)}
+    check_allocation([job, other], cap, out)
