@@ -676,7 +676,7 @@ def _tiresias_params(policy: Policy) -> tuple[tuple[float, ...], float]:
 
 
 def _rate_per_type(
-    plugin: ElasticPlugin, ej: ElasticJob, gpn_of: dict[str, int], gpn: int, gpu_type: str, n: int
+    plugin: ElasticView, ej: ElasticJob, gpn_of: dict[str, int], gpn: int, gpu_type: str, n: int
 ) -> float:
     """A job's rate on ``n`` workers packed onto nodes of ``gpu_type``'s size (clusters whose types
     differ in GPUs per node)."""
@@ -684,9 +684,9 @@ def _rate_per_type(
 
 
 def _curves_per_type(
-    plugin: ElasticPlugin, ej: ElasticJob, types: list[str], gpn_of: dict[str, int], gpn: int
+    plugin: ElasticView, ej: ElasticJob, types: list[str], gpn_of: dict[str, int], gpn: int
 ) -> dict[str, tuple[float, ...]]:
-    """:meth:`ElasticPlugin.curves` with each type's workers packed onto nodes of that type's size."""
+    """:meth:`ElasticView.curves` with each type's workers packed onto nodes of that type's size."""
     out: dict[str, tuple[float, ...]] = {}
     for ty in types:
         out.update(plugin.curves(ej, [ty], gpn_of.get(ty, gpn)))
