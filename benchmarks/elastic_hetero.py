@@ -22,6 +22,9 @@ VARIANTS = [
     ("AFS-L (type-agnostic)", "AFS-L", {}),
     ("Lavaflow type-agnostic (ablation)", "Lavaflow", {"type_agnostic": True}),
     ("Lavaflow (heterogeneity-aware)", "Lavaflow", {}),
+    ("Lavaflow + type_moves", "Lavaflow", {"type_moves": True}),
+    ("Goodput (heterogeneity-aware)", "Goodput", {}),
+    ("Goodput + type_moves", "Goodput", {"type_moves": True}),
 ]
 
 
@@ -59,7 +62,7 @@ def main() -> None:
             s = r.summary()
             res[label].append(s["avg_jct"] / 3600)
             print(
-                f"seed {seed}  {label:34s} avg JCT {s['avg_jct'] / 3600:6.3f} h  p99 {s['p99_jct'] / 3600:6.2f} h  "
+                f"seed {seed}  {label:36s} avg JCT {s['avg_jct'] / 3600:6.3f} h  p99 {s['p99_jct'] / 3600:6.2f} h  "
                 f"makespan {s['makespan'] / 3600:6.2f} h  util {s['gpu_utilization']:.3f}  done {s['completed']}/{s['jobs']}  "
                 f"wall {time.perf_counter() - t0:.2f}s",
                 flush=True,
@@ -68,7 +71,7 @@ def main() -> None:
     print("\nmean avg JCT over seeds (hours) and speed-up vs type-agnostic ElasticFIFO")
     for label, _, _ in VARIANTS:
         m = statistics.mean(res[label])
-        print(f"{label:34s} {m:7.3f}   {base / m:5.2f}x")
+        print(f"{label:36s} {m:7.3f}   {base / m:5.2f}x")
 
 
 if __name__ == "__main__":

@@ -172,3 +172,18 @@ def test_a_sia_workload_streams_as_the_other_traces(monkeypatch, hetero):
     items = list(feed)
     assert [it.obj.name for it in items] == ["cifar10-0", "bert-1", "cifar10-2", "bert-3", "cifar10-4", "bert-5"]
     assert items[1].obj.metadata.annotations["lavaflow.io/speed-tables"] == "sia"
+
+
+@pytest.mark.parametrize("policy", ["Sia", "Gavel", "Pollux-Fix"])
+def test_sias_baselines_replay_a_sia_workload(hetero, policy):
+    p = run(
+        "--sia-artifact", str(ARTIFACT), str(TRACE), hetero, "--policy", policy, "--adaptive-batch", "--output", "json"
+    )
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["elastic"]["summary"]["completed"] == 6
+    assert out["elastic"]["summary"]["policy"] == policy
+    jobs = out["elastic"]["jobs"]
+    # every job ran on one of Sia's types, and on one type at a time
+    segs = [seg for j in jobs for seg in j["workers"] if seg[2]]
+    assert segs and {seg[2] for seg in segs} <= {"t4", "rtx", "a100"}

@@ -11,10 +11,13 @@ from .elastic_srjf import elastic_srjf
 from .elastic_tiresias import elastic_tiresias
 from .ffdl import ffdl
 from .fifo import fifo
+from .gavel import ROUND as GAVEL_ROUND
+from .gavel import gavel
 from .goodput import LEARNED_PARAMS as GOODPUT_LEARNED
 from .goodput import goodput
 from .lavaflow import lavaflow
-from .pollux import pollux
+from .pollux import pollux, pollux_fix
+from .sia import sia
 from .srjf import srjf
 from .tiresias import (
     DEFAULT_THRESHOLDS,
@@ -101,6 +104,38 @@ _REGISTRY = {
         False,
         {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True, "shares_profiles": False},
     ),
+    "Pollux-Fix": (
+        pollux_fix,
+        True,
+        True,
+        False,
+        "Pollux heterogeneity-unaware (one pool of GPUs) with the Sia paper's fix-up: a job keeps the GPU type it holds most of, ties to the faster type; 60 s tick",
+        False,
+        {"default_interval": LITERATURE_INTERVAL, "aligned_tick": True, "periodic": True, "shares_profiles": False},
+    ),
+    "Gavel": (
+        gavel,
+        False,
+        True,
+        False,
+        "literature baseline (as the Sia artifact runs it, with TunedJobs): rigid jobs at their trace size, LP time fractions per GPU type maximising total throughput, priority rounds of 360 s",
+        False,
+        {"default_interval": GAVEL_ROUND, "aligned_tick": True, "periodic": True},
+    ),
+    "Sia": (
+        sia,
+        True,
+        True,
+        False,
+        "literature baseline (SOSP'23 artifact): ILP over a goodput matrix of GPU type x count configurations, p=-0.5, lambda_n=1.1, restart factor, learned models, 60 s tick",
+        False,
+        {
+            "default_interval": LITERATURE_INTERVAL,
+            "aligned_tick": True,
+            "periodic": True,
+            "node_aware": True,
+        },
+    ),
     "Goodput": (
         goodput,
         True,
@@ -122,9 +157,11 @@ ALIASES = {
     "tiresias-literature": "Tiresias",
     "tiresias-pollux": "Tiresias",
     "voda-tiresias": "Tiresias-Voda",
+    "pollux-unaware": "Pollux-Fix",
+    "polluxfix": "Pollux-Fix",
 }
 POLICY_NAMES = list(_REGISTRY)
-_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput", "Pollux"}
+_RESIZE_AWARE = {"Lavaflow", "ElasticFIFO", "ElasticSRJF", "Goodput", "Pollux", "Pollux-Fix", "Sia", "Gavel"}
 
 
 def resolve_name(name: str) -> str:
@@ -165,7 +202,7 @@ def policy_parameters(name: str) -> set[str]:
     n = resolve_name(name)
     if n not in _RESIZE_AWARE:
         return set()
-    skip = {"jobs", "capacity", "now", "_"}
+    skip = {"jobs", "capacity", "now", "_", "node_sizes"}
     return {p for p in inspect.signature(_REGISTRY[n][0]).parameters if p not in skip}
 
 

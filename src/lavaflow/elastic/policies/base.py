@@ -168,8 +168,19 @@ class Policy:
     # jobs of one profile group share their measurements (lavaflow.io/profile-group), unless the
     # plugin's elastic.sharedProfiles says otherwise; False for Pollux, as its artifact runs it
     shares_profiles: bool = True
+    # the policy takes ``node_sizes`` (GPUs per node of each type; Sia's menu of configurations
+    # is whole nodes), which whoever runs it passes when it knows them
+    node_aware: bool = False
 
-    def __call__(self, jobs: Sequence[JobView], capacity: Mapping[str, int], now: float) -> dict[str, Assignment]:
+    def __call__(
+        self,
+        jobs: Sequence[JobView],
+        capacity: Mapping[str, int],
+        now: float,
+        node_sizes: Mapping[str, int] | None = None,
+    ) -> dict[str, Assignment]:
+        if self.node_aware and node_sizes:
+            return self.fn(list(jobs), dict(capacity), now, **self.params, node_sizes=dict(node_sizes))
         return self.fn(list(jobs), dict(capacity), now, **self.params)
 
 

@@ -93,6 +93,7 @@ def goodput(
     node_size: int = 0,
     fill_window: float = 0.0,
     fill_gpus: float = 4.0,
+    type_moves: bool = False,
 ) -> dict[str, Assignment]:
     spare_horizon = math.inf
     if fill_window > 0:
@@ -120,4 +121,5 @@ def goodput(
         spare_factor=spare_factor,
         node_size=int(node_size),
         spare_horizon=spare_horizon,
+        type_moves=type_moves,
     )

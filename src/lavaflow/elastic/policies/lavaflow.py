@@ -54,6 +54,7 @@ def lavaflow(
     spare_factor: float | None = None,
     node_size: int = 0,
     spare_horizon: float = math.inf,
+    type_moves: bool = False,
 ) -> dict[str, Assignment]:
     if type_agnostic and len(capacity) > 1:
         # ablation: Voda-style per-type pools, jobs assigned to pools without looking at speed
@@ -71,7 +72,8 @@ def lavaflow(
     rank = {j.name: i for i, j in enumerate(order)}
     val = _values(order, capacity, free, max(resize_cost, 0.0) * switch_factor, horizon, hetero_weight, node_size)
     alloc: dict[str, Assignment] = {}
-    _greedy(order, rank, val, free, alloc, lookahead)
+    moves = bool(type_moves) and len(types) > 1
+    _greedy(order, rank, val, free, alloc, lookahead, moves)
     if spare_factor is not None and spare_factor < switch_factor and any(f > 0 for f in free.values()):
         # GPUs nobody takes at the full switching cost: offered again at a lower one (they are
         # idle otherwise; a job grown onto them is shrunk again only if others need them)
@@ -84,7 +86,7 @@ def lavaflow(
             hetero_weight,
             node_size,
         )
-        _greedy(order, rank, val, free, alloc, lookahead)
+        _greedy(order, rank, val, free, alloc, lookahead, moves)
     return alloc
 
 
@@ -131,8 +133,11 @@ def _values(order, capacity, free, switch, horizon, hetero_weight, node_size=0) 
     return val
 
 
-def _greedy(order, rank, val, free, alloc, lookahead) -> None:
-    """Lazy greedy on value gain per GPU, from the allocation ``alloc`` (updated in place)."""
+def _greedy(order, rank, val, free, alloc, lookahead, moves: bool = False) -> None:
+    """Lazy greedy on value gain per GPU, from the allocation ``alloc`` (updated in place).
+    ``moves``: a job given a type may move to another one when that gains more per GPU taken
+    there (its GPUs are handed back), so that jobs first placed on the fastest type at one worker
+    each do not keep the other types idle."""
     version = {j.name: 0 for j in order}
     heap: list = []
 
@@ -162,6 +167,17 @@ def _greedy(order, rank, val, free, alloc, lookahead) -> None:
                 g = (v[ks] - v[n]) / (ks - n)
                 i = int(np.argmax(g))
                 best = (float(g[i]), t, int(ks[i]))
+            if moves:
+                # moving to another type: its GPUs taken, these handed back
+                for t2, v2 in val[j.name].items():
+                    hi2 = min(j.max_workers, free[t2])
+                    if t2 == t or hi2 < j.min_workers:
+                        continue
+                    ks = np.arange(j.min_workers, hi2 + 1)
+                    g = (v2[ks] - v[n]) / ks
+                    i = int(np.argmax(g))
+                    if best is None or g[i] > best[0] + 1e-15:
+                        best = (float(g[i]), t2, int(ks[i]))
         if best is not None and best[0] > 0:
             heapq.heappush(heap, (-best[0], rank[j.name], version[j.name], best[1], best[2], j))
 
@@ -172,6 +188,18 @@ def _greedy(order, rank, val, free, alloc, lookahead) -> None:
         if ver != version[j.name]:
             continue
         cur = alloc.get(j.name)
+        if cur is not None and cur.gpu_type != t:
+            if k > free[t]:
+                version[j.name] += 1
+                push_options(j)
+                continue
+            free[t] -= k
+            free[cur.gpu_type] += cur.workers
+            alloc[j.name] = Assignment(t, k)
+            for o in order:  # GPUs came back on the type it left: every job looks again
+                version[o.name] += 1
+                push_options(o)
+            continue
         n = cur.workers if cur is not None else 0
         if k - n > free[t]:
             version[j.name] += 1

@@ -27,6 +27,7 @@ a job gets 0 or a size in its range.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Sequence
@@ -177,3 +178,85 @@ def objective(
         c = _costs(j, t, base, now, scale, resize_cost if resize_cost > 0 else RESTART_DELAY)
         acc += c[a.workers if a else 0]
     return len(jobs) / acc if acc > 0 else 0.0
+
+
+POOL = "*"  # the one GPU type a heterogeneity-unaware Pollux sees
+
+
+def _pooled(j: JobView, capacity: dict[str, int]) -> JobView:
+    """``j`` as a heterogeneity-unaware scheduler sees it: one curve, the capacity-weighted mean of
+    its curves on the types it may run on (the artifact's unaware job fits one model to what it
+    measured on every type), and its current type folded into the pool."""
+    types = [t for t in j.types(capacity) if t in j.rates and capacity.get(t, 0) > 0]
+    weight = sum(capacity[t] for t in types) or 1
+    width = j.max_workers + 1
+    curve = tuple(sum(capacity[t] * j.rate(t, n) for t in types) / weight for n in range(width))
+    rate_fn = None
+    if j.rate_fn is not None:
+        fn = j.rate_fn
+
+        def rate_fn(_t: str, n: int) -> float:
+            return sum(capacity[t] * fn(t, n) for t in types) / weight
+
+    return dataclasses.replace(
+        j,
+        rates={POOL: curve},
+        pinned_type=None,
+        current_type=POOL if j.current_workers else None,
+        rate_fn=rate_fn,
+    )
+
+
+def pollux_fix(
+    jobs: Sequence[JobView],
+    capacity: dict[str, int],
+    now: float,
+    resize_cost: float = RESTART_DELAY,
+    p: float = -1.0,
+    gpus_per_node: float = 4.0,
+) -> dict[str, Assignment]:
+    """Pollux run heterogeneity-unaware, with the Sia paper's fix-up: Pollux sizes every job on
+    all GPUs as one pool (each job's speed one curve, :func:`_pooled`); the job's workers are then
+    laid onto the types — a job that keeps its size keeps its GPUs, the others, largest first,
+    take GPUs from the type with the most free ones, then the next — and the job keeps only the GPUs
+    of the type it holds most of (ties go to the type where it runs fastest); the others stay idle
+    this round, as the artifact's repair leaves them."""
+    types = sorted(t for t, c in capacity.items() if c > 0)
+    if not jobs or not types:
+        return {}
+    pooled = [_pooled(j, capacity) for j in jobs]
+    sizes = pollux(pooled, {POOL: sum(capacity[t] for t in types)}, now, resize_cost, p, gpus_per_node)
+    by_name = {j.name: j for j in jobs}
+    free = {t: capacity[t] for t in types}
+    out: dict[str, Assignment] = {}
+    rest = []
+    for name, a in sizes.items():
+        j = by_name[name]
+        t = j.current_type
+        if a.workers == j.current_workers and t in free and free[t] >= a.workers:
+            free[t] -= a.workers
+            out[name] = Assignment(t, a.workers)
+        else:
+            rest.append((a.workers, j))
+    rest.sort(key=lambda x: (-x[0], x[1].submit_time, x[1].name))
+    for n, j in rest:
+        allowed = [t for t in j.types(capacity) if t in free]
+        held: dict[str, int] = {}
+        need = n
+        while need > 0:
+            cands = [t for t in allowed if free[t] - held.get(t, 0) > 0]
+            if not cands:
+                break
+            t = max(cands, key=lambda t: (free[t] - held.get(t, 0), -types.index(t)))
+            take = min(need, free[t] - held.get(t, 0))
+            held[t] = held.get(t, 0) + take
+            need -= take
+        if not held:
+            continue
+        best = max(held, key=lambda t: (held[t], j.rate(t, 1), -types.index(t)))
+        for t, k in held.items():
+            free[t] -= k  # the GPUs of other types are left idle this round
+        k = held[best]
+        if k >= j.min_workers and k <= j.max_workers:
+            out[j.name] = Assignment(best, k)
+    return out

@@ -303,7 +303,13 @@ class ElasticAction(Action):
         st.reschedules += 1
         types = sorted(capacity)
         col = plugin.gpu_col
-        gpn = int(max((float(ssn.nodes.allocatable[ssn.nodes.pos[nm], col]) for nm, _, _ in nodes), default=1)) or 1
+        # GPUs per node of each type (its largest node): rates are of workers packed onto such nodes
+        gpn_of: dict[str, int] = {}
+        for nm, _, ty in nodes:
+            g = int(float(ssn.nodes.allocatable[ssn.nodes.pos[nm], col]))
+            gpn_of[ty] = max(gpn_of.get(ty, 1), g)
+        gpn = max(gpn_of.values(), default=1)
+        uniform = len(set(gpn_of.values())) <= 1
         views = []
         by_name: dict[str, ElasticJob] = {}
         for ej in jobs.values():
@@ -322,7 +328,9 @@ class ElasticAction(Action):
                     min_workers=ej.min_workers,
                     max_workers=ej.max_workers,
                     requested=ej.requested,
-                    rates=plugin.curves(ej, types, gpn),
+                    rates=plugin.curves(ej, types, gpn)
+                    if uniform
+                    else _curves_per_type(plugin, ej, types, gpn_of, gpn),
                     remaining_work=ej.remaining,
                     total_work=ej.speed.work,
                     priority=ej.priority,
@@ -337,10 +345,12 @@ class ElasticAction(Action):
                     queue_entered=js.queue_entered if js.queue_entered is not None else ej.info.creation,
                     done_work=max(ej.speed.work - ej.remaining, 0.0),
                     restarts=js.restarts,
-                    rate_fn=functools.partial(plugin.rate_for, ej, gpus_per_node=gpn),
+                    rate_fn=functools.partial(plugin.rate_for, ej, gpus_per_node=gpn)
+                    if uniform
+                    else functools.partial(_rate_per_type, plugin, ej, gpn_of, gpn),
                 )
             )
-        result = plugin.policy(views, capacity, now)
+        result = plugin.policy(views, capacity, now, node_sizes=gpn_of)
         check_allocation(views, capacity, result)
         new_n: dict[str, int] = {}
         new_t: dict[str, str | None] = {}
@@ -663,3 +673,21 @@ def _tiresias_params(policy: Policy) -> tuple[tuple[float, ...], float]:
     thresholds = tuple(sorted(th if th is not None else DEFAULT_THRESHOLDS))
     knob = getattr(policy, "promote_knob", None)
     return thresholds, (8.0 if knob is None else float(knob))
+
+
+def _rate_per_type(
+    plugin: ElasticView, ej: ElasticJob, gpn_of: dict[str, int], gpn: int, gpu_type: str, n: int
+) -> float:
+    """A job's rate on ``n`` workers packed onto nodes of ``gpu_type``'s size (clusters whose types
+    differ in GPUs per node)."""
+    return plugin.rate_for(ej, gpu_type, n, gpus_per_node=gpn_of.get(gpu_type, gpn))
+
+
+def _curves_per_type(
+    plugin: ElasticView, ej: ElasticJob, types: list[str], gpn_of: dict[str, int], gpn: int
+) -> dict[str, tuple[float, ...]]:
+    """:meth:`ElasticView.curves` with each type's workers packed onto nodes of that type's size."""
+    out: dict[str, tuple[float, ...]] = {}
+    for ty in types:
+        out.update(plugin.curves(ej, [ty], gpn_of.get(ty, gpn)))
+    return out
