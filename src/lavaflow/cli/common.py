@@ -7,19 +7,10 @@ import asyncio
 import logging
 import os
 import signal
-from typing import Annotated, Optional
 
 import typer
 
-KubeconfigOpt = Annotated[
-    Optional[str],
-    typer.Option("--kubeconfig", "-k", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"),
-]
-ContextOpt = Annotated[Optional[str], typer.Option("--context", help="kubeconfig context")]
-SchedulerNamesOpt = Annotated[
-    Optional[list[str]],
-    typer.Option("--scheduler-name", help="schedulerName(s) that are ours (repeat; default: volcano, lavaflow)"),
-]
+from .options import ContextOpt, KubeconfigOpt, SchedulerNamesOpt  # noqa: F401 - (re-exported)
 
 
 def die(msg: str, code: int = 1) -> None:

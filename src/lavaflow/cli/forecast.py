@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import ContextOpt, KubeconfigOpt
+from .options import ContextOpt, KubeconfigOpt
 
 
 def _invalid(problems: list[str]) -> Exception:

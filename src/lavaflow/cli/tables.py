@@ -8,8 +8,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..api.sim_annotations import age_text
-
 
 def fmt_time(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
@@ -107,6 +105,8 @@ def _created(obj: dict[str, Any]) -> str:
 
 
 def _age(seconds: float | None) -> str:
+    from ..api.sim_annotations import age_text  # (not at start: it loads the API models)
+
     return "-" if seconds is None else age_text(seconds)
 
 
