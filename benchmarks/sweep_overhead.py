@@ -123,7 +123,16 @@ def _summary(base: Path) -> None:
         if not led.exists():
             print(f"{which}: no ledger")
             continue
-        es = [json.loads(line) for line in led.read_text().splitlines() if line.strip()]
+        every = [json.loads(line) for line in led.read_text().splitlines() if line.strip()]
+        # An interrupted invocation (exit None: stopped by a signal) ran runs whose tables count, but
+        # its pool workers may have died unreaped, their CPU unseen: its overhead is not counted.
+        es = [e for e in every if e.get("exit") is not None]
+        cut = [e for e in every if e.get("exit") is None]
+        if cut:
+            print(
+                f"{which}: {len(cut)} interrupted invocation(s), {sum(e['runs'] for e in cut)} runs: "
+                "in the table, not in the overhead"
+            )
         n = sum(e["runs"] for e in es)
         if not n:
             print(f"{which}: no runs")
