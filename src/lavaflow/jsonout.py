@@ -11,7 +11,7 @@ encoder, told to separate its items with the newline and indentation of that dep
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from json.encoder import c_make_encoder
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 from json.encoder import encode_basestring_ascii as _str
 from typing import Any
 
@@ -53,7 +53,13 @@ def _bool(o: bool) -> str:
 
 
 # Exact types encoded without recursion (subclasses go through _encode, as the stdlib's checks).
-_SCALAR = {str: _str, int: int.__repr__, float: _float, type(None): _null, bool: _bool}
+_SCALAR: dict[type, Callable[[Any], str]] = {
+    str: _str,
+    int: int.__repr__,
+    float: _float,
+    type(None): _null,
+    bool: _bool,
+}
 
 
 _FLAT_TYPES = frozenset(_SCALAR) | {dict, list, tuple}  # containers: only when empty
@@ -65,7 +71,7 @@ def _no_default(o: Any) -> Any:
     raise TypeError(f"not a scalar: {o!r}")  # never reached: only flat containers are given
 
 
-def _flat(o: dict | list | tuple, values: Iterable[Any], inner: str) -> str | None:
+def _flat(o: dict[Any, Any] | list[Any] | tuple[Any, ...], values: Iterable[Any], inner: str) -> str | None:
     """``o``'s items joined at indentation ``inner`` by the C encoder, or None if ``o`` (whose
     values are ``values``) holds anything but scalars and empty containers."""
     for v in values:
@@ -105,7 +111,7 @@ def _encode(o: Any, nl: str, markers: set[int]) -> str:
         o = str(o)  # default=str, then encode what it returned
 
 
-def _dict(d: dict, nl: str, markers: set[int]) -> str:
+def _dict(d: dict[Any, Any], nl: str, markers: set[int]) -> str:
     if not d:
         return "{}"
     i = id(d)
@@ -127,7 +133,7 @@ def _dict(d: dict, nl: str, markers: set[int]) -> str:
     return "{" + inner + ("," + inner).join(parts) + nl + "}"
 
 
-def _list(lst: list | tuple, nl: str, markers: set[int]) -> str:
+def _list(lst: list[Any] | tuple[Any, ...], nl: str, markers: set[int]) -> str:
     if not lst:
         return "[]"
     i = id(lst)

@@ -170,7 +170,7 @@ def _why(job: Job, stuck: str | None, final: bool) -> str | None:
     if final:
         return stuck
     for d in reversed(job.decisions):
-        msg = d.get("message", "")
+        msg = str(d.get("message", ""))
         if not msg.startswith(("admitted", "bound ")):
             return msg
     return None if job.phase == "Running" else "PodGroup waiting to be admitted (Pending)"
@@ -255,7 +255,7 @@ def _add_elastic(st: State, result: dict[str, Any], reports: dict[str, Any], t: 
         running = [p.node for p in st.pods_of(job.key) if p.phase == "Running" and p.gpus > 0]
         if report:
             el.throughput = throughput_text(report.get(METRICS), len(running), len(set(running)))
-            if t >= st.end:  # (the report the run ended with: its progress is that of the end)
+            if st.end is not None and t >= st.end:  # (the report the run ended with: its progress is the end's)
                 try:
                     el.progress = float(report.get("lavaflow.io/progress", "nan"))
                 except ValueError:

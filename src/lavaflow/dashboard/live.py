@@ -159,7 +159,7 @@ class WatchingStore(KubeStore):
         super().__init__(client, keep_raw=True)
         self.on_event = on_event
 
-    def _apply(self, res, event, raw):  # noqa: ANN001 - the store's own signature
+    def _apply(self, res: Any, event: str, raw: Any) -> Any:  # (the store's own signature)
         if res.kind == "Event":
             self.on_event(event, raw)
             return
@@ -242,7 +242,7 @@ class LiveState:
             res = self.state.jobs[key].kind
             kind = "CoschedulingPodGroup" if "x-k8s" in res else "SchedulingPodGroup" if "v1alpha2" in res else None
             raw = self.store.raw.get(kind, {}).get(key) if kind else None
-            if raw is not None:
+            if kind is not None and raw is not None:
                 getattr(self, "_on_" + kind)(key, raw)
 
     def _queues(self) -> dict[str, Queue] | None:
@@ -327,7 +327,9 @@ class LiveState:
         return "Running" if any(p.phase == "Running" for p in pods) else "Pending"
 
     # ------------------------------------------------------------------ records
-    def _phase_history(self, key: str, created: float | None, phase: str, since: float | None) -> list:
+    def _phase_history(
+        self, key: str, created: float | None, phase: str, since: float | None
+    ) -> list[tuple[float, str]]:
         hist = self.history.get(key)
         if hist is None:
             hist = self.history[key] = [(created or self.clock(), "Pending")]

@@ -419,9 +419,9 @@ def nodes_page(state: State, query: dict[str, str]) -> str:
     rows = []
     for name in shown:
         n = state.nodes[name]
-        used = state.node_used.get(name, {})
+        node_used = state.node_used.get(name, {})
         cells = "".join(
-            f"<td>{bar(used.get(c, 0.0), n.allocatable.get(c, 0.0))}{e(qty(c, used.get(c, 0.0)))} / "
+            f"<td>{bar(node_used.get(c, 0.0), n.allocatable.get(c, 0.0))}{e(qty(c, node_used.get(c, 0.0)))} / "
             f"{e(qty(c, n.allocatable.get(c, 0.0)))}</td>"
             for c in cols
         )

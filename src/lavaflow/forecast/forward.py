@@ -128,7 +128,9 @@ class ForwardRun(Simulation):
         opt = elastic_option(conf)
         cost = (opt.arguments if opt is not None else {}).get("elastic.resizeCost")
         self.training.restart_pause = _seconds_or(cost, self.training.restart_pause)
-        self.training.plans, self.training.factors = plans, draws
+        training = self.training
+        assert isinstance(training, _LearnedTraining)  # (training_model above)
+        training.plans, training.factors = plans, draws
         self.now = now
         # The snapshot is what the cluster's scheduler made of ``now``: its next cycle is a period on.
         self.first_tick = now + self.period

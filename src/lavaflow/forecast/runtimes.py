@@ -248,14 +248,14 @@ def plan_job(
         plan.source, plan.detail = "annotation", "its pods' duration annotations"
         return plan
     elapsed = now - started if started is not None else 0.0
-    group = profile_group(annotations)
-    known = history.run_times(queue, group)
+    model_group = profile_group(annotations)
+    known = history.run_times(queue, model_group)
     runs = [t for t in known if t > elapsed]
     if runs:
         plan.source, plan.candidates = "history", tuple(runs)
         past = f" longer than its {elapsed:,.0f} s so far" if started is not None else ""
-        similar = isinstance(history, RunTimeHistory) and known is history.by_group.get((queue, group or ""))
-        like = f" of profile group {group}" if similar else ""
+        similar = isinstance(history, RunTimeHistory) and known is history.by_group.get((queue, model_group or ""))
+        like = f" of profile group {model_group}" if similar else ""
         plan.detail = f"{len(runs)} finished job(s){like} of queue {queue}{past}"
         return plan
     plan.detail = f"no duration annotation, progress report or finished job of queue {queue}" + (

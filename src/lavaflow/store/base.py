@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -27,7 +28,7 @@ class Store(Protocol):
 
     def create(self, obj: Any) -> Any: ...
 
-    def create_many(self, objs: list[Any]) -> list[Any]:
+    def create_many(self, objs: builtins.list[Any]) -> builtins.list[Any]:
         """Create several objects (a Volcano Job's pods): the same as one create after another,
         which a store may send side by side. Raises the first error once every create was tried."""
         ...

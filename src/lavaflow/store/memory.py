@@ -7,6 +7,7 @@ same controllers work against this store and the Kubernetes informer store alike
 
 from __future__ import annotations
 
+import builtins
 import random
 from collections.abc import Callable
 from typing import Any
@@ -109,7 +110,7 @@ class MemoryStore:
         """Changes that may call for a scheduling cycle: every change but the quiet updates."""
         return self.version - self.quiet
 
-    def create_many(self, objs: list[Any]) -> list[Any]:
+    def create_many(self, objs: builtins.list[Any]) -> builtins.list[Any]:
         """One create after another (a memory store has no round trips to overlap)."""
         return [self.create(obj) for obj in objs]
 
