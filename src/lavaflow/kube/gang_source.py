@@ -9,7 +9,12 @@ questions.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
+
+from .client import ApiError
+
+log = logging.getLogger("lavaflow.kube")
 
 
 class GangSource(Protocol):
@@ -42,3 +47,19 @@ class GangSource(Protocol):
     def pod_message(self, job_uid: str, message: str) -> str:
         """The PodScheduled=False message for a pending member of group ``job_uid``."""
         ...
+
+
+# The write side's bookkeeping, shared by the scheduler process and the gang sources' status writes.
+def unsent(kind: str, key: str, exc: BaseException) -> None:
+    """A status write that did not go through: a refusal was reported by the store (a 404 is an
+    object gone); anything else (no answer) is a warning. The next cycle decides again."""
+    if not isinstance(exc, ApiError):
+        log.warning("%s %s status: %s: %s", kind, key, type(exc).__name__, exc)
+
+
+def forget_written(wanted: dict[str, Any], key: str, value: Any) -> bool:
+    """A write of ``value`` ended: forget it, unless a newer value is waiting (True if forgotten)."""
+    if wanted.get(key) == value:
+        del wanted[key]
+        return True
+    return False

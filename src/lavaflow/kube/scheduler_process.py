@@ -46,7 +46,7 @@ from ..store.base import DELETED
 from . import codec
 from .client import ApiError, Fenced, KubeClient
 from .dispatch import Dispatcher, RateLimiter
-from .gang_source import GangSource
+from .gang_source import GangSource, forget_written, unsent
 from .leader import LeaderElector, LostLeadership, lead
 from .metrics import SchedulerMetrics, count_refusals
 from .store import KubeStore
@@ -659,12 +659,12 @@ class KubeScheduler:
             unsent("PodGroup", key, exc)
 
             def back() -> None:
-                if _settle(self.pg_wanted, key, status) and old is not None:
+                if forget_written(self.pg_wanted, key, status) and old is not None:
                     self.cache.on_podgroup(self.store.get("PodGroup", key) or old)
 
             self._under_lock(back)
             return
-        self._observe("PodGroup", raw, then=functools.partial(_settle, self.pg_wanted, key, status))
+        self._observe("PodGroup", raw, then=functools.partial(forget_written, self.pg_wanted, key, status))
         cond = next((c for c in status.get("conditions", []) if c.get("status") == "True"), None)
         if cond is None:
             return
@@ -695,9 +695,9 @@ class KubeScheduler:
             raw = await self.store.patch("Queue", name, {"status": {"allocated": allocated}}, status=True)
         except Exception as exc:  # the next cycle decides again
             unsent("Queue", name, exc)
-            _settle(self.queue_wanted, name, status)
+            forget_written(self.queue_wanted, name, status)
             return
-        self._observe("Queue", raw, then=functools.partial(_settle, self.queue_wanted, name, status))
+        self._observe("Queue", raw, then=functools.partial(forget_written, self.queue_wanted, name, status))
 
     async def _pod_unschedulable(self, key: str) -> None:
         message = self.condition_wanted.get(key)
@@ -715,9 +715,9 @@ class KubeScheduler:
             raw = await self.store.patch("Pod", key, {"status": {"conditions": [cond]}}, status=True, strategic=True)
         except Exception as exc:
             unsent("Pod", key, exc)
-            _settle(self.condition_wanted, key, message)
+            forget_written(self.condition_wanted, key, message)
             return
-        self._observe("Pod", raw, then=functools.partial(_settle, self.condition_wanted, key, message))
+        self._observe("Pod", raw, then=functools.partial(forget_written, self.condition_wanted, key, message))
         self._event_later("Pod", key, "Warning", "FailedScheduling", message)
 
     def _event_later(self, kind: str, key: str, etype: str, reason: str, message: str) -> None:
@@ -759,21 +759,6 @@ def in_daemon_thread(fn, *args) -> asyncio.Future:
 
     threading.Thread(target=target, name="lavaflow-session", daemon=True).start()
     return fut
-
-
-def unsent(kind: str, key: str, exc: BaseException) -> None:
-    """A status write that did not go through: a refusal was reported by the store (a 404 is an
-    object gone); anything else (no answer) is a warning. The next cycle decides again."""
-    if not isinstance(exc, ApiError):
-        log.warning("%s %s status: %s: %s", kind, key, type(exc).__name__, exc)
-
-
-def _settle(wanted: dict[str, Any], key: str, value: Any) -> bool:
-    """A write of ``value`` ended: forget it, unless a newer value is waiting (True if forgotten)."""
-    if wanted.get(key) == value:
-        del wanted[key]
-        return True
-    return False
 
 
 def _with_status(pg: Any, status: dict[str, Any]) -> Any:

@@ -209,7 +209,7 @@ class WorkloadGangs:
         """A strategic merge patch of the one condition: the server merges status.conditions by
         type, so conditions other components write (DisruptionTarget) are never overwritten from
         this process's possibly older view of them."""
-        from .scheduler_process import _settle, unsent
+        from .gang_source import forget_written, unsent
 
         cond = self.wanted.get(key)
         if cond is None or self.sched._fenced("status", key):
@@ -221,9 +221,9 @@ class WorkloadGangs:
             unsent(wapi.PODGROUP_KIND, key, exc)
 
             def back() -> None:
-                if _settle(self.wanted, key, cond):
+                if forget_written(self.wanted, key, cond):
                     self.dirty.update(self.by_source.get((wapi.PODGROUP_KIND, key), ()))
 
             self.sched._under_lock(back)
             return
-        self.sched._observe(wapi.PODGROUP_KIND, raw, then=functools.partial(_settle, self.wanted, key, cond))
+        self.sched._observe(wapi.PODGROUP_KIND, raw, then=functools.partial(forget_written, self.wanted, key, cond))

@@ -173,7 +173,7 @@ class CoschedulingGroups:
         return xpg.timeout_message(group, message) if group is not None else message
 
     async def _write(self, key: str) -> None:
-        from .scheduler_process import _settle, unsent
+        from .gang_source import forget_written, unsent
 
         status = self.wanted.get(key)
         if status is None or self.sched._fenced("status", key):
@@ -184,9 +184,9 @@ class CoschedulingGroups:
             unsent(KIND, key, exc)
 
             def back() -> None:
-                if _settle(self.wanted, key, status):
+                if forget_written(self.wanted, key, status):
                     self.dirty.add(key)
 
             self.sched._under_lock(back)
             return
-        self.sched._observe(KIND, raw, then=functools.partial(_settle, self.wanted, key, status))
+        self.sched._observe(KIND, raw, then=functools.partial(forget_written, self.wanted, key, status))
