@@ -1,0 +1,68 @@
+"""What the differential harness (benchmarks/volcano_diff.py, issue 34) found lavaflow doing
+differently from Volcano's own vc-scheduler / vc-controller-manager on a real API server; each
+scenario asserts what Volcano (main, ed72c7c) did there."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import node_group, simulate
+
+
+def vc_job(name: str, tasks: list[tuple[str, int, str, str]], plugins: dict | None = None) -> str:
+    """A Volcano Job document: tasks of (name, replicas, cpu, duration), minAvailable all pods."""
+    return (
+        "---\n"
+        + json.dumps(
+            {
+                "apiVersion": "batch.volcano.sh/v1alpha1",
+                "kind": "Job",
+                "metadata": {"name": name},
+                "spec": {
+                    "minAvailable": sum(t[1] for t in tasks),
+                    "schedulerName": "volcano",
+                    "plugins": plugins or {},
+                    "tasks": [
+                        {
+                            "name": task,
+                            "replicas": replicas,
+                            "template": {
+                                "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {
+                                            "name": "c",
+                                            "image": "x",
+                                            "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                                        }
+                                    ],
+                                },
+                            },
+                        }
+                        for task, replicas, cpu, duration in tasks
+                    ],
+                },
+            }
+        )
+        + "\n"
+    )
+
+
+def test_a_gang_scheduled_after_waiting_keeps_its_unschedulable_condition_beside_scheduled():
+    """Volcano's gang plugin sets one condition type per session (Session.UpdatePodGroupCondition
+    replaces the condition of that type only): a gang that waited and was then placed shows
+    Unschedulable True from its wait and Scheduled True, as vc-scheduler left the Job "train" of
+    examples/lifecycle-node-failure.yaml. lavaflow used to set the other type False."""
+    r = simulate(
+        node_group("n", count=1, cpu="2")
+        + vc_job("first", [("t", 1, "2", "30s")])
+        + vc_job("second", [("t", 1, "2", "inf")])
+    )
+    pg = next(p for p in r["podGroups"] if p["name"].startswith("second"))
+    assert pg["phase"] == "Running"
+    conds = {(c["type"], c["status"], c["reason"]) for c in pg["conditions"]}
+    assert conds == {
+        ("Unschedulable", "True", "NotEnoughResources"),
+        ("Scheduled", "True", "tasks in gang are ready to be scheduled"),
+    }
