@@ -199,3 +199,19 @@ def test_volcano_and_lavaflow_agree_on_an_example(tmp_path):
     assert code == 0
     for system in ("volcano", "lavaflow"):
         assert r["runs"][system]["binds"], f"{system} bound nothing"
+
+
+def test_an_enqueue_refusal_explained_in_a_condition_is_the_one_deliberate_difference():
+    scheduled = ["Scheduled", "True", "tasks in gang are ready to be scheduled"]
+    waited = ["Unschedulable", "True", "NotEnoughResources"]
+    volcano = run_of(conditions={"ns/j": [scheduled]})
+    lavaflow = run_of(conditions={"ns/j": [scheduled, waited]})
+    lavaflow["pg_condition_phases"] = {"ns/j": {"/".join(waited): "Pending", "/".join(scheduled): "Inqueue"}}
+    (diff,) = vd.compare(volcano, lavaflow, 10, CLASSES)
+    assert diff.startswith(vd.DELIBERATE)
+    assert vd._verdict([diff]) == "agree (deliberate differences)"
+    # the same condition written once the gang was admitted (Inqueue): allocate failed, a real difference
+    lavaflow["pg_condition_phases"]["ns/j"]["/".join(waited)] = "Inqueue"
+    (diff,) = vd.compare(volcano, lavaflow, 10, CLASSES)
+    assert not diff.startswith(vd.DELIBERATE)
+    assert vd._verdict([diff]) == "differ"
