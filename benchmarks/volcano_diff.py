@@ -620,7 +620,10 @@ async def play(client: KubeClient, sc: Scenario, system: str, args: argparse.Nam
     for doc in sc.cluster:
         if doc.get("kind") == "ResourceQuota":
             await quota_status(client, doc)
-    conf = tmp / "volcano-scheduler.conf"
+    # (a directory of its own: vc-scheduler watches the configuration's directory and reloads on
+    # every change in it, and the processes' logs written beside it kept it reloading)
+    (tmp / "conf").mkdir(exist_ok=True)
+    conf = tmp / "conf" / "volcano-scheduler.conf"
     conf.write_text(sc.conf)
     scale = sc.scale
     procs = await start_system(system, args, conf, tmp)
