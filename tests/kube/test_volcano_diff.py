@@ -215,3 +215,18 @@ def test_an_enqueue_refusal_explained_in_a_condition_is_the_one_deliberate_diffe
     (diff,) = vd.compare(volcano, lavaflow, 10, CLASSES)
     assert not diff.startswith(vd.DELIBERATE)
     assert vd._verdict([diff]) == "differ"
+
+
+def test_each_step_is_held_to_two_periods_not_the_drift_of_a_whole_chain():
+    # a driver, then its executors 30 s later; the second application's driver after both
+    volcano = run_of(binds=[(10, "ns/d", "a-0", "ns/app", "d"), (40, "ns/e", "a-1", "ns/app", "e"),
+                            (130, "ns/d2", "a-0", "ns/app2", "d")])  # fmt: skip
+    drifted = run_of(binds=[(19, "ns/d", "a-0", "ns/app", "d"), (59, "ns/e", "a-1", "ns/app", "e"),
+                            (149, "ns/d2", "a-0", "ns/app2", "d")])  # fmt: skip
+    # 19 s late, then 40 s after the driver instead of 30: each step within two periods (20 s)
+    assert vd.compare(volcano, drifted, 10, CLASSES) == []
+    slow = run_of(binds=[(10, "ns/d", "a-0", "ns/app", "d"), (61, "ns/e", "a-1", "ns/app", "e"),
+                         (130, "ns/d2", "a-0", "ns/app2", "d")])  # fmt: skip
+    (diff,) = vd.compare(volcano, slow, 10, CLASSES)
+    assert diff.startswith("bindings of ns/app, wave 2: at 40 s")
+    assert vd.close(100, 125, (50, 60), 20) and not vd.close(100, 125, (50, 50), 20)
