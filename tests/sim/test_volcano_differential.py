@@ -89,3 +89,27 @@ def test_pods_a_service_selects_are_spread_as_podtopologyspread_scores_them(choi
     job = vc_job("mpi", [("mpimaster", 1, "1", "60s"), ("mpiworker", 2, "1", "60s")], {"mpi": ["--master=mpimaster"]})
     r = simulate(nodes + job, node_choice=NodeChoice(choice))
     assert pods_per_node(r) == [1, 2]
+
+
+def test_a_bare_pods_podgroup_is_owned_by_the_pod_as_volcano_makes_it():
+    """Volcano's PodGroup controller gives the PodGroup of a pod without a controlling owner a
+    controller reference to the pod (newPGOwnerReferences), so it goes with the pod; the harness
+    found lavaflow's without an owner (random scenario 1)."""
+    from lavaflow.api.loader import load_text
+    from lavaflow.sim.engine import Simulation
+    from lavaflow.sim.inputs import prepare
+
+    bare = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "solo", "annotations": {"sim.lavaflow.io/duration": "inf"}},
+        "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "x"}]},
+    }
+    sim = Simulation(prepare(load_text(node_group("n", count=1) + "---\n" + json.dumps(bare) + "\n")))
+    sim.run()
+    pod = sim.store.get("Pod", "default/solo")
+    (pg,) = sim.store.list("PodGroup")
+    assert pg.name == f"podgroup-{pod.metadata.uid}"
+    (ref,) = pg.metadata.owner_references
+    assert (ref.api_version, ref.kind, ref.name, ref.uid) == ("v1", "Pod", "solo", pod.metadata.uid)
+    assert ref.controller and ref.block_owner_deletion
