@@ -21,23 +21,30 @@ webhook) before it is created, identically for both runs. A fake kubelet
 and ends it with its ``sim.lavaflow.io/exit-code``, and node faults (``fail-at`` /
 ``recover-at``) mark the node NotReady and delete its pods, as the node lifecycle controller
 would with no toleration time. Scenario time runs ``--time-scale`` times wall time (0.1: a 60 s
-pod runs 6 s) for both systems alike; the scheduling period is ``--period`` wall seconds.
+pod runs 6 s; ``auto`` fits the scenario's horizon in ``--target`` seconds) for both systems
+alike; the scheduling period is ``--period`` wall seconds.
 
 What is recorded, in scenario seconds from the first create: each binding (pod, node, gang,
 task), each PodGroup phase and condition, each Job phase and retry count, each eviction
 (a pod with the ``DisruptionTarget`` condition, which both Volcano's evictor and the Eviction API
 set) and the final state of every Job, PodGroup and pod. What is compared (``compare``):
 
-* per gang, its bindings in waves (bindings less than one period apart): how many pods of each
+* per gang, its bindings in waves (bindings less than two periods apart): how many pods of each
   task, and on nodes of which kind — nodes with the same allocatable, labels (but the hostname)
   and taints are interchangeable, so any tie-break between them agrees —, each wave within two
-  scheduling periods of the other run's;
-* per PodGroup its phases in order (each within two periods) and the set of conditions
-  (type, status, reason) it ever had;
-* per Job its phases in order (each within two periods) and its final retry count;
+  scheduling periods of the other run's (``close``: absolutely, or since the gang's previous
+  wave);
+* per PodGroup its phases in order (``aligned``: each within two periods; a phase held for less
+  than two periods may be missing from the other run) and the set of conditions (type, status,
+  reason) it ever had;
+* per Job its phases in order (likewise) and its final retry count;
 * evictions: victims counted by gang and task, in waves, each within two periods;
-* final outcomes: each Job's and PodGroup's last phase, and per gang and task how many pods
-  ended in each phase.
+* final outcomes: per gang and task how many pods ended in each phase (a pod deleted as its
+  duration ran out counts as ended).
+
+Volcano breaks ties at random: while lavaflow differs, Volcano is played again (``--volcano-runs``)
+and the closest Volcano run is the one compared. lavaflow's one documented deliberate difference
+(an enqueue refusal explained in an Unschedulable condition) is marked, not counted.
 
 A run ends when all objects are created, every fault played, no pod with a finite duration is
 running and nothing has changed for ``--quiet`` wall seconds, or at ``--timeout``.
