@@ -95,15 +95,16 @@ class Proc:
 
 def scheduler_cmd(args, which: str, kubeconfig: str) -> list[str]:
     conf = ["--scheduler-conf", args.scheduler_conf] if args.scheduler_conf else []
+    period = getattr(args, "schedule_period", "1s")
     if which == "volcano":
         return [
             args.vc_scheduler, f"--kubeconfig={kubeconfig}", "--leader-elect=false",
-            f"--kube-api-qps={args.qps}", f"--kube-api-burst={int(args.qps)}", "--schedule-period=1s",
+            f"--kube-api-qps={args.qps}", f"--kube-api-burst={int(args.qps)}", f"--schedule-period={period}",
             "--listen-address=127.0.0.1:18090", "--healthz-address=127.0.0.1:11251", f"-v={args.vc_verbosity}", *conf,
         ]  # fmt: skip
     cmd = [
         LAVAFLOW, "scheduler", "--kubeconfig", kubeconfig, "--no-leader-elect", "--kube-api-qps", str(args.qps),
-        "--kube-api-burst", str(int(args.qps)), "--schedule-period", "1s", "--listen-address", "127.0.0.1",
+        "--kube-api-burst", str(int(args.qps)), "--schedule-period", period, "--listen-address", "127.0.0.1",
         "--listen-port", "18080", *conf,
     ]  # fmt: skip
     if which == "lavaflow-volcano":

@@ -90,7 +90,7 @@ class PodGroupController(Controller):
                         "name": name,
                         "namespace": pod.namespace,
                         "annotations": inherited,
-                        "ownerReferences": [r.model_dump(by_alias=True) for r in pod.metadata.owner_references],
+                        "ownerReferences": _owner_references(pod),
                     },
                     "spec": {
                         "minMember": min_member,
@@ -103,3 +103,21 @@ class PodGroupController(Controller):
             self.store.create(pg)
         pod.metadata.annotations[GROUP_NAME_ANNOTATION] = name
         self.store.update(pod)
+
+
+def _owner_references(pod: Pod) -> list[dict[str, Any]]:
+    """Volcano's newPGOwnerReferences: the pod's owner references when one of them is its
+    controller, else a controller reference to the pod itself (so the PodGroup of a bare pod goes
+    with the pod; lavaflow used to leave such a PodGroup without an owner)."""
+    if any(r.controller for r in pod.metadata.owner_references):
+        return [r.model_dump(by_alias=True) for r in pod.metadata.owner_references]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod.name,
+            "uid": pod.metadata.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]

@@ -471,7 +471,7 @@ SCHEDULER_RULES = [
     _rule(["scheduling.volcano.sh"], ["podgroups", "queues"], READ),
     _rule(["scheduling.volcano.sh"], ["queues"], ["create"]),
     # read by the network-topology-aware, numa-aware, resourcequota and predicates (volumes) plugins
-    _rule([""], ["resourcequotas", "persistentvolumeclaims", "persistentvolumes"], READ),
+    _rule([""], ["resourcequotas", "persistentvolumeclaims", "persistentvolumes", "services"], READ),
     _rule(["topology.volcano.sh"], ["hypernodes"], READ),
     _rule(["nodeinfo.volcano.sh"], ["numatopologies"], READ),
     _rule(["scheduling.volcano.sh"], ["podgroups/status", "queues/status"], ["patch", "update"]),

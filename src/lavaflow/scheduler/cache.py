@@ -44,6 +44,7 @@ PLUGIN_KIND_OF = {
     "resourcequota": ("ResourceQuota",),
     "drf": ("ResourceQuota",),  # namespace weights
     "predicates": ("PersistentVolumeClaim", "PersistentVolume"),  # volume node affinity
+    "nodeorder": ("Service",),  # PodTopologySpread's default constraints for the pods a Service selects
 }
 PLUGIN_KINDS = tuple(dict.fromkeys(k for kinds in PLUGIN_KIND_OF.values() for k in kinds))
 

@@ -251,8 +251,13 @@ def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any
 def upsert_condition(
     conditions: list[dict[str, Any]], ctype: str, reason: str, message: str, now: float
 ) -> list[dict[str, Any]]:
-    out = [dict(c) for c in conditions if c.get("type") != ctype]
-    prev = next((c for c in conditions if c.get("type") == ctype), None)
+    """``conditions`` with the condition of type ``ctype`` set True with ``reason`` and
+    ``message``, as Volcano's Session.UpdatePodGroupCondition sets it: in the place of the
+    condition of that type, or appended; conditions of other types are left as they are (a gang
+    placed after a wait keeps Unschedulable True beside Scheduled True, as on Volcano)."""
+    out = [dict(c) for c in conditions]
+    at = next((i for i, c in enumerate(conditions) if c.get("type") == ctype), None)
+    prev = conditions[at] if at is not None else None
     same = prev is not None and prev.get("reason") == reason and prev.get("message", "") == message
     cond: dict[str, Any] = {
         "type": ctype,
@@ -263,12 +268,10 @@ def upsert_condition(
     }
     if not message:
         cond.pop("message")
-    # Scheduled and Unschedulable exclude each other.
-    other = "Unschedulable" if ctype == "Scheduled" else "Scheduled" if ctype == "Unschedulable" else None
-    for c in out:
-        if c.get("type") == other:
-            c["status"] = "False"
-    out.append(cond)
+    if at is None:
+        out.append(cond)
+    else:
+        out[at] = cond
     return out
 
 
@@ -286,11 +289,14 @@ def _conditions_kept(old: list[PodGroupCondition], wanted: list[tuple[str, str, 
     as ``_changed`` compares them (type, status, reason, message, in order): the rules of
     :func:`upsert_condition`, on tuples."""
     before = [(c.type, c.status, c.reason, c.message or "") for c in old]
-    cur = before
+    cur = list(before)
     for ctype, reason, message in wanted:
-        other = "Unschedulable" if ctype == "Scheduled" else "Scheduled" if ctype == "Unschedulable" else None
-        cur = [(t, "False", r, m) if t == other else (t, st, r, m) for (t, st, r, m) in cur if t != ctype]
-        cur.append((ctype, "True", reason, message or ""))
+        want = (ctype, "True", reason, message or "")
+        at = next((i for i, c in enumerate(cur) if c[0] == ctype), None)
+        if at is None:
+            cur.append(want)
+        else:
+            cur[at] = want
     return cur == before
 
 
