@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..api.volcano import Job
+from ..api.volcano import Job, JobPhase
 from .base import Controller
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import Clock
 
 
-FINISHED = ("Completed", "Failed", "Terminated")
+FINISHED = (JobPhase.COMPLETED, JobPhase.FAILED, JobPhase.TERMINATED)
 
 
 class GarbageCollector(Controller):

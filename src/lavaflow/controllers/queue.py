@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..api.volcano import Queue
+from ..api.volcano import PodGroupPhase, Queue
 from .base import COMMAND_KEY, Controller
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,13 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import Clock
 
 
-COUNTED = {
-    "Pending": "pending",
-    "Inqueue": "inqueue",
-    "Running": "running",
-    "Unknown": "unknown",
-    "Completed": "completed",
-}
+COUNTED = {phase.value: phase.value.lower() for phase in PodGroupPhase}  # PodGroup phase -> Queue status field
 QUEUE_ACTIONS = ("OpenQueue", "CloseQueue")
 
 
@@ -62,7 +56,10 @@ class QueueController(Controller):
     def _on_podgroup(self, event: str, pg: PodGroup, old: PodGroup | None) -> None:
         queue = pg.spec.queue or "default"
         key = pg.key
-        if event != "DELETED" and self.pg_seen.get(key) == (queue, COUNTED.get(pg.status.phase or "Pending")):
+        if event != "DELETED" and self.pg_seen.get(key) == (
+            queue,
+            COUNTED.get(pg.status.phase or PodGroupPhase.PENDING),
+        ):
             # Neither its queue nor its counted phase moved (most PodGroup writes: status counts,
             # progress reports): the queue's counts are those its last sync saw.
             return
@@ -75,7 +72,7 @@ class QueueController(Controller):
                 if not counts:
                     del self.pg_counts[prev[0]]
         if event != "DELETED":
-            seen = self.pg_seen[key] = (queue, COUNTED.get(pg.status.phase or "Pending"))
+            seen = self.pg_seen[key] = (queue, COUNTED.get(pg.status.phase or PodGroupPhase.PENDING))
             counts = self.pg_counts.setdefault(queue, {})
             counts[seen[1]] = counts.get(seen[1], 0) + 1
         self.mark(queue)
