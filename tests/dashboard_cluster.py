@@ -15,6 +15,7 @@ import socket
 import threading
 from typing import Any
 
+import kube_harness
 from kube_harness import Cluster
 from lavaflow.dashboard.app import Dashboard, forecast_loop, make_app, server
 from lavaflow.dashboard.forecast_column import ForecastColumn
@@ -78,42 +79,7 @@ QUEUES = [
 
 def elastic_job(name: str, lo: int, hi: int, duration: str, epochs: int = 1000) -> dict[str, Any]:
     """An elastic training job on v100 workers (speed-ups measured linear; no agent reports)."""
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "annotations": {
-                "lavaflow.io/speedup": "1:1,2:2,4:4,8:8",
-                "lavaflow.io/epoch-time": "60s",
-                "lavaflow.io/epochs": str(epochs),
-            },
-        },
-        "spec": {
-            "schedulerName": "volcano",
-            "minAvailable": lo,
-            "tasks": [
-                {
-                    "name": "worker",
-                    "replicas": hi,
-                    "template": {
-                        "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
-                        "spec": {
-                            "nodeSelector": {"lavaflow.io/accelerator": "v100"},
-                            "containers": [
-                                {
-                                    "name": "train",
-                                    "image": "pytorch",
-                                    "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
-                                }
-                            ],
-                        },
-                    },
-                }
-            ],
-        },
-    }
+    return kube_harness.elastic_job(name, epochs, lo, hi, duration)
 
 
 def cpu_job(name: str, queue: str, replicas: int, cpu: str, duration: str = "inf") -> dict[str, Any]:

@@ -312,3 +312,46 @@ def pod_view(obj: Any) -> Any:
     elif not isinstance(obj, UsageOnlyPod):
         out["full"] = obj.model_dump()
     return out
+
+
+LINEAR = "1:1,2:2,4:4,8:8"  # measured speed-ups of a job that scales linearly
+
+
+def elastic_job(name: str, epochs: int, lo: int, hi: int, duration: str, gpu_type: str = "v100") -> dict[str, Any]:
+    """A job that scales linearly (measured speed-ups), ``epochs`` of 60 s on one worker."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {
+                "lavaflow.io/speedup": LINEAR,
+                "lavaflow.io/epoch-time": "60s",
+                "lavaflow.io/epochs": str(epochs),
+            },
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": lo,
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": hi,
+                    "template": {
+                        "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
+                        "spec": {
+                            "nodeSelector": {"lavaflow.io/accelerator": gpu_type},
+                            "containers": [
+                                {
+                                    "name": "train",
+                                    "image": "pytorch",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
+                                }
+                            ],
+                        },
+                    },
+                }
+            ],
+        },
+    }

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from kube_harness import Cluster, settled  # noqa: E402
+from kube_harness import Cluster, elastic_job, settled  # noqa: E402
 from lavaflow.cli.tables import format_train_jobs  # noqa: E402
 from lavaflow.scheduler.framework.conf import load_scheduler_conf  # noqa: E402
 from lavaflow.testing import fake_node  # noqa: E402
@@ -45,49 +45,6 @@ def gpu_node(name: str, gpus: int, gpu_type: str) -> dict:
     for part in ("capacity", "allocatable"):
         n["status"][part]["nvidia.com/gpu"] = str(gpus)
     return n
-
-
-LINEAR = "1:1,2:2,4:4,8:8"
-
-
-def elastic_job(name: str, epochs: int, lo: int, hi: int, duration: str, gpu_type: str = "v100") -> dict:
-    """A job that scales linearly (measured speed-ups), ``epochs`` of 60 s on one worker."""
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "annotations": {
-                "lavaflow.io/speedup": LINEAR,
-                "lavaflow.io/epoch-time": "60s",
-                "lavaflow.io/epochs": str(epochs),
-            },
-        },
-        "spec": {
-            "schedulerName": "volcano",
-            "minAvailable": lo,
-            "tasks": [
-                {
-                    "name": "worker",
-                    "replicas": hi,
-                    "template": {
-                        "metadata": {"annotations": {"sim.lavaflow.io/duration": duration}},
-                        "spec": {
-                            "nodeSelector": {"lavaflow.io/accelerator": gpu_type},
-                            "containers": [
-                                {
-                                    "name": "train",
-                                    "image": "pytorch",
-                                    "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}},
-                                }
-                            ],
-                        },
-                    },
-                }
-            ],
-        },
-    }
 
 
 def running_workers(pods: list[dict], job: str) -> list[str]:
