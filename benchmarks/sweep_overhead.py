@@ -83,6 +83,12 @@ def _one_path(args, spec: Path, base: Path) -> None:
     sweep(spec, base / "warm", dry_run=True, echo=quiet)  # imports and file reads out of the measurement
     before = _run_files(out)
     me = os.getpid()
+    import signal
+
+    def _stop(_sig, _frame):  # a SIGTERM (a session's end) stops the sweep as Ctrl-C does, ledger written
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
     entry: dict = {"path": args.only, "loadavg_before": os.getloadavg()[0], "nice": os.nice(0), "workers": args.workers}
     c0, w0 = _tree_cpu(me), time.perf_counter()
     if args.only == "ray":
@@ -124,10 +130,11 @@ def _summary(base: Path) -> None:
             print(f"{which}: no ledger")
             continue
         every = [json.loads(line) for line in led.read_text().splitlines() if line.strip()]
-        # An interrupted invocation (exit None: stopped by a signal) ran runs whose tables count, but
-        # its pool workers may have died unreaped, their CPU unseen: its overhead is not counted.
-        es = [e for e in every if e.get("exit") is not None]
-        cut = [e for e in every if e.get("exit") is None]
+        # An interrupted invocation (exit None or 130: stopped by a signal) ran runs whose tables
+        # count, but its pool workers may have died unreaped, their CPU unseen: its overhead is not
+        # counted.
+        es = [e for e in every if e.get("exit") not in (None, 130)]
+        cut = [e for e in every if e.get("exit") in (None, 130)]
         if cut:
             print(
                 f"{which}: {len(cut)} interrupted invocation(s), {sum(e['runs'] for e in cut)} runs: "

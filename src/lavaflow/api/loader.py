@@ -130,7 +130,7 @@ def plain_message(err: dict[str, Any]) -> str:
     expected = _EXPECTED.get(kind)
     if expected is not None:
         return f"expected {expected}, found {_found(err.get('input'))}"
-    msg = err["msg"]
+    msg = str(err["msg"])
     if msg.startswith("Value error, "):
         return msg[len("Value error, ") :]
     if msg.startswith("Input should be "):
@@ -152,7 +152,7 @@ def parse_documents(text: str, file: str, problems: Problems) -> list[tuple[Sour
 
 
 def _expand_lists(docs: list[tuple[Source, Any]]) -> list[tuple[Source, Any]]:
-    out = []
+    out: list[tuple[Source, Any]] = []
     for src, doc in docs:
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
             out.extend((src, item) for item in doc["items"])
@@ -202,7 +202,7 @@ def build_object(src: Source, doc: Any, problems: Problems, skip_unsupported: bo
         obj = cls.model_validate(doc, strict=True)
     except ValidationError as exc:
         for err in exc.errors():
-            problems.add(src, describe(str(kind), doc), loc_to_path(err["loc"]), plain_message(err))
+            problems.add(src, describe(str(kind), doc), loc_to_path(err["loc"]), plain_message(dict(err)))
         return None
     if not obj.metadata.name and not obj.metadata.generate_name:
         problems.add(src, str(kind), "metadata.name", "is required")
@@ -235,7 +235,11 @@ def load_files(
 
 
 def _build_all(
-    docs, problems: Problems, loaded: list[Loaded], skip_unsupported: bool, skipped: list[str] | None
+    docs: list[tuple[Source, Any]],
+    problems: Problems,
+    loaded: list[Loaded],
+    skip_unsupported: bool,
+    skipped: list[str] | None,
 ) -> None:
     for src, doc in docs:
         try:

@@ -116,7 +116,7 @@ class ObjectKeys:
 
     @property
     def namespace(self) -> str:
-        return self.metadata.namespace or "default"  # type: ignore[no-any-return]
+        return self.metadata.namespace or "default"
 
     @property
     def key(self) -> str:

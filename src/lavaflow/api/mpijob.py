@@ -33,7 +33,7 @@ def is_mpijob(doc: Any) -> bool:
     return isinstance(doc, dict) and doc.get("kind") == KIND and str(doc.get("apiVersion", "")) in API_VERSIONS
 
 
-def _env(container: dict) -> dict[str, str]:
+def _env(container: dict[str, Any]) -> dict[str, str]:
     out = {}
     for e in container.get("env") or []:
         if isinstance(e, dict) and e.get("name") and e.get("value") is not None:
@@ -51,7 +51,7 @@ def _int(path: str, raw: str, minimum: int) -> int:
     return v
 
 
-def to_volcano_job(doc: dict) -> dict:
+def to_volcano_job(doc: dict[str, Any]) -> dict[str, Any]:
     """The Volcano Job for an MPIJob document (raises MPIJobError naming the field)."""
     meta = copy.deepcopy(doc.get("metadata") or {})
     spec = doc.get("spec") or {}
@@ -118,7 +118,14 @@ def to_volcano_job(doc: dict) -> dict:
     return _volcano_job(meta, spec, ltmpl, wtmpl, lo, hi)
 
 
-def _plain_gang(doc: dict, meta: dict, spec: dict, ltmpl: dict, wtmpl: dict, workers: int) -> dict:
+def _plain_gang(
+    doc: dict[str, Any],
+    meta: dict[str, Any],
+    spec: dict[str, Any],
+    ltmpl: dict[str, Any],
+    wtmpl: dict[str, Any],
+    workers: int,
+) -> dict[str, Any]:
     meta["annotations"] = {
         **(meta.get("annotations") or {}),
         "lavaflow.io/converted-from": f"{doc.get('apiVersion')}/{KIND}",
@@ -126,7 +133,9 @@ def _plain_gang(doc: dict, meta: dict, spec: dict, ltmpl: dict, wtmpl: dict, wor
     return _volcano_job(meta, spec, ltmpl, wtmpl, workers, workers)
 
 
-def _volcano_job(meta: dict, spec: dict, ltmpl: dict, wtmpl: dict, lo: int, hi: int) -> dict:
+def _volcano_job(
+    meta: dict[str, Any], spec: dict[str, Any], ltmpl: dict[str, Any], wtmpl: dict[str, Any], lo: int, hi: int
+) -> dict[str, Any]:
     run_policy = spec.get("runPolicy") or {}
     job_spec: dict[str, Any] = {
         "schedulerName": (wtmpl.get("spec") or {}).get("schedulerName") or "volcano",

@@ -101,7 +101,7 @@ def qualified_name_error(value: str) -> str | None:
     return None
 
 
-def check_labels_and_annotations(meta: Any, base: str, out: list) -> None:
+def check_labels_and_annotations(meta: Any, base: str, out: list[Problem]) -> None:
     """ValidateObjectMeta's limits: label keys qualified names, values at most 63 characters of
     letters, digits, '-', '_', '.'; annotation keys qualified names, all annotations 256 KiB."""
     for key, value in (meta.labels or {}).items():
@@ -135,7 +135,7 @@ def check_labels_and_annotations(meta: Any, base: str, out: list) -> None:
         )
 
 
-def check_quota(quota: Any, out: list) -> None:
+def check_quota(quota: Any, out: list[Problem]) -> None:
     """ValidateResourceQuota: resource names, non-negative amounts, whole numbers for counted
     resources, known scopes."""
     for res, amount in quota.spec.hard.items():
@@ -168,7 +168,7 @@ _NAME_RULES = {
 }
 
 
-def check_meta(obj: Any, out: list, name_required: bool = True) -> None:
+def check_meta(obj: Any, out: list[Problem], name_required: bool = True) -> None:
     """metadata.name (DNS-1123 subdomain, a label for Namespaces) and metadata.namespace (a label)."""
     meta = obj.metadata
     kind = getattr(obj, "kind", "object")
@@ -182,7 +182,7 @@ def check_meta(obj: Any, out: list, name_required: bool = True) -> None:
     check_namespace(obj, out)
 
 
-def check_namespace(obj: Any, out: list) -> None:
+def check_namespace(obj: Any, out: list[Problem]) -> None:
     meta = obj.metadata
     if getattr(obj, "namespaced", False) and meta.namespace:
         why = label_error(meta.namespace)
@@ -192,14 +192,14 @@ def check_namespace(obj: Any, out: list) -> None:
             )
 
 
-def check_resources(resources: Mapping[str, Decimal], path: str, out: list, what: str = "quantity") -> None:
+def check_resources(resources: Mapping[str, Decimal], path: str, out: list[Problem], what: str = "quantity") -> None:
     """Every quantity ≥ 0 (kube-apiserver: 'must be greater than or equal to 0')."""
     for res, amount in resources.items():
         if amount < 0:
             out.append(Problem(f"{path}[{res}]", f"{what} {res} is {amount}; it must not be negative."))
 
 
-def check_int32(value: int, path: str, out: list, what: str) -> bool:
+def check_int32(value: int, path: str, out: list[Problem], what: str) -> bool:
     if value > INT32_MAX or value < -INT32_MAX - 1:
         out.append(
             Problem(path, f"{what} is {value}; it does not fit Kubernetes' 32-bit integer (at most {INT32_MAX}).")
@@ -208,7 +208,7 @@ def check_int32(value: int, path: str, out: list, what: str) -> bool:
     return True
 
 
-def check_pod_spec(spec: Any, base: str, out: list) -> None:
+def check_pod_spec(spec: Any, base: str, out: list[Problem]) -> None:
     """A pod (template) spec as kube-apiserver checks it: containers present, named, unique; quantities."""
     if not spec.containers:
         out.append(Problem(f"{base}.containers", "The pod has no containers; add at least one under containers."))
@@ -252,7 +252,7 @@ MAX_DEVICES_PER_NODE = 1024
 PER_DEVICE_RESOURCES = ("volcano.sh/gpu-number",)
 
 
-def check_devices(resources: Mapping[str, Decimal], path: str, out: list) -> None:
+def check_devices(resources: Mapping[str, Decimal], path: str, out: list[Problem]) -> None:
     for res in PER_DEVICE_RESOURCES:
         amount = resources.get(res)
         if amount is not None and amount > MAX_DEVICES_PER_NODE:
@@ -265,14 +265,14 @@ def check_devices(resources: Mapping[str, Decimal], path: str, out: list) -> Non
             )
 
 
-def check_node(node: Any, out: list) -> None:
+def check_node(node: Any, out: list[Problem]) -> None:
     check_resources(node.status.capacity, "status.capacity", out, "capacity")
     check_resources(node.status.allocatable, "status.allocatable", out, "allocatable")
     check_devices(node.status.capacity, "status.capacity", out)
     check_devices(node.status.allocatable, "status.allocatable", out)
 
 
-def check_priority_class(pc: Any, out: list) -> None:
+def check_priority_class(pc: Any, out: list[Problem]) -> None:
     if pc.value > HIGHEST_USER_DEFINABLE_PRIORITY and not pc.name.startswith(SYSTEM_PRIORITY_CLASS_PREFIX):
         out.append(
             Problem(

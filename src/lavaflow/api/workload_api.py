@@ -231,7 +231,8 @@ def policy_in(source: Any, ref: GangRef) -> PodGroupPolicy | None:
         return source.spec.scheduling_policy
     for g in source.spec.pod_groups:
         if g.name == ref.pod_group:
-            return g.policy
+            policy: PodGroupPolicy | None = g.policy
+            return policy
     return None
 
 

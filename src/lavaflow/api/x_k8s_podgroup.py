@@ -68,7 +68,7 @@ def group_of(pod: Any) -> str | None:
     name = meta.labels.get(POD_GROUP_LABEL)
     if not name or GROUP_NAME_ANNOTATION in meta.annotations:
         return None
-    return name
+    return str(name)
 
 
 def queue_of(pg: Any) -> str:

@@ -19,7 +19,7 @@ _DURATION_PART = re.compile(rf"({_NUMBER})(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
 _BARE_NUMBER = re.compile(_NUMBER)
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str | int | float) -> float:
     """Parse a Go-style duration (``"90s"``, ``"1h30m"``, ``"1.5h"``, ``"250ms"``) into seconds.
 
     Units are ``ns``, ``us`` (or ``µs``), ``ms``, ``s``, ``m`` and ``h``; several

@@ -125,7 +125,7 @@ def _check_policies(policies: list[LifecyclePolicy], base: str, out: list[Proble
                     )
                 )
 
-        if has_code:
+        if pol.exit_code is not None:  # (has_code)
             code = pol.exit_code
             if code == 0:
                 out.append(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 
 from .. import validation as api
@@ -52,7 +52,15 @@ def _check_order(
             )
 
 
-def _sum_over(queues: Iterable[Queue], get) -> dict[str, Decimal]:
+def _guarantee(q: Queue) -> Mapping[str, Decimal]:
+    return q.spec.guarantee.resource
+
+
+def _deserved(q: Queue) -> Mapping[str, Decimal]:
+    return q.spec.deserved
+
+
+def _sum_over(queues: Iterable[Queue], get: Callable[[Queue], Mapping[str, Decimal]]) -> dict[str, Decimal]:
     total: dict[str, Decimal] = {}
     for x in queues:
         for res, amount in get(x).items():
@@ -127,8 +135,8 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
         siblings = [x for n, x in others.items() if parent_of(x) == parent_name]
         family = siblings + [q]
         for label, path, get in (
-            ("guarantee", "spec.guarantee.resource", lambda x: x.spec.guarantee.resource),
-            ("deserved", "spec.deserved", lambda x: x.spec.deserved),
+            ("guarantee", "spec.guarantee.resource", _guarantee),
+            ("deserved", "spec.deserved", _deserved),
         ):
             mine = get(q)
             limit = get(parent)
@@ -144,12 +152,12 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
                         )
                     )
         for res, cap in parent.spec.capability.items():
-            mine = spec.capability.get(res)
-            if mine is not None and mine > cap:
+            own = spec.capability.get(res)
+            if own is not None and own > cap:
                 out.append(
                     Problem(
                         f"spec.capability[{res}]",
-                        f"capability {res} ({quantity_text(res, mine)}) is more than the capability of parent queue "
+                        f"capability {res} ({quantity_text(res, own)}) is more than the capability of parent queue "
                         f"{parent_name!r} ({quantity_text(res, cap)}); it must be at most that.",
                     )
                 )
@@ -159,8 +167,8 @@ def validate_queue(q: Queue, queues: Mapping[str, Queue] | None) -> list[Problem
     if children:
         child_names = quoted_names(sorted(x.name for x in children))
         for label, path, get in (
-            ("guarantee", "spec.guarantee.resource", lambda x: x.spec.guarantee.resource),
-            ("deserved", "spec.deserved", lambda x: x.spec.deserved),
+            ("guarantee", "spec.guarantee.resource", _guarantee),
+            ("deserved", "spec.deserved", _deserved),
         ):
             totals = _sum_over(children, get)
             for res, cap in get(q).items():
