@@ -17,9 +17,11 @@ machine, it runs one path at a time, resumable, each invocation's CPU kept in a 
     python benchmarks/sweep_overhead.py --spec examples/sweeps/pollux-study.yaml --keep DIR --only ray
     python benchmarks/sweep_overhead.py --keep DIR --summary
 
-An interrupted path is run again with the same command: the sweep skips its finished runs, and the
-ledger (DIR/ledger-PATH.jsonl, one line per invocation) counts, per invocation, the runs it ran, their
-CPU and the CPU of the whole process tree, so the overhead per run sums over invocations.
+A path runs one input file at a time (a chunk: 260 runs of the study); `--until HH:MM` (UTC) starts
+no chunk that would end after that time. An interrupted path is run again with the same command: the
+sweep skips its finished runs, and the ledger (DIR/ledger-PATH.jsonl, one line per chunk) counts, per
+chunk, the runs it ran, their CPU and the CPU of the whole process tree, so the overhead per run sums
+over chunks and invocations (Ray's start-up, once per invocation, on its first chunk's line, apart).
 """
 
 from __future__ import annotations
@@ -69,55 +71,104 @@ def _run_files(out: Path) -> set[str]:
     return {p.name for p in (out / "runs").glob("*.json")} if (out / "runs").is_dir() else set()
 
 
+def _chunks(spec: Path, base: Path) -> list[Path]:
+    """The study cut by input file: one sweep file per input, each with the study's other axes (the
+    runs' keys do not depend on the file that names them, so a chunk's runs are the study's)."""
+    import yaml
+
+    from lavaflow.cli.sweep_spec import expand, read_spec
+
+    runs, _warnings, _contents = expand(read_spec(spec), spec)
+    names = list(dict.fromkeys(r.axes["input"] for r in runs))
+    doc = yaml.safe_load(spec.read_text())
+    folder = base / "chunks"
+    folder.mkdir(exist_ok=True)
+    out = []
+    for i, name in enumerate(names):
+        part = dict(doc, name=f"{doc.get('name', 'study')}-part{i + 1}", inputs=[name])
+        path = folder / f"part{i + 1}.yaml"
+        path.write_text(yaml.safe_dump(part, sort_keys=False))
+        out.append(path)
+    return out
+
+
 def _one_path(args, spec: Path, base: Path) -> None:
-    """Run one path of the study (``--only``), resuming; append what this invocation cost to the
-    ledger."""
+    """Run one path of the study (``--only``), resuming, one input file at a time (``--until``: no
+    new chunk once the estimate says it would end after that time); append what each chunk cost to
+    the ledger. Ray is started once per invocation, its start-up on the first chunk's line."""
     import json
+    import signal
 
     import ray
 
     from lavaflow.cli.sweep import sweep
 
-    out = base / args.only
-    quiet = lambda _line: None  # noqa: E731
-    sweep(spec, base / "warm", dry_run=True, echo=quiet)  # imports and file reads out of the measurement
-    before = _run_files(out)
-    me = os.getpid()
-    import signal
-
     def _stop(_sig, _frame):  # a SIGTERM (a session's end) stops the sweep as Ctrl-C does, ledger written
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _stop)
-    entry: dict = {"path": args.only, "loadavg_before": os.getloadavg()[0], "nice": os.nice(0), "workers": args.workers}
-    c0, w0 = _tree_cpu(me), time.perf_counter()
+    out = base / args.only
+    quiet = lambda _line: None  # noqa: E731
+    sweep(spec, base / "warm", dry_run=True, echo=quiet)  # imports and file reads out of the measurement
+    deadline = None
+    if args.until:
+        hh, mm = (int(x) for x in args.until.split(":"))
+        now = time.gmtime()
+        deadline = time.time() + ((hh * 60 + mm) - (now.tm_hour * 60 + now.tm_min)) * 60 - now.tm_sec
+    me = os.getpid()
+    start: dict = {}
     if args.only == "ray":
+        c0, w0 = _tree_cpu(me), time.perf_counter()
         ray.init(num_cpus=args.workers, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
         c1, w1 = _tree_cpu(me), time.perf_counter()
         time.sleep(3.0)
         c2, w2 = _tree_cpu(me), time.perf_counter()
-        entry.update(start_cpu=c1 - c0, start_wall=w1 - w0, idle_rate=(c2 - c1) / (w2 - w1))
-        c0, w0 = c2, w2
+        start = {"start_cpu": c1 - c0, "start_wall": w1 - w0, "idle_rate": (c2 - c1) / (w2 - w1)}
+    last_wall = None
     try:
-        code = sweep(spec, out, jobs=args.workers, ray="auto" if args.only == "ray" else None, report=False, echo=print)
+        for part in _chunks(spec, base) + [spec]:  # the whole study last: its table (nothing left to run)
+            if part != spec and deadline is not None and time.time() + (last_wall or 0.0) > deadline:
+                print(f"--until {args.until}: stopping before {part.name}; run the same command to go on")
+                break
+            before = _run_files(out)
+            entry: dict = {
+                "path": args.only,
+                "chunk": part.name,
+                "loadavg_before": os.getloadavg()[0],
+                "nice": os.nice(0),
+                "workers": args.workers,
+                **start,
+            }
+            start = {}
+            c0, w0 = _tree_cpu(me), time.perf_counter()
+            code = None
+            try:
+                code = sweep(
+                    part, out, jobs=args.workers, ray="auto" if args.only == "ray" else None, report=False, echo=print
+                )
+            finally:
+                c3, w3 = _tree_cpu(me), time.perf_counter()
+                new = sorted(_run_files(out) - before)
+                runs_cpu = [json.loads((out / "runs" / n).read_text()).get("cpu_seconds") or 0.0 for n in new]
+                entry.update(
+                    exit=code,
+                    runs=len(new),
+                    runs_cpu=sum(runs_cpu),
+                    tree_cpu=c3 - c0,
+                    wall=w3 - w0,
+                    loadavg_after=os.getloadavg()[0],
+                    ended=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                )
+                with open(base / f"ledger-{args.only}.jsonl", "a") as f:
+                    f.write(json.dumps(entry) + "\n")
+                print(json.dumps(entry), flush=True)
+            if code == 130:  # interrupted (Ctrl-C, SIGTERM): the sweep kept what finished
+                break
+            if entry["runs"]:
+                last_wall = entry["wall"]
     finally:
-        c3, w3 = _tree_cpu(me), time.perf_counter()
         if args.only == "ray":
             ray.shutdown()
-        new = sorted(_run_files(out) - before)
-        runs_cpu = [json.loads((out / "runs" / n).read_text()).get("cpu_seconds") or 0.0 for n in new]
-        entry.update(
-            exit=None if "code" not in locals() else code,
-            runs=len(new),
-            runs_cpu=sum(runs_cpu),
-            tree_cpu=c3 - c0,
-            wall=w3 - w0,
-            loadavg_after=os.getloadavg()[0],
-            ended=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        )
-        with open(base / f"ledger-{args.only}.jsonl", "a") as f:
-            f.write(json.dumps(entry) + "\n")
-        print(json.dumps(entry))
 
 
 def _summary(base: Path) -> None:
@@ -181,6 +232,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="local processes, and the local Ray instance's CPUs")
     ap.add_argument("--noise", type=float, default=0.05, help="report noise, so that seeds differ")
     ap.add_argument("--repeat", type=int, default=2, help="passes, alternating which path goes first")
+    ap.add_argument("--until", default=None, help="with --only: start no chunk that would end after HH:MM UTC")
     ap.add_argument("--keep", default=None, help="keep the sweep folders here (default: a temporary folder)")
     args = ap.parse_args()
     if args.only or args.summary:
