@@ -16,15 +16,18 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .dispatch import RateLimiter as TokenBucket
 from .http1 import Pool
+
+if TYPE_CHECKING:  # (aiohttp is imported where it is used: the kube extra installs it)
+    import aiohttp
 
 try:  # list pages and watch streams are mostly JSON decoding: orjson does it several times faster
     import orjson
@@ -139,7 +142,7 @@ def _read(path: str | None) -> bytes:
 
 
 @contextlib.contextmanager
-def _in_memory(data: bytes):
+def _in_memory(data: bytes) -> Iterator[str]:
     """A path that reads ``data`` for as long as the block runs (``ssl`` loads certificates only
     from paths): an anonymous in-memory file on Linux (memfd), else a private temporary file
     removed as soon as it was read."""
@@ -272,12 +275,12 @@ class KubeClient:
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
         self.limiter = RateLimiter(config.qps, config.burst)
-        self._session = None
+        self._session: aiohttp.ClientSession | None = None
         self._pool: Pool | None = None  # keep-alive connections for writes (see http1)
         self._token: tuple[str | None, float] = (None, 0.0)
         self.requests = 0
 
-    async def session(self):
+    async def session(self) -> aiohttp.ClientSession:
         import aiohttp
 
         if self._session is None or self._session.closed:
@@ -390,14 +393,16 @@ class KubeClient:
         )
         return _payload(answer.status, answer.body, method, path)
 
-    async def stream(self, path: str, params: dict[str, Any], timeout: float) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, path: str, params: dict[str, Any], timeout: float) -> AsyncGenerator[dict[str, Any], None]:
         """Watch events (one JSON object per line) until the server ends the stream."""
         async for batch in self.stream_batches(path, params, timeout):
             for ev in batch:
                 yield ev
 
     @contextlib.asynccontextmanager
-    async def _get(self, path: str, params: dict[str, Any], timeout: Any, accept: str = JSON) -> AsyncIterator[Any]:
+    async def _get(
+        self, path: str, params: dict[str, Any], timeout: aiohttp.ClientTimeout, accept: str = JSON
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
         """A GET (after the rate limiter) whose answer is read inside the block."""
         await self.limiter.acquire()
         sess = await self.session()
@@ -410,7 +415,7 @@ class KubeClient:
 
     async def stream_batches(
         self, path: str, params: dict[str, Any], timeout: float
-    ) -> AsyncIterator[list[dict[str, Any]]]:
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
         """:meth:`stream`, the events of each chunk the server sent as one list, in order: a
         streaming list of 140,000 pods is then 140,000 decodes but a few thousand steps of the
         asynchronous loop, not one each."""
@@ -433,7 +438,9 @@ class KubeClient:
             if rest.strip():
                 yield [_loads(rest)]
 
-    async def stream_frames(self, path: str, params: dict[str, Any], timeout: float) -> AsyncIterator[list[bytes]]:
+    async def stream_frames(
+        self, path: str, params: dict[str, Any], timeout: float
+    ) -> AsyncGenerator[list[bytes], None]:
         """A watch in Kubernetes' protobuf encoding: the frames (one WatchEvent each) of every
         chunk the server sent, in order. Raises :class:`NotProtobuf` when the server answers in
         another encoding or refuses this one."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import logging
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -61,7 +61,7 @@ def format_time(value: Any) -> Any:
 
 
 def rfc3339(t: float) -> str:
-    return format_time(t)
+    return cast(str, format_time(t))
 
 
 def micro_time(t: float) -> str:
@@ -141,7 +141,7 @@ def decode(res: Kind, raw: dict[str, Any]) -> Any | None:
 
 def encode(obj: Any, res: Kind | None = None) -> dict[str, Any]:
     """The wire form of a model (only the fields lavaflow models)."""
-    d = obj.model_dump(by_alias=True, exclude_none=True, mode="json")
+    d: dict[str, Any] = obj.model_dump(by_alias=True, exclude_none=True, mode="json")
     for k, v in d.items():
         # (times are kept as floats in metadata and status only, never in a spec: a pod's spec is
         # most of it, and a Job's pods are encoded one by one)

@@ -54,7 +54,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self.events_dropped = 0
         self.done = 0
         self.failed = 0

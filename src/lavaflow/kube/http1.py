@@ -83,7 +83,8 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ one exchange
     async def request(self, payload: bytes) -> Answer:
         loop = asyncio.get_running_loop()
-        self._waiter = waiter = loop.create_future()
+        waiter: asyncio.Future[Answer] = loop.create_future()
+        self._waiter = waiter
         self._received = False
         self._state = _HEAD
         assert self.transport is not None

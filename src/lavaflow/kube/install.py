@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .client import KubeClient
 from .manifests import OWN_CRD_LABEL
@@ -33,12 +33,12 @@ class FoundCRD:
 
     @property
     def name(self) -> str:
-        return self.want["metadata"]["name"]
+        return cast(str, self.want["metadata"]["name"])
 
     @property
     def version(self) -> str:
         """The version lavaflow reads and writes."""
-        return self.want["spec"]["versions"][0]["name"]
+        return cast(str, self.want["spec"]["versions"][0]["name"])
 
     @property
     def ours(self) -> bool:

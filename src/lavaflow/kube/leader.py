@@ -27,12 +27,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from .client import ApiError, KubeClient
 from .codec import micro_time
 from .tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from prometheus_client import Gauge
 
 log = logging.getLogger("lavaflow.kube")
 # Longest time between two readings of the Lease by a standby (see the module's doc).
@@ -74,7 +77,7 @@ class LeaderElector:
         # called with (kind, key, verb, error) for a write of the Lease the server refused (not a
         # 409: another candidate won); the processes report it as any refused write
         self.on_refused: Callable[[str, str, str, ApiError], None] | None = None
-        self._observer: asyncio.Task | None = None
+        self._observer: asyncio.Task[None] | None = None
 
     def _refused(self, verb: str, exc: ApiError) -> None:
         if self.on_refused is not None:
@@ -137,7 +140,7 @@ class LeaderElector:
         except ApiError as exc:
             if not exc.not_found:
                 raise
-            body = {
+            body: dict[str, Any] = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},
@@ -255,7 +258,12 @@ class LeaderElector:
             log.warning("releasing lease: %s", exc)
 
 
-async def lead(elector: LeaderElector, work, stop: asyncio.Event, leader_gauge=None) -> None:
+async def lead(
+    elector: LeaderElector,
+    work: Callable[[], Coroutine[Any, Any, None]],
+    stop: asyncio.Event,
+    leader_gauge: Gauge | None = None,
+) -> None:
     """Run ``work()`` while holding the lease: acquire, renew beside it, and stop the work when
     leadership is lost (LostLeadership is raised) or the work ends (its exception is raised)."""
     if not await elector.acquire(stop):

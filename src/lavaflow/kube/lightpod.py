@@ -18,7 +18,7 @@ down the whole decode, which reports it and skips it as before.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -65,7 +65,7 @@ def _frozen(v: Any) -> Any:
 try:
     import orjson
 
-    def _memo_key(part: dict[str, Any]) -> Any:
+    def _memo_key(part: dict[str, Any], /) -> Any:
         """The JSON text of ``part`` (what JSON cannot hold raises TypeError), or None when it has a
         null: a float that is not finite is written as one too, and validates otherwise."""
         key = orjson.dumps(part)
@@ -140,7 +140,9 @@ def _table(keys: frozenset[str], dropped: frozenset[str], types: dict[str, froze
     return out
 
 
-_S, _SN, _IN = frozenset((str,)), frozenset((str, _NONE)), frozenset((int, _NONE))
+_S: frozenset[type] = frozenset((str,))
+_SN: frozenset[type] = frozenset((str, _NONE))
+_IN: frozenset[type] = frozenset((int, _NONE))
 _META = _table(
     _META_KEYS,
     META_DROP,
@@ -223,7 +225,7 @@ def _plain(
         plan = plans[shape] = _plan(shape, table)
     if plan is None:
         return None
-    kept, checks = plan  # type: ignore[misc]
+    kept, checks = cast(_Plan, plan)  # (not _INVALID: replaced above)
     for k, types in checks:
         if type(d[k]) not in types:
             return None
@@ -244,6 +246,7 @@ class _Fallback:
 
     __slots__ = ()
     _part: str
+    _pod: LightPod  # (a slot of each subclass)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -251,7 +254,7 @@ class _Fallback:
                 raise AttributeError(name)
             if name in ("_pod", "_part"):
                 raise AttributeError(name)
-        return getattr(getattr(self._pod.full(), self._part), name)  # type: ignore[attr-defined]
+        return getattr(getattr(self._pod.full(), self._part), name)
 
 
 def read_meta(target: Any, meta: dict[str, Any]) -> None:
@@ -280,6 +283,14 @@ class LightMeta(_Fallback):
         "annotations",
     )
     _part = "metadata"
+    name: str
+    namespace: str | None
+    uid: str
+    resource_version: str | None
+    creation_timestamp: Any  # (as codec.parse_time reads it, and ObjectMeta holds it)
+    deletion_timestamp: Any
+    labels: dict[str, str]
+    annotations: dict[str, str]
 
 
 class LightSpec(_Fallback):
@@ -293,6 +304,12 @@ class LightSpec(_Fallback):
         "node_selector",
     )
     _part = "spec"
+    node_name: str
+    scheduler_name: str | None
+    priority: int | None
+    priority_class_name: str | None
+    preemption_policy: str | None
+    node_selector: dict[str, str]
     # what a light pod is known not to have (anything else makes it a whole pod)
     affinity = None
     workload_ref = None
@@ -306,6 +323,10 @@ class LightSpec(_Fallback):
 class LightStatus(_Fallback):
     __slots__ = ("_pod", "phase", "start_time", "reason", "message")
     _part = "status"
+    phase: str
+    start_time: Any  # (as codec.parse_time reads it, and PodStatus holds it)
+    reason: str | None
+    message: str | None
     exit_code = None  # what the store keeps of a pod's status has no container statuses
 
     @property
@@ -321,6 +342,9 @@ class LightPod(ObjectKeys):
     __slots__ = ("metadata", "spec", "status", "requests", "_raw", "_full")
     kind = "Pod"
     namespaced = True
+    metadata: LightMeta
+    spec: LightSpec
+    status: LightStatus
 
     def __init__(self, raw: dict[str, Any] | bytes, requests: dict[str, float]) -> None:
         self._raw: dict[str, Any] | bytes | None = raw  # (bytes: the pod in protobuf, see protopod)

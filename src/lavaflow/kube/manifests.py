@@ -628,7 +628,8 @@ def webhook_objects(namespace: str, service: str = "lavaflow-webhook") -> list[d
 
     from .webhook import HOOKS
 
-    mutating, validating = [], []
+    mutating: list[dict[str, Any]] = []
+    validating: list[dict[str, Any]] = []
     for h in HOOKS:
         version = h.kind.api_version.rpartition("/")[2]
         one = hook(h.name, h.path, h.kind.group, [h.kind.plural], list(h.operations), [version])

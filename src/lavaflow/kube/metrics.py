@@ -5,9 +5,16 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from .leader import LeaderElector
+    from .store import KubeStore
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 E2E_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -30,7 +37,7 @@ def _write_counters(r: CollectorRegistry) -> tuple[Counter, Counter]:
     return fenced, refused
 
 
-def count_refusals(store, counter: Counter, elector=None) -> None:
+def count_refusals(store: KubeStore, counter: Counter, elector: LeaderElector | None = None) -> None:
     """Count the writes ``store`` (a KubeStore) reports refused in ``counter``; with ``elector``
     (a LeaderElector), its Lease writes are reported through the store too."""
     store.refusal_hooks.append(lambda kind, verb, code: counter.labels(kind=kind, verb=verb, code=str(code)).inc())
@@ -140,19 +147,19 @@ async def serve_health(
     port: int,
     healthy: Callable[[], bool],
     ready: Callable[[], bool],
-):
+) -> Served:
     """Serve /metrics, /healthz and /readyz; returns a Served (``bound_port``, ``cleanup()``)."""
     from aiohttp import web
 
-    async def metrics(_req):
+    async def metrics(_req: web.Request) -> web.Response:
         body = generate_latest(registry) if registry is not None else b""
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def healthz(_req):
+    async def healthz(_req: web.Request) -> web.Response:
         ok = healthy()
         return web.Response(text="ok" if ok else "unhealthy", status=200 if ok else 503)
 
-    async def readyz(_req):
+    async def readyz(_req: web.Request) -> web.Response:
         ok = ready()
         return web.Response(text="ok" if ok else "not ready", status=200 if ok else 503)
 
@@ -171,7 +178,7 @@ async def serve_health(
 class Served:
     """A running aiohttp server: its port, and cleanup()."""
 
-    def __init__(self, runner, port: int) -> None:
+    def __init__(self, runner: web.AppRunner, port: int) -> None:
         self.runner = runner
         self.bound_port = port
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Any
+from typing import Any, cast
 
 from . import codec
 
@@ -284,7 +284,7 @@ def bookmark(raw: bytes) -> tuple[str, dict[str, str]]:
 
 @functools.lru_cache(maxsize=4096)
 def _time(seconds: int) -> str:
-    return codec.format_time(seconds)  # (the pods of a cluster share their seconds)
+    return cast(str, codec.format_time(seconds))  # (the pods of a cluster share their seconds)
 
 
 def _quantities(m: Any) -> dict[str, str]:

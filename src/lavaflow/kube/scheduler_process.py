@@ -32,7 +32,8 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..api.kinds import kind_info
 from ..api.volcano import GROUP_NAME_ANNOTATION
@@ -55,6 +56,7 @@ from .workload_api import WorkloadGangs
 from .x_k8s_podgroup import CoschedulingGroups
 
 log = logging.getLogger("lavaflow.kube")
+_T = TypeVar("_T")
 
 COMPONENT = "lavaflow-scheduler"
 
@@ -138,10 +140,10 @@ class KubeScheduler:
         self.cycles = 0
         self.bound = 0
         self.bind_failures = 0
-        self._lock_work: list = []  # results of writes, applied to the cache under the store lock
-        self._lock_worker: asyncio.Task | None = None
+        self._lock_work: list[Callable[[], object]] = []  # results of writes, applied to the cache under the store lock
+        self._lock_worker: asyncio.Task[None] | None = None
         self.fenced = 0  # writes refused because the lease could not be proven held
-        self._preparing: asyncio.Task | None = None  # Scheduler.prepare_jobs, until the first cycle
+        self._preparing: asyncio.Task[None] | None = None  # Scheduler.prepare_jobs, until the first cycle
         self._touched: dict[str, None] | None = None  # the jobs it has yet to prepare, oldest first
         self._bare: dict[str, None] = {}  # and those touched before any of their pods came
         self._gc_paused = False  # the collector paused by run, until the first cycle
@@ -152,12 +154,20 @@ class KubeScheduler:
             ("Queue", self.cache.on_queue),
             ("PriorityClass", self.cache.on_priority_class),
         ):
-            self.store.watch(kind, lambda ev, obj, old, fn=fn: fn(obj, ev == DELETED))
+
+            def on_cluster(ev: str, obj: Any, old: Any, fn: Callable[[Any, bool], None] = fn) -> None:
+                fn(obj, ev == DELETED)
+
+            self.store.watch(kind, on_cluster)
         self.store.watch("PodGroup", self._on_podgroup)
         self.store.watch("Node", lambda ev, obj, old: self.cache.on_node(obj, ev == DELETED))
         self.store.watch("Pod", self._on_pod)
         for kind in PLUGIN_KINDS:
-            self.store.watch(kind, lambda ev, obj, old, kind=kind: self.cache.on_object(kind, obj, ev == DELETED))
+
+            def on_plugin(ev: str, obj: Any, old: Any, kind: str = kind) -> None:
+                self.cache.on_object(kind, obj, ev == DELETED)
+
+            self.store.watch(kind, on_plugin)
 
     # ------------------------------------------------------------------ cache feed
     def _on_pod(self, event: str, pod: Any, old: Any) -> None:
@@ -439,8 +449,8 @@ class KubeScheduler:
             self._pending_gauge()
             for key, node in d.binds:
                 self._bind_now(key, node)
-            for key, reason in d.evictions:
-                self.dispatch.decision(functools.partial(self._evict, key, reason))
+            for key, eviction in d.evictions:
+                self.dispatch.decision(functools.partial(self._evict, key, eviction))
             for kind, key, etype, reason, message in d.events:
                 self._event_later(kind, key, etype, reason, message)
             for _key, kind, _message, count in d.resizes:
@@ -617,7 +627,7 @@ class KubeScheduler:
             self.metrics.preemptions.inc()
         self._event_later("Pod", key, "Normal", "Evict", f"Pod evicted by lavaflow: {reason.message}")
 
-    def _observe(self, kind: str, raw: dict[str, Any], then=None) -> None:
+    def _observe(self, kind: str, raw: dict[str, Any], then: Callable[[], object] | None = None) -> None:
         """The server's answer to a status write is the newest object: the cache takes it (with
         ``then()``) as soon as the store lock is free, without the writer waiting for it."""
 
@@ -628,7 +638,7 @@ class KubeScheduler:
 
         self._under_lock(apply)
 
-    def _under_lock(self, fn) -> None:
+    def _under_lock(self, fn: Callable[[], object]) -> None:
         """Run ``fn()`` with the store lock held, batched with the others waiting. A scheduling
         cycle holds the lock for its whole session (seconds on a large cluster): a status writer
         that waited for it after each write would finish only a handful of writes per cycle
@@ -730,12 +740,12 @@ class KubeScheduler:
         await post_event(self.client, self.store, kind, key, etype, reason, message, COMPONENT, self.identity)
 
 
-def in_daemon_thread(fn, *args) -> asyncio.Future:
+def in_daemon_thread(fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
     """``fn(*args)`` in a daemon thread of its own. Unlike ``asyncio.to_thread`` (whose pool is
     joined at exit), a session still running when the process is told to stop does not hold the
     exit up: a graceful stop takes well under 2 s however large the cluster."""
     loop = asyncio.get_running_loop()
-    fut: asyncio.Future = loop.create_future()
+    fut: asyncio.Future[_T] = loop.create_future()
 
     def done(ok: bool, value: Any) -> None:
         if fut.done():
@@ -746,6 +756,7 @@ def in_daemon_thread(fn, *args) -> asyncio.Future:
             fut.set_exception(value)
 
     def target() -> None:
+        value: _T | BaseException
         try:
             result = fn(*args)
         except BaseException as exc:  # handed to the awaiting coroutine
@@ -788,7 +799,7 @@ async def post_event(
     ns, name = key.split("/", 1) if res.namespaced else ("default", key)
     obj = store.get(kind, key) if store is not None and kind in store.informers else None
     now = codec.rfc3339(time.time())
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{name}.", "namespace": ns},

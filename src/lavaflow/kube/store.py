@@ -17,15 +17,16 @@ resourceVersion that arrives later is recognised and skipped.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import collections
 import concurrent.futures
 import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..api.core import PodTemplateSpec
 from ..api.kinds import API_KINDS, Kind, kind_info
@@ -61,6 +62,7 @@ from .plainpg import volcano_podgroup
 from .tasks import cancel_and_wait
 
 log = logging.getLogger("lavaflow.kube")
+_T = TypeVar("_T")
 
 
 async def _results(coro: Any) -> list[Any]:
@@ -121,7 +123,8 @@ def _key_in(res: Kind, meta: dict[str, Any]) -> str:
     """``key_of`` from an object's metadata."""
     if res.namespaced:
         return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-    return meta.get("name", "")
+    name: str = meta.get("name", "")
+    return name
 
 
 def _kind_name(res: Kind) -> str:
@@ -134,7 +137,7 @@ def _status_way(has: bool) -> str:
     return "served without a status subresource: status is written on the object itself"
 
 
-def _kept(sent: Any, got: Any) -> bool:
+def _kept(sent: object, got: object) -> bool:
     """Whether the object ``got`` holds what the merge patch ``sent`` set (a None removes)."""
     if not isinstance(sent, dict):
         return sent == got
@@ -364,7 +367,7 @@ def proto_bound_pod(p: Any, raw: bytes, ours: frozenset[str]) -> UsageOnlyPod | 
         requests = _proto_requests(s, CONTAINER_KEEP)
         if requests is _INVALID:
             return None
-        pod = LightPod(raw, requests)  # type: ignore[arg-type]
+        pod = LightPod(raw, requests)
         lm = LightMeta()
         lm._pod = pod
         _proto_meta(lm, m)
@@ -430,9 +433,9 @@ class Informer:
         self.bookmarks = 0
         self.streaming = True  # try a streaming list first, when the store's server can send one
         self.protobuf: bool | None = None  # False once the server would not stream pods as protobuf
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> asyncio.Task:
+    def start(self) -> asyncio.Task[None]:
         self._task = asyncio.get_running_loop().create_task(self.run(), name=f"informer-{self.res.kind}")
         return self._task
 
@@ -524,7 +527,7 @@ class Informer:
         path = self.res.path(namespace if namespace is not None else self.namespace)
         rest = {k: v for k, v in first.items() if k not in ("resourceVersion", "resourceVersionMatch")}
 
-        def fetch(cont: str | None) -> asyncio.Task:
+        def fetch(cont: str | None) -> asyncio.Task[dict[str, Any]]:
             params = {"limit": self.page_size, "continue": cont, **(first if cont is None else rest)}
             return asyncio.ensure_future(self.store.client.request("GET", path, params=params))
 
@@ -794,7 +797,7 @@ class Informer:
                     if initial and etype != DELETED:
                         seen.add(key_of(self.res, obj))
                     async with self.store.lock:
-                        self.store._apply(self.res, etype, obj)
+                        self.store._apply(self.res, cast(str, etype), obj)  # (an event has a type)
                     self.events += 1
                     if rv and not initial:  # inside the initial state only its end is a place to resume
                         self.rv = rv
@@ -851,7 +854,7 @@ class KubeStore:
         # applied later, in that same thread (take_created), under the reconcile's lock.
         self.defer_creates = False
         self.owner: Any = None  # what create_many's deferred results are filed under (the key syncing)
-        self._deferred: dict[Any, list[tuple[concurrent.futures.Future, list[Any]]]] = {}
+        self._deferred: dict[Any, list[tuple[concurrent.futures.Future[list[Any]], list[Any]]]] = {}
         # Objects of deferred creates not yet taken, by (kind, key): what get() answers meanwhile.
         self._pending: dict[tuple[str, str], Any] = {}
         # (Job key, resourceVersion, task) -> its pod template as written and as modelled (_with_template)
@@ -1195,7 +1198,7 @@ class KubeStore:
         self._handlers.setdefault(kind, []).append(handler)
 
     # ------------------------------------------------------------------ Store protocol: writes (sync)
-    def _call(self, coro):
+    def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
         loop = self.loop
         if loop is None:
             raise RuntimeError("KubeStore has not been started")
@@ -1213,7 +1216,7 @@ class KubeStore:
         raw = self._call(self._create_remote(res, obj))
         return self._after_write(res, raw)
 
-    def create_many(self, objs: list[Any]) -> list[Any]:
+    def create_many(self, objs: builtins.list[Any]) -> builtins.list[Any]:
         """Create ``objs`` with a bounded number of requests in flight, as Kubernetes' controllers
         create a ReplicaSet's pods: batches of 1, 2, 4, … up to ``create_concurrency``, the next
         batch sent only if the last one had no error (a server refusing every pod is not sent them
@@ -1256,7 +1259,7 @@ class KubeStore:
         self._file(_results(self._update_remote(kind_info(kind_of(obj)), obj)), [obj], creates=False)
         return None
 
-    def _file(self, coro: Any, objs: list[Any], creates: bool) -> None:
+    def _file(self, coro: Any, objs: builtins.list[Any], creates: bool) -> None:
         """Send ``coro`` (writes of ``objs``) on the event loop, filed under ``owner``."""
         loop = self.loop
         if loop is None:
@@ -1276,7 +1279,7 @@ class KubeStore:
             if self.on_written is not None:
                 self.on_written()
 
-    def deferred_owners(self) -> list[Any]:
+    def deferred_owners(self) -> builtins.list[Any]:
         """The owners with deferred writes not yet taken, oldest first."""
         return list(self._deferred)
 
@@ -1284,7 +1287,7 @@ class KubeStore:
         """Whether a deferred write of ``owner`` is still under way (taking it would wait)."""
         return any(not fut.done() for fut, _ in self._deferred.get(owner, ()))
 
-    def written_owners(self) -> list[Any]:
+    def written_owners(self) -> builtins.list[Any]:
         """The owners whose deferred writes have all ended (taking them does not wait), oldest first."""
         return [o for o, writes in self._deferred.items() if all(fut.done() for fut, _ in writes)]
 
@@ -1298,7 +1301,7 @@ class KubeStore:
             except BaseException as exc:  # noqa: BLE001 - the batch as a whole failed (timeout)
                 done = [exc]
             for i, obj in enumerate(objs):
-                pending = self._pending.get((kind_of(obj), obj.key))
+                pending: Any = self._pending.get((kind_of(obj), obj.key))  # (Any: `is` must not narrow obj to None)
                 if pending is obj:
                     del self._pending[(kind_of(obj), obj.key)]
                 if i >= len(done):  # stopped after a failed batch (its error is first)
@@ -1311,8 +1314,8 @@ class KubeStore:
                 self._after_write(kind_info(kind_of(obj)), raw)
         return first
 
-    async def _create_batches(self, objs: list[Any]) -> list[Any]:
-        results: list[Any] = []
+    async def _create_batches(self, objs: builtins.list[Any]) -> builtins.list[Any]:
+        results: builtins.list[Any] = []
         size = 1
         while len(results) < len(objs):
             batch = objs[len(results) : len(results) + size]

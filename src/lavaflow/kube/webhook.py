@@ -25,12 +25,20 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..api import admission as adm
 from ..api.kinds import WEBHOOK_KINDS, Kind, kind_info
 from ..api.volcano import PodGroup, Queue
 from . import codec
+
+if TYPE_CHECKING:
+    from aiohttp import web
+    from pydantic import BaseModel
+
+    from .client import KubeClient
+    from .metrics import Served
+    from .store import KubeStore
 
 log = logging.getLogger("lavaflow.kube")
 
@@ -145,9 +153,9 @@ def review(
     obj = codec.decode(res, raw)
     if obj is None:
         try:
-            res.model.model_validate(raw)
+            cast("type[BaseModel]", res.model).model_validate(raw)  # (every kind served here has a model)
         except Exception as exc:  # pydantic's report, field by field
-            errs = getattr(exc, "errors", lambda: [])()
+            errs: list[Mapping[str, Any]] = getattr(exc, "errors", lambda: [])()
             problems = [adm.Problem(".".join(str(x) for x in e.get("loc", ())), e.get("msg", "")) for e in errs] or [
                 adm.Problem("", str(exc))
             ]
@@ -256,7 +264,7 @@ def self_signed(service: str, namespace: str, directory: str | Path, days: int =
     return str(cert_file), str(key_file), ca_pem
 
 
-async def patch_ca_bundle(client, names: list[str], ca_pem: bytes) -> None:
+async def patch_ca_bundle(client: KubeClient, names: list[str], ca_pem: bytes) -> None:
     """Write the CA bundle into our Mutating/ValidatingWebhookConfigurations."""
     bundle = base64.b64encode(ca_pem).decode()
     for kind, plural in (
@@ -281,7 +289,9 @@ async def patch_ca_bundle(client, names: list[str], ca_pem: bytes) -> None:
 class WebhookServer:
     """AdmissionReview over HTTPS; queues, PodGroups and Namespaces come from informers."""
 
-    def __init__(self, store=None, scheduler_names: tuple[str, ...] = ("volcano", "lavaflow")) -> None:
+    def __init__(
+        self, store: KubeStore | None = None, scheduler_names: tuple[str, ...] = ("volcano", "lavaflow")
+    ) -> None:
         self.store = store
         self.scheduler_names = scheduler_names
         self.reviews = 0
@@ -315,17 +325,17 @@ class WebhookServer:
             self.refused += 1
         return out
 
-    def app(self):
+    def app(self) -> web.Application:
         from aiohttp import web
 
-        async def handler(request):
+        async def handler(request: web.Request) -> web.Response:
             try:
                 body = await request.json()
             except ValueError:
                 return web.json_response({"message": "body is not an AdmissionReview"}, status=400)
             return web.json_response(self.handle(request.path, body))
 
-        async def ok(_req):
+        async def ok(_req: web.Request) -> web.Response:
             return web.Response(text="ok")
 
         app = web.Application()
@@ -335,7 +345,7 @@ class WebhookServer:
         app.router.add_get("/readyz", ok)
         return app
 
-    async def serve(self, host: str, port: int, cert_file: str, key_file: str):
+    async def serve(self, host: str, port: int, cert_file: str, key_file: str) -> Served:
         from aiohttp import web
 
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
