@@ -4,6 +4,7 @@ scheduler: lavaflow simulate / lavaflow.sim.replay)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .results import SimResult
 
@@ -65,8 +66,8 @@ def format_table(results: Sequence[SimResult]) -> str:
     return "\n".join(lines)
 
 
-def to_json(results: Sequence[SimResult], per_job: bool = False) -> dict:
-    out = {"results": []}
+def to_json(results: Sequence[SimResult], per_job: bool = False) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {"results": []}
     for r in results:
         d = r.summary()
         if per_job:

@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class MeasurementError(ValueError):
     pass
 
 
-def parse_measurements(obj) -> dict[int, float]:
+def parse_measurements(obj: object) -> dict[int, float]:
     """Measured points from what a job reports: a mapping ``{workers: rate}`` (keys may be strings,
     as in Voda's Mongo records), a list of ``{"workers": k, "rate"|"samples_per_second"|
     "steps_per_second"|"epoch_time_sec"|"step_time_sec": v}`` rows (several rows per k are
@@ -70,7 +71,7 @@ def parse_measurements(obj) -> dict[int, float]:
     raise MeasurementError(f"cannot read measurements from {type(obj).__name__}")
 
 
-def _row_rate(row: Mapping) -> float:
+def _row_rate(row: Mapping[str, Any]) -> float:
     for key in ("rate", "samples_per_second", "steps_per_second", "throughput"):
         if row.get(key) not in (None, ""):
             return float(row[key])
@@ -101,7 +102,11 @@ def _check(pts: dict[int, float]) -> dict[int, float]:
     return dict(sorted(pts.items()))
 
 
-def _step_time(n, a, b, c):
+@overload
+def _step_time(n: float, a: float, b: float, c: float) -> float: ...
+@overload
+def _step_time(n: np.ndarray, a: float, b: float, c: float) -> np.ndarray: ...
+def _step_time(n: float | np.ndarray, a: float, b: float, c: float) -> float | np.ndarray:
     return a + b / n + c * (n - 1)
 
 
@@ -154,7 +159,7 @@ class FittedSpeed:
             r = max(r, best)
         return float(r)
 
-    def rate(self, placement, gpu_type: str | None = None) -> float:
+    def rate(self, placement: int | np.integer[Any] | Iterable[int], gpu_type: str | None = None) -> float:
         n = placement if isinstance(placement, (int, np.integer)) else sum(placement)
         return self.at(int(n)) * self.per_type.get(gpu_type or "", 1.0)
 
@@ -169,7 +174,7 @@ class FittedSpeed:
         return 1 << 16
 
 
-def fit_speed(measurements, max_rel_error: float = 0.10, monotone: bool = True) -> FittedSpeed:
+def fit_speed(measurements: object, max_rel_error: float = 0.10, monotone: bool = True) -> FittedSpeed:
     """Fit the step-time model to measured ``{workers: rate}`` points (any form
     :func:`parse_measurements` reads); fall back to interpolation with < 3 points or a poor fit."""
     pts = (
@@ -193,7 +198,8 @@ def fit_speed(measurements, max_rel_error: float = 0.10, monotone: bool = True) 
             pred = 1.0 / _step_time(n, *popt)
             err = float(np.sqrt(np.mean(((pred - r) / r) ** 2)))
             if np.all(np.isfinite(popt)) and err <= max_rel_error:
-                return FittedSpeed(pts, "fit", tuple(float(x) for x in popt), err, monotone)
+                params = cast("tuple[float, float, float]", tuple(float(x) for x in popt))  # (curve_fit's a, b, c)
+                return FittedSpeed(pts, "fit", params, err, monotone)
         except (RuntimeError, ValueError):
             pass
     return FittedSpeed(pts, "interp", None, None, monotone)

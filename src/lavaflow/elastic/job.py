@@ -28,7 +28,7 @@ class ElasticJobSpec:
     application: str = ""
     batch_size: int | None = None
     source: str = ""  # "file:line" for messages
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.min_workers < 1:

@@ -37,12 +37,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 from . import spec as es
 
@@ -84,7 +87,7 @@ class Measurement:
                 )
             )
             object.__setattr__(self, "_hash", h)
-        return h  # type: ignore[no-any-return]
+        return h
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (str hashes differ per process)
@@ -276,15 +279,16 @@ class PerfParams:
             return self.alpha_n + self.beta_n * extra
         return self.alpha_r + self.beta_r * extra if replicas > 1 else _LO
 
-    def step_time(self, nodes, replicas, local_bsz, accum) -> np.ndarray:
+    def step_time(self, nodes: ArrayLike, replicas: ArrayLike, local_bsz: ArrayLike, accum: ArrayLike) -> np.ndarray:
         """Seconds per optimiser step (``accum`` extra micro-steps of gradient accumulation)."""
         return self.step_from(local_bsz, accum, self.sync_time(np.asarray(nodes), np.asarray(replicas)))
 
-    def step_from(self, local_bsz, accum, sync) -> np.ndarray:
+    def step_from(self, local_bsz: ArrayLike, accum: ArrayLike, sync: np.ndarray | float) -> np.ndarray:
         """:meth:`step_time` from the micro-batch, the extra micro-steps and the sync time."""
         tc = self.compute_time(np.asarray(local_bsz, dtype=float))
         g = self.gamma
-        return np.asarray(accum) * tc + (tc**g + sync**g) ** (1.0 / g)
+        out: np.ndarray = np.asarray(accum) * tc + (tc**g + sync**g) ** (1.0 / g)
+        return out
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -361,7 +365,7 @@ def fit_perf(rows: tuple[tuple[int, int, int, float, float], ...]) -> PerfParams
     return p
 
 
-def _split(batch, replicas, max_local: int) -> tuple[np.ndarray, np.ndarray]:
+def _split(batch: np.ndarray | float, replicas: np.ndarray | float, max_local: int) -> tuple[np.ndarray, np.ndarray]:
     """(micro-batch per replica, extra accumulation steps) of global batches on replica counts
     (arrays that broadcast)."""
     local = np.ceil(batch / replicas - 1e-9)
@@ -466,8 +470,8 @@ class LearnedSpeed:
     max_batch_size: int | None = None
     prior: Any = None
     _fits: dict[str, PerfParams | None] = field(default_factory=dict, repr=False)
-    _rates: dict[tuple, float] = field(default_factory=dict, repr=False)
-    _best: dict[tuple, tuple[float, int]] = field(default_factory=dict, repr=False)
+    _rates: dict[tuple[tuple[int, ...], str | None], float] = field(default_factory=dict, repr=False)
+    _best: dict[tuple[tuple[int, ...], PerfParams], tuple[float, int]] = field(default_factory=dict, repr=False)
     _most: int = field(default=-1, repr=False)  # max_observed, worked out once (the report is fixed)
 
     # -- what has been observed ----------------------------------------------------------------
@@ -503,7 +507,7 @@ class LearnedSpeed:
         return hit  # type: ignore[return-value]
 
     # -- rates ---------------------------------------------------------------------------------
-    def rate(self, placement, gpu_type: str | None = None, phase: int | None = None) -> float:
+    def rate(self, placement: Iterable[int], gpu_type: str | None = None, phase: int | None = None) -> float:
         if type(placement) is tuple:
             # Most callers pass a placement's shape (sorted, no empty node): as kept below, so it
             # finds its rate without being put in that form again (every job, every session).
@@ -522,7 +526,7 @@ class LearnedSpeed:
             hit = self._rates[key] = self._rate(pl, gpu_type)
         return hit
 
-    def best_batch(self, placement, gpu_type: str | None = None) -> tuple[float, int]:
+    def best_batch(self, placement: Iterable[int], gpu_type: str | None = None) -> tuple[float, int]:
         """(goodput, batch) the job's agent would choose on ``placement`` from this model (for an
         adaptive job; others: their own batch).  Before any measurement: Pollux's starting rule,
         the smallest batch the replicas allow."""
@@ -597,7 +601,9 @@ class LearnedSpeed:
         return float((n * atomic * (accum + 1) / own) / t) if t > 0 else 0.0
 
 
-def _goodputs(p: PerfParams, r: Report, b0: int, atomic, accum, real, sync) -> np.ndarray:
+def _goodputs(
+    p: PerfParams, r: Report, b0: int, atomic: np.ndarray, accum: np.ndarray, real: np.ndarray, sync: np.ndarray
+) -> np.ndarray:
     """Goodput (statistical progress per second) of micro-batch configurations: Pollux's gain
     under the job's last gradient statistics (1 without them) over the step time."""
     sqr, var = r.grad_sqr, r.grad_var
@@ -678,8 +684,8 @@ class ProfileBook:
 
     def __init__(self, limit: int = _MAX_PROFILE) -> None:
         self.limit = limit
-        self._profile: dict[str, dict[tuple, Measurement]] = {}
-        self._rates: dict[str, dict[tuple, tuple[str, int, int, float]]] = {}
+        self._profile: dict[str, dict[tuple[str, int, int, int, int], Measurement]] = {}
+        self._rates: dict[str, dict[tuple[str, int, int], tuple[str, int, int, float]]] = {}
         self._start: dict[str, Report] = {}
         self._snap: dict[str, SharedProfile] = {}
 
@@ -695,9 +701,9 @@ class ProfileBook:
                 prof[k] = m
                 new = True
         for r in report.rates:
-            k = r[:3]
-            if k not in rates and len(rates) < self.limit:
-                rates[k] = r
+            kr = r[:3]
+            if kr not in rates and len(rates) < self.limit:
+                rates[kr] = r
                 new = True
         if group not in self._start and report.grad_sqr is not None and report.grad_var is not None:
             self._start[group] = report

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,7 +43,7 @@ def _assignment_solver() -> Callable[..., Any]:
             return module.linear_sum_assignment  # type: ignore[no-any-return]
     from scipy.optimize import linear_sum_assignment
 
-    return linear_sum_assignment
+    return cast("Callable[..., Any]", linear_sum_assignment)
 
 
 linear_sum_assignment = _assignment_solver()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class SimResult:
     oracle: bool = False  # the policy was handed the true speed models (no real scheduler has them)
     shared_profiles: bool = False  # jobs of one profile group (one model) learned from each other's reports
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         jcts = np.array([j.jct for j in self.jobs if j.jct is not None], dtype=float)
         done = len(jcts)
         first = min((j.submit for j in self.jobs), default=0.0)

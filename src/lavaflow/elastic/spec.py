@@ -27,10 +27,14 @@ highest), ``lavaflow.io/adaptive-batch: "true"`` (the policy may co-adapt the ba
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from ..api.volcano import Job
+    from .speed import PolluxJobSpeed
 
 PREFIX = "lavaflow.io/"
 APPLICATION = PREFIX + "application"
@@ -115,7 +119,15 @@ def has_speed_model(annotations: Mapping[str, str]) -> bool:
     return APPLICATION in annotations or GAVEL_MODEL in annotations or SPEEDUP in annotations
 
 
-def _num(field: str, raw: Any, kind=float, minimum: float | None = None, strict_min: bool = False):
+@overload
+def _num(field: str, raw: Any, kind: type[int], minimum: float | None = None, strict_min: bool = False) -> int: ...
+@overload
+def _num(
+    field: str, raw: Any, kind: type[float] = float, minimum: float | None = None, strict_min: bool = False
+) -> float: ...
+def _num(
+    field: str, raw: Any, kind: type[float] | type[int] = float, minimum: float | None = None, strict_min: bool = False
+) -> float:
     try:
         v = kind(str(raw).strip())
     except (TypeError, ValueError):
@@ -225,7 +237,9 @@ def _sia_speed_spec(ann: dict[str, str], app: str, adaptive: bool, root: str | N
     return _application_spec(ann, app, model, adaptive, lambda bsz, kw: SiaJobSpeed(app, bsz, root=root, **kw))
 
 
-def _application_spec(ann: dict[str, str], app: str, model: Any, adaptive: bool, build) -> SpeedSpec:
+def _application_spec(
+    ann: dict[str, str], app: str, model: Any, adaptive: bool, build: Callable[[int, dict[str, Any]], PolluxJobSpeed]
+) -> SpeedSpec:
     """The speed and work of a job of a measured application (``model``: its measurements;
     ``build(batch size, options)``: its speed)."""
     bsz = _num(BATCH_SIZE, ann.get(BATCH_SIZE, model.init_batch_size), int, 1)
@@ -279,7 +293,7 @@ class Progress:
     gpu_seconds: float
 
 
-def progress(annotations: Mapping[str, str], parse_time=None) -> Progress | None:
+def progress(annotations: Mapping[str, str], parse_time: Callable[[str], float] | None = None) -> Progress | None:
     """The last progress report, or None.  ``parse_time`` turns lavaflow.io/progress-time into
     seconds on the scheduler's clock (the simulator writes seconds; a cluster RFC 3339)."""
     raw = annotations.get(PROGRESS)
@@ -294,7 +308,7 @@ def progress(annotations: Mapping[str, str], parse_time=None) -> Progress | None
     return Progress(frac, t, _num(GPU_SECONDS, gs, float, 0) if gs is not None else 0.0)
 
 
-def job_shape(job) -> tuple[int, int, list[str], str | None] | None:
+def job_shape(job: Job) -> tuple[int, int, list[str], str | None] | None:
     """(min workers, max workers, worker task names, pinned GPU-type value from the workers'
     nodeSelector) of a Volcano Job, or None when it is not elastic (no GPU pods, or
     minAvailable covers every pod)."""
@@ -336,13 +350,13 @@ def is_gpu(resource: str) -> bool:
     return resource == DEFAULT_GPU_RESOURCE or resource.endswith("/gpu")
 
 
-def is_training_job(job) -> bool:
+def is_training_job(job: Job) -> bool:
     """An elastic Volcano Job with a speed model: scheduled by the elastic policy, and in the
     simulator run by the training progress model."""
     return has_speed_model(job.metadata.annotations) and job_shape(job) is not None
 
 
-def validate(job) -> list[tuple[str, str]]:
+def validate(job: Job) -> list[tuple[str, str]]:
     """(field, message) problems of a Job's elastic annotations (empty when fine or not elastic)."""
     ann = job.metadata.annotations
     if not has_speed_model(ann) and not any(k in ann for k in (PROGRESS, REQUESTED, JOB_PRIORITY)):

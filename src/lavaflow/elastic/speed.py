@@ -35,6 +35,7 @@ import csv
 import json
 import math
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -65,10 +66,10 @@ REFERENCE_TYPE = "p100"
 REFERENCE_ALIASES = {"t4", "p100", "default", ""}
 
 
-_CANONICAL: dict[tuple, tuple[int, ...]] = {}
+_CANONICAL: dict[tuple[int, ...], tuple[int, ...]] = {}
 
 
-def canonical_placement(placement) -> tuple[int, ...]:
+def canonical_placement(placement: Iterable[int]) -> tuple[int, ...]:
     """Drop empty nodes; rotate to the lexicographically smallest rotation (as the traces do).
     Kept per placement (equal placements have equal canonical forms): the speed models ask for
     the same few placements thousands of times."""
@@ -119,7 +120,7 @@ def _barycentric_transforms(points: np.ndarray, simplices: np.ndarray) -> np.nda
     return out
 
 
-def _delaunay(points: np.ndarray):
+def _delaunay(points: np.ndarray) -> Any:
     """``scipy.spatial.Delaunay(points)``, its extension module loaded on its own (with the LAPACK
     one it needs): importing ``scipy.spatial`` brings ``scipy.linalg``, ``scipy.sparse`` and
     more, ~0.3 s of every replay (:mod:`lavaflow.elastic.scipy_ext`)."""
@@ -149,7 +150,7 @@ class _LinearND:
     so the same values (``tests/elastic/test_elastic_model.py`` compares them with scipy's on the
     Pollux applications).  ``transform`` is ``tri.transform``."""
 
-    def __init__(self, tri, transform: np.ndarray, values: np.ndarray) -> None:
+    def __init__(self, tri: Any, transform: np.ndarray, values: np.ndarray) -> None:
         nd = int(tri.ndim)
         self.ndim = nd
         self.points = np.asarray(tri.points, dtype=float)
@@ -437,7 +438,7 @@ class PolluxApp:
             # vectorised (equal NaN pattern for degenerate simplices, equal values to rounding):
             self._interp = _LinearND(tri, _barycentric_transforms(tri.points, tri.simplices), ys)
 
-    def prefill_step_times(self, placement, local_bszs) -> None:
+    def prefill_step_times(self, placement: Iterable[int], local_bszs: Iterable[int]) -> None:
         """Interpolate the step times of several local batches on an unmeasured placement in one
         call (the adaptive-batch search asks for ~50 at a time); same values as :meth:`step_time`."""
         pl = canonical_placement(placement)
@@ -456,7 +457,7 @@ class PolluxApp:
                 st, sy = self._interp.nearest(x)
             self._step_cache[(pl, b)] = (max(st, 1e-6), max(min(sy, st), 0.0))
 
-    def step_time(self, placement, local_bsz: int) -> tuple[float, float]:
+    def step_time(self, placement: Iterable[int], local_bsz: int) -> tuple[float, float]:
         """(step_time, sync_time) in seconds for one step of ``local_bsz`` samples per replica."""
         pl = canonical_placement(placement)
         key = (pl, int(local_bsz))
@@ -490,7 +491,7 @@ class PolluxApp:
         """Largest replica count whose per-replica batch is still at least the smallest measured."""
         return max(1, batch_size // self.min_local_bsz)
 
-    def rate(self, placement, batch_size: int) -> float:
+    def rate(self, placement: Iterable[int], batch_size: int) -> float:
         """Optimiser steps per second at global batch ``batch_size`` on ``placement``."""
         pl = canonical_placement(placement)
         if not pl:
@@ -521,7 +522,7 @@ class PolluxApp:
         with np.errstate(divide="ignore", invalid="ignore"):
             gain = np.where(den > 0, (var + sqr) / den, 1.0)
         made = np.diff(self.epoch_progress, prepend=0.0)  # progress made in each epoch
-        out = made / gain
+        out: np.ndarray = made / gain
         self._steps_cache[int(batch_size)] = out
         return out
 
@@ -663,7 +664,8 @@ def type_factor(app: str, gpu_type: str | None) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-_BEST_BATCH: dict[tuple, tuple[tuple[float, int], ...]] = {}  # per phase, then whole run
+# (model, batch, limit, placement, phases) -> best (goodput, batch) per phase, then for the whole run
+_BEST_BATCH: dict[tuple[Any, int, int, tuple[int, ...], int], tuple[tuple[float, int], ...]] = {}
 _GAINS: dict[tuple[str, int, int], np.ndarray] = {}  # (app, phases, batch) -> gain per phase, whole run
 _PHASE_EPOCHS: dict[tuple[str, int], tuple[tuple[int, int], ...]] = {}  # first and last epoch per phase
 _PHASE_BOUNDS: dict[tuple[str, int], tuple[float, ...]] = {}  # (app, phases) -> bounds
@@ -717,10 +719,16 @@ class PolluxJobSpeed:
     phases: int = -1  # -1: DEFAULT_PHASES
     _factors: dict[str, float] = field(default_factory=dict, repr=False)
     # (placement as given, GPU type) -> rate in each training phase, then for the whole run
-    _rates: dict[tuple, tuple[float, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _bounds_memo: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (phases, _bounds())
+    _rates: dict[tuple[tuple[int, ...], str | None], tuple[float, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _bounds_memo: tuple[int, tuple[float, ...]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )  # (phases, _bounds())
     # fixed batch: rate per (placement as given, GPU type), the value rate() computes
-    _fixed: dict[tuple, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _fixed: dict[tuple[tuple[int, ...], str | None], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.phases is None or self.phases < 0:
@@ -822,7 +830,9 @@ class PolluxJobSpeed:
             cands.update(b for b in _batch_grid(m.init_batch_size, hi) if lo <= b <= hi)
         return sorted(b for b in cands if b >= 1)
 
-    def best_batch(self, placement, phase: int | None = None, gpu_type: str | None = None) -> tuple[float, int]:
+    def best_batch(
+        self, placement: Iterable[int], phase: int | None = None, gpu_type: str | None = None
+    ) -> tuple[float, int]:
         """(goodput on the reference GPU type's measurements, batch size) for an adaptive job on
         ``placement`` (of ``gpu_type`` for a speed measured per type): for the whole run (``phase``
         None) or in one training phase."""
@@ -876,7 +886,7 @@ class PolluxJobSpeed:
             hit = _GAINS[key] = np.array([*(self.gain(batch_size, p) for p in phases), self.gain(batch_size)])
         return hit
 
-    def rate(self, placement, gpu_type: str | None = None, phase: int | None = None) -> float:
+    def rate(self, placement: Iterable[int], gpu_type: str | None = None, phase: int | None = None) -> float:
         """Work units per second on ``placement``; for an adaptive job in training phase ``phase``
         (None: at the batch that is best for the whole run)."""
         if self.adaptive:
@@ -888,7 +898,9 @@ class PolluxJobSpeed:
             hit = self._fixed[key] = self.model_for(gpu_type).rate(placement, self.batch_size) * self._factor(gpu_type)
         return hit
 
-    def rate_with_batch(self, placement, gpu_type: str | None, phase: int | None, batch_size: int) -> float:
+    def rate_with_batch(
+        self, placement: Iterable[int], gpu_type: str | None, phase: int | None, batch_size: int
+    ) -> float:
         """Work units per second on ``placement`` of an adaptive job training at ``batch_size``
         (the batch its own agent chose) in training phase ``phase``: the truth, whatever the batch."""
         pl = canonical_placement(placement)
@@ -898,7 +910,7 @@ class PolluxJobSpeed:
         g = gains[-1 if phase is None or len(gains) == 1 else min(phase, len(gains) - 2)]
         return self.model_for(gpu_type).rate(pl, int(batch_size)) * float(g) * self._factor(gpu_type)
 
-    def phase_rates(self, placement, gpu_type: str | None = None) -> tuple[float, ...]:
+    def phase_rates(self, placement: Iterable[int], gpu_type: str | None = None) -> tuple[float, ...]:
         """An adaptive job's rate on ``placement`` in each training phase, then for the whole run
         (one value when it has no phases), kept per placement and type."""
         key = (placement if isinstance(placement, tuple) else tuple(placement), gpu_type)
@@ -929,7 +941,7 @@ class GavelJobSpeed:
     def max_useful_workers(self) -> int:
         return 8
 
-    def rate(self, placement, gpu_type: str | None = None) -> float:
+    def rate(self, placement: Iterable[int], gpu_type: str | None = None) -> float:
         pl = canonical_placement(placement)
         if not pl:
             return 0.0
@@ -952,7 +964,7 @@ class TabulatedJobSpeed:
     points: dict[int, float]
     per_type: dict[str, float] = field(default_factory=dict)
 
-    def rate(self, placement, gpu_type: str | None = None) -> float:
+    def rate(self, placement: Iterable[int], gpu_type: str | None = None) -> float:
         n = sum(canonical_placement(placement))
         if n <= 0 or not self.points:
             return 0.0
@@ -972,11 +984,11 @@ class TabulatedJobSpeed:
 
 
 def rate_curve(
-    speed, gpu_type: str | None, max_workers: int, gpus_per_node: int, phase: int | None = None
+    speed: Any, gpu_type: str | None, max_workers: int, gpus_per_node: int, phase: int | None = None
 ) -> tuple[float, ...]:
     """Rates for 0..max_workers workers packed onto ``gpus_per_node``-GPU nodes (in training phase
     ``phase`` for a speed whose rate depends on progress)."""
-    whole = getattr(speed, "packed_rates", None)
+    whole: Callable[[str | None, int, int], tuple[float, ...]] | None = getattr(speed, "packed_rates", None)
     if whole is not None:  # a speed that works out every count at once (a learned model)
         return whole(gpu_type, max_workers, gpus_per_node)
     if phase is not None and phase_bounds(speed):
@@ -995,19 +1007,19 @@ def rate_curve(
 # ---------------------------------------------------------------------------------------------
 
 
-def phase_bounds(speed) -> tuple[float, ...]:
+def phase_bounds(speed: Any) -> tuple[float, ...]:
     """Work done at which the speed's rate changes (empty: the rate depends on placement only)."""
     return getattr(speed, "phase_bounds", ())
 
 
-def rate_at(speed, shape, gpu_type: str | None, done: float) -> float:
+def rate_at(speed: Any, shape: Iterable[int], gpu_type: str | None, done: float) -> float:
     """The rate on ``shape`` of a job that has done ``done`` work units."""
     if not phase_bounds(speed):
         return float(speed.rate(shape, gpu_type))
     return float(speed.rate(shape, gpu_type, phase=speed.phase_of(done)))
 
 
-def next_bound(speed, done: float) -> float:
+def next_bound(speed: Any, done: float) -> float:
     """The work done at which the rate changes next (inf: never)."""
     b = phase_bounds(speed)
     if not b:
@@ -1016,7 +1028,9 @@ def next_bound(speed, done: float) -> float:
     return b[i] if i < len(b) else math.inf
 
 
-def advance(speed, shape, gpu_type: str | None, done: float, seconds: float, limit: float = math.inf) -> float:
+def advance(
+    speed: Any, shape: Iterable[int], gpu_type: str | None, done: float, seconds: float, limit: float = math.inf
+) -> float:
     """Work done after running ``seconds`` on ``shape`` from ``done`` (phase by phase), at most ``limit``."""
     if not phase_bounds(speed):
         # One rate and no bound but ``limit``: the loop below in closed form (the same operations).
@@ -1055,7 +1069,7 @@ def advance(speed, shape, gpu_type: str | None, done: float, seconds: float, lim
     return min(done, limit)
 
 
-def time_to(speed, shape, gpu_type: str | None, done: float, target: float) -> float:
+def time_to(speed: Any, shape: Iterable[int], gpu_type: str | None, done: float, target: float) -> float:
     """Seconds of running on ``shape`` to get from ``done`` to ``target`` work units."""
     rates = _phase_rates(speed, shape, gpu_type)
     t = 0.0
@@ -1080,7 +1094,7 @@ def time_to(speed, shape, gpu_type: str | None, done: float, target: float) -> f
     return t
 
 
-def _phase_rates(speed, shape, gpu_type: str | None) -> tuple[float, ...] | None:
+def _phase_rates(speed: Any, shape: Iterable[int], gpu_type: str | None) -> tuple[float, ...] | None:
     """Per-phase rates of a speed whose rate depends on progress (None for any other speed)."""
     if not phase_bounds(speed):
         return None

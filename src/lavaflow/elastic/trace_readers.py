@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, overload
 
 from .job import ElasticJobSpec, default_elastic_range
-from .speed import POLLUX_APPS, PolluxJobSpeed, pollux_app
+from .speed import POLLUX_APPS, PolluxApp, PolluxJobSpeed, pollux_app
 
 
 @dataclass
@@ -37,7 +38,15 @@ POLLUX_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus")
 
 
-def _num(path: str, line: int, col: str, raw: str, kind=float, minimum: float | None = None):
+@overload
+def _num(path: str, line: int, col: str, raw: str, kind: type[int], minimum: float | None = None) -> int: ...
+@overload
+def _num(
+    path: str, line: int, col: str, raw: str, kind: type[float] = float, minimum: float | None = None
+) -> float: ...
+def _num(
+    path: str, line: int, col: str, raw: str, kind: type[float] | type[int] = float, minimum: float | None = None
+) -> float:
     try:
         v = kind(raw.strip())
     except (ValueError, AttributeError):
@@ -107,7 +116,7 @@ def workload_format(path: Path | str) -> str:
     return "sia"
 
 
-def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[ElasticJobSpec]:
+def read_workload(path: Path | str, max_gpus: int | None = None, **kw: Any) -> list[ElasticJobSpec]:
     p = Path(path)
     fmt = workload_format(p)
     if fmt in ("pollux", "sia"):
@@ -118,7 +127,9 @@ def read_workload(path: Path | str, max_gpus: int | None = None, **kw) -> list[E
     return read_philly_csv(p, max_gpus=max_gpus, **kw)
 
 
-def csv_rows(lines: Iterable[str], path: str, columns: tuple[str, ...], header: list[str] | None = None):
+def csv_rows(
+    lines: Iterable[str], path: str, columns: tuple[str, ...], header: list[str] | None = None
+) -> tuple[list[str], csv.DictReader[str]]:
     """``(header, reader)``: a ``csv.DictReader`` over ``lines`` whose field names are the header's,
     stripped; WorkloadError when one of ``columns`` is missing. With ``header`` (read earlier) the
     lines hold rows only."""
@@ -213,7 +224,7 @@ def read_pollux_csv(
 def pollux_row(
     p: str,
     line: int,
-    row: dict,
+    row: dict[str, Any],
     header: list[str],
     max_gpus: int | None = None,
     adaptive: bool = False,
@@ -248,7 +259,7 @@ def pollux_row(
         raise WorkloadError(
             p, line, "batch_size", f"{bsz} is below {app}'s smallest per-GPU batch {model.min_local_bsz}"
         )
-    opt = {}
+    opt: dict[str, Any] = {}
     for col, key in (("min_replicas", "min_w"), ("max_replicas", "max_w"), ("priority", "priority")):
         raw = (row.get(col) or "").strip()
         if raw:
@@ -273,7 +284,7 @@ def pollux_row(
     return _pollux_job(p, line, name, t, app, reps, bsz, max_gpus, gpu_type=gt, sia_root=sia_root, **opt)
 
 
-def _sia_model(p: str, line: int, root: str, app: str):
+def _sia_model(p: str, line: int, root: str, app: str) -> PolluxApp:
     """The reference GPU type's model of a Sia workload's application; WorkloadError naming the
     row and the missing table when the artifact lacks it."""
     from .sia import REFERENCE_SUFFIX, SiaArtifactError, sia_app
@@ -284,7 +295,15 @@ def _sia_model(p: str, line: int, root: str, app: str):
         raise WorkloadError(p, line, "application", str(exc)) from None
 
 
-def sia_row(p: str, line: int, *args, **kwargs) -> ElasticJobSpec | None:
+def sia_row(
+    p: str,
+    line: int,
+    row: dict[str, Any],
+    header: list[str],
+    max_gpus: int | None = None,
+    adaptive: bool = False,
+    seen: set[str] | None = None,
+) -> ElasticJobSpec | None:
     """The job of one row of a Sia workload (Pollux's columns; the arguments of
     :func:`pollux_row`), run by the tables of the artifact in ``$LAVAFLOW_SIA_ARTIFACT``."""
     from .sia import ENV_VAR, configured_root
@@ -292,7 +311,7 @@ def sia_row(p: str, line: int, *args, **kwargs) -> ElasticJobSpec | None:
     root = configured_root()
     if root is None:
         raise WorkloadError(p, line, None, f"a Sia workload needs Sia's artifact: set {ENV_VAR}")
-    return pollux_row(p, line, *args, **kwargs, sia_root=root)
+    return pollux_row(p, line, row, header, max_gpus, adaptive, seen, sia_root=root)
 
 
 # Pollux's workload generator bins Philly jobs by GPU time into applications; we do the same to
@@ -461,7 +480,7 @@ def read_gavel_csv(path: Path | str, max_gpus: int | None = None) -> list[Elasti
         return [gavel_row(p, reader.line_num, row, header, max_gpus) for row in reader]
 
 
-def gavel_row(p: str, line: int, row: dict, header: list[str], max_gpus: int | None = None) -> ElasticJobSpec:
+def gavel_row(p: str, line: int, row: dict[str, Any], header: list[str], max_gpus: int | None = None) -> ElasticJobSpec:
     """The job of one row of a Gavel CSV."""
     if any(row.get(c) is None for c in GAVEL_COLUMNS):
         raise WorkloadError(p, line, None, f"expected {len(header)} fields")
@@ -487,7 +506,7 @@ def gavel_workload(
     table = gavel_table()
     models = table.models
     times = np.sort(rng.uniform(0, hours * 3600, size=jobs))
-    rows = []
+    rows: list[tuple[str, float, str, int, float]] = []
     for i, t in enumerate(times):
         model = models[int(rng.integers(len(models)))]
         sf = int(rng.choice([1, 2, 4, 8], p=[0.7, 0.1, 0.15, 0.05]))
@@ -498,7 +517,7 @@ def gavel_workload(
     return rows
 
 
-def write_gavel_csv(rows, path: Path | str) -> None:
+def write_gavel_csv(rows: Iterable[Sequence[object]], path: Path | str) -> None:
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(GAVEL_COLUMNS)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from .afsl import afsl
 from .base import AllocationError, Assignment, JobView, Policy, check_allocation, split_pools
@@ -29,8 +31,8 @@ from .tiresias import (
 
 # name -> (function, elastic, needs job info, uses Tiresias queues, one-line description,
 #          clairvoyant (reads remaining/total work), extra Policy fields)
-_VODA_QUEUES = {"thresholds": DEFAULT_THRESHOLDS, "promote_knob": 8.0}
-_REGISTRY = {
+_VODA_QUEUES: dict[str, Any] = {"thresholds": DEFAULT_THRESHOLDS, "promote_knob": 8.0}
+_REGISTRY: dict[str, tuple[Callable[..., dict[str, Assignment]], bool, bool, bool, str, bool, dict[str, Any]]] = {
     "FIFO": (fifo, False, False, False, "first come first served, requested workers", False, {}),
     "ElasticFIFO": (
         elastic_fifo,
@@ -179,10 +181,10 @@ def resolve_name(name: str) -> str:
 
 # Parameters a policy takes on learned speed models unless configured (tuned there; the function's
 # own defaults were tuned with the true models and stay for the oracle, so its figures stand).
-_LEARNED_PARAMS: dict[str, dict] = {"Goodput": GOODPUT_LEARNED}
+_LEARNED_PARAMS: dict[str, dict[str, Any]] = {"Goodput": GOODPUT_LEARNED}
 
 
-def make_policy(name: str, learned: bool = False, **params) -> Policy:
+def make_policy(name: str, learned: bool = False, **params: Any) -> Policy:
     """Build a policy by (case-insensitive) name; ``params`` go to resize-aware policies only
     (``resize_cost``, ``horizon``, ...).  ``learned``: the policy will read learned speed models
     (the scheduler's default), so it takes the parameters tuned for them where they differ."""

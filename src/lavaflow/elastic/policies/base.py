@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Assignment(NamedTuple):
@@ -101,7 +101,7 @@ def check_allocation(jobs: Sequence[JobView], capacity: Mapping[str, int], resul
             raise AllocationError(f"GPU type {t}: {n} workers allocated, capacity {capacity[t]}")
 
 
-def fifo_key(j: JobView) -> tuple:
+def fifo_key(j: JobView) -> tuple[float, str]:
     return (j.submit_time, j.name)
 
 
@@ -157,7 +157,7 @@ class Policy:
     fn: Callable[..., dict[str, Assignment]]
     uses_priority_queues: bool = False
     description: str = ""
-    params: dict = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     clairvoyant: bool = False
     default_interval: float | None = None
     thresholds: tuple[float, ...] | None = None
@@ -187,7 +187,7 @@ class Policy:
 def per_pool(single: SinglePool) -> Callable[..., dict[str, Assignment]]:
     """Lift a one-GPU-type policy to several types the way Voda does: one pool per type."""
 
-    def run(jobs: list[JobView], capacity: dict[str, int], now: float, **kw) -> dict[str, Assignment]:
+    def run(jobs: list[JobView], capacity: dict[str, int], now: float, **kw: Any) -> dict[str, Assignment]:
         out: dict[str, Assignment] = {}
         for t, pool in split_pools(jobs, capacity).items():
             if not pool:

@@ -25,8 +25,9 @@ maximum (round robin).  Fixes (see docs/elastic.md, "ElasticFIFO / ElasticSRJF")
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from .base import JobView, fifo_key, per_pool
+from .base import Assignment, JobView, fifo_key, per_pool
 
 
 def _rem(j: JobView, gpu_type: str | None, n: int) -> float:
@@ -54,7 +55,9 @@ def shrink_loss(j: JobView, gpu_type: str | None, n0: int, n1: int, resize_cost:
     return resize_cost + _rem(j, gpu_type, n1) - _rem(j, gpu_type, n0)
 
 
-def _round_robin(order: list[JobView], alloc: dict[str, int], free: int, gpu_type, frozen: set) -> dict[str, int]:
+def _round_robin(
+    order: list[JobView], alloc: dict[str, int], free: int, gpu_type: str | None, frozen: set[str]
+) -> dict[str, int]:
     out = dict(alloc)
     while free > 0:
         grew = False
@@ -120,7 +123,14 @@ def elastic_in_order(
     return _grow_in_order(run, out, gpus - used, gpu_type, cur, resize_cost)
 
 
-def _grow_in_order(run, alloc, free, gpu_type, cur, resize_cost) -> dict[str, int]:
+def _grow_in_order(
+    run: list[JobView],
+    alloc: dict[str, int],
+    free: int,
+    gpu_type: str | None,
+    cur: dict[str, int],
+    resize_cost: float,
+) -> dict[str, int]:
     out = dict(alloc)
     for j in run:
         n0 = out[j.name]
@@ -142,5 +152,7 @@ def elastic_fifo_pool(
     return elastic_in_order(sorted(jobs, key=fifo_key), gpus, gpu_type, resize_cost, sticky)
 
 
-def elastic_fifo(jobs, capacity, now, resize_cost: float = 30.0, sticky: bool = True, **_):
+def elastic_fifo(
+    jobs: list[JobView], capacity: dict[str, int], now: float, resize_cost: float = 30.0, sticky: bool = True, **_: Any
+) -> dict[str, Assignment]:
     return per_pool(elastic_fifo_pool)(jobs, capacity, now, resize_cost=resize_cost, sticky=sticky)

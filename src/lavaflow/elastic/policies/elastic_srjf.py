@@ -29,7 +29,9 @@ comparison.
 
 from __future__ import annotations
 
-from .base import JobView, per_pool
+from typing import Any
+
+from .base import Assignment, JobView, per_pool
 from .elastic_fifo import _speeds_up, elastic_in_order, worth_resizing
 from .srjf import srjf_key
 
@@ -85,5 +87,7 @@ def elastic_srjf_pool(
     return elastic_by_priority(order, gpus, gpu_type, resize_cost)
 
 
-def elastic_srjf(jobs, capacity, now, resize_cost: float = 30.0, sticky: bool = True, **_):
+def elastic_srjf(
+    jobs: list[JobView], capacity: dict[str, int], now: float, resize_cost: float = 30.0, sticky: bool = True, **_: Any
+) -> dict[str, Assignment]:
     return per_pool(elastic_srjf_pool)(jobs, capacity, now, resize_cost=resize_cost, sticky=sticky)

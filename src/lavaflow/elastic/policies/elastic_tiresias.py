@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 
 from .base import JobView, per_pool
 from .tiresias import DEFAULT_THRESHOLDS, queue_level, tiresias_order
@@ -21,7 +22,7 @@ def elastic_tiresias_pool(
     gpus: int,
     now: float,
     gpu_type: str,
-    thresholds=DEFAULT_THRESHOLDS,
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
     compaction_trigger: int = 10,
 ) -> dict[str, int]:
     order = tiresias_order(jobs, thresholds)

@@ -42,7 +42,7 @@ def allocation(
     from scipy.optimize import linprog
 
     types = sorted(t for t, c in capacity.items() if c > 0)
-    classes: dict[tuple, list[JobView]] = {}
+    classes: dict[tuple[int, tuple[tuple[str, float], ...]], list[JobView]] = {}
     for j in jobs:
         n = j.clamp(j.requested)
         sig = tuple((t, j.rate(t, n)) for t in j.types(capacity) if t in types and n <= capacity[t])
@@ -52,10 +52,10 @@ def allocation(
     keys: list[tuple[int, str]] = []
     rate: list[float] = []
     for c, ((_n, sig), _js) in enumerate(classes.items()):
-        for t, r in sig:
-            if r > 0:
+        for t, rt in sig:
+            if rt > 0:
                 keys.append((c, t))
-                rate.append(r)
+                rate.append(rt)
     if not keys:
         return {}
     nv, nc = len(keys), len(members)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -90,7 +90,15 @@ def lavaflow(
     return alloc
 
 
-def _values(order, capacity, free, switch, horizon, hetero_weight, node_size=0) -> dict[str, dict[str, np.ndarray]]:
+def _values(
+    order: list[JobView],
+    capacity: Mapping[str, int],
+    free: dict[str, int],
+    switch: float,
+    horizon: float,
+    hetero_weight: float,
+    node_size: int = 0,
+) -> dict[str, dict[str, np.ndarray]]:
     """Value tables ``val[name][type][n]`` for n = 0..max workers.  With ``node_size`` > 1 only
     sizes up to one node or whole multiples of it (and the job's minimum and current size) can be
     chosen: the others get value -inf."""
@@ -133,13 +141,21 @@ def _values(order, capacity, free, switch, horizon, hetero_weight, node_size=0) 
     return val
 
 
-def _greedy(order, rank, val, free, alloc, lookahead, moves: bool = False) -> None:
+def _greedy(
+    order: list[JobView],
+    rank: dict[str, int],
+    val: dict[str, dict[str, np.ndarray]],
+    free: dict[str, int],
+    alloc: dict[str, Assignment],
+    lookahead: int,
+    moves: bool = False,
+) -> None:
     """Lazy greedy on value gain per GPU, from the allocation ``alloc`` (updated in place).
     ``moves``: a job given a type may move to another one when that gains more per GPU taken
     there (its GPUs are handed back), so that jobs first placed on the fastest type at one worker
     each do not keep the other types idle."""
     version = {j.name: 0 for j in order}
-    heap: list = []
+    heap: list[tuple[float, int, int, str, int, JobView]] = []
 
     def push_options(j: JobView) -> None:
         a = alloc.get(j.name)

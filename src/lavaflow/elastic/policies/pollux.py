@@ -99,7 +99,8 @@ def pollux(
         """The step of job ``i`` with the largest cost decrease per GPU that fits now."""
         j = order[i]
         best: tuple[float, int, str] | None = None
-        for t in [kind[i]] if kind[i] is not None else types:
+        k = kind[i]
+        for t in [k] if k is not None else types:
             c = costs.get((i, t))
             if c is None:
                 continue
@@ -131,7 +132,7 @@ def pollux(
         b = best_step(i)
         if b is not None:
             heapq.heappush(heap, (-b[0], i, b[1], b[2]))
-    return {order[i].name: Assignment(kind[i], size[i]) for i in range(len(order)) if size[i] and kind[i]}
+    return {order[i].name: Assignment(kt, size[i]) for i in range(len(order)) if size[i] and (kt := kind[i])}
 
 
 def _exact(order: list[JobView], costs: dict[tuple[int, str], list[float]], t: str, cap: int) -> dict[str, Assignment]:

@@ -3,11 +3,13 @@ worker, Voda's estimate), shortest first; ties by submission."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .base import JobView, per_pool
 from .fifo import rigid_in_order
 
 
-def srjf_key(gpu_type: str):
+def srjf_key(gpu_type: str) -> Callable[[JobView], tuple[float, float, str]]:
     return lambda j: (j.remaining_time(gpu_type, 1), j.submit_time, j.name)
 
 

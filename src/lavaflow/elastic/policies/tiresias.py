@@ -22,6 +22,7 @@ Voda, a promoted job is not demoted again on the next tick."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from .base import JobView, per_pool
 from .fifo import rigid_in_order
@@ -31,12 +32,12 @@ LITERATURE_THRESHOLD = 16 * 3600.0  # GPU-seconds (Pollux artifact: 3600 * 16)
 LITERATURE_INTERVAL = 60.0  # seconds between scheduling rounds in the Pollux simulator
 
 
-def queue_level(j: JobView, thresholds=DEFAULT_THRESHOLDS) -> int:
+def queue_level(j: JobView, thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> int:
     level = sum(1 for th in thresholds if j.queue_service >= th)
     return max(level, min(j.priority, len(thresholds)))
 
 
-def tiresias_order(jobs: list[JobView], thresholds=DEFAULT_THRESHOLDS) -> list[JobView]:
+def tiresias_order(jobs: list[JobView], thresholds: Sequence[float] = DEFAULT_THRESHOLDS) -> list[JobView]:
     return sorted(
         jobs,
         key=lambda j: (
@@ -49,7 +50,7 @@ def tiresias_order(jobs: list[JobView], thresholds=DEFAULT_THRESHOLDS) -> list[J
 
 
 def tiresias_pool(
-    jobs: list[JobView], gpus: int, now: float, gpu_type: str, thresholds=DEFAULT_THRESHOLDS
+    jobs: list[JobView], gpus: int, now: float, gpu_type: str, thresholds: Sequence[float] = DEFAULT_THRESHOLDS
 ) -> dict[str, int]:
     return rigid_in_order(tiresias_order(jobs, thresholds), gpus)
 
@@ -61,7 +62,7 @@ def literature_order(jobs: list[JobView], threshold: float = LITERATURE_THRESHOL
     """Queue 0 (attained service below ``threshold``) in arrival order, then queue 1 in demotion
     order (``queue_entered``; arrival order where unknown)."""
 
-    def key(j: JobView) -> tuple:
+    def key(j: JobView) -> tuple[int, float, float, str]:
         if j.queue_service < threshold:
             return (0, j.submit_time, j.submit_time, j.name)
         entered = j.queue_entered if j.queue_entered is not None else j.submit_time
