@@ -13,10 +13,15 @@ Only :mod:`.main` is imported at start-up; the cluster commands are added when o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .main import main
 
+if TYPE_CHECKING:
+    import typer
 
-def __getattr__(name: str):
+
+def __getattr__(name: str) -> typer.Typer:
     if name == "app":  # `lavaflow.cli.app`: the app with every command
         from .main import _with_kube_commands
 

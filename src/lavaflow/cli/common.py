@@ -7,18 +7,28 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
-from .options import ContextOpt, KubeconfigOpt, SchedulerNamesOpt  # noqa: F401 - (re-exported)
+from .options import ContextOpt as ContextOpt  # (re-exported)
+from .options import KubeconfigOpt as KubeconfigOpt
+from .options import SchedulerNamesOpt as SchedulerNamesOpt
+
+if TYPE_CHECKING:
+    from ..kube.client import KubeClient
+
+T = TypeVar("T")
 
 
-def die(msg: str, code: int = 1) -> None:
+def die(msg: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
 
 
-def read_yaml_documents(filename) -> list:
+def read_yaml_documents(filename: Path) -> list[Any]:
     """The non-empty YAML documents of a file, or a one-line error and exit code 2."""
     from ..api import yamlio
 
@@ -41,7 +51,7 @@ def need_kube() -> None:
         die("the Kubernetes backend needs the kube extra: pip install 'lavaflow[kube]'")
 
 
-def make_client(kubeconfig: str | None, context: str | None, qps: float = 50.0, burst: int = 100):
+def make_client(kubeconfig: str | None, context: str | None, qps: float = 50.0, burst: int = 100) -> KubeClient:
     from ..kube.client import ConfigError, KubeClient, load_config
 
     try:
@@ -99,10 +109,10 @@ def namespace_of_lease(value: str | None) -> str:
     return value or os.environ.get("POD_NAMESPACE") or "default"
 
 
-def run_on_cluster(coro_fn, kubeconfig, context):
+def run_on_cluster(coro_fn: Callable[[KubeClient], Awaitable[T]], kubeconfig: str | None, context: str | None) -> T:
     need_kube()
 
-    async def main():
+    async def main() -> T:
         client = make_client(kubeconfig, context)
         try:
             return await coro_fn(client)

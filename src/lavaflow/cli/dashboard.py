@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from .common import ContextOpt, KubeconfigOpt, die, make_client, need_kube, setup_logging, stop_event
+
+if TYPE_CHECKING:
+    from ..scheduler.framework.conf import SchedulerConfiguration
 
 log = logging.getLogger("lavaflow.dashboard")
 
@@ -89,7 +92,7 @@ def _can_listen(host: str, port: int) -> None:
             die(f"--port: cannot listen on {host}:{port} ({exc.strerror or exc})", 2)
 
 
-def _conf(path: Path | None):
+def _conf(path: Path | None) -> SchedulerConfiguration:
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 
     if path is None:
@@ -125,7 +128,9 @@ def _serve_result(path: Path, at: str | None, scheduler: str | None, host: str, 
     srv.run()
 
 
-async def _serve_cluster(kubeconfig: str | None, context: str | None, conf, host: str, port: int) -> None:
+async def _serve_cluster(
+    kubeconfig: str | None, context: str | None, conf: SchedulerConfiguration, host: str, port: int
+) -> None:
     from ..dashboard.app import Dashboard, forecast_loop, make_app, server
     from ..dashboard.forecast_column import ForecastColumn
     from ..dashboard.live import LiveState

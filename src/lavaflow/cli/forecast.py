@@ -7,11 +7,16 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from .options import ContextOpt, KubeconfigOpt
+
+if TYPE_CHECKING:
+    from ..forecast import Forecast
+    from ..scheduler.framework.conf import SchedulerConfiguration
+    from ..store import MemoryStore
 
 
 def _invalid(problems: list[str]) -> Exception:
@@ -20,7 +25,7 @@ def _invalid(problems: list[str]) -> Exception:
     return Invalid(problems)
 
 
-def _conf_file(config: Path | None):
+def _conf_file(config: Path | None) -> SchedulerConfiguration | None:
     if config is None:
         return None
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
@@ -34,7 +39,7 @@ def _conf_file(config: Path | None):
 
 def _simulated(
     files: list[Path], config: Path | None, at: float, seed: int, default_duration: float, policy: str | None
-):
+) -> tuple[MemoryStore, SchedulerConfiguration, float]:
     """A simulation of ``files`` run to ``at``: (its store, its configuration, its clock)."""
     from ..sim.engine import Simulation
     from .main import _elastic_conf, _load
@@ -47,7 +52,7 @@ def _simulated(
     return sim.store, sim.scheduler.conf, sim.now
 
 
-def _live(kubeconfig: str | None, context: str | None):
+def _live(kubeconfig: str | None, context: str | None) -> tuple[dict[str, list[Any]], float]:
     """A snapshot of the cluster and the wall-clock time it was taken at."""
     import asyncio
     import time
@@ -63,7 +68,7 @@ def _live(kubeconfig: str | None, context: str | None):
     except ConfigError as exc:
         raise _invalid([f"--kubeconfig: {exc}"]) from None
 
-    async def go():
+    async def go() -> dict[str, list[Any]]:
         client = KubeClient(cfg)
         try:
             return await cluster_snapshot(client)
@@ -107,7 +112,7 @@ def _with_range(point: float | None, lo: float | None, hi: float | None, now: fl
     return f"{text} [{_fmt(lo, now, wall)} – {_fmt(hi, now, wall)}]"
 
 
-def _json(fc) -> dict[str, Any]:
+def _json(fc: Forecast) -> dict[str, Any]:
     jobs = []
     for key, j in fc.jobs.items():
         ns, name = key.split("/", 1)
@@ -131,7 +136,7 @@ def _json(fc) -> dict[str, Any]:
     return {"now": fc.now, "seed": fc.seed, "runs": fc.runs, "jobs": jobs}
 
 
-def _table(fc, wall: bool) -> None:
+def _table(fc: Forecast, wall: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -227,6 +232,8 @@ def forecast_cmd(
     dd = _seconds(problems, "--default-duration", default_duration, allow_inf=True)
     if problems:
         raise _invalid(problems)
+    objects: MemoryStore | dict[str, list[Any]]
+    conf: SchedulerConfiguration | None
     if files:
         objects, conf, now = _simulated(files, config, at_s, seed, dd, policy)
     else:

@@ -7,7 +7,7 @@ import gc
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 
 import typer
 from rich.console import Console
@@ -25,6 +25,13 @@ from .node_choice import (
 )
 from .sweep import sweep_cmd
 from .tables import fmt_time, print_results_table, summary_table
+
+if TYPE_CHECKING:
+    from ..elastic.results import SimResult
+    from ..scheduler.framework.conf import SchedulerConfiguration
+    from ..scheduler.framework.node_choice import NodeChoice
+    from ..sim.engine import Simulation
+    from ..sim.inputs import SimInput
 
 _app = typer.Typer(
     add_completion=False,
@@ -87,7 +94,9 @@ def read_text(path: Path) -> str:
         raise Invalid([f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})"]) from None
 
 
-def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False, adaptive: bool = False):
+def _load(
+    files: list[Path], config: Path | None, skip_unsupported: bool = False, adaptive: bool = False
+) -> tuple[SimInput, SchedulerConfiguration | None]:
     from ..api.loader import InputError, Problems, load_files
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
     from ..sim.inputs import prepare
@@ -98,7 +107,7 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
     later: list[str] = []  # the trace jobs' admission problems, told with the other inputs'
     try:
         loaded = load_files([str(f) for f in files if not is_trace(f)], skip_unsupported, skipped)
-        traces = [str(f) for f in files if is_trace(f)]
+        traces: list[str | Path] = [str(f) for f in files if is_trace(f)]
         if traces:
             # Trace jobs are checked now and made as the simulated clock reaches them (a feed),
             # unless other inputs are checked against them: then they are loaded whole.
@@ -118,7 +127,7 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
         sim_input.stream = feed
         sim_input.warnings += feed.warnings
     sim_input.warnings[:0] = skipped
-    conf = None
+    conf: SchedulerConfiguration | None = None
     if config is not None:
         text = read_text(config)
         try:
@@ -131,14 +140,14 @@ def _load(files: list[Path], config: Path | None, skip_unsupported: bool = False
 
 
 def _elastic_conf(
-    conf,
+    conf: SchedulerConfiguration | None,
     policy: str | None,
     interval: str | None,
     cost: str | None,
     oracle: bool = False,
     shared_profiles: bool | None = None,
     params: Mapping[str, Any] | None = None,
-):
+) -> SchedulerConfiguration:
     """The configuration with the elastic plugin's policy / interval / cost / oracle / profile
     sharing / policy parameters (``elastic.policy.<name>``) overridden."""
     from ..scheduler.elastic.state import elastic_option
@@ -184,12 +193,12 @@ def _elastic_conf(
 
 
 def _run(
-    files,
-    config,
-    scheduler,
-    seed,
-    until,
-    default_duration,
+    files: list[Path],
+    config: Path | None,
+    scheduler: str,
+    seed: int,
+    until: float | None,
+    default_duration: float,
     show_progress: bool,
     policy: str | None = None,
     interval: str | None = None,
@@ -199,11 +208,11 @@ def _run(
     oracle: bool = False,
     report_period: float = 30.0,
     report_noise: float = 0.0,
-    node_choice=None,
+    node_choice: NodeChoice | None = None,
     shared_profiles: bool | None = None,
     params: Mapping[str, Any] | None = None,
     cluster_state: bool = False,
-):
+) -> tuple[dict[str, Any], SimResult | None]:
     import time as _time
 
     from ..sim.engine import Simulation
@@ -248,7 +257,7 @@ def _run(
             window = [_time.perf_counter(), 0]  # wall time and events at the last rate shown
 
             def cb(now: float, done: int, total: int, events: int) -> None:
-                fields: dict[str, str] = {"t": _clock(now)}
+                fields: dict[str, Any] = {"t": _clock(now)}
                 wall = _time.perf_counter()
                 if wall - window[0] >= 0.5:  # events per second of wall time, over the last half second or more
                     fields["rate"] = f"{(events - window[1]) / (wall - window[0]):,.0f}"
@@ -256,7 +265,7 @@ def _run(
                 progress.update(tid, completed=done, total=total or None, **fields)
 
             result = sim.run(progress=cb)
-    elastic = None
+    elastic: SimResult | None = None
     if sim.training.jobs:
         elastic = sim.training.result(sim.elastic_policy_name() or "-", _time.perf_counter() - t0)
         result["elastic"] = _elastic_json(elastic, sim)
@@ -278,7 +287,7 @@ def _clock(seconds: float) -> str:
     return f"{days}d {h}:{m:02d}:{sec:02d}" if days else f"{h}:{m:02d}:{sec:02d}"
 
 
-def _elastic_json(res, sim) -> dict:
+def _elastic_json(res: SimResult, sim: Simulation) -> dict[str, Any]:
     s = res.summary()
     s.pop("wall_seconds", None)
     return {
@@ -416,7 +425,8 @@ def simulate(
         why = _unwritable(report)
         if why:
             problems.append(f"--report: {report}: {why}")  # (checked before the run, not after it)
-    until_s = dd = None
+    until_s: float | None = None
+    dd = 0.0  # (or a problem, raised before it is used)
     try:
         until_s = parse_duration(until) if until is not None else None
     except ValueError as exc:
@@ -451,7 +461,9 @@ def simulate(
         from ..elastic.policies import POLICY_NAMES, resolve_name
 
         raw = (
-            [p for p in (compare_policies or "").split(",") if p.strip()] if compare_policies is not None else [policy]
+            [p for p in (compare_policies or "").split(",") if p.strip()]
+            if compare_policies is not None
+            else [cast(str, policy)]  # (policy is given when compare_policies is not)
         )
         flag = "--compare-policies" if compare_policies is not None else "--policy"
         policies = []
@@ -556,7 +568,7 @@ def _report_available() -> bool:
     return available()
 
 
-def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
+def _find_job(result: dict[str, Any], target: str) -> tuple[dict[str, Any] | None, str | None]:
     """The job record and its PodGroup key for NAMESPACE/NAME (a Volcano Job or a PodGroup)."""
     ns, _, name = target.rpartition("/")
     ns = ns or "default"
@@ -579,7 +591,7 @@ def _find_job(result: dict, target: str) -> tuple[dict | None, str | None]:
     return job, (f"{ns}/{pg['name']}" if pg else None)
 
 
-def _explain_problem(result: dict, target: str) -> str | None:
+def _explain_problem(result: dict[str, Any], target: str) -> str | None:
     job, _ = _find_job(result, target)
     if job is None:
         known = ", ".join(
@@ -589,7 +601,7 @@ def _explain_problem(result: dict, target: str) -> str | None:
     return None
 
 
-def _print_explanation(result: dict, target: str) -> None:
+def _print_explanation(result: dict[str, Any], target: str) -> None:
     out = Console(width=max(Console().width, 100))
     job, pg_key = _find_job(result, target)
     if job is None:
@@ -669,7 +681,7 @@ def _with_kube_commands() -> typer.Typer:
     return _app
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> typer.Typer:
     if name == "app":  # `lavaflow.cli.app`: the app with every command
         return _with_kube_commands()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,9 +5,12 @@ start-up does not need."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from ..scheduler.framework.node_choice import NodeChoice
 
 NodeChoiceOpt = Annotated[
     Optional[str],
@@ -46,7 +49,7 @@ def node_choice_from_options(
     minimum_percentage: int | None,
     percentage: int | None,
     seed: int = 0,
-):
+) -> tuple[NodeChoice, list[str]]:
     """The NodeChoice the options ask for, and one message per option that cannot be used."""
     from ..scheduler.framework import node_choice as nc
 

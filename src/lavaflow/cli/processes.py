@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -33,6 +33,11 @@ from .node_choice import (
     node_choice_from_options,
 )
 from .quick_exit import exit_now
+
+if TYPE_CHECKING:
+    from ..kube.client import KubeClient
+    from ..kube.controller_process import KubeControllers
+    from ..kube.scheduler_process import KubeScheduler
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"  # (kube-scheduler's flag of the same name and values)
 JSON_TYPE = "application/json"
@@ -147,7 +152,9 @@ def scheduler_cmd(
     exit_now()
 
 
-async def _run_component(component, client, listen_address: str, listen_port: int) -> None:
+async def _run_component(
+    component: KubeScheduler | KubeControllers, client: KubeClient, listen_address: str, listen_port: int
+) -> None:
     """Serve /metrics, /healthz and /readyz, run until SIGTERM/SIGINT, then shut down gracefully.
     A leader that lost its Lease says so in one line and stops the same way (exit code 0): its
     Deployment restarts it, as a standby, while another replica leads."""

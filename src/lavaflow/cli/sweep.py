@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, cast
 
 import typer
 
@@ -55,7 +55,7 @@ FIGURES = [name for _, name in SUMMARY_FIGURES] + ["stalled", "end_time"] + [f"e
 AXES_FIRST = ("input", "load", "cluster", "config", "policy")
 
 
-def _figures(result: dict, elastic: Any) -> dict[str, Any]:
+def _figures(result: dict[str, Any], elastic: Any) -> dict[str, Any]:
     s = result.get("summary", {})
     out: dict[str, Any] = {name: s.get(k) for k, name in SUMMARY_FIGURES}
     out["stalled"] = bool(result.get("stalled"))
@@ -301,7 +301,7 @@ def _write_json(path: Path, data: Any) -> None:
 
 def read_record(runs_dir: Path, key: str) -> dict[str, Any] | None:
     try:
-        return json.loads((runs_dir / f"{key}.json").read_text(encoding="utf-8"))
+        return cast("dict[str, Any]", json.loads((runs_dir / f"{key}.json").read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return None
 
@@ -357,8 +357,8 @@ def write_tables(header: list[str], rows: list[dict[str, Any]], out: Path) -> li
             w.writerow([_cell(row[c]) for c in header])
     os.replace(tmp, out / "results.csv")
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # type: ignore[import-untyped]  # (no stubs or py.typed)
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
     except ImportError:
         return ["pyarrow is not installed: results.parquet not written (pip install pyarrow); results.csv has it all"]
     cols = {c: [row[c] for row in rows] for c in header}

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Optional, Union, cast
 
 from pydantic import (
     AfterValidator,
@@ -160,7 +160,7 @@ class SpecError(Exception):
         self.problems = problems
 
 
-def _loc(loc: tuple) -> str:
+def _loc(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -278,7 +278,7 @@ def _resolve(pattern: str, base: Path) -> list[Path]:
     return []
 
 
-def _natural(s: str) -> list:
+def _natural(s: str) -> list[tuple[int, int, str]]:
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", s) if t]
 
 
@@ -313,7 +313,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _listify(v: Any) -> list:
+def _listify(v: Any) -> list[Any]:
     return v if isinstance(v, list) else [v]
 
 
@@ -405,7 +405,8 @@ def expand(spec: SweepSpec, spec_path: Path) -> tuple[list[Run], list[str], dict
                     configs.append(h)
         loads: list[float | None] = [None] if not ax.loads else [float(x) for x in ax.loads]
         policies: list[str | None] = list(ax.policies) if ax.policies else [None]
-        seeds = ax.seeds if ax.seeds is not None else [0]
+        # (a number of seeds is a list by now: the validator made it one)
+        seeds = cast("list[int]", ax.seeds) if ax.seeds is not None else [0]
         params_axes = {k: _listify(v) for k, v in (ax.params or {}).items()}
         settings = ax.settings.model_dump(exclude_none=True) if ax.settings else {}
         settings_axes = {k: _listify(v) for k, v in settings.items()}

@@ -17,7 +17,7 @@ def fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def _job_table(result: dict) -> Table:
+def _job_table(result: dict[str, Any]) -> Table:
     t = Table(title=f"scheduler: {result['scheduler']}", title_justify="left")
     for col in ("job", "queue", "phase", "submitted", "started", "finished", "waited", "ran"):
         t.add_column(col, justify="right" if col not in ("job", "queue", "phase") else "left")
@@ -53,7 +53,7 @@ SUMMARY_ROWS = (
 )
 
 
-def summary_table(results: list[dict]) -> Table:
+def summary_table(results: list[dict[str, Any]]) -> Table:
     t = Table(title="summary", title_justify="left")
     t.add_column("")
     for r in results:
@@ -65,7 +65,7 @@ def summary_table(results: list[dict]) -> Table:
     return t
 
 
-def print_results_table(results: list[dict]) -> None:
+def print_results_table(results: list[dict[str, Any]]) -> None:
     out = Console(width=max(Console().width, 100))
     for r in results:
         out.print(_job_table(r))

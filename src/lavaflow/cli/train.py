@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from .common import ContextOpt, KubeconfigOpt, die, read_yaml_documents, run_on_cluster
 from .tables import format_train_jobs
+
+if TYPE_CHECKING:
+    from ..kube.client import KubeClient
 
 train_app = typer.Typer(no_args_is_help=True, help="Training jobs (Voda's kubectl-voda commands).")
 
@@ -35,7 +38,7 @@ def train_create(
                 die(f"{filename}: document {i}: MPIJob/{name}: {exc.path}: {exc.message}", 2)
         docs.append(d)
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import create_manifest
 
         for d in docs:
@@ -59,7 +62,7 @@ def train_get(
     if what not in ("jobs", "job"):
         die(f"unknown resource {what!r}; use: jobs", 2)
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.client import ApiError
         from ..kube.ops import list_objects
 
@@ -67,7 +70,7 @@ def train_get(
         pods = await list_objects(client, "Pod", namespace, label_selector="volcano.sh/job-name")
         # Optional parts: a cluster without the PodGroup CRD, or a user who may not list Events,
         # still gets the table (without throughput, or with "?" resizes).
-        optional: dict[str, list | None] = {}
+        optional: dict[str, list[dict[str, Any]] | None] = {}
         for kind in ("PodGroup", "Event"):
             try:
                 optional[kind] = await list_objects(client, kind, namespace)
@@ -89,7 +92,7 @@ def train_delete(
 ) -> None:
     """Delete training jobs."""
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import delete_object
 
         missing = []

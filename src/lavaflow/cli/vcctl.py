@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from .common import ContextOpt, KubeconfigOpt, die, read_yaml_documents, run_on_cluster
 from .tables import describe_job, format_jobs, format_queues
+
+if TYPE_CHECKING:
+    from ..kube.client import KubeClient
 
 
 def _command(action: str, target: dict[str, Any], namespace: str) -> dict[str, Any]:
@@ -101,7 +105,7 @@ def job_run(
             }
         ]
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import create_manifest
 
         for d in docs:
@@ -123,7 +127,7 @@ def job_list(
 ) -> None:
     """List jobs."""
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import list_objects
 
         jobs = await list_objects(client, "Job", None if all_namespaces else namespace)
@@ -148,7 +152,7 @@ def job_view(
 ) -> None:
     """Show a job's details."""
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import get_object
 
         j = await get_object(client, "Job", name, namespace)
@@ -159,14 +163,14 @@ def job_view(
     run_on_cluster(go, kubeconfig, context)
 
 
-def _job_command(action: str, verb: str):
+def _job_command(action: str, verb: str) -> Callable[..., None]:
     def cmd(
         name: Annotated[str, typer.Option("--name", "-N")],
         namespace: Annotated[str, typer.Option("--namespace", "-n")] = "default",
         kubeconfig: KubeconfigOpt = None,
         context: ContextOpt = None,
     ) -> None:
-        async def go(client):
+        async def go(client: KubeClient) -> None:
             from ..kube.ops import create_manifest, get_object
 
             j = await get_object(client, "Job", name, namespace)
@@ -194,7 +198,7 @@ def job_delete(
 ) -> None:
     """Delete a job."""
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import delete_object
 
         if not await delete_object(client, "Job", name, namespace):
@@ -221,7 +225,7 @@ def queue_create(
 ) -> None:
     """Create a queue."""
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import create_manifest
 
         spec: dict[str, Any] = {"weight": weight}
@@ -242,7 +246,7 @@ def queue_create(
 def queue_list(kubeconfig: KubeconfigOpt = None, context: ContextOpt = None) -> None:
     """List queues."""
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import list_objects
 
         queues = await list_objects(client, "Queue")
@@ -260,7 +264,7 @@ def queue_get(
 ) -> None:
     """Show one queue."""
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import get_object, list_objects
 
         q = await get_object(client, "Queue", name)
@@ -286,7 +290,7 @@ def queue_operate(
     if act == "update" and (weight is None or weight <= 0):
         die("update needs --weight greater than 0", 2)
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.client import MERGE_PATCH
         from ..kube.ops import create_manifest, get_object
 
@@ -313,7 +317,7 @@ def queue_delete(
 ) -> None:
     """Delete a queue."""
 
-    async def go(client):
+    async def go(client: KubeClient) -> None:
         from ..kube.ops import delete_object
 
         if not await delete_object(client, "Queue", name):

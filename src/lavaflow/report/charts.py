@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 _SVG_REF_RE = re.compile(r'(\bid="|url\(#|href="#)([^")]+)')
 
 #: What every report sets while drawing: deterministic ids, text as paths, a fixed dpi.
-RC = {"svg.hashsalt": "lavaflow", "svg.fonttype": "path", "figure.dpi": 100}
+RC: dict[RcKeyType, Any] = {"svg.hashsalt": "lavaflow", "svg.fonttype": "path", "figure.dpi": 100}
 
 
 def pyplot() -> Any:
@@ -49,7 +52,7 @@ def fig_to_svg(fig: Any, prefix: str) -> str:
     # Several SVGs share one HTML document: make element ids unique per figure.
     ids = set(re.findall(r'\bid="([^"]+)"', svg))
 
-    def repl(m: re.Match) -> str:
+    def repl(m: re.Match[str]) -> str:
         ident = m.group(2)
         return m.group(1) + (f"{prefix}-{ident}" if ident in ids else ident)
 

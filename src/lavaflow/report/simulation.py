@@ -21,7 +21,7 @@ import math
 import pathlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .charts import RC, Plotter, pyplot
 
@@ -118,11 +118,11 @@ def _fmt(kind: str, value: Any) -> str:
     return _fmt_int(value)
 
 
-def _list(value: Any) -> list:
+def _list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)) else []
 
 
-def _dict(value: Any) -> Mapping:
+def _dict(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
@@ -133,7 +133,7 @@ def _mpl(text: Any) -> str:
     return " " + s if s.startswith("_") else s
 
 
-def _natural_key(name: str) -> list:
+def _natural_key(name: str) -> list[tuple[int, int, str]]:
     return [(0, int(tok), "") if tok.isdigit() else (1, 0, tok.lower()) for tok in re.split(r"(\d+)", name) if tok]
 
 
@@ -143,7 +143,7 @@ def _qualified(namespace: Any, name: Any) -> str:
     return f"{ns}/{nm}" if ns else nm
 
 
-def _scheduler_names(results: Sequence[Mapping]) -> list[str]:
+def _scheduler_names(results: Sequence[Mapping[str, Any]]) -> list[str]:
     names = []
     for i, r in enumerate(results):
         s = r.get("scheduler")
@@ -151,7 +151,7 @@ def _scheduler_names(results: Sequence[Mapping]) -> list[str]:
     return names
 
 
-def _jcts(result: Mapping) -> list[float]:
+def _jcts(result: Mapping[str, Any]) -> list[float]:
     out = []
     for job in _list(result.get("jobs")):
         job = _dict(job)
@@ -164,7 +164,7 @@ def _jcts(result: Mapping) -> list[float]:
     return sorted(out)
 
 
-def _end_time(result: Mapping, pods: Iterable[Mapping]) -> float:
+def _end_time(result: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> float:
     end = _num(result.get("endTime"))
     if end is not None:
         return end
@@ -182,7 +182,7 @@ def _end_time(result: Mapping, pods: Iterable[Mapping]) -> float:
     return best
 
 
-def _job_colors(job_keys: Sequence[str], plt) -> dict[str, Any]:
+def _job_colors(job_keys: Sequence[str], plt: Any) -> dict[str, Any]:
     n = len(job_keys)
     if n <= 20:
         cmap = plt.get_cmap("tab20" if n > 10 else "tab10")
@@ -193,7 +193,7 @@ def _job_colors(job_keys: Sequence[str], plt) -> dict[str, Any]:
     return {k: cmap(0.05 + 0.9 * ((i * step) % 1.0)) for i, k in enumerate(job_keys)}
 
 
-def _gantt(result: Mapping, plotter: Plotter) -> str:
+def _gantt(result: Mapping[str, Any], plotter: Plotter) -> str:
     plt = plotter.plt
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
@@ -280,14 +280,15 @@ def _gantt(result: Mapping, plotter: Plotter) -> str:
     return plotter.render(fig) + note
 
 
-def _allocation(result: Mapping, plotter: Plotter) -> str:
+def _allocation(result: Mapping[str, Any], plotter: Plotter) -> str:
     plt = plotter.plt
     timeline = [_dict(p) for p in _list(result.get("timeline"))]
     timeline = [p for p in timeline if _num(p.get("time")) is not None]
     if not timeline:
         return '<p class="note">No timeline data.</p>'
-    timeline.sort(key=lambda p: _num(p.get("time")))
-    times = [_num(p.get("time")) for p in timeline]
+    # (every point left has a time)
+    timeline.sort(key=lambda p: cast(float, _num(p.get("time"))))
+    times = cast("list[float]", [_num(p.get("time")) for p in timeline])
 
     resources: list[str] = []
     for p in timeline:
@@ -303,7 +304,7 @@ def _allocation(result: Mapping, plotter: Plotter) -> str:
     if end is not None and end > x[-1]:
         x.append(end)  # extend the last step to the end of the run
 
-    def extend(ys: list) -> list:
+    def extend(ys: list[float]) -> list[float]:
         return ys + [ys[-1]] if len(x) > len(ys) else ys
 
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(11, 5.2), sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
@@ -336,7 +337,7 @@ def _allocation(result: Mapping, plotter: Plotter) -> str:
     return plotter.render(fig)
 
 
-def _queue_shares(result: Mapping, plotter: Plotter, resource: str = "cpu") -> str:
+def _queue_shares(result: Mapping[str, Any], plotter: Plotter, resource: str = "cpu") -> str:
     """Allocation of each queue over time (solid) against its deserved share (dashed), with Jain's index."""
     plt = plotter.plt
     timeline = [_dict(p) for p in _list(result.get("timeline")) if _num(_dict(p).get("time")) is not None]
@@ -399,7 +400,7 @@ def _cdf_plot(series: Sequence[tuple[str, list[float]]], plotter: Plotter, title
 # --------------------------------------------------------------------------
 
 
-def _extra_summary_keys(summaries: Sequence[Mapping]) -> list[str]:
+def _extra_summary_keys(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
     known = {k for k, _, _ in _SUMMARY_FIELDS}
     extra: list[str] = []
     for s in summaries:
@@ -411,7 +412,7 @@ def _extra_summary_keys(summaries: Sequence[Mapping]) -> list[str]:
     return extra
 
 
-def _summary_table(result: Mapping) -> str:
+def _summary_table(result: Mapping[str, Any]) -> str:
     summary = _dict(result.get("summary"))
     rows = []
     stalled = bool(result.get("stalled"))
@@ -427,11 +428,11 @@ def _summary_table(result: Mapping) -> str:
     return '<table class="summary">' + "".join(rows) + "</table>"
 
 
-def _stuck_table(result: Mapping) -> str:
+def _stuck_table(result: Mapping[str, Any]) -> str:
     return _stuck_rows(result) + _lost_table(result)
 
 
-def _lost_table(result: Mapping) -> str:
+def _lost_table(result: Mapping[str, Any]) -> str:
     """Jobs that ended without completing their work (lost with a node, evicted, deleted)."""
     lost = [_dict(j) for j in _list(result.get("jobs")) if _dict(j).get("reason")]
     if not lost:
@@ -444,7 +445,7 @@ def _lost_table(result: Mapping) -> str:
     return f'<table class="stuck"><tr><th>Job that lost work</th><th>Phase</th><th>Reason</th></tr>{rows}</table>'
 
 
-def _stuck_rows(result: Mapping) -> str:
+def _stuck_rows(result: Mapping[str, Any]) -> str:
     stuck = [_dict(s) for s in _list(result.get("stuck"))]
     if not stuck:
         return '<p class="note">No stuck jobs.</p>'
@@ -455,7 +456,7 @@ def _stuck_rows(result: Mapping) -> str:
     return f'<table class="stuck"><tr><th>Stuck job</th><th>Reason</th></tr>{rows}</table>'
 
 
-def _jobs_table(result: Mapping) -> str:
+def _jobs_table(result: Mapping[str, Any]) -> str:
     jobs = [_dict(j) for j in _list(result.get("jobs"))]
     if not jobs:
         return '<p class="note">No jobs.</p>'
@@ -486,7 +487,7 @@ def _jobs_table(result: Mapping) -> str:
     return table
 
 
-def _comparison_table(results: Sequence[Mapping], names: Sequence[str]) -> str:
+def _comparison_table(results: Sequence[Mapping[str, Any]], names: Sequence[str]) -> str:
     summaries = [_dict(r.get("summary")) for r in results]
     head = "<tr><th>Metric</th>" + "".join(f"<th>{_e(n)}</th>" for n in names) + "</tr>"
     rows = [
@@ -507,7 +508,7 @@ def _comparison_table(results: Sequence[Mapping], names: Sequence[str]) -> str:
 
 
 def write_report(
-    results: list[dict],
+    results: Sequence[Mapping[str, Any]],
     path: str | pathlib.Path,
     title: str = "lavaflow simulation report",
 ) -> None:

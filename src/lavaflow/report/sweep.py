@@ -14,7 +14,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .charts import RC, Plotter, pyplot
 from .simulation import _num
@@ -46,7 +46,7 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float | None]:
     m = sum(values) / n
     if n < 2:
         return m, None
-    from scipy.stats import t
+    from scipy.stats import t  # type: ignore[import-untyped]  # (no stubs installed)
 
     sd = math.sqrt(sum((x - m) ** 2 for x in values) / (n - 1))
     return m, float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
@@ -86,8 +86,8 @@ def render_report(rows: list[dict[str, Any]], axes: Sequence[str], title: str = 
     ok = [r for r in rows if r.get("status") == "ok"]
     failed = [r for r in rows if r.get("status") != "ok"]
     metrics = []
-    for label, cands, higher in METRICS:
-        fig = next((c for c in cands if any(_num(r.get(c)) is not None for r in ok)), None)
+    for label, figs, higher in METRICS:
+        fig = next((c for c in figs if any(_num(r.get(c)) is not None for r in ok)), None)
         if fig is not None:
             metrics.append((label, fig, higher))
     varying = [a for a in axes if len({str(r.get(a)) for r in rows}) > 1 or a == "seed"]
@@ -234,7 +234,7 @@ def _axis_plot(
     series_axes = _series_axes(runs, axis, varying)
     names = sorted({_label(r, series_axes) for r in runs}) if series_axes else ["all runs"]
     fig, axs = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
-    xs = [_num(v) for v in values] if numeric else list(range(len(values)))
+    xs = cast("list[float]", [_num(v) for v in values]) if numeric else list(range(len(values)))
     span = (max(xs) - min(xs)) if numeric and len(xs) > 1 else 1.0
     width = (0.03 * span if numeric else 0.6) / max(1, len(names))
     for ax, (label, figname, _) in zip(axs[0], metrics):
