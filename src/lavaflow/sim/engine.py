@@ -13,7 +13,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..api import sim_annotations as ann
 from ..api.core import Node, Pod
@@ -30,7 +30,7 @@ from ..scheduler.framework.node_choice import NodeChoice
 from ..scheduler.model import EvictionCause
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
-from ..store.base import Forbidden
+from ..store.base import Forbidden, Handler
 from .inputs import Item, SimInput
 from .native_controllers import REPLACING, WorkloadController
 from .quota import QuotaAdmission
@@ -38,6 +38,13 @@ from .sampling import TimelineSampler
 from .training import TrainingModel
 from .workload_api import WorkloadGangs
 from .x_k8s_podgroup import CoschedulingPodGroups
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.core import PodSpec
+    from ..api.validation import Problem
+    from ..api.volcano import Job
+    from ..scheduler.cache import Decisions
+    from ..scheduler.framework.session import Session
 
 SCHEDULERS = ("lavaflow", "kube-default")
 # In the simulator one scheduler runs the whole cluster: pods of every schedulerName are its.
@@ -86,9 +93,11 @@ class Simulation:
             ("Queue", self.cache.on_queue),
             ("PriorityClass", self.cache.on_priority_class),
         ):
-            self.store.watch(kind, lambda ev, obj, old, fn=fn: fn(obj, ev == "DELETED"))
+            self.store.watch(kind, cast(Handler, lambda ev, obj, old, fn=fn: fn(obj, ev == "DELETED")))
         for kind in PLUGIN_KINDS:
-            self.store.watch(kind, lambda ev, obj, old, kind=kind: self.cache.on_object(kind, obj, ev == "DELETED"))
+            self.store.watch(
+                kind, cast(Handler, lambda ev, obj, old, kind=kind: self.cache.on_object(kind, obj, ev == "DELETED"))
+            )
         clock = lambda: self.now  # noqa: E731
         built = build_controllers(
             self.store, clock, SIM_SCHEDULER_NAMES, priority_of=lambda name: self.cache.priority_of(name)
@@ -165,7 +174,7 @@ class Simulation:
         self.node_events: list[dict[str, Any]] = []
         self.decisions: dict[str, list[dict[str, Any]]] = {}  # PodGroup key -> what the scheduler decided, when
         self.cycles = 0
-        self.last_session = None
+        self.last_session: Session | None = None
         self._conditions: dict[tuple[Any, ...], PodGroupCondition] = {}  # see _condition
         self.store.watch("Pod", self._record_pod)
         self.training = self.training_model(
@@ -215,13 +224,13 @@ class Simulation:
         if it is not None:
             heapq.heappush(self._events, (it.submit_at, next(self._feed_seq), "feed", it))
 
-    def _record_phase(self, job, previous: str, phase: str, time: float) -> None:
+    def _record_phase(self, job: Job, previous: str, phase: str, time: float) -> None:
         if not previous:  # the controller took the job up
             self.job_generated[job.key] = generated_objects(job)
         self.job_history.setdefault(job.key, []).append({"phase": phase, "time": time})
 
     # ------------------------------------------------------------------ pods
-    def _record_pod(self, event: str, pod: Pod, old) -> None:
+    def _record_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         meta = pod.metadata
         annotations = meta.annotations
         uid = meta.uid
@@ -343,7 +352,7 @@ class Simulation:
         nxt = self._events[0]
         if nxt[2] != "finish":
             return False
-        pods = [self.store.get("Pod", key) for key, _ in (payload, nxt[3])]
+        pods: list[Any] = [self.store.get("Pod", key) for key, _ in (payload, nxt[3])]
         a, b = pods
         if a is None or b is None or a.namespace != b.namespace:
             return False
@@ -368,7 +377,7 @@ class Simulation:
                 if rec is not None:
                     self._finish(f"{rec['namespace']}/{rec['name']}", parent_uid)
 
-    def _on_pod_deleted(self, event: str, pod: Pod, old) -> None:
+    def _on_pod_deleted(self, event: str, pod: Pod, old: Pod | None) -> None:
         if event == "DELETED":
             self._child_gone(pod.key)
 
@@ -408,7 +417,7 @@ class Simulation:
         self.job_ctrl.retry_forbidden(namespace)
         self.workload_ctrl.retry_forbidden(namespace)
 
-    def _reject(self, obj, reason: str) -> None:
+    def _reject(self, obj: Any, reason: str) -> None:
         self.rejected.append(
             {
                 "namespace": obj.namespace if obj.namespaced else None,
@@ -464,7 +473,7 @@ class Simulation:
                     pod.status.message = f"node {name} is not ready"
                     self.store.delete("Pod", pod.key)
 
-    def _admit(self, obj) -> list:
+    def _admit(self, obj: Any) -> list[Problem]:
         """The admission webhook at creation time: Jobs and PodGroups only enter Open queues."""
         from ..api import admission
         from ..api.volcano import Job, PodGroup
@@ -488,19 +497,19 @@ class Simulation:
         self.children.setdefault(parent_uid, set()).add(child.key)
         self.parent_of[child.key] = parent_uid
 
-    def _apply(self, decisions) -> None:
+    def _apply(self, decisions: Decisions) -> None:
         self.sampler.touched(key for key, _ in decisions.binds)
         self.sampler.touched(key for key, _ in decisions.evictions)
         for key, node in decisions.binds:
             self._bind(key, node)
-        for key, reason in decisions.evictions:
+        for key, eviction in decisions.evictions:
             pod = self.store.get("Pod", key)
             if pod is not None:
                 set_fields(
                     pod.status,
                     {
-                        "reason": RESIZE_REASON if reason.cause is EvictionCause.RESIZE else "Evicted",
-                        "message": reason.message,
+                        "reason": RESIZE_REASON if eviction.cause is EvictionCause.RESIZE else "Evicted",
+                        "message": eviction.message,
                     },
                 )
                 self.store.delete("Pod", key)
@@ -555,7 +564,7 @@ class Simulation:
             self._conditions[key] = hit
         return clone(hit, {})
 
-    def _remember(self, ssn) -> None:
+    def _remember(self, ssn: Session) -> None:
         """Keep each job's decision history (for --explain), without consecutive repeats."""
         decisions, now = self.decisions, self.now  # (~20 entries a cycle)
         for uid, action, message in ssn.log:
@@ -729,7 +738,7 @@ class Simulation:
             )
         return len(self._finished_jobs), max(self.store.count("Job"), expected), self.events_done
 
-    def _count_finished(self, event: str, job, old) -> None:
+    def _count_finished(self, event: str, job: Job, old: Job | None) -> None:
         if event != "DELETED" and job.status.state.phase in ("Completed", "Failed", "Terminated", "Aborted"):
             self._finished_jobs.add(job.key)
         else:
@@ -741,7 +750,7 @@ def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return any(a.get(k) != b.get(k) for k in keys)
 
 
-def _pod_specs(obj) -> list:
+def _pod_specs(obj: Any) -> list[PodSpec]:
     from ..api.volcano import Job
 
     if isinstance(obj, Pod):

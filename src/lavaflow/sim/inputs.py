@@ -15,13 +15,14 @@ from ..api import admission, validation, workload_api, x_k8s_podgroup
 from ..api import sim_annotations as ann
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
-from ..api.native_workloads import NodeGroup
+from ..api.native_workloads import NodeGroup, NumaLayout
 from ..api.quantity import parse_quantity
 from ..api.topology import MAX_CPUS, HyperNode, Numatopology
 from ..api.volcano import Job, JobTemplate, PodGroup, PriorityClass, Queue
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..api.core import PodSpec
     from .traces import TraceFeed
 
 CONF_KEY = "volcano-scheduler.conf"
@@ -48,7 +49,7 @@ class SimInput:
     stream: TraceFeed | None = None
 
 
-def _check_sia_tables(problems: Problems, src: Source, job: Job, items: list) -> None:
+def _check_sia_tables(problems: Problems, src: Source, job: Job, items: list[Item]) -> None:
     """A Job run by Sia's tables (lavaflow.io/speed-tables: sia) needs them for each GPU type it
     may run on among the nodes of ``items`` (none when a trace's jobs are prepared in batches:
     their traces were checked against the cluster)."""
@@ -83,7 +84,7 @@ def _check_sia_tables(problems: Problems, src: Source, job: Job, items: list) ->
             )
 
 
-def _what(obj) -> str:
+def _what(obj: Any) -> str:
     return object_label(obj)
 
 
@@ -105,7 +106,7 @@ def expand_node_group(ng: NodeGroup) -> list[Node]:
     return nodes
 
 
-def numa_topology(node_name: str, cpus: int, layout) -> Numatopology:
+def numa_topology(node_name: str, cpus: int, layout: NumaLayout) -> Numatopology:
     """The Numatopology the resource exporter would report for a node of ``layout``."""
     per = cpus // layout.nodes
     return Numatopology.model_validate(
@@ -123,7 +124,7 @@ def numa_topology(node_name: str, cpus: int, layout) -> Numatopology:
     )
 
 
-def _time_annotation(problems: Problems, src: Source, obj, key: str, allow_inf: bool = False) -> float | None:
+def _time_annotation(problems: Problems, src: Source, obj: Any, key: str, allow_inf: bool = False) -> float | None:
     raw = obj.metadata.annotations.get(key)
     if raw is None:
         return None
@@ -170,7 +171,7 @@ QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
 
 
-def _check_queue_annotations(problems: Problems, src: Source, obj, queues: dict[str, Queue]) -> None:
+def _check_queue_annotations(problems: Problems, src: Source, obj: Any, queues: dict[str, Queue]) -> None:
     """Pods and native workloads name their queue by annotation; the PodGroup made for them
     would be refused by admission (as Volcano's webhook does), so a missing queue is refused here."""
     if isinstance(obj, Pod) and "scheduling.k8s.io/group-name" in obj.metadata.annotations:
@@ -201,7 +202,7 @@ KUBELET_LABELS = {
 DEFAULT_EPHEMERAL_STORAGE = "100Gi"
 
 
-def _pod_specs_of(obj) -> list:
+def _pod_specs_of(obj: Any) -> list[PodSpec]:
     if isinstance(obj, Pod):
         return [obj.spec]
     if isinstance(obj, (Job, JobTemplate)):
@@ -244,7 +245,7 @@ def _kubelet_defaults(items: list[Item]) -> None:
                     res["ephemeral-storage"] = parse_quantity(DEFAULT_EPHEMERAL_STORAGE)
 
 
-def _ignored_in_pod_spec(spec, prefix: str) -> list[str]:
+def _ignored_in_pod_spec(spec: PodSpec, prefix: str) -> list[str]:
     out = []
     if spec.resource_claims:
         out.append(f"{prefix}.resourceClaims")
@@ -255,12 +256,12 @@ def _ignored_in_pod_spec(spec, prefix: str) -> list[str]:
     return out
 
 
-def unimplemented_constraints(obj) -> list[str]:
+def unimplemented_constraints(obj: Any) -> list[str]:
     """Fields of ``obj`` naming what lavaflow does not implement (they are ignored): placement
     constraints (partitionPolicy, DRA resource claims) and Volcano job plugins it does not have.
     (networkTopology and topologyPolicy are the network-topology-aware and numa-aware plugins'.)"""
     out: list[str] = []
-    spec = getattr(obj, "spec", None)
+    spec: Any = getattr(obj, "spec", None)
     if isinstance(obj, (Job, JobTemplate)):
         from ..controllers.job_plugins import PLUGINS as JOB_PLUGINS
 
@@ -282,9 +283,9 @@ def unimplemented_constraints(obj) -> list[str]:
 SIM_MAX_REPLICAS = 100_000
 
 
-def _sim_limits(obj) -> list:
+def _sim_limits(obj: Any) -> list[validation.Problem]:
     """Sizes the API server accepts (int32) but the simulator cannot create in reasonable time and memory."""
-    out: list = []
+    out: list[validation.Problem] = []
     hint = f"the simulator creates at most {SIM_MAX_REPLICAS} pods per task or workload; lower it"
     if isinstance(obj, Job):
         for i, t in enumerate(obj.spec.tasks):
@@ -317,7 +318,7 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
                 continue
             if not obj.spec.capacity:
                 problems.add(src, _what(obj), "spec.capacity", "is required (the allocatable resources of each node)")
-            found: list = []
+            found: list[validation.Problem] = []
             validation.check_meta(obj, found)
             validation.check_resources(obj.spec.capacity, "spec.capacity", found, "capacity")
             validation.check_devices(obj.spec.capacity, "spec.capacity", found)
@@ -431,7 +432,7 @@ def _pod_name_collisions(items: list[Item], problems: Problems) -> None:
             break  # one line per object
 
 
-def _spawn_cycle(pod, spawner_of: dict[str, str]) -> list[str]:
+def _spawn_cycle(pod: Pod, spawner_of: dict[str, str]) -> list[str]:
     """The circle of spawned-by references that leads back to ``pod`` (names), or []."""
     path = [pod.key]
     key = spawner_of.get(pod.key)
@@ -469,7 +470,7 @@ def _priority_classes(items: list[Item], problems: Problems) -> set[str]:
     return names
 
 
-def _priority_class_problems(obj, known: set[str]) -> list[validation.Problem]:
+def _priority_class_problems(obj: Any, known: set[str]) -> list[validation.Problem]:
     """A priorityClassName must name a PriorityClass (kube-apiserver's Priority admission refuses a
     pod naming none; a Job's or workload's pods would be refused as they are created)."""
     out = []
@@ -491,7 +492,7 @@ def _priority_class_problems(obj, known: set[str]) -> list[validation.Problem]:
     return out
 
 
-def _metadata_problems(obj) -> list[validation.Problem]:
+def _metadata_problems(obj: Any) -> list[validation.Problem]:
     """kube-apiserver's limits on labels and annotations, of the object and of its pod templates."""
     out: list[validation.Problem] = []
     validation.check_labels_and_annotations(obj.metadata, "metadata", out)

@@ -14,12 +14,17 @@ unless they carry a duration (services do not finish on their own).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 from ..api.core import Pod
 from ..api.meta import set_fields
 from ..api.native_workloads import JobCondition
-from ..controllers.base import Controller
-from ..store.base import Forbidden
+from ..controllers.base import Clock, Controller
+from ..store.base import Forbidden, Handler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.native_workloads import BatchJob, Deployment, ReplicaSet, StatefulSet
+    from ..store.base import Store
 
 KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
 # Owners whose lost pods are replaced; their pods run until deleted by default.
@@ -36,21 +41,21 @@ class _BatchState:
 
 
 class WorkloadController(Controller):
-    def __init__(self, store, clock) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         super().__init__(store, clock)
         self.created: dict[str, set[str]] = {}
         self.names: dict[str, dict[int, str]] = {}  # owner key -> slot -> its pod's name, when not <owner>-<slot>
         self.forbidden: dict[str, set[str]] = {}  # namespace -> owners a pod create was refused for
         self.batch: dict[str, _BatchState] = {}  # batch/v1 Job key -> what its controller tracks
         for kind in KINDS:
-            store.watch(kind, lambda ev, obj, old, kind=kind: self._on_owner(kind, ev, obj))
+            store.watch(kind, cast(Handler, lambda ev, obj, old, kind=kind: self._on_owner(kind, ev, obj)))
         store.watch("Pod", self._on_pod)
 
     def retry_forbidden(self, namespace: str) -> None:
         for key in self.forbidden.pop(namespace, set()):
             self.mark(key)
 
-    def _on_pod(self, event: str, pod, old) -> None:
+    def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         for ref in pod.metadata.owner_references:
             if ref.controller and ref.kind == "Job" and ref.api_version.startswith("batch/"):
                 self._on_batch_pod(event, pod, f"BatchJob:{pod.namespace}/{ref.name}")
@@ -66,7 +71,7 @@ class WorkloadController(Controller):
                     created.discard(pod.name)  # the owner is short of a pod: recreate it
                     self.mark(key)
 
-    def _on_owner(self, kind: str, event: str, obj) -> None:
+    def _on_owner(self, kind: str, event: str, obj: Any) -> None:
         key = f"{kind}:{obj.key}"
         if event == "DELETED":
             for name in sorted(self.created.pop(key, set())):
@@ -74,7 +79,7 @@ class WorkloadController(Controller):
             return
         self.mark(key)
 
-    def _on_batch_pod(self, event: str, pod, key: str) -> None:
+    def _on_batch_pod(self, event: str, pod: Pod, key: str) -> None:
         st = self.batch.get(key)
         if st is None or pod.name not in st.active:
             return
@@ -121,7 +126,9 @@ class WorkloadController(Controller):
             names[i] = pod.metadata.name
             created.add(pod.metadata.name)
 
-    def _new_pod(self, owner, api_kind: str, name: str, generate: str | None) -> Pod:
+    def _new_pod(
+        self, owner: Deployment | ReplicaSet | StatefulSet | BatchJob, api_kind: str, name: str, generate: str | None
+    ) -> Pod:
         tmpl = owner.spec.template
         annotations = dict(tmpl.metadata.annotations)
         return Pod.model_validate(
@@ -145,7 +152,7 @@ class WorkloadController(Controller):
             }
         ).model_copy(update={"spec": tmpl.spec.model_copy()})
 
-    def _sync_batch(self, key: str, job) -> None:
+    def _sync_batch(self, key: str, job: BatchJob) -> None:
         """Kubernetes' Job controller (NonIndexed): up to ``parallelism`` pods at a time until
         ``completions`` succeeded (unset: until one succeeded and none is active); each failed or
         lost pod is replaced, and more than ``backoffLimit`` failures fail the Job, deleting the

@@ -7,10 +7,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api.loader import Loaded, Problems, Source, build_object, load_files
 from .traces import DEFAULT_GPUS_PER_NODE, DEFAULT_NODES, job_document, load_traces
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..elastic.results import SimResult
 
 
 def gpu_cluster(
@@ -83,7 +86,7 @@ def replay(
     report_period: float = 30.0,
     report_noise: float = 0.0,
     shared_profiles: bool | None = None,
-):
+) -> SimResult:
     """Run one policy; returns the :class:`~lavaflow.elastic.results.SimResult`.
     ``shared_profiles`` None: the policy's own choice (elastic.sharedProfiles).
     ``interval`` None: the policy's own scheduling tick (60 s for Tiresias), else 30 s."""
@@ -92,7 +95,7 @@ def replay(
     from .engine import Simulation
     from .inputs import prepare
 
-    args = {"elastic.policy": policy, "elastic.resizeCost": f"{cost:g}s"}
+    args: dict[str, Any] = {"elastic.policy": policy, "elastic.resizeCost": f"{cost:g}s"}
     if interval is not None:
         args["elastic.resizeInterval"] = f"{interval:g}s"
     if oracle:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,11 @@ from ..scheduler.model import TaskStatus
 from ..scheduler.plugins.gang import job_fit_error
 from .workload_api import workload_of
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.volcano import PodGroup
+    from ..store.base import Store
+    from .engine import Simulation
+
 FINISHED_POD = ("Succeeded", "Failed")
 
 
@@ -27,7 +32,7 @@ def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _reason(sim, pg, job_phase: str) -> str:
+def _reason(sim: Simulation, pg: PodGroup | None, job_phase: str) -> str:
     """Why a job has not finished, in words a user can act on."""
     info = sim.cache.jobs.get(pg.key) if pg is not None else None
     if (
@@ -65,11 +70,11 @@ def _reason(sim, pg, job_phase: str) -> str:
     return f"job is {job_phase}"
 
 
-def _blocked(sim, pg) -> bool:
+def _blocked(sim: Simulation, pg: PodGroup | None) -> bool:
     """Whether an unfinished job waits for something (a deadlock once nothing can change), rather
     than just running: all its pods placed and running with no end, e.g. a service."""
     info = sim.cache.jobs.get(pg.key) if pg is not None else None
-    if info is None or pg.status.phase in ("", "Pending"):
+    if info is None or pg is None or pg.status.phase in ("", "Pending"):
         return True
     return bool(info.counts[TaskStatus.PENDING]) or not info.counts[TaskStatus.RUNNING]
 
@@ -107,14 +112,14 @@ def _lost(recs: list[dict[str, Any]]) -> tuple[str | None, str | None]:
     return "Deleted", f"pod {first['name']} was deleted at t={_t(first['finishTime'])} {started}{more}"
 
 
-def _all_podgroups(sim) -> list:
+def _all_podgroups(sim: Simulation) -> list[PodGroup]:
     live = {pg.key: pg for pg in sim.store.list("PodGroup")}
     for key, pg in sim.deleted_podgroups.items():
         live.setdefault(key, pg)
     return list(live.values())
 
 
-def _batch_job_of(store, pg) -> Any | None:
+def _batch_job_of(store: Store, pg: PodGroup) -> Any | None:
     """The batch/v1 Job a PodGroup was made for (its controller owner), if it is one."""
     owner = next((r for r in pg.metadata.owner_references if r.controller), None)
     if owner is None or owner.kind != "Job" or not owner.api_version.startswith("batch/"):
@@ -123,7 +128,7 @@ def _batch_job_of(store, pg) -> Any | None:
     return job if job is not None and job.metadata.uid == owner.uid else None
 
 
-def build_result(sim) -> dict[str, Any]:
+def build_result(sim: Simulation) -> dict[str, Any]:
     store = sim.store
     jobs_out: list[dict[str, Any]] = []
     stuck: list[dict[str, str]] = []
@@ -256,7 +261,7 @@ def build_result(sim) -> dict[str, Any]:
             }
         )
         blocked = True
-    podgroups_out = [
+    podgroups_out: list[dict[str, Any]] = [
         {
             "namespace": pg.namespace,
             "name": pg.name,
@@ -353,7 +358,7 @@ def build_result(sim) -> dict[str, Any]:
 GPU_TYPE_LABELS = (*DEFAULT_GPU_TYPE_LABELS, "nvidia.com/gpu.product")
 
 
-def cluster_of(sim) -> dict[str, Any]:
+def cluster_of(sim: Simulation) -> dict[str, Any]:
     """What `lavaflow dashboard --from` needs beside the rest of the result: the nodes (allocatable,
     GPU type), the queues' capability and guarantee, each pod record's requests (in the order of
     ``pods``) and the last progress report of each elastic job's PodGroup."""
@@ -401,7 +406,9 @@ def cluster_of(sim) -> dict[str, Any]:
     return {"nodes": nodes, "queues": queues, "podRequests": requests, "reports": reports}
 
 
-def summarize(jobs: list[dict[str, Any]], timeline: list[dict[str, Any]], end: float, stuck: list) -> dict[str, Any]:
+def summarize(
+    jobs: list[dict[str, Any]], timeline: list[dict[str, Any]], end: float, stuck: list[dict[str, str]]
+) -> dict[str, Any]:
     finished = [
         j
         for j in jobs
@@ -442,4 +449,5 @@ def _time_mean(timeline: list[dict[str, Any]], end: float, resource: str) -> flo
         c = a["capacity"].get(resource, 0.0)
         if dt > 0 and c > 0:
             total += dt * a["allocated"].get(resource, 0.0) / c
-    return total / (end - timeline[0]["time"])
+    mean: float = total / (end - timeline[0]["time"])
+    return mean

@@ -14,9 +14,18 @@ order, so it is kept as an integer count of 1/1024 units and updated per change;
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.core import Pod
+    from ..api.volcano import PodGroup
+    from ..scheduler.cache import SchedulerCache
+    from ..scheduler.framework.session import Session
+    from ..scheduler.model import TaskInfo
+    from ..store.memory import MemoryStore
 
 _UNIT = 1024  # exact sums are kept in 1/1024 of a resource unit
 _MAX_SCALE = 10  # requests finer than 1/1024 are summed in order instead
@@ -61,7 +70,7 @@ class _Queue:
 
 
 class TimelineSampler:
-    def __init__(self, store, cache) -> None:
+    def __init__(self, store: MemoryStore, cache: SchedulerCache) -> None:
         self.cache = cache
         self.store = store
         self.dirty: dict[str, None] = {}  # pod keys whose task may have changed since the last point
@@ -81,7 +90,7 @@ class TimelineSampler:
         store.watch("Pod", self._on_pod)
         store.watch("PodGroup", self._on_podgroup)
 
-    def _on_pod(self, event: str, pod, old) -> None:
+    def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         meta = pod.metadata
         key = f"{meta.namespace or 'default'}/{meta.name}"  # pod.key
         self.dirty[key] = None
@@ -91,7 +100,7 @@ class TimelineSampler:
             if known is None or known[0] is not t:  # a new task: the cache appended it
                 self.order[key] = (t, next(self._next))
 
-    def _on_podgroup(self, event: str, pg, old) -> None:
+    def _on_podgroup(self, event: str, pg: PodGroup, old: PodGroup | None) -> None:
         job = self.cache.jobs.get(pg.key)
         if job is None:
             return
@@ -105,7 +114,7 @@ class TimelineSampler:
             return
         self.dirty.update(dict.fromkeys(job.tasks))
 
-    def touched(self, keys) -> None:
+    def touched(self, keys: Iterable[str]) -> None:
         """Pods a scheduling cycle changed without an event of their own (binds, evictions)."""
         self.dirty.update(dict.fromkeys(keys))
 
@@ -141,7 +150,7 @@ class TimelineSampler:
                 self._add(key, new[1], new[2])
         self.dirty.clear()
 
-    def _add(self, key: str, queue: str, task) -> None:
+    def _add(self, key: str, queue: str, task: TaskInfo) -> None:
         self.running += 1
         q = self.queues.get(queue)
         if q is None:
@@ -201,7 +210,7 @@ class TimelineSampler:
         q.amounts = (len(names), out)
         return out
 
-    def point(self, now: float, session) -> dict[str, Any] | None:
+    def point(self, now: float, session: Session | None) -> dict[str, Any] | None:
         """The timeline point at ``now``, or None when nothing changed since the last one."""
         taken = (self.store.version, session)
         if not self.dirty and self._taken is not None and self._taken[0] == taken[0] and self._taken[1] is session:

@@ -17,7 +17,7 @@ import math
 import os
 import re
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +56,7 @@ def default_cluster() -> dict[str, Any]:
     }
 
 
-def job_document(spec, namespace: str = "default") -> dict[str, Any]:
+def job_document(spec: ElasticJobSpec, namespace: str = "default") -> dict[str, Any]:
     """The Volcano Job for one trace job (an :class:`~lavaflow.elastic.job.ElasticJobSpec`)."""
     from ..elastic.speed import GavelJobSpeed, PolluxJobSpeed
 
@@ -160,7 +160,7 @@ def load_traces(
     return out
 
 
-def cluster_gpu_types(loaded: list) -> set[str | None]:
+def cluster_gpu_types(loaded: Sequence[Loaded | Item]) -> set[str | None]:
     """The GPU types of the GPU nodes in ``loaded`` (Loaded objects or prepared Items: their
     lavaflow.io/accelerator label; None for GPU nodes without one)."""
     out: set[str | None] = set()
@@ -295,7 +295,7 @@ class TraceFeed:
         problems.lines += found.lines
         return feed
 
-    def _check(self, trace: _TraceFile, batch: list[tuple[int, Loaded]], times: array) -> None:
+    def _check(self, trace: _TraceFile, batch: list[tuple[int, Loaded]], times: array[float]) -> None:
         """Admit built jobs as prepare() does; record their times; keep them while the traces are small."""
         if not batch:
             return
@@ -415,6 +415,7 @@ class _TraceFile:
     def _specs(self, check_names: bool = False, where: bool = False) -> Iterator[tuple[int, ElasticJobSpec, int]]:
         from ..elastic.trace_readers import csv_rows, read_philly_csv
 
+        spec: ElasticJobSpec | None
         if self.format == "philly":
             for ordinal, spec in enumerate(read_philly_csv(self.path, max_gpus=self.gpus)):
                 yield ordinal, spec, 0
@@ -434,7 +435,7 @@ class _TraceFile:
                     yield ordinal, spec, start
                     ordinal += 1
 
-    def settle(self, times: array) -> None:
+    def settle(self, times: array[float]) -> None:
         """After the check: keep the arrival order and row positions only when they are not the file's."""
         ordered = all(a <= b for a, b in zip(times, itertools.islice(times, 1, None)))
         self.order = None if ordered else sorted(range(len(times)), key=times.__getitem__)  # stable
@@ -447,6 +448,7 @@ class _TraceFile:
 
     def in_order(self) -> Iterator[tuple[int, ElasticJobSpec]]:
         """``(ordinal, spec)`` of every job in arrival order, read again."""
+        spec: ElasticJobSpec | None
         st = os.stat(self.path)
         if (st.st_size, st.st_mtime_ns) != self.stamp:
             raise RuntimeError(f"{self.path} changed while it was replayed (its size or time is not as checked)")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from ..elastic.learned import METRICS, LearnedSpeed, Measurement, Report
 from ..elastic.speed import PolluxJobSpeed, next_bound, rate_at
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..api.core import Pod
+    from ..api.volcano import PodGroup
+    from ..elastic.results import SimResult
     from .engine import Simulation
 
 RESTART_PAUSE = "sim.lavaflow.io/restart-pause"
@@ -112,11 +115,11 @@ class TrainingModel:
         sim.store.watch("Pod", self._on_pod)
 
     # ------------------------------------------------------------------ ownership
-    def owns(self, pod) -> bool:
+    def owns(self, pod: Pod) -> bool:
         pg = pod.metadata.annotations.get(GROUP_NAME_ANNOTATION)
         return pg is not None and f"{pod.namespace}/{pg}" in self.jobs
 
-    def _on_podgroup(self, event: str, pg, old) -> None:
+    def _on_podgroup(self, event: str, pg: PodGroup, old: PodGroup | None) -> None:
         if event == "DELETED" or pg.key in self.jobs:
             return
         a = pg.metadata.annotations
@@ -139,7 +142,7 @@ class TrainingModel:
             key=pg.key, job=job, speed=sp, pause=pause, submit=submit, t_last=self.sim.now, application=sp.application
         )
 
-    def _gpus_of(self, pod) -> float:
+    def _gpus_of(self, pod: Pod) -> float:
         """The GPUs a pod requests. A job's pods share their template's containers (the job
         controller copies the spec shallowly): worked out once per containers object, kept with
         the objects it was worked out from."""
@@ -154,7 +157,7 @@ class TrainingModel:
         self._gpus[id(containers)] = (containers, init, overhead, gpus)
         return gpus
 
-    def _on_pod(self, event: str, pod, old) -> None:
+    def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         meta = pod.metadata
         pgname = meta.annotations.get(GROUP_NAME_ANNOTATION)
         if pgname is None:
@@ -167,7 +170,8 @@ class TrainingModel:
         running = event != "DELETED" and pod.status.phase == "Running" and bool(pod.spec.node_name)
         had = key in st.pods
         if running and not had:
-            st.pods[key] = (pod.spec.node_name, self._gpus_of(pod), pod.metadata.uid)
+            # (running: it has a node)
+            st.pods[key] = (cast(str, pod.spec.node_name), self._gpus_of(pod), pod.metadata.uid)
         elif not running and had:
             del st.pods[key]
         else:
@@ -260,7 +264,8 @@ class TrainingModel:
     def _true_rate(self, st: TrainState, shape: tuple[int, ...]) -> float:
         sp = st.speed.speed
         if st.batch is not None and self._learns_batch(st):
-            return sp.rate_with_batch(shape, st.gpu_type, sp.phase_of(st.done), st.batch)
+            rate: float = sp.rate_with_batch(shape, st.gpu_type, sp.phase_of(st.done), st.batch)
+            return rate
         return rate_at(sp, shape, st.gpu_type, st.done)
 
     def _report_later(self, st: TrainState, at: float) -> None:
@@ -453,7 +458,7 @@ class TrainingModel:
                 cap[t] = cap.get(t, 0) + int(g)
         return cap
 
-    def result(self, policy: str, wall: float) -> Any:
+    def result(self, policy: str, wall: float) -> SimResult:
         """The replay as the comparison table and report expect it."""
         from ..elastic.results import JobResult, SimResult
 
@@ -475,7 +480,7 @@ class TrainingModel:
                 )
             )
         t0 = min((j.submit for j in jobs), default=0.0)
-        timeline = [(t0, {})] + [p for p in self.timeline if p[0] >= t0]
+        timeline: list[tuple[float, dict[str, int]]] = [(t0, {})] + [p for p in self.timeline if p[0] >= t0]
         return SimResult(
             policy=policy,
             jobs=jobs,

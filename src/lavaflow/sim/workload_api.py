@@ -14,20 +14,24 @@ gets its ``PodGroupScheduled`` condition.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..api import workload_api as wapi
 from ..api.volcano import GROUP_NAME_ANNOTATION
-from ..controllers.base import Controller
-from ..store.base import DELETED
+from ..controllers.base import Clock, Controller
+from ..store.base import DELETED, Handler
 from .x_k8s_podgroup import upsert_stand_in
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.core import Pod
+    from ..store.base import Store
 
 EventSink = Callable[[str, str, str, str, str], None]  # (kind, key, type, reason, message)
 EVENT_KIND = {wapi.WORKLOAD_KIND: "Workload", wapi.PODGROUP_KIND: "PodGroup"}
 
 
 class WorkloadGangs(Controller):
-    def __init__(self, store, clock, on_event: EventSink | None = None) -> None:
+    def __init__(self, store: Store, clock: Clock, on_event: EventSink | None = None) -> None:
         super().__init__(store, clock)
         self.on_event = on_event
         self.refs: dict[str, wapi.GangRef] = {}  # gang key -> the gang
@@ -36,7 +40,7 @@ class WorkloadGangs(Controller):
         self.reported: set[str] = set()  # gangs whose Unschedulable Event was recorded (until placed)
         self.early: dict[str, str | None] = {}  # gang -> reason seen while fewer than minCount pods existed
         for kind in (wapi.WORKLOAD_KIND, wapi.PODGROUP_KIND):
-            store.watch(kind, lambda ev, obj, old, kind=kind: self._on_source(kind, obj.key))
+            store.watch(kind, cast(Handler, lambda ev, obj, old, kind=kind: self._on_source(kind, obj.key)))
         store.watch("Pod", self._on_pod)
         store.watch("PodGroup", lambda ev, pg, old: self.mark(pg.key) if wapi.is_stand_in(pg) else None)
 
@@ -44,7 +48,7 @@ class WorkloadGangs(Controller):
         for gang in sorted(self.by_source.get((kind, key), ())):
             self.mark(gang)
 
-    def _on_pod(self, event: str, pod, old) -> None:
+    def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         ref = wapi.gang_of(pod)
         if ref is None:
             return

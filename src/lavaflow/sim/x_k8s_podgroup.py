@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import x_k8s_podgroup as xpg
 from ..api.volcano import GROUP_NAME_ANNOTATION, PodGroup
-from ..controllers.base import Controller
+from ..controllers.base import Clock, Controller
 from ..store.base import DELETED
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api.core import Pod
+    from ..store.base import Store
 
 EventSink = Callable[[str, str, str, str, str], None]  # (kind, key, type, reason, message)
 
 
 class CoschedulingPodGroups(Controller):
-    def __init__(self, store, clock, on_event: EventSink | None = None) -> None:
+    def __init__(self, store: Store, clock: Clock, on_event: EventSink | None = None) -> None:
         super().__init__(store, clock)
         self.on_event = on_event
         self.members: dict[str, set[str]] = {}  # group key -> keys of its labelled pods
@@ -34,7 +38,7 @@ class CoschedulingPodGroups(Controller):
         store.watch("Pod", self._on_pod)
         store.watch("PodGroup", lambda ev, pg, old: self.mark(pg.key) if xpg.is_stand_in(pg) else None)
 
-    def _on_pod(self, event: str, pod, old) -> None:
+    def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         name = pod.metadata.labels.get(xpg.POD_GROUP_LABEL)
         if not name:
             return
@@ -69,7 +73,7 @@ class CoschedulingPodGroups(Controller):
             self.store.update(group)
         self._check_timeout(key, group, internal, counts)
 
-    def _check_timeout(self, key: str, group, internal: PodGroup, counts: xpg.Counts) -> None:
+    def _check_timeout(self, key: str, group: xpg.CoschedulingPodGroup, internal: PodGroup, counts: xpg.Counts) -> None:
         start = group.status.schedule_start_time
         waiting = xpg.waiting(group.spec.min_member, counts, group.status.phase)
         if not waiting or not isinstance(start, (int, float)):

@@ -31,10 +31,26 @@ import random
 import threading
 import uuid
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..api.kinds import API_KINDS, Kind
 from .kube_protobuf import pod_list_bytes, watch_frame
+
+if TYPE_CHECKING:  # pragma: no cover
+    import concurrent.futures
+
+    from aiohttp import web
+
+    from ..kube.webhook import WebhookServer
+
+T = TypeVar("T")
+# What a watch's queue carries: (resourceVersion, event type, object), "GONE" after a compaction,
+# None when the stream ends.
+_WatchItem = tuple[int, str, dict[str, Any]] | Literal["GONE"] | None
+# ApiDouble.admit: admit(kind, operation, obj, old) -> obj, or an error message
+Admitter = Callable[[str, str, dict[str, Any], dict[str, Any] | None], dict[str, Any] | str]
+_Key = tuple[str | None, str]  # (namespace or None, name)
 
 
 def _now() -> str:
@@ -135,7 +151,7 @@ class ApiDouble:
         self.objects: dict[str, dict[tuple[str | None, str], dict[str, Any]]] = defaultdict(dict)
         self.log: dict[str, list[tuple[int, str, dict[str, Any]]]] = defaultdict(list)
         self.floor: dict[str, int] = defaultdict(int)
-        self.watchers: dict[str, list[asyncio.Queue]] = defaultdict(list)
+        self.watchers: dict[str, list[asyncio.Queue[_WatchItem]]] = defaultdict(list)
         self.faults: dict[tuple[str, str], list[int]] = defaultdict(list)
         # (share of requests, statuses, generator): a seeded share of every request fails (fail_share)
         self.chaos: tuple[float, tuple[int, ...], random.Random] | None = None
@@ -148,11 +164,11 @@ class ApiDouble:
         self._holding: dict[tuple[str, str], list[int]] = {}  # (kind, verb) -> [in flight, peak]
         self.bindings: list[tuple[str, str]] = []  # (pod key, node) of every successful binding
         self.binding_attempts: dict[str, int] = defaultdict(int)
-        self.admit = None  # admit(kind, operation, obj, old) -> obj, or an error message (str)
+        self.admit: Admitter | None = None  # admit(kind, operation, obj, old) -> obj, or an error message (str)
         self.port = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._runner = None
+        self._runner: web.AppRunner | None = None
         self._started = threading.Event()
         self._stop: asyncio.Event | None = None
         self._plurals: dict[tuple[str, str], Kind] = {}
@@ -220,14 +236,14 @@ class ApiDouble:
         if self._thread is not None:
             self._thread.join(10)
 
-    def call(self, fn, *args):
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` on the server's loop (thread-safe access to its state)."""
         if self.loop is None:
             return fn(*args)
-        fut: asyncio.Future = asyncio.run_coroutine_threadsafe(self._acall(fn, *args), self.loop)
+        fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(self._acall(fn, *args), self.loop)
         return fut.result(10)
 
-    async def _acall(self, fn, *args):
+    async def _acall(self, fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
 
     def kubeconfig(self, path: str) -> str:
@@ -420,7 +436,7 @@ class ApiDouble:
             return q.pop(0)
         return None
 
-    async def _handle(self, request):
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
         if request.path == "/version":
@@ -615,7 +631,7 @@ class ApiDouble:
         new["status"] = copy.deepcopy(cur.get("status", {}))
         return new
 
-    def _delete(self, res: Kind, key, cur: dict[str, Any]) -> dict[str, Any]:
+    def _delete(self, res: Kind, key: _Key, cur: dict[str, Any]) -> dict[str, Any]:
         bucket = self.objects[self._bucket(res)]
         bucket.pop(key, None)
         cur = copy.deepcopy(cur)
@@ -624,7 +640,9 @@ class ApiDouble:
         self._emit(res, "DELETED", cur)
         return cur
 
-    def _bind(self, res: Kind, key, cur: dict[str, Any] | None, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _bind(
+        self, res: Kind, key: _Key, cur: dict[str, Any] | None, body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
         self.binding_attempts[f"{key[0]}/{key[1]}"] += 1
         if cur is None:
             return 404, _status(404, "NotFound", f'pods "{key[1]}" not found')
@@ -647,7 +665,7 @@ class ApiDouble:
         return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
     # ------------------------------------------------------------------ watch
-    async def _watch(self, request, r: _Route):
+    async def _watch(self, request: web.Request, r: _Route) -> web.StreamResponse:
         from aiohttp import web
 
         res = r.res
@@ -687,7 +705,7 @@ class ApiDouble:
             async def send(ev: dict[str, Any]) -> None:
                 await resp.write(json.dumps(ev).encode() + b"\n")
 
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[_WatchItem] = asyncio.Queue()
         self.watchers[b].append(queue)
         try:
             if q.get("sendInitialEvents") in ("1", "true") and self.knows_watch_list:
@@ -761,7 +779,7 @@ class ApiDouble:
         return resp
 
 
-def webhook_admitter(server):
+def webhook_admitter(server: WebhookServer) -> Admitter:
     """An ``ApiDouble.admit`` hook that runs a WebhookServer's mutating then validating reviews."""
     from ..kube.webhook import HOOKS, apply_json_patch
 
@@ -769,7 +787,7 @@ def webhook_admitter(server):
     for h in HOOKS:  # mutating ones first, as the API server calls them
         by_kind[h.kind.kind].append((h.path, h.operations))
 
-    def admit(kind: str, op: str, obj: dict[str, Any], old: dict[str, Any] | None):
+    def admit(kind: str, op: str, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any] | str:
         for path, operations in by_kind.get(kind, []):
             if op not in operations:
                 continue
@@ -786,7 +804,8 @@ def webhook_admitter(server):
             }
             resp = server.handle(path, review)["response"]
             if not resp["allowed"]:
-                return resp["status"]["message"]
+                refused: str = resp["status"]["message"]
+                return refused
             if resp.get("patch"):
                 import base64
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from ..api import sim_annotations as ann
 from ..kube.tasks import cancel_and_wait
 from .fake_apiserver import _now
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..kube.client import KubeClient
 
 
 class FakeKubelet:
@@ -28,7 +31,11 @@ class FakeKubelet:
     """
 
     def __init__(
-        self, client, time_scale: float = 0.01, default_duration: float = 60.0, held: list[dict[str, Any]] | None = None
+        self,
+        client: KubeClient,
+        time_scale: float = 0.01,
+        default_duration: float = 60.0,
+        held: list[dict[str, Any]] | None = None,
     ) -> None:
         self.client = client
         self.time_scale = time_scale
@@ -41,8 +48,8 @@ class FakeKubelet:
         self.started: set[str] = set()
         self.finished: set[str] = set()
         self.bound_nodes: dict[str, str] = {}
-        self._tasks: set[asyncio.Task] = set()
-        self._runner: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._runner = asyncio.get_running_loop().create_task(self._run())
@@ -70,7 +77,7 @@ class FakeKubelet:
             self.bound_nodes[key] = node
             self._spawn(self._lifecycle(pod))
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         t = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
@@ -85,6 +92,7 @@ class FakeKubelet:
         meta = pod["metadata"]
         now = _now()
         name = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
+        state: dict[str, dict[str, Any]]
         if phase == "Running":
             state = {"running": {"startedAt": now}}
         else:
@@ -160,7 +168,7 @@ class FakeKubelet:
 
 
 async def list_watch(
-    client,
+    client: KubeClient,
     path: str,
     on_event: Callable[[str, dict[str, Any]], None],
     on_list: Callable[[list[dict[str, Any]]], None] | None = None,
@@ -198,7 +206,7 @@ async def list_watch(
             await asyncio.sleep(0.1)
 
 
-async def force_delete(client, namespace: str, name: str, uid: str | None = None) -> None:
+async def force_delete(client: KubeClient, namespace: str, name: str, uid: str | None = None) -> None:
     """Delete a pod with grace period 0 (what a kubelet does once its containers are gone); with
     ``uid``, only that incarnation of the pod. Failures are ignored."""
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}

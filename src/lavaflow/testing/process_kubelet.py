@@ -63,9 +63,9 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..api.quantity import parse_quantity
@@ -73,6 +73,9 @@ from ..kube.client import MERGE_PATCH, ApiError
 from ..kube.tasks import cancel_and_wait
 from .fake_apiserver import _now
 from .fake_kubelet import fake_node, force_delete, list_watch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..kube.client import KubeClient
 
 log = logging.getLogger("lavaflow.testing.process_kubelet")
 
@@ -355,7 +358,7 @@ class _PodRun:
         self._lock = asyncio.Lock()
         self._sent: dict[str, Any] | None = None
         self._cond_times: dict[str, tuple[str, str]] = {}
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ control
     def terminate(self, grace: float, finalize: bool) -> None:
@@ -568,6 +571,7 @@ class _PodRun:
 
     def volume_dir(self, vol: dict[str, Any]) -> Path:
         """Where a volume lives on this host (created if need be)."""
+        path: Path
         name = vol.get("name", "")
         if vol.get("hostPath") is not None:
             hp = vol["hostPath"]
@@ -1011,7 +1015,7 @@ class ProcessKubelet:
 
     def __init__(
         self,
-        client,
+        client: KubeClient,
         nodes: int | Sequence[str] = 1,
         *,
         node_prefix: str = "process-node",
@@ -1055,7 +1059,7 @@ class ProcessKubelet:
         self.stop_grace = stop_grace
         # (namespace, hostname, subdomain, address) of every pod of the cluster with a subdomain
         self.dns: dict[str, tuple[str, str, str, str]] = {}
-        self._hosts_task: asyncio.Task | None = None
+        self._hosts_task: asyncio.Task[None] | None = None
         self.runs: dict[str, _PodRun] = {}  # by uid, finished ones included
         self.latest: dict[str, str] = {}  # namespace/name -> uid of the pod run last under that name
         self.configmaps: dict[tuple[str, str], dict[str, Any]] = {}
@@ -1063,8 +1067,8 @@ class ProcessKubelet:
         self.node_uids: dict[str, str] = {}
         self._ips: dict[str, str] = {}  # address -> uid of the pod holding it
         self._synced = asyncio.Event()
-        self._tasks: set[asyncio.Task] = set()
-        self._loops: list[asyncio.Task] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loops: list[asyncio.Task[None]] = []
         self._preexec = _parent_death_signal()
 
     # ------------------------------------------------------------------ lifecycle
@@ -1105,7 +1109,7 @@ class ProcessKubelet:
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def _spawn(self, coro) -> asyncio.Task:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         t = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
