@@ -357,8 +357,8 @@ def write_tables(header: list[str], rows: list[dict[str, Any]], out: Path) -> li
             w.writerow([_cell(row[c]) for c in header])
     os.replace(tmp, out / "results.csv")
     try:
-        import pyarrow as pa  # type: ignore[import-untyped]  # (no stubs or py.typed)
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import pyarrow as pa
+        import pyarrow.parquet as pq
     except ImportError:
         return ["pyarrow is not installed: results.parquet not written (pip install pyarrow); results.csv has it all"]
     cols = {c: [row[c] for row in rows] for c in header}

@@ -46,7 +46,7 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float | None]:
     m = sum(values) / n
     if n < 2:
         return m, None
-    from scipy.stats import t  # type: ignore[import-untyped]  # (no stubs installed)
+    from scipy.stats import t
 
     sd = math.sqrt(sum((x - m) ** 2 for x in values) / (n - 1))
     return m, float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
