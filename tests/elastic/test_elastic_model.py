@@ -165,7 +165,8 @@ def test_the_true_step_time_interpolation_is_scipys_without_loading_scipy_interp
     code = (
         "import sys\n"
         "import numpy as np\n"
-        "from lavaflow.elastic.speed import PolluxApp, _barycentric_transforms\n"
+        "from lavaflow.elastic.speed import PolluxApp\n"
+        "from lavaflow.elastic.speed.interpolation import _barycentric_transforms\n"
         "apps = [PolluxApp(n) for n in ('bert', 'cifar10', 'deepspeech2', 'imagenet', 'ncf', 'yolov3')]\n"
         "grids = []\n"
         "for app in apps:\n"

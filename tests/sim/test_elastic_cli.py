@@ -59,7 +59,7 @@ def test_trace_replay_matches_the_retired_replayer():
 
 
 def _adaptive_replay(policy: str, phases: int) -> dict:
-    import lavaflow.elastic.speed as speed
+    import lavaflow.elastic.speed.pollux as speed
     from lavaflow.elastic import spec as es
     from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
 

@@ -1,41 +1,34 @@
-"""Throughput model for elastic training jobs.
+"""The speed of a job of one of the Pollux applications, from the Pollux traces.
 
-Two sources of measurements:
+The traces (``pollux/traces/<app>/``, measured on T4 GPUs) give the step time of six applications
+for each *placement* (per-node replica counts, e.g. ``(1, 1, 2, 2)``) and local batch size, plus a
+coarser table for large clusters (``scalability.csv``) and per-epoch gradient statistics at several
+global batch sizes (``validation-<bsz>.csv``); :class:`PolluxApp` holds one application's.
 
-* **Pollux traces** (``pollux/traces/<app>/``, measured on T4 GPUs): the step time of six
-  applications for each *placement* (per-node replica counts, e.g. ``(1, 1, 2, 2)``) and local batch
-  size, plus a coarser table for large clusters (``scalability.csv``) and per-epoch gradient
-  statistics at several global batch sizes (``validation-<bsz>.csv``).
+A job trains at a fixed global batch size ``B``.  With ``r`` replicas each replica processes
+``ceil(B / r)`` samples per step, split into gradient-accumulation micro-steps when that exceeds
+the application's largest local batch.  The step time for the placement comes from the table
+(interpolated linearly over local batch size), or, for placements not measured, from a linear
+interpolation over (#nodes, #replicas, local batch) of all measurements (:mod:`.interpolation`).
 
-  A job trains at a fixed global batch size ``B``.  With ``r`` replicas each replica processes
-  ``ceil(B / r)`` samples per step, split into gradient-accumulation micro-steps when that exceeds
-  the application's largest local batch.  The step time for the placement comes from the table
-  (interpolated linearly over local batch size), or, for placements not measured, from a linear
-  interpolation over (#nodes, #replicas, local batch) of all measurements.
+The *work* of a job is the number of optimiser steps it needs at batch size ``B``: the
+validation files give, per epoch, the progress (in samples scaled to the smallest batch size)
+and the gradient noise statistics; at batch ``B`` one step yields a statistical gain of
+``(var + sqr) / (var / s + sqr)`` progress units with ``s = B / B_min``.  Summing
+``Δprogress / gain`` over the application's epochs gives the steps the job must run.  Progress per
+second is then ``1 / step_time``.
 
-  The *work* of a job is the number of optimiser steps it needs at batch size ``B``: the
-  validation files give, per epoch, the progress (in samples scaled to the smallest batch size)
-  and the gradient noise statistics; at batch ``B`` one step yields a statistical gain of
-  ``(var + sqr) / (var / s + sqr)`` progress units with ``s = B / B_min``.  Summing
-  ``Δprogress / gain`` over the application's epochs gives the steps the job must run.  Progress per
-  second is then ``1 / step_time``.
-
-* **Gavel throughputs** (``gavel/``): isolated steps/s of 26 model configurations at scale factors
-  1, 2, 4, 8 on K80, P100 and V100 GPUs, consolidated on one node or spread over nodes.  Used for
-  GPU-type factors of Pollux applications and for Gavel-built workloads.
-
-All curves are exposed as *rates* (work units per second) so the simulator and the policies need
-not know which source a job uses.
+:class:`PolluxJobSpeed` is one job's speed: at a fixed batch, or choosing its batch per placement
+and training phase (Pollux's co-adaptation); on other GPU types than the T4 its rate is scaled by
+:func:`type_factor`, from the Gavel throughputs (:mod:`.gavel`).
 """
 
 from __future__ import annotations
 
 import bisect
 import csv
-import json
 import math
-import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -43,8 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from .data_paths import gavel_throughputs, pollux_trace_dir
-from .scipy_ext import extension
+from ..data_paths import pollux_trace_dir
+from .common import canonical_placement
+from .gavel import gavel_table
+from .interpolation import _barycentric_transforms, _delaunay, _LinearND
 
 POLLUX_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 # The Pollux artifact limits yolov3's per-replica batch to 8 (GPU memory); others use the
@@ -66,32 +61,6 @@ REFERENCE_TYPE = "p100"
 REFERENCE_ALIASES = {"t4", "p100", "default", ""}
 
 
-_CANONICAL: dict[tuple[int, ...], tuple[int, ...]] = {}
-
-
-def canonical_placement(placement: Iterable[int]) -> tuple[int, ...]:
-    """Drop empty nodes; rotate to the lexicographically smallest rotation (as the traces do).
-    Kept per placement (equal placements have equal canonical forms): the speed models ask for
-    the same few placements thousands of times."""
-    key = placement if type(placement) is tuple else tuple(placement)
-    hit = _CANONICAL.get(key)
-    if hit is not None:
-        return hit
-    p = tuple(int(x) for x in key if x)
-    out = min(p[i:] + p[:i] for i in range(len(p))) if p else ()
-    if len(_CANONICAL) < 65536:
-        _CANONICAL[key] = out
-    return out
-
-
-def consolidated_placement(n: int, gpus_per_node: int) -> tuple[int, ...]:
-    """``n`` workers packed onto as few nodes of ``gpus_per_node`` GPUs as possible."""
-    if n <= 0:
-        return ()
-    full, rest = divmod(n, gpus_per_node)
-    return canonical_placement((gpus_per_node,) * full + ((rest,) if rest else ()))
-
-
 def _read_csv(path: Path) -> list[dict[str, str]]:
     with path.open(newline="", encoding="utf-8-sig") as fh:
         return list(csv.DictReader(fh))
@@ -103,239 +72,6 @@ class _Validation:
     progress: np.ndarray
     grad_sqr: np.ndarray
     grad_var: np.ndarray
-
-
-def _barycentric_transforms(points: np.ndarray, simplices: np.ndarray) -> np.ndarray:
-    """scipy.spatial.Delaunay.transform computed with numpy: per simplex T⁻¹ (rows 0..ndim-1)
-    and the last vertex (row ndim), NaN where the simplex is degenerate."""
-    ndim = points.shape[1]
-    verts = points[simplices]  # (S, ndim + 1, ndim)
-    t = np.transpose(verts[:, :ndim, :] - verts[:, ndim:, :], (0, 2, 1))
-    out = np.full((len(simplices), ndim + 1, ndim), np.nan)
-    with np.errstate(all="ignore"):
-        cond = np.linalg.cond(t, 1)
-    ok = np.isfinite(cond) & (cond * np.finfo(float).eps <= 1.0)
-    out[ok, :ndim, :] = np.linalg.inv(t[ok])
-    out[ok, ndim, :] = verts[ok, ndim, :]
-    return out
-
-
-def _delaunay(points: np.ndarray) -> Any:
-    """``scipy.spatial.Delaunay(points)``, its extension module loaded on its own (with the LAPACK
-    one it needs): importing ``scipy.spatial`` brings ``scipy.linalg``, ``scipy.sparse`` and
-    more, ~0.3 s of every replay (:mod:`lavaflow.elastic.scipy_ext`)."""
-    qhull = None
-    if "scipy.spatial" not in sys.modules and extension("scipy.linalg.cython_lapack") is not None:
-        qhull = extension("scipy.spatial._qhull")
-    if qhull is None:
-        from scipy.spatial import Delaunay
-
-        return Delaunay(points)
-    return qhull.Delaunay(points)
-
-
-_EPS = 100 * sys.float_info.epsilon  # scipy's tolerances for finding a point's simplex
-_EPS_BROAD = math.sqrt(sys.float_info.epsilon)
-
-
-class _LinearND:
-    """``scipy.interpolate.LinearNDInterpolator(tri, values)`` and, for points outside the
-    triangulation, ``NearestNDInterpolator(tri.points, values)``, without scipy.interpolate
-    (whose import brings scipy.optimize, scipy.special and more: ~0.2 s of every replay).
-
-    A call finds each point's simplex as scipy does (``_find_simplex`` of ``scipy.spatial._qhull``:
-    a walk on the lifted paraboloid, a directed search, brute force when degenerate simplices are
-    in the way; the start carried from one point to the next of a call) and sums the vertices'
-    values weighted by the barycentric coordinates; the same double operations in the same order,
-    so the same values (``tests/elastic/test_elastic_model.py`` compares them with scipy's on the
-    Pollux applications).  ``transform`` is ``tri.transform``."""
-
-    def __init__(self, tri: Any, transform: np.ndarray, values: np.ndarray) -> None:
-        nd = int(tri.ndim)
-        self.ndim = nd
-        self.points = np.asarray(tri.points, dtype=float)
-        self.simplices: list[list[int]] = tri.simplices.tolist()
-        self.neighbors: list[list[int]] = tri.neighbors.tolist()
-        self.equations: list[list[float]] = tri.equations.tolist()
-        self.transform: list[list[float]] = transform.reshape(len(transform), -1).tolist()
-        self.paraboloid_scale = float(tri.paraboloid_scale)
-        self.paraboloid_shift = float(tri.paraboloid_shift)
-        self.min_bound: list[float] = tri.min_bound.tolist()
-        self.max_bound: list[float] = tri.max_bound.tolist()
-        self.values = np.asarray(values, dtype=float)
-        self.rows: list[list[float]] = self.values.tolist()
-        self._tree: Any = None  # scipy's cKDTree of the points, for ``nearest``
-
-    def __call__(self, xs: list[list[float]]) -> list[list[float]]:
-        start = [0]
-        nv = self.values.shape[1]
-        out = []
-        c = [0.0] * (self.ndim + 1)
-        for x in xs:
-            isimplex = self._find_simplex(c, x, start)
-            if isimplex == -1:
-                out.append([math.nan] * nv)  # scipy's fill value
-                continue
-            row = [0.0] * nv
-            verts = self.simplices[isimplex]
-            for j in range(self.ndim + 1):
-                vals = self.rows[verts[j]]
-                for k in range(nv):
-                    row[k] = row[k] + c[j] * vals[k]
-            out.append(row)
-        return out
-
-    def nearest(self, x: list[float]) -> list[float]:
-        """The value at the data point nearest to ``x``: NearestNDInterpolator's, by scipy's k-d
-        tree (which breaks the ties between equally near points its own way), loaded on its own
-        the first time a point falls outside the triangulation."""
-        if self._tree is None:
-            ckdtree = extension("scipy.spatial._ckdtree") if "scipy.spatial" not in sys.modules else None
-            if ckdtree is None:
-                from scipy.spatial import cKDTree
-
-                self._tree = cKDTree(self.points)
-            else:
-                self._tree = ckdtree.cKDTree(self.points)
-        _, i = self._tree.query(np.asarray([x], dtype=float))
-        return self.rows[int(i[0])]
-
-    # -- scipy.spatial._qhull, step for step ------------------------------------------------------
-    def _coordinate(self, t: list[float], x: list[float], c: list[float], i: int) -> None:
-        nd = self.ndim
-        if i == nd:
-            v = 1.0
-            for j in range(nd):
-                v -= c[j]
-            c[nd] = v
-        else:
-            v = 0.0
-            for j in range(nd):
-                v += t[nd * i + j] * (x[j] - t[nd * nd + j])
-            c[i] = v
-
-    def _coordinates(self, t: list[float], x: list[float], c: list[float]) -> None:
-        nd = self.ndim
-        last = 1.0
-        for i in range(nd):
-            v = 0.0
-            for j in range(nd):
-                v += t[nd * i + j] * (x[j] - t[nd * nd + j])
-            c[i] = v
-            last -= v
-        c[nd] = last
-
-    def _inside(self, t: list[float], x: list[float], c: list[float]) -> bool:
-        # (scipy stops at the first coordinate out of range: the same answer)
-        self._coordinates(t, x, c)
-        return all(-_EPS <= v <= 1 + _EPS for v in c)
-
-    def _outside_box(self, x: list[float]) -> bool:
-        return any(x[i] < self.min_bound[i] - _EPS or x[i] > self.max_bound[i] + _EPS for i in range(self.ndim))
-
-    def _distplane(self, isimplex: int, z: list[float]) -> float:
-        eq = self.equations[isimplex]
-        dist = eq[self.ndim + 1]
-        for k in range(self.ndim + 1):
-            dist += eq[k] * z[k]
-        return dist
-
-    def _bruteforce(self, c: list[float], x: list[float]) -> int:
-        if self._outside_box(x):
-            return -1
-        nd = self.ndim
-        for isimplex, t in enumerate(self.transform):
-            if t[0] == t[0]:
-                if self._inside(t, x, c):
-                    return isimplex
-                continue
-            # a degenerate simplex: its neighbours, with more leeway towards it
-            for ineighbor in self.neighbors[isimplex]:
-                if ineighbor == -1:
-                    continue
-                tn = self.transform[ineighbor]
-                if tn[0] != tn[0]:
-                    continue
-                self._coordinates(tn, x, c)
-                back = self.neighbors[ineighbor]
-                inside = True
-                for m in range(nd + 1):
-                    lo = -_EPS_BROAD if back[m] == isimplex else -_EPS
-                    if not (lo <= c[m] <= 1 + _EPS):
-                        inside = False
-                        break
-                if inside:
-                    return ineighbor
-        return -1
-
-    def _directed(self, c: list[float], x: list[float], start: list[int]) -> int:
-        nd = self.ndim
-        nsimplex = len(self.simplices)
-        isimplex = start[0]
-        if isimplex < 0 or isimplex >= nsimplex:
-            isimplex = 0
-        for _ in range(1 + nsimplex // 4):
-            if isimplex == -1:
-                break
-            t = self.transform[isimplex]
-            inside = 1
-            for k in range(nd + 1):
-                self._coordinate(t, x, c, k)
-                if c[k] < -_EPS:
-                    m = self.neighbors[isimplex][k]
-                    if m == -1:
-                        start[0] = isimplex
-                        return -1
-                    isimplex = m
-                    inside = -1
-                    break
-                elif c[k] <= 1 + _EPS:
-                    pass
-                else:
-                    inside = 0
-            if inside == -1:
-                continue
-            if inside == 0:
-                isimplex = self._bruteforce(c, x)
-            break
-        else:
-            isimplex = self._bruteforce(c, x)
-        start[0] = isimplex
-        return isimplex
-
-    def _find_simplex(self, c: list[float], x: list[float], start: list[int]) -> int:
-        if self._outside_box(x) or not self.simplices:
-            return -1
-        nd = self.ndim
-        isimplex = start[0]
-        if isimplex < 0 or isimplex >= len(self.simplices):
-            isimplex = 0
-        z = [0.0] * (nd + 1)
-        lift = 0.0
-        for i in range(nd):
-            z[i] = x[i]
-            lift += x[i] ** 2
-        lift *= self.paraboloid_scale
-        lift += self.paraboloid_shift
-        z[nd] = lift
-        best = self._distplane(isimplex, z)
-        changed = True
-        while changed:
-            if best > 0:
-                break
-            changed = False
-            for k in range(nd + 1):
-                # (the neighbours of the simplex reached so far: scipy moves in mid-cycle)
-                ineigh = self.neighbors[isimplex][k]
-                if ineigh == -1:
-                    continue
-                dist = self._distplane(ineigh, z)
-                if dist > best + _EPS * (1 + abs(best)):
-                    isimplex = ineigh
-                    best = dist
-                    changed = True
-        start[0] = isimplex
-        return self._directed(c, x, start)
 
 
 class PolluxApp:
@@ -574,76 +310,6 @@ def pollux_app(name: str) -> PolluxApp:
     return PolluxApp(name)
 
 
-# ---------------------------------------------------------------------------------------------
-# Gavel
-# ---------------------------------------------------------------------------------------------
-
-
-class GavelTable:
-    """Isolated throughputs (steps/s) by GPU type, model and scale factor."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        p = Path(path) if path is not None else gavel_throughputs()
-        raw = json.loads(p.read_text())
-        self.table: dict[str, dict[str, dict[int, float]]] = {}
-        for gtype, entries in raw.items():
-            for key, val in entries.items():
-                model, sf = _parse_gavel_key(key)
-                v = val.get("null") if isinstance(val, dict) else None
-                if v is None or not v or v <= 0:
-                    continue  # missing measurement (Gavel stores 0.0 for some)
-                self.table.setdefault(gtype, {}).setdefault(model, {})[sf] = float(v)
-        self.types = sorted(t for t in self.table if not t.endswith("_unconsolidated"))
-        self.models = sorted(self.table.get("v100", {}))
-
-    def isolated(self, model: str, gpu_type: str) -> float:
-        return self.table[gpu_type][model][1]
-
-    def throughput(self, model: str, gpu_type: str, workers: int, consolidated: bool = True) -> float:
-        """Steps/s of ``model`` on ``workers`` GPUs of ``gpu_type``.
-
-        Measured points (scale factors 1, 2, 4, 8) are made non-decreasing (more workers never
-        run slower: the extra ones could idle) and interpolated linearly; beyond the largest
-        measured scale the throughput stays flat.
-        """
-        if workers <= 0:
-            return 0.0
-        pts = self._points(model, gpu_type, consolidated)
-        xs, ys = pts
-        return float(np.interp(workers, xs, ys))
-
-    @cache  # noqa: B019 (one GavelTable per process, kept for its lifetime)
-    def _points(self, model: str, gpu_type: str, consolidated: bool) -> tuple[np.ndarray, np.ndarray]:
-        base = self.table[gpu_type][model]
-        pts = dict(base)
-        if not consolidated:
-            unc = self.table.get(f"{gpu_type}_unconsolidated", {}).get(model, {})
-            pts = {1: base[1], **{k: v for k, v in unc.items() if k > 1}}
-            for k, v in base.items():  # fall back to consolidated figures where unmeasured
-                pts.setdefault(k, v)
-        xs = np.array(sorted(pts), dtype=float)
-        ys = np.maximum.accumulate(np.array([pts[int(x)] for x in xs]))
-        if xs[0] != 0:
-            xs = np.concatenate([[0.0], xs])
-            ys = np.concatenate([[0.0], ys])
-        return xs, ys
-
-    def __hash__(self) -> int:  # for lru_cache on methods
-        return id(self)
-
-
-def _parse_gavel_key(key: str) -> tuple[str, int]:
-    # "('ResNet-50 (batch size 64)', 2)"
-    inner = key.strip()[1:-1]
-    model_part, sf_part = inner.rsplit(",", 1)
-    return model_part.strip().strip("'\""), int(sf_part.strip())
-
-
-@cache
-def gavel_table() -> GavelTable:
-    return GavelTable()
-
-
 def type_factor(app: str, gpu_type: str | None) -> float:
     """Speed of a Pollux application on ``gpu_type`` relative to the T4 measurements."""
     if gpu_type is None or gpu_type.lower() in REFERENCE_ALIASES:
@@ -660,7 +326,7 @@ def type_factor(app: str, gpu_type: str | None) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-job speed functions
+# One job's speed (fixed or adaptive batch)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -930,173 +596,3 @@ class PolluxJobSpeed:
         if f is None:
             f = self._factors[gpu_type or ""] = type_factor(self.app, gpu_type)
         return f
-
-
-@dataclass
-class GavelJobSpeed:
-    """A job of a Gavel model configuration; work is counted in steps."""
-
-    model: str
-
-    def max_useful_workers(self) -> int:
-        return 8
-
-    def rate(self, placement: Iterable[int], gpu_type: str | None = None) -> float:
-        pl = canonical_placement(placement)
-        if not pl:
-            return 0.0
-        t = (gpu_type or "").lower()
-        if t in ("", "default"):  # an untyped node: the type a Gavel trace's run times are given on
-            t = "v100"
-        return gavel_table().throughput(self.model, t, sum(pl), consolidated=len(pl) == 1)
-
-
-@dataclass
-class TabulatedJobSpeed:
-    """Speed from measured (workers -> work units/s) points, e.g. reported by a running job.
-
-    Interpolated linearly between measured worker counts; beyond the largest measured count the
-    last per-worker marginal gain is extended but never decreases throughput; below the smallest
-    measured count throughput scales linearly to zero.  This is the fitted-and-interpolated
-    replacement for Voda's placeholder-filled speedup table.
-    """
-
-    points: dict[int, float]
-    per_type: dict[str, float] = field(default_factory=dict)
-
-    def rate(self, placement: Iterable[int], gpu_type: str | None = None) -> float:
-        n = sum(canonical_placement(placement))
-        if n <= 0 or not self.points:
-            return 0.0
-        xs = np.array(sorted(self.points), dtype=float)
-        ys = np.maximum.accumulate(np.array([self.points[int(x)] for x in xs]))
-        if n <= xs[0]:
-            r = ys[0] * n / xs[0]
-        elif n >= xs[-1]:
-            slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) if len(xs) >= 2 else ys[-1] / xs[-1]
-            r = ys[-1] + max(slope, 0.0) * (n - xs[-1])
-        else:
-            r = float(np.interp(n, xs, ys))
-        return float(r) * self.per_type.get(gpu_type or "", 1.0)
-
-    def max_useful_workers(self) -> int:
-        return 1 << 16
-
-
-def rate_curve(
-    speed: Any, gpu_type: str | None, max_workers: int, gpus_per_node: int, phase: int | None = None
-) -> tuple[float, ...]:
-    """Rates for 0..max_workers workers packed onto ``gpus_per_node``-GPU nodes (in training phase
-    ``phase`` for a speed whose rate depends on progress)."""
-    whole: Callable[[str | None, int, int], tuple[float, ...]] | None = getattr(speed, "packed_rates", None)
-    if whole is not None:  # a speed that works out every count at once (a learned model)
-        return whole(gpu_type, max_workers, gpus_per_node)
-    if phase is not None and phase_bounds(speed):
-        return tuple(
-            0.0 if n == 0 else speed.rate(consolidated_placement(n, gpus_per_node), gpu_type, phase=phase)
-            for n in range(max_workers + 1)
-        )
-    return tuple(
-        0.0 if n == 0 else speed.rate(consolidated_placement(n, gpus_per_node), gpu_type)
-        for n in range(max_workers + 1)
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Progress-dependent rates (adaptive batch: the batch is re-chosen in every training phase)
-# ---------------------------------------------------------------------------------------------
-
-
-def phase_bounds(speed: Any) -> tuple[float, ...]:
-    """Work done at which the speed's rate changes (empty: the rate depends on placement only)."""
-    return getattr(speed, "phase_bounds", ())
-
-
-def rate_at(speed: Any, shape: Iterable[int], gpu_type: str | None, done: float) -> float:
-    """The rate on ``shape`` of a job that has done ``done`` work units."""
-    if not phase_bounds(speed):
-        return float(speed.rate(shape, gpu_type))
-    return float(speed.rate(shape, gpu_type, phase=speed.phase_of(done)))
-
-
-def next_bound(speed: Any, done: float) -> float:
-    """The work done at which the rate changes next (inf: never)."""
-    b = phase_bounds(speed)
-    if not b:
-        return math.inf
-    i = speed.phase_of(done)
-    return b[i] if i < len(b) else math.inf
-
-
-def advance(
-    speed: Any, shape: Iterable[int], gpu_type: str | None, done: float, seconds: float, limit: float = math.inf
-) -> float:
-    """Work done after running ``seconds`` on ``shape`` from ``done`` (phase by phase), at most ``limit``."""
-    if not phase_bounds(speed):
-        # One rate and no bound but ``limit``: the loop below in closed form (the same operations).
-        if seconds > 0 and done < limit:
-            r = float(speed.rate(shape, gpu_type))
-            if not r <= 0:  # (a NaN rate runs on, as in the loop)
-                if (limit - done) / r >= seconds:
-                    return min(done + r * seconds, limit)
-                return limit
-        return min(done, limit)
-    rates = _phase_rates(speed, shape, gpu_type)
-    if rates is not None:  # the same steps as below, with the phases' rates looked up once
-        b = speed.phase_bounds
-        while seconds > 0 and done < limit:
-            i = speed.phase_of(done)
-            r = float(rates[i])
-            if r <= 0:
-                break
-            nb = min(b[i] if i < len(b) else math.inf, limit)
-            dt = (nb - done) / r
-            if dt >= seconds:
-                return min(done + r * seconds, limit)
-            done = nb
-            seconds -= dt
-        return min(done, limit)
-    while seconds > 0 and done < limit:
-        r = rate_at(speed, shape, gpu_type, done)
-        if r <= 0:
-            break
-        nb = min(next_bound(speed, done), limit)
-        dt = (nb - done) / r
-        if dt >= seconds:
-            return min(done + r * seconds, limit)
-        done = nb
-        seconds -= dt
-    return min(done, limit)
-
-
-def time_to(speed: Any, shape: Iterable[int], gpu_type: str | None, done: float, target: float) -> float:
-    """Seconds of running on ``shape`` to get from ``done`` to ``target`` work units."""
-    rates = _phase_rates(speed, shape, gpu_type)
-    t = 0.0
-    if rates is not None:
-        b = speed.phase_bounds
-        while done < target:
-            i = speed.phase_of(done)
-            r = float(rates[i])
-            if r <= 0:
-                return math.inf
-            nb = min(b[i] if i < len(b) else math.inf, target)
-            t += (nb - done) / r
-            done = nb
-        return t
-    while done < target:
-        r = rate_at(speed, shape, gpu_type, done)
-        if r <= 0:
-            return math.inf
-        nb = min(next_bound(speed, done), target)
-        t += (nb - done) / r
-        done = nb
-    return t
-
-
-def _phase_rates(speed: Any, shape: Iterable[int], gpu_type: str | None) -> tuple[float, ...] | None:
-    """Per-phase rates of a speed whose rate depends on progress (None for any other speed)."""
-    if not phase_bounds(speed):
-        return None
-    rates = getattr(speed, "phase_rates", None)
-    return rates(shape, gpu_type) if rates is not None else None
