@@ -1,10 +1,7 @@
-"""An informer-backed Store: list + watch per kind, writes through the API server.
+"""KubeStore: the Store protocol over a Kubernetes API server, its cache fed by informers.
 
-Each informer lists its kind (paginated), then watches from the list's
-resourceVersion with bookmarks, remembering the last resourceVersion seen so a
-dropped stream resumes where it stopped; a 410 Gone (the version was
-compacted away) triggers a fresh list, whose differences with the cache are
-delivered as ADDED/MODIFIED/DELETED events.
+One informer per kind (see informer) lists and watches into the store's cache; what the store
+keeps of each object is slim's (see slim). Writes go through the API server.
 
 The Store protocol is synchronous (it is the simulator's), so controllers run
 in a worker thread while ``lock`` is held (no watch event is applied
@@ -24,42 +21,20 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from types import MappingProxyType
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, TypeVar
 
 from ..api.core import PodTemplateSpec
 from ..api.kinds import API_KINDS, Kind, kind_info
-from ..api.meta import ObjectKeys
-from ..api.volcano import (
-    GROUP_NAME_ANNOTATION,
-    JOB_NAME_KEY,
-    TASK_SPEC_KEY,
-    VOLCANO_GROUP_NAME_ANNOTATION,
-    PodGroup,
-)
-from ..api.x_k8s_podgroup import POD_GROUP_LABEL
+from ..api.volcano import JOB_NAME_KEY, TASK_SPEC_KEY
 from ..store.base import ADDED, DELETED, MODIFIED, Handler, kind_of
 from . import codec, protopod
-from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, KubeClient, NotProtobuf
+from .client import MERGE_PATCH, STRATEGIC_PATCH, ApiError, KubeClient
+from .codec import key_in, key_of, resource_version
 from .compact import compact
 from .discovery import served_resources
-from .lightpod import (
-    _INVALID,
-    _PHASES,
-    _USAGE_KEEP,
-    CONTAINER_KEEP,
-    META_DROP,
-    LightMeta,
-    LightPod,
-    LightSpec,
-    LightStatus,
-    light_pod,
-    read_meta,
-    spec_requests,
-)
-from .plainpg import volcano_podgroup
-from .tasks import cancel_and_wait
+from .informer import INITIAL_EVENTS_END, Informer
+from .slim import SLIM, decode_object, usage_only_pod
 
 log = logging.getLogger("lavaflow.kube")
 _T = TypeVar("_T")
@@ -77,30 +52,12 @@ class AlreadyExists(KeyError):
     pass
 
 
-class StreamingUnsupported(Exception):
-    """The API server cannot send a watch's initial state (sendInitialEvents)."""
-
-
-INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-
-
-class Gone(Exception):
-    pass
-
-
-_BY_NAME = 16  # bound pods the protobuf could not give in full, listed one by one up to this many
 # The streaming-list probe (KubeStore._streams_lists): asked of the first of these kinds informed
 # (built in and small), else of any; for objects of a name no object can have.
 _PROBE_KINDS = ("PriorityClass", "Namespace", "Node", "Pod")
 _PROBE_NAME = "-lavaflow-watch-list-probe-"
 _REDISCOVER = 30.0  # seconds between two readings of one group/version's discovery at run time
 _TEMPLATES_KEPT = 1024  # Job task templates kept worked out for their pods' creates
-
-
-def _rv(raw: dict[str, Any] | None) -> str | None:
-    if not raw:
-        return None
-    return (raw.get("metadata") or {}).get("resourceVersion")
 
 
 def _newer_or_same(have: str | None, incoming: str | None) -> bool:
@@ -113,18 +70,6 @@ def _newer_or_same(have: str | None, incoming: str | None) -> bool:
         return int(have) >= int(incoming)
     except ValueError:
         return False
-
-
-def key_of(res: Kind, raw: dict[str, Any]) -> str:
-    return _key_in(res, raw.get("metadata") or {})
-
-
-def _key_in(res: Kind, meta: dict[str, Any]) -> str:
-    """``key_of`` from an object's metadata."""
-    if res.namespaced:
-        return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-    name: str = meta.get("name", "")
-    return name
 
 
 def _kind_name(res: Kind) -> str:
@@ -156,678 +101,6 @@ def _strip(raw: dict[str, Any]) -> dict[str, Any]:
         raw = dict(raw)
         raw["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
     return raw
-
-
-def slim_pod(raw: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a pod the scheduler reads (memory at 150,000 pods): metadata without owner
-    references, finalizers and managed fields; containers keep only name, resources, restartPolicy
-    and ports; status keeps phase, startTime and, while the pod waits for a node, the PodScheduled
-    condition. A pod on a node also drops its tolerations: they only choose a node (the static
-    predicates and scores of a pending task), and a bound pod never chooses again."""
-    spec = raw.get("spec")
-    if not isinstance(spec, dict):
-        return raw
-    out = dict(raw)
-    meta = raw.get("metadata")
-    if isinstance(meta, dict) and any(k in meta for k in META_DROP):
-        out["metadata"] = {k: v for k, v in meta.items() if k not in META_DROP}
-    spec = dict(spec)
-    for key in ("containers", "initContainers"):
-        if key in spec:
-            spec[key] = [{k: c[k] for k in CONTAINER_KEEP if k in c} for c in spec[key] or []]
-    spec.pop("volumes", None)
-    bound = bool(spec.get("nodeName"))
-    if bound:
-        spec.pop("tolerations", None)
-    out["spec"] = spec
-    status = raw.get("status")
-    if isinstance(status, dict):
-        out["status"] = {k: status[k] for k in ("phase", "startTime", "reason", "message") if k in status}
-        if not bound:
-            scheduled = [
-                c for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "PodScheduled"
-            ]
-            if scheduled:
-                out["status"]["conditions"] = scheduled
-    return out
-
-
-def slim_node(raw: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a node the scheduler reads: a kubelet's status also lists its images, addresses
-    and daemon endpoints, and its conditions carry heartbeat times, none of which scheduling needs."""
-    status = raw.get("status")
-    if not isinstance(status, dict):
-        return raw
-    out = dict(raw)
-    out["status"] = {
-        "capacity": status.get("capacity") or {},
-        "allocatable": status.get("allocatable") or {},
-        "conditions": [
-            {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
-            for c in status.get("conditions") or ()
-            if isinstance(c, dict)
-        ],
-    }
-    return out
-
-
-_SLIM = {"Pod": slim_pod, "Node": slim_node}
-
-
-def _decode(res: Kind, raw: dict[str, Any]) -> Any | None:
-    """``codec.decode``; a Volcano PodGroup through ``volcano_podgroup`` (the same model, without
-    the walk over its times) unless that leaves it to ``codec.decode``."""
-    if res.model is PodGroup:
-        obj = volcano_podgroup(raw)
-        if obj is not None:
-            return obj
-    return codec.decode(res, raw)
-
-
-class _UsageMeta:
-    __slots__ = ("name", "namespace", "uid", "resource_version", "creation_timestamp", "deletion_timestamp")
-    # a usage-only pod carries no gang label or annotation (read-only, shared)
-    labels: Mapping[str, str] = MappingProxyType({})
-    annotations: Mapping[str, str] = MappingProxyType({})
-
-    def __init__(self, meta: dict[str, Any]) -> None:
-        read_meta(self, meta)
-
-
-class _UsageSpec:
-    __slots__ = ("node_name", "scheduler_name")
-    workload_ref = None
-    scheduling_group = None
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        self.node_name = spec.get("nodeName")
-        self.scheduler_name = spec.get("schedulerName")
-
-
-class _UsageStatus:
-    __slots__ = ("phase",)
-
-    def __init__(self, status: Any) -> None:
-        self.phase = status.get("phase", "Pending") if isinstance(status, dict) else "Pending"
-
-
-class UsageOnlyPod(ObjectKeys):
-    """A pod of another scheduler as the scheduler keeps it: where it is, its phase and what it
-    requests (the cache adds it to its node's usage and reads nothing else of it). A pydantic Pod
-    costs ~7.5 KiB whatever it holds (every defaulted list, dict and field set); this ~0.6 KiB."""
-
-    __slots__ = ("metadata", "spec", "status", "requests")
-    kind = "Pod"
-    namespaced = True
-
-    def __init__(self, raw: dict[str, Any], requests: dict[str, float]) -> None:
-        self.metadata = _UsageMeta(raw["metadata"])
-        self.spec = _UsageSpec(raw["spec"])
-        self.status = _UsageStatus(raw.get("status"))
-        self.requests = requests
-
-
-def usage_only_pod(raw: dict[str, Any], ours: frozenset[str]) -> UsageOnlyPod | LightPod | None:
-    """A pod of another scheduler that belongs to no gang, kept as node usage only (see
-    UsageOnlyPod); one of ours bound in a Volcano PodGroup, as a LightPod when it reads plainly
-    (see lightpod). None for any other pod, which is read whole: one naming a group of any gang
-    API, or one whose resources do not read."""
-    spec = raw.get("spec")
-    meta = raw.get("metadata")
-    if type(spec) is not dict or type(meta) is not dict:
-        return None
-    if (spec.get("schedulerName") or "default-scheduler") in ours:
-        return light_pod(raw)
-    if spec.get("workloadRef") is not None or spec.get("schedulingGroup") is not None:
-        return None
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
-    if any(k in labels for k in _GANG_LABELS) or any(k in annotations for k in _GANG_ANNOTATIONS):
-        return None
-    requests, _ = spec_requests(spec, _USAGE_KEEP)
-    if requests is _INVALID:
-        return None  # the whole decode reports it
-    return UsageOnlyPod(raw, requests)
-
-
-# the gang markers of the three gang APIs (a pod carrying one is read whole, whoever schedules it)
-_GANG_LABELS = (POD_GROUP_LABEL,)
-_GANG_ANNOTATIONS = (GROUP_NAME_ANNOTATION, VOLCANO_GROUP_NAME_ANNOTATION)
-
-
-# ------------------------------------------------------------------ pods straight from protobuf
-_proto_requests_memo: dict[Any, Any] = {}
-_PROTO_KEPT = 4096  # request sets remembered (by the bytes of a template's containers)
-
-
-def _proto_requests(s: Any, keep: tuple[str, ...]) -> Any:
-    """What spec_requests gives for the JSON of a pod message's containers, init containers and
-    overhead (cut to ``keep``), or _INVALID (also for a part not converted): remembered by their
-    bytes, which the pods of one template share."""
-    overhead = s.overhead
-    key = (
-        keep,
-        tuple(s.containers),
-        tuple(s.initContainers),
-        tuple(sorted((k, q.string) for k, q in overhead.items())),
-    )
-    hit = _proto_requests_memo.get(key)
-    if hit is None:
-        containers, partial = protopod.containers(s.containers)
-        given: dict[str, Any] = {"containers": containers}
-        if s.initContainers:
-            init, more = protopod.containers(s.initContainers)
-            given["initContainers"] = init
-            partial |= more
-        if overhead:
-            given["overhead"] = dict(key[3])
-        hit = _INVALID if partial else spec_requests(given, keep)[0]
-        if len(_proto_requests_memo) >= _PROTO_KEPT:
-            _proto_requests_memo.clear()
-        _proto_requests_memo[key] = hit
-    return hit
-
-
-def _proto_meta(target: Any, m: Any) -> None:
-    """read_meta from an ObjectMeta message: what it reads of the same pod's JSON."""
-    target.name = m.name
-    target.namespace = m.namespace or None
-    target.uid = m.uid
-    target.resource_version = m.resourceVersion or None
-    target.creation_timestamp = codec.parse_time(protopod.time_of(m.creationTimestamp))
-    target.deletion_timestamp = (
-        codec.parse_time(protopod.time_of(m.deletionTimestamp)) if m.HasField("deletionTimestamp") else None
-    )
-
-
-def proto_bound_pod(p: Any, raw: bytes, ours: frozenset[str]) -> UsageOnlyPod | LightPod | None:
-    """A bound pod's protobuf (``p``, the Pod message of ``raw``; see protopod) straight as what
-    the store keeps of its JSON when that is a UsageOnlyPod or a LightPod (see usage_only_pod),
-    with the same values; None when it is neither, or carries a field the message here does not
-    convert (the caller then reads it through protopod's dict, or as JSON). A LightPod keeps the
-    bytes, and its whole model is decoded from protopod's dict when first read."""
-    m, s, st = p.metadata, p.spec, p.status
-    node = s.nodeName
-    if not node or s.HasField("workloadRef") or s.HasField("schedulingGroup"):
-        return None
-    labels, annotations = m.labels, m.annotations
-    phase = st.phase or "Pending"
-    scheduler = s.schedulerName
-    if (scheduler or "default-scheduler") in ours:
-        if (
-            s.HasField("affinity")  # (a light pod has none of these; a usage-only pod reads none)
-            or s.topologySpreadConstraints
-            or s.resourceClaims
-            or GROUP_NAME_ANNOTATION not in annotations
-            or VOLCANO_GROUP_NAME_ANNOTATION in annotations
-            or POD_GROUP_LABEL in labels
-            or phase not in _PHASES
-        ):
-            return None
-        requests = _proto_requests(s, CONTAINER_KEEP)
-        if requests is _INVALID:
-            return None
-        pod = LightPod(raw, requests)
-        lm = LightMeta()
-        lm._pod = pod
-        _proto_meta(lm, m)
-        lm.labels = dict(labels)
-        lm.annotations = dict(annotations)
-        ls = LightSpec()
-        ls._pod = pod
-        ls.node_name = node
-        ls.scheduler_name = scheduler or None
-        ls.priority = s.priority if s.HasField("priority") else None
-        ls.priority_class_name = s.priorityClassName or None
-        ls.preemption_policy = s.preemptionPolicy if s.HasField("preemptionPolicy") else None
-        ls.node_selector = dict(s.nodeSelector)
-        lst = LightStatus()
-        lst._pod = pod
-        lst.phase = phase
-        lst.start_time = codec.parse_time(protopod.time_of(st.startTime)) if st.HasField("startTime") else None
-        lst.reason = st.reason or None
-        lst.message = st.message or None
-        pod.metadata, pod.spec, pod.status = lm, ls, lst
-        return pod
-    if any(k in labels for k in _GANG_LABELS) or any(k in annotations for k in _GANG_ANNOTATIONS):
-        return None
-    requests = _proto_requests(s, _USAGE_KEEP)
-    if requests is _INVALID:
-        return None
-    obj = UsageOnlyPod.__new__(UsageOnlyPod)
-    um = _UsageMeta.__new__(_UsageMeta)
-    _proto_meta(um, m)
-    us = _UsageSpec.__new__(_UsageSpec)
-    us.node_name, us.scheduler_name = node, scheduler or None
-    ust = _UsageStatus.__new__(_UsageStatus)
-    ust.phase = phase
-    obj.metadata, obj.spec, obj.status, obj.requests = um, us, ust, requests
-    return obj
-
-
-class Informer:
-    """List + watch of one kind into a KubeStore."""
-
-    def __init__(
-        self,
-        store: KubeStore,
-        res: Kind,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        page_size: int = 500,
-        watch_timeout: tuple[int, int] = (300, 600),
-    ) -> None:
-        self.store = store
-        self.res = res
-        self.namespace = namespace
-        self.label_selector = label_selector
-        self.field_selector = field_selector
-        self.page_size = page_size
-        self.watch_timeout = watch_timeout
-        self.rv: str | None = None
-        self.synced = asyncio.Event()
-        self.relists = 0
-        self.restarts = 0
-        self.events = 0
-        self.bookmarks = 0
-        self.streaming = True  # try a streaming list first, when the store's server can send one
-        self.protobuf: bool | None = None  # False once the server would not stream pods as protobuf
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> asyncio.Task[None]:
-        self._task = asyncio.get_running_loop().create_task(self.run(), name=f"informer-{self.res.kind}")
-        return self._task
-
-    async def stop(self) -> None:
-        await cancel_and_wait([self._task])
-
-    async def run(self) -> None:
-        backoff = 0.2
-        while True:
-            try:
-                if self.rv is None:
-                    if self._protobuf():
-                        try:
-                            await self._initial_protobuf()
-                        except NotProtobuf as exc:
-                            self.protobuf = False
-                            log.info("%s: not read as protobuf (%s); as JSON instead", self.res.kind, exc)
-                            continue
-                    elif self.store.watch_list and self.streaming:
-                        try:
-                            await self._watch(initial=True)  # goes on as a watch once the state is in
-                        except StreamingUnsupported as exc:
-                            self.streaming = False
-                            log.info("%s: no streaming list (%s); listing instead", self.res.kind, exc)
-                        continue
-                    else:
-                        await self._list()
-                await self._watch()
-                backoff = 0.2
-            except asyncio.CancelledError:
-                raise
-            except Gone:
-                log.info("%s: resourceVersion %s is gone; relisting", self.res.kind, self.rv)
-                self.rv = None
-                self.relists += 1
-            except ApiError as exc:
-                if exc.gone:
-                    self.rv = None
-                    self.relists += 1
-                    continue
-                log.warning("%s informer: %s", self.res.kind, exc)
-                self.restarts += 1
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-            except Exception as exc:  # connection trouble: resume from the last version
-                log.warning("%s informer: %s: %s", self.res.kind, type(exc).__name__, exc)
-                self.restarts += 1
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-
-    def _selectors(self) -> dict[str, Any]:
-        return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
-
-    async def _list(self) -> None:
-        """A paginated list, each page applied while the server prepares the next.
-
-        The whole list is never held at once (at 140,000 pods the JSON alone is ~450 MB), and the
-        client's decoding overlaps the server's encoding. Every page after the first comes from
-        the snapshot of the first (the continue token carries its resourceVersion), so the watch
-        that follows starts at the list's version and nothing is missed. Objects the cache holds
-        that the list did not name are deleted once the last page is in.
-        """
-        t0 = time.monotonic()
-        first = self._selectors()
-        if not self.relists:
-            # The first list, as client-go's reflector does it when it cannot stream: from the
-            # API server's watch cache (resourceVersion 0), which answers in one page. A relist
-            # after 410 Gone reads consistently, since the cache was the thing that fell behind.
-            first["resourceVersion"] = "0"
-        seen: set[str] = set()
-        n, busy, rv = await self._list_pages(first, seen)
-        async with self.store.lock:
-            self.store._drop_unseen(self.res, seen)
-        self.rv = rv
-        self.synced.set()
-        log.info("%s: listed %d in %.2fs (%.2fs of it applying)", self.res.kind, n, time.monotonic() - t0, busy)
-
-    async def _list_pages(
-        self,
-        first: dict[str, Any],
-        seen: set[str],
-        keep: set[str] | None = None,
-        namespace: str | None = None,
-    ) -> tuple[int, float, str | None]:
-        """Apply every page of a list (``first``: its selectors and version; the pages after the
-        first carry the selectors and the continue token), adding each key to ``seen``; with
-        ``keep``, only the objects of those keys. The objects applied, the seconds it took to
-        apply them and the list's resourceVersion."""
-        path = self.res.path(namespace if namespace is not None else self.namespace)
-        rest = {k: v for k, v in first.items() if k not in ("resourceVersion", "resourceVersionMatch")}
-
-        def fetch(cont: str | None) -> asyncio.Task[dict[str, Any]]:
-            params = {"limit": self.page_size, "continue": cont, **(first if cont is None else rest)}
-            return asyncio.ensure_future(self.store.client.request("GET", path, params=params))
-
-        n = 0
-        busy = 0.0
-        waiting = fetch(None)
-        try:
-            while True:
-                page = await waiting
-                meta = page.get("metadata") or {}
-                cont = meta.get("continue")
-                if cont:
-                    waiting = fetch(cont)
-                items = page.get("items") or []
-                if keep is not None:
-                    items = [it for it in items if key_of(self.res, it) in keep]
-                for it in items:
-                    it.setdefault("apiVersion", self.res.api_version)
-                    it.setdefault("kind", self.res.api_kind)
-                n += len(items)
-                async with self.store.lock:
-                    t1 = time.monotonic()
-                    self.store._apply_page(self.res, items, seen)
-                    busy += time.monotonic() - t1
-                del page, items
-                if not cont:
-                    return n, busy, meta.get("resourceVersion")
-        finally:
-            if not waiting.done():
-                waiting.cancel()
-
-    def _protobuf(self) -> bool:
-        """Whether this informer reads its initial state of bound pods as protobuf (see protopod)."""
-        return (
-            self.res.kind == "Pod"
-            and self.protobuf is not False
-            and bool(self.store.protobuf_pods)
-            and not self.label_selector
-            and not self.field_selector
-        )
-
-    def _take_bound(
-        self,
-        raw: bytes,
-        seen: set[str],
-        as_json: list[tuple[str | None, str, str]],
-        run: list[dict[str, Any]],
-        built: list[Any],
-    ) -> None:
-        """One bound pod's protobuf: onto ``built`` as the object the store keeps when it can be
-        built straight from the message (see proto_bound_pod), else onto ``run`` as its JSON dict,
-        or onto ``as_json`` when it is partial and the store would read it whole (see protopod)."""
-        ours = self.store.ours or frozenset()
-        message = protopod.message(raw)
-        pod = proto_bound_pod(message, raw, ours)
-        if pod is not None:
-            built.append(pod)
-            return
-        obj, partial = protopod.pod_of(message)
-        if partial and type(usage_only_pod(obj, ours)) is not UsageOnlyPod:
-            meta = obj["metadata"]
-            key = key_of(self.res, obj)
-            seen.add(key)
-            as_json.append((meta.get("namespace"), meta.get("name", ""), key))
-        else:
-            run.append(obj)
-
-    async def _stream_bound(self, seen: set[str], as_json: list[tuple[str | None, str, str]]) -> tuple[str, int, float]:
-        """The bound pods by a streaming list in protobuf: its resourceVersion, the pods applied and
-        the seconds it took to apply them."""
-        timeout = random.randint(*self.watch_timeout)
-        params: dict[str, Any] = {
-            "watch": True,
-            "allowWatchBookmarks": True,
-            "timeoutSeconds": timeout,
-            "sendInitialEvents": True,
-            "resourceVersionMatch": "NotOlderThan",
-            "fieldSelector": "spec.nodeName!=",
-        }
-        path = self.res.path(self.namespace)
-        busy = 0.0
-        n = 0
-        rv: str | None = None
-        try:
-            async with contextlib.aclosing(self.store.client.stream_frames(path, params, timeout)) as stream:
-                async for frames in stream:
-                    run: list[dict[str, Any]] = []
-                    built: list[Any] = []
-                    for frame in frames:
-                        etype, _, raw = protopod.event(frame)
-                        if etype == "ADDED":
-                            self._take_bound(raw, seen, as_json, run, built)
-                        elif etype == "BOOKMARK":
-                            version, annotations = protopod.bookmark(raw)
-                            if annotations.get(INITIAL_EVENTS_END) == "true":
-                                rv = version
-                                break
-                        elif etype == "ERROR":
-                            st = protopod.status(raw)
-                            if st["code"] == 410 or st["reason"] in ("Expired", "Gone"):
-                                raise Gone()
-                            raise StreamingUnsupported(st["message"] or st["reason"] or "an error event")
-                        else:  # the initial state is ADDED events, then its bookmark
-                            raise StreamingUnsupported(f"a {etype} event inside the initial state")
-                    n += len(run) + len(built)
-                    if built:
-                        busy += await self._apply_built(built, seen)
-                    if run:
-                        busy += await self._apply_run(run, seen)
-                    if rv is not None:
-                        break
-        except ApiError as exc:
-            if not exc.gone and exc.status in (400, 403, 404, 405, 422, 500, 501):
-                raise StreamingUnsupported(str(exc)) from exc
-            raise
-        if rv is None:
-            raise ConnectionError("the protobuf stream of pods ended before its initial state")
-        return rv, n, busy
-
-    async def _list_bound(self, seen: set[str], as_json: list[tuple[str | None, str, str]]) -> tuple[str, int, float]:
-        """The bound pods by a paginated list in protobuf (the first from the watch cache, as
-        ``_list``): its resourceVersion, the pods applied and the seconds it took to apply them."""
-        path = self.res.path(self.namespace)
-        params: dict[str, Any] = {"fieldSelector": "spec.nodeName!=", "limit": self.page_size}
-        if not self.relists:
-            params["resourceVersion"] = "0"
-        busy = 0.0
-        n = 0
-        while True:
-            body = await self.store.client.get_protobuf(path, params)
-            rv, cont, items = protopod.pod_list(body)
-            del body
-            run: list[dict[str, Any]] = []
-            built: list[Any] = []
-            for raw in items:
-                self._take_bound(raw, seen, as_json, run, built)
-            del items
-            n += len(run) + len(built)
-            busy += await self._apply_built(built, seen)
-            busy += await self._apply_run(run, seen)
-            if not cont:
-                return rv, n, busy
-            params = {"fieldSelector": "spec.nodeName!=", "limit": self.page_size, "continue": cont}
-
-    async def _initial_protobuf(self) -> None:
-        """The initial state of the pods, the bound ones in Kubernetes' protobuf encoding (see
-        protopod): a streaming list of the pods on a node as protobuf, which ends at a
-        resourceVersion (a list of them where the server cannot stream); then, as JSON and from
-        that same version, a list of the pods on no node and of the bound pods read whole that the
-        protobuf could not give in full (by name when they are few). The watch that follows starts
-        at that version. Raises NotProtobuf when the server does not send pods as protobuf (the
-        informer then reads them as JSON)."""
-        t0 = time.monotonic()
-        seen: set[str] = set()
-        as_json: list[tuple[str | None, str, str]] = []  # bound pods read whole: namespace, name, key
-        try:
-            if self.store.watch_list and self.streaming:
-                try:
-                    rv, n, busy = await self._stream_bound(seen, as_json)
-                except StreamingUnsupported as exc:
-                    self.streaming = False
-                    log.info("%s: no streaming list (%s); listing instead", self.res.kind, exc)
-                    seen.clear()
-                    as_json.clear()
-                    rv, n, busy = await self._list_bound(seen, as_json)
-            else:
-                rv, n, busy = await self._list_bound(seen, as_json)
-        except protopod.ProtobufError as exc:
-            raise NotProtobuf(str(exc)) from exc
-        t1 = time.monotonic()
-        at = {"resourceVersion": rv, "resourceVersionMatch": "Exact"}
-        unbound, took, _ = await self._list_pages({"fieldSelector": "spec.nodeName=", **at}, seen)
-        busy += took
-        if len(as_json) <= _BY_NAME:
-            for namespace, name, _key in as_json:
-                _, took, _ = await self._list_pages(
-                    {"fieldSelector": f"metadata.name={name}", **at}, seen, namespace=namespace
-                )
-                busy += took
-        else:
-            _, took, _ = await self._list_pages(
-                {"fieldSelector": "spec.nodeName!=", **at}, seen, keep={key for _, _, key in as_json}
-            )
-            busy += took
-        async with self.store.lock:
-            self.store._drop_unseen(self.res, seen)
-        self.rv = rv
-        self.synced.set()
-        log.info(
-            "%s: read %d bound as protobuf in %.2fs, then %d unbound and %d bound as JSON in %.2fs "
-            "(%.2fs of it all applying)",
-            self.res.kind,
-            n,
-            t1 - t0,
-            unbound,
-            len(as_json),
-            time.monotonic() - t1,
-            busy,
-        )
-
-    async def _watch(self, initial: bool = False) -> None:
-        """Watch from ``self.rv``; with ``initial``, a streaming list (KEP-3157) instead: the server
-        sends the current state as ADDED events from its watch cache, one object at a time, ends it
-        with a bookmark annotated ``k8s.io/initial-events-end``, and goes on as a watch. Nothing is
-        held whole (a 140,000-pod list is ~450 MB of JSON) and each object is applied as it comes,
-        while the server encodes the next. Objects the cache holds that the initial state did not
-        name are deleted at its end, as after a list."""
-        timeout = random.randint(*self.watch_timeout)
-        params: dict[str, Any] = {
-            "watch": True,
-            "allowWatchBookmarks": True,
-            "timeoutSeconds": timeout,
-            **self._selectors(),
-        }
-        seen: set[str] = set()
-        t0 = time.monotonic()
-        busy = 0.0
-        if initial:
-            params.update(sendInitialEvents=True, resourceVersionMatch="NotOlderThan")
-        else:
-            params["resourceVersion"] = self.rv
-        path = self.res.path(self.namespace)
-        try:
-            async for batch in self.store.client.stream_batches(path, params, timeout):
-                run: list[dict[str, Any]] = []  # initial ADDED objects, applied under one hold of the lock
-                for ev in batch:
-                    etype = ev.get("type")
-                    obj = ev.get("object") or {}
-                    if initial and etype == "ADDED":
-                        obj.setdefault("apiVersion", self.res.api_version)
-                        obj.setdefault("kind", self.res.api_kind)
-                        run.append(obj)
-                        continue
-                    if run:
-                        busy += await self._apply_run(run, seen)
-                        run = []
-                    if etype == "ERROR":
-                        if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
-                            raise Gone()
-                        if initial:
-                            raise StreamingUnsupported(obj.get("message") or obj.get("reason") or "error event")
-                        raise ApiError(int(obj.get("code") or 500), obj, "WATCH", path)
-                    rv = _rv(obj)
-                    if etype == "BOOKMARK":
-                        self.bookmarks += 1
-                        if initial:
-                            ann = (obj.get("metadata") or {}).get("annotations") or {}
-                            if ann.get(INITIAL_EVENTS_END) != "true":
-                                continue  # a progress bookmark inside the initial state: not a place to resume
-                            async with self.store.lock:
-                                self.store._drop_unseen(self.res, seen)
-                            initial = False
-                            self.synced.set()
-                            log.info(
-                                "%s: streamed %d in %.2fs (%.2fs of it applying)",
-                                self.res.kind,
-                                len(seen),
-                                time.monotonic() - t0,
-                                busy,
-                            )
-                            seen = set()
-                        if rv:
-                            self.rv = rv
-                        continue
-                    obj.setdefault("apiVersion", self.res.api_version)
-                    obj.setdefault("kind", self.res.api_kind)
-                    if initial and etype != DELETED:
-                        seen.add(key_of(self.res, obj))
-                    async with self.store.lock:
-                        self.store._apply(self.res, cast(str, etype), obj)  # (an event has a type)
-                    self.events += 1
-                    if rv and not initial:  # inside the initial state only its end is a place to resume
-                        self.rv = rv
-                if run:
-                    busy += await self._apply_run(run, seen)
-        except ApiError as exc:
-            if initial and not exc.gone and exc.status in (400, 403, 404, 405, 422, 500, 501):
-                raise StreamingUnsupported(str(exc)) from exc
-            raise
-
-    async def _apply_built(self, built: list[Any], seen: set[str]) -> float:
-        """Apply pods built from their protobuf as one page; the seconds it took."""
-        async with self.store.lock:
-            t1 = time.monotonic()
-            apply = self.store._apply_built
-            for obj in built:
-                seen.add(obj.key)
-                apply(self.res, obj)
-            took = time.monotonic() - t1
-        self.events += len(built)
-        return took
-
-    async def _apply_run(self, run: list[dict[str, Any]], seen: set[str]) -> float:
-        """Apply initial objects as one page; the seconds it took."""
-        async with self.store.lock:
-            t1 = time.monotonic()
-            self.store._apply_page(self.res, run, seen)
-            took = time.monotonic() - t1
-        self.events += len(run)
-        return took
 
 
 class KubeStore:
@@ -1078,7 +351,7 @@ class KubeStore:
     def _apply(self, res: Kind, event: str, raw: dict[str, Any]) -> None:
         kind = res.kind
         meta = raw.get("metadata") or {}
-        key = _key_in(res, meta)
+        key = key_in(res, meta)
         objs = self.objects.get(kind)
         if objs is None:
             objs = self.objects[kind] = {}
@@ -1105,12 +378,12 @@ class KubeStore:
         if cur is not None and cur_uid == uid and self._same_or_newer(kind, key, cur, raw):
             return
         if self.keep_raw:
-            obj = _decode(res, raw)
+            obj = decode_object(res, raw)
         else:
             obj = usage_only_pod(raw, self.ours) if self.ours is not None and kind == "Pod" else None
             if obj is None:
-                slim = _SLIM.get(kind)
-                obj = _decode(res, raw if slim is None else slim(raw))
+                slim = SLIM.get(kind)
+                obj = decode_object(res, raw if slim is None else slim(raw))
                 if obj is not None:
                     compact(obj)
         if obj is None:
@@ -1154,7 +427,7 @@ class KubeStore:
 
     def _same_or_newer(self, kind: str, key: str, cur: Any, raw: dict[str, Any]) -> bool:
         have = cur.metadata.resource_version
-        return _newer_or_same(have, _rv(raw))
+        return _newer_or_same(have, resource_version(raw))
 
     def _apply_page(self, res: Kind, items: list[dict[str, Any]], seen: set[str]) -> None:
         """One page of a (re)list: each object delivered as the difference with the cache."""
@@ -1440,7 +713,7 @@ class KubeStore:
     ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """A Job's task template as written (``base``) and as lavaflow's model reads it (``old``),
         worked out once per version of the Job and shared by its pods (read-only)."""
-        memo_key = (job_key, _rv(raw_job), task_name)
+        memo_key = (job_key, resource_version(raw_job), task_name)
         hit = self._templates.get(memo_key)
         if hit is not None:
             return hit
@@ -1527,7 +800,7 @@ class KubeStore:
                 if sub and status_changed:
                     to_status = True
                     body = codec.merge3(result, old_d, new_d)
-                    body.setdefault("metadata", {})["resourceVersion"] = _rv(result)
+                    body.setdefault("metadata", {})["resourceVersion"] = resource_version(result)
                     result = await self.client.request("PUT", res.path_for_key(key, "status"), body=body)
                 return result
             except ApiError as exc:
