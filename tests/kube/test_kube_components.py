@@ -524,7 +524,7 @@ def test_metrics_healthz_readyz_and_leader_election():
             await c.create([pod])
 
             async def bound():
-                return s.bound >= 1
+                return s.writer.bound >= 1
 
             await c.wait_for(bound, 10, "the pod bound")
             runner = await serve_health(s.metrics.registry, "127.0.0.1", 0, lambda: s.healthy, lambda: s.ready)
