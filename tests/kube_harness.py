@@ -291,7 +291,7 @@ def pod_view(obj: Any) -> Any:
     """What the scheduler's store holds of a pod, comparable across two stores: its type, requests,
     the fields the cache reads and, for a pod held whole or light, the whole model."""
     from lavaflow.kube.lightpod import LightPod
-    from lavaflow.kube.store import UsageOnlyPod
+    from lavaflow.kube.slim import UsageOnlyPod
 
     if obj is None:
         return None

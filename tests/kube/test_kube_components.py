@@ -524,7 +524,7 @@ def test_metrics_healthz_readyz_and_leader_election():
             await c.create([pod])
 
             async def bound():
-                return s.bound >= 1
+                return s.writer.bound >= 1
 
             await c.wait_for(bound, 10, "the pod bound")
             runner = await serve_health(s.metrics.registry, "127.0.0.1", 0, lambda: s.healthy, lambda: s.ready)
@@ -692,7 +692,7 @@ def test_pods_listed_before_their_node_still_count_in_its_use():
 
 
 def test_the_schedulers_pods_keep_only_what_scheduling_reads():
-    from lavaflow.kube.store import slim_pod
+    from lavaflow.kube.slim import slim_pod
 
     raw = {
         "apiVersion": "v1",
@@ -790,7 +790,7 @@ def test_pods_of_other_schedulers_are_kept_as_node_usage_only():
     requests), not a pydantic Pod (~7.5 KiB each, 50,000 such pods at the #5819 shape). A pod of
     ours, or one naming a gang of any of the three gang APIs, is read whole."""
     from lavaflow.kube.scheduler_process import KubeScheduler
-    from lavaflow.kube.store import UsageOnlyPod
+    from lavaflow.kube.slim import UsageOnlyPod
     from lavaflow.scheduler.resources import CPU, PODS
 
     async def scenario():
@@ -840,7 +840,7 @@ def test_a_streamed_initial_state_applies_each_event_as_its_type_says():
     """Inside a streaming list's initial state a server sends ADDED events; should another type
     come, it is applied as that type (a DELETED object stays deleted, not re-added), and only the
     end bookmark is a version to resume from."""
-    from lavaflow.kube.store import Informer
+    from lavaflow.kube.informer import Informer
 
     def pod(name: str, rv: str) -> dict:
         return {"metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}", "resourceVersion": rv}, "spec": {}}

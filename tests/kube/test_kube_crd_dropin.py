@@ -240,10 +240,10 @@ def test_refused_evictions_and_events_are_errors(caplog):
             }
             await c.create([pod])
             c.double.fail_next("Pod", "evict", 429)
-            await s._evict("default/p", Eviction(EvictionCause.PREEMPT, "preempt"))
-            await s._evict("default/none", Eviction(EvictionCause.PREEMPT, "preempt"))
+            await s.writer.evict("default/p", Eviction(EvictionCause.PREEMPT, "preempt"))
+            await s.writer.evict("default/none", Eviction(EvictionCause.PREEMPT, "preempt"))
             c.double.fail_next("Event", "create", 403)
-            await s._event("Pod", "default/p", "Normal", "Scheduled", "hello")
+            await s.writer.event("Pod", "default/p", "Normal", "Scheduled", "hello")
             errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
             assert any("evict Pod default/p" in e and "HTTP 429 TooManyRequests" in e for e in errors), errors
             assert any("create Event about Pod default/p" in e and "HTTP 403 Forbidden" in e for e in errors), errors

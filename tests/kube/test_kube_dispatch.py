@@ -205,7 +205,7 @@ def test_podgroup_status_is_the_caches_at_once_and_written_once():
             assert double.counts["patch/PodGroup"] == GROUPS  # one write per group, however many cycles
             written = {pg["metadata"]["name"]: pg["status"]["phase"] for pg in double.snapshot("PodGroup")}
             assert written == {f"pg-{i}": "Running" for i in range(GROUPS)}
-            assert not s.pg_wanted
+            assert not s.writer.pg_wanted
             await s.shutdown(1)
             await s.client.close()
         finally:
@@ -222,7 +222,7 @@ def test_a_failed_status_write_is_decided_and_written_again():
             double.fail_next("PodGroup", "patch", 500, 1)
             await s.cycle()
             await s.idle(10)
-            assert len(s.pg_wanted) == 0
+            assert len(s.writer.pg_wanted) == 0
             await s.cycle()  # the group whose write failed is back to the server's view: decided again
             await s.idle(10)
             assert double.counts["patch/PodGroup"] == GROUPS + 1
@@ -248,14 +248,14 @@ def test_a_scheduler_that_loses_leadership_drops_what_it_has_not_sent():
 
             s.dispatch.workers = 1
             s.dispatch.decision(stuck)  # occupies the only worker
-            s._bind_now("ns/p-0", "n0")
-            s._bind_now("ns/p-1", "n1")
+            s.writer.bind_now("ns/p-0", "n0")
+            s.writer.bind_now("ns/p-1", "n1")
             await asyncio.sleep(0.05)
             assert s.dispatch.waiting()["decision"] == 2
             await s.step_down()
             gate.set()
             await asyncio.sleep(0.1)
-            assert s.dispatch.pending == 0 and not s.inflight
+            assert s.dispatch.pending == 0 and not s.writer.inflight
             assert double.counts["bind/Pod"] == 0
             await s.shutdown(1)
             await s.client.close()
@@ -300,17 +300,19 @@ def test_status_writes_keep_going_while_a_cycle_holds_the_store_lock():
             s.dispatch.status_workers = 2
             for i in range(GROUPS):
                 key = f"ns/pg-{i}"
-                s.pg_wanted[key] = {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0}
+                s.writer.pg_wanted[key] = {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0}
             async with s.store.lock:  # as a scheduling cycle does for its whole length
                 for i in range(GROUPS):
-                    s.dispatch.status(("PodGroup", f"ns/pg-{i}"), functools.partial(s._write_podgroup, f"ns/pg-{i}"))
+                    s.dispatch.status(
+                        ("PodGroup", f"ns/pg-{i}"), functools.partial(s.writer.write_podgroup, f"ns/pg-{i}")
+                    )
                 for _ in range(200):
                     if double.counts["patch/PodGroup"] >= GROUPS:
                         break
                     await asyncio.sleep(0.01)
                 assert double.counts["patch/PodGroup"] == GROUPS
             await s.idle(5)
-            assert not s.pg_wanted  # settled once the lock was free
+            assert not s.writer.pg_wanted  # settled once the lock was free
             phases = {job.pg.status.phase for job in s.cache.jobs.values() if job.pg is not None}
             assert phases == {"Inqueue"}
             await s.shutdown(1)

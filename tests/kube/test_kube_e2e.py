@@ -56,7 +56,7 @@ def test_volcano_job_is_bound_as_a_gang_and_completes(example, pods):
             binds = c.bindings()
             assert len(binds) == pods
             # One cycle placed the whole gang: every pod's binding came from the same decision batch.
-            assert s.bind_failures == 0
+            assert s.writer.bind_failures == 0
             assert_no_double_binding(c)
             # The pods kept every template field lavaflow does not model.
             job_doc = next(o for o in objs if o["kind"] == "Job")
@@ -287,7 +287,7 @@ def test_killed_scheduler_restarts_without_losing_or_double_binding():
                 return seen is not None and seen[0] not in ("", "sched-c")
 
             await c.wait_for(sees_the_leader, 10, "the standby reading the leader's lease")
-            assert not standby.elector.is_leader and standby.bound == 0
+            assert not standby.elector.is_leader and standby.writer.bound == 0
 
     run(scenario())
 

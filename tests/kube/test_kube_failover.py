@@ -113,12 +113,12 @@ def test_a_leader_past_its_renew_deadline_sends_no_binding_or_eviction():
             # A cycle decides nothing from the stale view ...
             await s.cycle()
             # ... and writes decided before the freeze are refused when their turn comes.
-            s._bind_now("ns/p-0", "n0")
-            s.dispatch.decision(lambda: s._evict("ns/p-1", Eviction(EvictionCause.PREEMPT, "preempt")))
+            s.writer.bind_now("ns/p-0", "n0")
+            s.dispatch.decision(lambda: s.writer.evict("ns/p-1", Eviction(EvictionCause.PREEMPT, "preempt")))
             await s.idle(5)
             assert double.counts["bind/Pod"] == 0
             assert double.counts.get("create/Eviction", 0) == 0 and not any("evict" in k.lower() for k in double.counts)
-            assert s.fenced == 2 and not s.inflight
+            assert s.writer.fenced == 2 and not s.writer.inflight
             # A binding that passed the check and then waited in the client's rate limiter while
             # the process froze is stopped right before it leaves.
             elector.renewed_at = time.monotonic()
@@ -129,10 +129,10 @@ def test_a_leader_past_its_renew_deadline_sends_no_binding_or_eviction():
                 await real_acquire()
 
             client.limiter.acquire = frozen_while_waiting
-            s._bind_now("ns/p-0", "n0")
+            s.writer.bind_now("ns/p-0", "n0")
             await s.idle(5)
             client.limiter.acquire = real_acquire
-            assert double.counts["bind/Pod"] == 0 and s.fenced == 3 and not s.inflight
+            assert double.counts["bind/Pod"] == 0 and s.writer.fenced == 3 and not s.writer.inflight
             # Renewed again: the same cycle binds the gang.
             elector.renewed_at = time.monotonic()
             await s.cycle()
@@ -296,14 +296,14 @@ def test_a_job_touched_again_goes_to_the_end_of_those_to_prepare_and_one_without
         from lavaflow.api.core import Pod
         from lavaflow.api.volcano import PodGroup
 
-        s._on_pod("ADDED", Pod.model_validate(_pod("b-0", "b")), None)
-        s._on_podgroup("ADDED", PodGroup.model_validate(_podgroup("a", 1, 1)), None)
-        s._on_podgroup("ADDED", PodGroup.model_validate(_podgroup("b", 1, 1)), None)
-        s._on_podgroup("ADDED", PodGroup.model_validate(_podgroup("c", 1, 1)), None)
+        s.on_pod("ADDED", Pod.model_validate(_pod("b-0", "b")), None)
+        s.on_podgroup("ADDED", PodGroup.model_validate(_podgroup("a", 1, 1)), None)
+        s.on_podgroup("ADDED", PodGroup.model_validate(_podgroup("b", 1, 1)), None)
+        s.on_podgroup("ADDED", PodGroup.model_validate(_podgroup("c", 1, 1)), None)
         assert list(s._touched) == ["ns/b"] and list(s._bare) == ["ns/a", "ns/c"]  # (no pods yet: last)
-        s._on_pod("ADDED", Pod.model_validate(_pod("a-0", "a")), None)
-        s._on_pod("ADDED", Pod.model_validate({**_pod("x", "a"), "metadata": {"name": "x", "namespace": "ns"}}), None)
-        s._on_pod("ADDED", Pod.model_validate(_pod("b-1", "b")), None)
+        s.on_pod("ADDED", Pod.model_validate(_pod("a-0", "a")), None)
+        s.on_pod("ADDED", Pod.model_validate({**_pod("x", "a"), "metadata": {"name": "x", "namespace": "ns"}}), None)
+        s.on_pod("ADDED", Pod.model_validate(_pod("b-1", "b")), None)
         assert list(s._touched) == ["ns/a", "ns/b"]  # a pod of no gang touches none
         assert list(s._bare) == ["ns/c"]
         await client.close()

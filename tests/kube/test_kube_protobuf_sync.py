@@ -18,7 +18,8 @@ from kube_harness import pod_view  # noqa: E402
 from lavaflow.api.volcano import GROUP_NAME_ANNOTATION  # noqa: E402
 from lavaflow.api.x_k8s_podgroup import POD_GROUP_LABEL  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
-from lavaflow.kube.store import _BY_NAME, KubeStore  # noqa: E402
+from lavaflow.kube.informer import _BY_NAME  # noqa: E402
+from lavaflow.kube.store import KubeStore  # noqa: E402
 from lavaflow.testing import ApiDouble  # noqa: E402
 
 

@@ -294,15 +294,19 @@ def test_killed_scheduler_restarts_on_a_real_api_server():
                 names.update(pods)
                 assert len(pods) == 20 and before <= 20
                 assert second.elector.is_leader
-                assert second.bind_failures == 0, "the restarted scheduler tried to bind a pod that was already bound"
-                assert first.bound + second.bound <= 20
+                assert second.writer.bind_failures == 0, (
+                    "the restarted scheduler tried to bind a pod that was already bound"
+                )
+                assert first.writer.bound + second.writer.bound <= 20
                 assert not names.changed, names.changed
                 usage = node_usage(pods)
                 assert all(v <= 4 for v in usage.values()), usage
                 standby = c.start_scheduler(f"sched-c-{suffix}", lease_duration=2.0)
                 await asyncio.sleep(1.0)
-                assert not standby.elector.is_leader and standby.bound == 0
-                print(f"bound before the kill: {before}; by the first: {first.bound}, by the second: {second.bound}")
+                assert not standby.elector.is_leader and standby.writer.bound == 0
+                print(
+                    f"bound before the kill: {before}; by the first: {first.writer.bound}, by the second: {second.writer.bound}"
+                )
             finally:
                 await _cleanup(c.api, ns, nodes)
 

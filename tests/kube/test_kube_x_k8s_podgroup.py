@@ -230,7 +230,7 @@ def test_a_failed_binding_puts_the_labelled_pod_back_into_its_group():
                 return len({k for k, _ in c.bindings()}) == 2
 
             await c.wait_for(all_bound, 15, "both pods bound after a failed binding")
-            assert s.bind_failures == 1
+            assert s.writer.bind_failures == 1
 
     run(scenario())
 

@@ -25,7 +25,7 @@ from lavaflow.kube import codec  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
 from lavaflow.kube.compact import compact  # noqa: E402
 from lavaflow.kube.lightpod import LightPod, light_pod  # noqa: E402
-from lavaflow.kube.store import slim_pod, usage_only_pod  # noqa: E402
+from lavaflow.kube.slim import slim_pod, usage_only_pod  # noqa: E402
 from lavaflow.scheduler.model import TaskStatus  # noqa: E402
 from lavaflow.scheduler.resources import CPU, MEMORY  # noqa: E402
 from lavaflow.testing import fake_node  # noqa: E402

@@ -22,7 +22,7 @@ from test_lightpod import DROP, changed, changes_of  # noqa: E402
 from lavaflow.api.kinds import kind_info  # noqa: E402
 from lavaflow.api.volcano import PodGroup  # noqa: E402
 from lavaflow.kube import codec  # noqa: E402
-from lavaflow.kube import store as store_mod  # noqa: E402
+from lavaflow.kube import slim as slim_mod  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
 from lavaflow.kube.plainpg import volcano_podgroup  # noqa: E402
 from lavaflow.kube.store import KubeStore  # noqa: E402
@@ -224,7 +224,7 @@ def test_a_scheduler_fed_plain_podgroups_holds_what_one_fed_whole_ones_does(monk
 
     async def scenario():
         plain, whole = _scheduler(), _scheduler()
-        monkeypatch.setattr(store_mod, "volcano_podgroup", lambda raw: None)
+        monkeypatch.setattr(slim_mod, "volcano_podgroup", lambda raw: None)
         for event, raw in events:
             whole.store._apply(PG, event, copy.deepcopy(raw))
         monkeypatch.undo()

@@ -23,7 +23,7 @@ from lavaflow.api.volcano import GROUP_NAME_ANNOTATION  # noqa: E402
 from lavaflow.kube import protopod  # noqa: E402
 from lavaflow.kube.compact import compact  # noqa: E402
 from lavaflow.kube.lightpod import LightPod  # noqa: E402
-from lavaflow.kube.store import _SLIM, UsageOnlyPod, _decode, proto_bound_pod, usage_only_pod  # noqa: E402
+from lavaflow.kube.slim import SLIM, UsageOnlyPod, decode_object, proto_bound_pod, usage_only_pod  # noqa: E402
 from lavaflow.testing.kube_protobuf import encode, envelope, object_bytes, watch_frame  # noqa: E402
 
 OURS = frozenset({"lavaflow"})
@@ -110,7 +110,7 @@ def _kept(raw: dict[str, Any]) -> Any:
     """What the scheduler's store keeps of ``raw`` (KubeStore._apply with keep_raw off)."""
     obj = usage_only_pod(raw, OURS)
     if obj is None:
-        obj = _decode(_POD, _SLIM["Pod"](raw))
+        obj = decode_object(_POD, SLIM["Pod"](raw))
         if obj is not None:
             compact(obj)
     return obj

@@ -114,6 +114,26 @@ def exit_code_of(raw_status: dict[str, Any]) -> int | None:
     return None
 
 
+def resource_version(raw: dict[str, Any] | None) -> str | None:
+    """The resourceVersion of a raw API object (None for no object, or none given)."""
+    if not raw:
+        return None
+    return (raw.get("metadata") or {}).get("resourceVersion")
+
+
+def key_of(res: Kind, raw: dict[str, Any]) -> str:
+    """The store key of a raw API object: ``namespace/name``, or ``name`` for a cluster-scoped kind."""
+    return key_in(res, raw.get("metadata") or {})
+
+
+def key_in(res: Kind, meta: dict[str, Any]) -> str:
+    """``key_of`` from an object's metadata."""
+    if res.namespaced:
+        return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    name: str = meta.get("name", "")
+    return name
+
+
 def decode(res: Kind, raw: dict[str, Any]) -> Any | None:
     """The model of a raw API object (None when lavaflow cannot read it)."""
     cls = res.model

@@ -49,7 +49,8 @@ class GangSource(Protocol):
         ...
 
 
-# The write side's bookkeeping, shared by the scheduler process and the gang sources' status writes.
+# The write side's bookkeeping, shared by the scheduler's writer (scheduler_writes) and the gang
+# sources' status writes.
 def unsent(kind: str, key: str, exc: BaseException) -> None:
     """A status write that did not go through: a refusal was reported by the store (a 404 is an
     object gone); anything else (no answer) is a warning. The next cycle decides again."""

@@ -76,8 +76,8 @@ except ImportError:  # pragma: no cover - the kube extra installs orjson
 
 
 _USAGE_KEEP = ("name", "resources", "restartPolicy")
-# What the store's slim_pod keeps of a pod's containers and drops of its metadata (here, since
-# the store imports this module): a light pod is decoded from exactly those parts.
+# What slim_pod (kube/slim.py) keeps of a pod's containers and drops of its metadata (here, since
+# slim imports this module): a light pod is decoded from exactly those parts.
 CONTAINER_KEEP = ("name", "resources", "restartPolicy", "ports")
 META_DROP = frozenset(("managedFields", "ownerReferences", "finalizers"))
 # keep -> JSON of a pod's request parts -> (their requests or None, the parts cut to keep)

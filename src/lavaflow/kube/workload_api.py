@@ -125,7 +125,7 @@ class WorkloadGangs:
                 for pod_key in sorted(self.members.get(key, ())):
                     pod = self.sched.store.get("Pod", pod_key)
                     if pod is not None:
-                        self.sched._on_pod("MODIFIED", pod, None)
+                        self.sched.on_pod("MODIFIED", pod, None)
             self.dirty.add(key)
 
     def _feed(self, key: str, gone: bool = False) -> None:
@@ -184,7 +184,7 @@ class WorkloadGangs:
             # created — "10/2 tasks in gang unschedulable" — and the Event, recorded once, would
             # keep saying so after they all came)
             self.reported.add(key)
-            self.sched._event_later(
+            self.sched.writer.event_later(
                 kind, source_key, "Warning", wapi.UNSCHEDULABLE_REASON, wapi.unschedulable_message(ref, why)
             )
         if kind != wapi.PODGROUP_KIND:
@@ -212,7 +212,7 @@ class WorkloadGangs:
         from .gang_source import forget_written, unsent
 
         cond = self.wanted.get(key)
-        if cond is None or self.sched._fenced("status", key):
+        if cond is None or self.sched.writer.is_fenced("status", key):
             return
         try:
             body = {"status": {"conditions": [codec._times_out(cond)]}}
@@ -224,6 +224,8 @@ class WorkloadGangs:
                 if forget_written(self.wanted, key, cond):
                     self.dirty.update(self.by_source.get((wapi.PODGROUP_KIND, key), ()))
 
-            self.sched._under_lock(back)
+            self.sched.writer.under_lock(back)
             return
-        self.sched._observe(wapi.PODGROUP_KIND, raw, then=functools.partial(forget_written, self.wanted, key, cond))
+        self.sched.writer.observe(
+            wapi.PODGROUP_KIND, raw, then=functools.partial(forget_written, self.wanted, key, cond)
+        )

@@ -163,7 +163,7 @@ class CoschedulingGroups:
         why = None
         if job is not None and job.condition is not None and job.condition[0] == "Unschedulable":
             why = job.condition[2] or job.condition[1]
-        self.sched._event_later(KIND, key, "Warning", xpg.TIMEOUT_REASON, xpg.timeout_message(group, why))
+        self.sched.writer.event_later(KIND, key, "Warning", xpg.TIMEOUT_REASON, xpg.timeout_message(group, why))
 
     def pod_message(self, job_uid: str, message: str) -> str:
         """The PodScheduled=False message of a pending pod of the group (after its timeout, says so)."""
@@ -176,7 +176,7 @@ class CoschedulingGroups:
         from .gang_source import forget_written, unsent
 
         status = self.wanted.get(key)
-        if status is None or self.sched._fenced("status", key):
+        if status is None or self.sched.writer.is_fenced("status", key):
             return
         try:
             raw = await self.sched.store.patch(KIND, key, {"status": status}, status=True)
@@ -187,6 +187,6 @@ class CoschedulingGroups:
                 if forget_written(self.wanted, key, status):
                     self.dirty.add(key)
 
-            self.sched._under_lock(back)
+            self.sched.writer.under_lock(back)
             return
-        self.sched._observe(KIND, raw, then=functools.partial(forget_written, self.wanted, key, status))
+        self.sched.writer.observe(KIND, raw, then=functools.partial(forget_written, self.wanted, key, status))
