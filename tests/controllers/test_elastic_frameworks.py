@@ -20,7 +20,7 @@ from conftest import EXAMPLES
 from lavaflow.api.core import ConfigMap
 from lavaflow.api.loader import load_text
 from lavaflow.api.mpijob import to_volcano_job
-from lavaflow.controllers import job_plugins
+from lavaflow.controllers.job import plugins as job_plugins
 from lavaflow.scheduler.framework.conf import load_scheduler_conf
 from lavaflow.sim import engine
 from lavaflow.sim.inputs import prepare

@@ -17,7 +17,7 @@ from conftest import node_group
 from lavaflow.api.core import ConfigMap, Pod
 from lavaflow.api.loader import load_text
 from lavaflow.api.volcano import Job
-from lavaflow.controllers import job_plugins
+from lavaflow.controllers.job import plugins as job_plugins
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
 from lavaflow.store.memory import MemoryStore

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from ...api import admission
 from ...api.core import Pod
 from ...api.volcano import Job, JobPhase, PodGroup, PodGroupPhase
-from ..job_plugins import discovery_config_maps, job_gone, plugins_for
+from .plugins import discovery_config_maps, job_gone, plugins_for
 from .podgroup import PodGroupMixin
 from .state import OTHER, STATES
 from .util import FINISHED, podgroup_name

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from ...api.core import Pod, PodPhase
 from ...api.volcano import Job, JobEvent
 from ..base import COMMAND_KEY
-from ..job_plugins import pods_changed
 from .handlers import HandlersMixin
+from .plugins import pods_changed
 from .state import OTHER, STATES
 from .status import snapshot
 from .tally import Tally

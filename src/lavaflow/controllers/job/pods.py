@@ -24,7 +24,7 @@ from ...api.volcano import (
     TaskSpec,
 )
 from ...store.base import Forbidden
-from ..job_plugins import plugins_for
+from .plugins import plugins_for
 from .status import StatusMixin
 from .util import owner_ref, pod_name, podgroup_name, task_min, to_int
 

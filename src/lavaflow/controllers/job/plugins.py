@@ -22,7 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..api.core import (
+from ...api.core import (
     ConfigMap,
     ConfigMapVolumeSource,
     Container,
@@ -36,12 +36,13 @@ from ..api.core import (
     Volume,
     VolumeMount,
 )
-from ..api.selectors import pod_requests
-from ..api.volcano import JOB_NAME_KEY, JOB_NAMESPACE_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY, Job, TaskSpec
-from ..elastic import spec as elastic_spec
+from ...api.selectors import pod_requests
+from ...api.volcano import JOB_NAME_KEY, JOB_NAMESPACE_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY, Job, TaskSpec
+from ...elastic import spec as elastic_spec
+from .util import owner_ref
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..store.base import Store
+    from ...store.base import Store
 
 log = logging.getLogger("lavaflow.controllers")
 
@@ -66,16 +67,7 @@ def task_hosts(job: Job, task: TaskSpec) -> list[str]:
 
 
 def _owner(job: Job) -> list[dict[str, Any]]:
-    return [
-        {
-            "apiVersion": job.api_version,
-            "kind": "Job",
-            "name": job.name,
-            "uid": job.metadata.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+    return [owner_ref(job)]
 
 
 def _set_env(pod: Pod, env: dict[str, str], keep_own: bool = False) -> None:
