@@ -16,7 +16,7 @@ non-sync action for the job cancels the job's other delayed actions.
 - ``actions``: SyncJob, killing pods, a new job's setup, a deleted job's cleanup, updates
 - ``pods``, ``podgroup``: the job's pods (templates, creation, scale-down) and its PodGroup
 - ``status``, ``tally``: phase changes and the status' pod counts, kept from pod events
-- ``plugins``: the job plugins (env, svc, ssh and the training frameworks)
+- ``plugins/``: the job plugins, one module each (env, svc, ssh and the training frameworks)
 - ``base``, ``util``: the controller's per-object state; what the modules share
 """
 

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from ...api import admission
 from ...api.core import Pod
 from ...api.volcano import Job, JobPhase, PodGroup, PodGroupPhase
-from .plugins import discovery_config_maps, job_gone, plugins_for
+from .plugins import job_gone, plugins_for
+from .plugins.mpi import discovery_config_maps
 from .podgroup import PodGroupMixin
 from .state import OTHER, STATES
 from .util import FINISHED, podgroup_name
