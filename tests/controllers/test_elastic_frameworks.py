@@ -20,7 +20,7 @@ from conftest import EXAMPLES
 from lavaflow.api.core import ConfigMap
 from lavaflow.api.loader import load_text
 from lavaflow.api.mpijob import to_volcano_job
-from lavaflow.controllers import job_plugins
+from lavaflow.controllers.job.plugins import mpi as mpi_plugin
 from lavaflow.scheduler.framework.conf import load_scheduler_conf
 from lavaflow.sim import engine
 from lavaflow.sim.inputs import prepare
@@ -226,19 +226,19 @@ def test_discovery_follows_a_migration(monkeypatch):
 
 
 def test_discovery_script_runs_and_prints_host_slots(tmp_path):
-    script = job_plugins.discover_hosts_script([("j-worker-0.j", 2), ("j-worker-3.j", 2)])
+    script = mpi_plugin.discover_hosts_script([("j-worker-0.j", 2), ("j-worker-3.j", 2)])
     path = tmp_path / "discover_hosts.sh"
     path.write_text(script)
     out = subprocess.run(["sh", str(path)], capture_output=True, text=True, check=True)
     assert out.stdout == "j-worker-0.j:2\nj-worker-3.j:2\n" and out.stderr == ""
     # as mounted (mode 0555), Horovod runs it as a program: the shebang makes it one
-    path.chmod(job_plugins.DISCOVER_HOSTS_MODE)
+    path.chmod(mpi_plugin.DISCOVER_HOSTS_MODE)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o555
     if shutil.which("sh"):
         assert subprocess.run([str(path)], capture_output=True, text=True, check=True).stdout == out.stdout
     # no worker running: prints nothing, successfully
     path.chmod(0o644)
-    path.write_text(job_plugins.discover_hosts_script([]))
+    path.write_text(mpi_plugin.discover_hosts_script([]))
     assert subprocess.run(["sh", str(path)], capture_output=True, text=True, check=True).stdout == ""
 
 
@@ -256,7 +256,7 @@ def test_launcher_and_workers_mount_the_discovery_script_read_only_0555():
     sim = created(text(node("a", gpus=4), elastic_job("hvd", 4, 1, 10)))
     for name in ("hvd-launcher-0", "hvd-worker-0", "hvd-worker-3"):
         p = pod(sim, name)
-        vols = [v for v in p.spec.volumes if v.name == job_plugins.MPI_CONFIG_VOLUME]
+        vols = [v for v in p.spec.volumes if v.name == mpi_plugin.MPI_CONFIG_VOLUME]
         assert len(vols) == 1 and vols[0].config_map is not None
         source = vols[0].config_map
         assert source.name == "hvd-config"
@@ -266,7 +266,7 @@ def test_launcher_and_workers_mount_the_discovery_script_read_only_0555():
         assert mounts == [
             ("hvd-svc", "/etc/volcano", None),
             ("hvd-ssh", "/root/.ssh", None),
-            (job_plugins.MPI_CONFIG_VOLUME, "/etc/mpi", True),
+            (mpi_plugin.MPI_CONFIG_VOLUME, "/etc/mpi", True),
         ]
     cm = sim.store.get("ConfigMap", "default/hvd-config")
     assert [(r.kind, r.name, r.controller) for r in cm.metadata.owner_references] == [("Job", "hvd", True)]
@@ -312,7 +312,7 @@ def test_slots_are_the_workers_gpus_or_the_jobs_setting():
 
     two = lines(elastic_job("two", 3, 1, 10, gpus=2))
     assert two == ["#!/bin/sh"] + [f"echo two-worker-{i}.two:2" for i in range(3)]
-    four = lines(elastic_job("four", 2, 1, 10, annotations={job_plugins.SLOTS_PER_WORKER: "4"}))
+    four = lines(elastic_job("four", 2, 1, 10, annotations={mpi_plugin.SLOTS_PER_WORKER: "4"}))
     assert four == ["#!/bin/sh"] + [f"echo four-worker-{i}.four:4" for i in range(2)]
 
 
@@ -321,7 +321,7 @@ def test_mpijob_slots_per_worker_becomes_the_jobs_setting():
     mpijob = next(d for d in docs if d["kind"] == "MPIJob")
     assert mpijob["spec"]["slotsPerWorker"] == 1
     job = to_volcano_job(dict(mpijob, spec={**mpijob["spec"], "slotsPerWorker": 2}))
-    assert job["metadata"]["annotations"][job_plugins.SLOTS_PER_WORKER] == "2"
+    assert job["metadata"]["annotations"][mpi_plugin.SLOTS_PER_WORKER] == "2"
 
 
 def test_voda_mpijob_example_runs_unchanged_with_host_discovery(monkeypatch):

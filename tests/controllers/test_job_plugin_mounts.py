@@ -17,7 +17,7 @@ from conftest import node_group
 from lavaflow.api.core import ConfigMap, Pod
 from lavaflow.api.loader import load_text
 from lavaflow.api.volcano import Job
-from lavaflow.controllers import job_plugins
+from lavaflow.controllers.job.plugins.svc import SvcPlugin
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
 from lavaflow.store.memory import MemoryStore
@@ -139,7 +139,7 @@ def test_svc_config_map_left_by_an_older_controller_gets_todays_keys():
     store.create(
         ConfigMap.model_validate({"metadata": {"name": "j-svc", "namespace": "default"}, "data": {"a-b.host": "x"}})
     )
-    job_plugins.SvcPlugin([]).on_job_add(j, store)
+    SvcPlugin([]).on_job_add(j, store)
     assert store.get("ConfigMap", "default/j-svc").data == {
         "a_b.host": "j-a-b-0.j\nj-a-b-1.j",
         "VC_A_B_HOSTS": "j-a-b-0.j,j-a-b-1.j",

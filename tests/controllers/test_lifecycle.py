@@ -931,7 +931,7 @@ def test_controller_keeps_nothing_of_a_collected_job():
 
 def test_job_status_counts_follow_pod_events():
     """The job status counts (kept from pod events) match the pods in the store at every change."""
-    from lavaflow.controllers.job import PHASES
+    from lavaflow.controllers.job.tally import PHASES
 
     seen: list[tuple] = []
 

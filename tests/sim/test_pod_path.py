@@ -340,12 +340,12 @@ def test_job_controller_finds_a_pods_job_as_job_key_of_does():
 
 
 def test_tally_put_counts_as_removing_then_adding_the_pods_entry():
-    """_Tally.put's shortcut for a phase change keeps every count, and each task's phase order,
+    """Tally.put's shortcut for a phase change keeps every count, and each task's phase order,
     as taking the pod's previous entry out and putting the new one in does."""
-    from lavaflow.controllers.job import _Tally
+    from lavaflow.controllers.job.tally import Tally
 
     rng = random.Random(5)
-    fast, ref = _Tally(), _Tally()
+    fast, ref = Tally(), Tally()
     phases = ["Pending", "Running", "Succeeded", "Failed", "Unknown"]
     for _ in range(3000):
         name = f"p{rng.randrange(12)}"

@@ -263,7 +263,7 @@ def unimplemented_constraints(obj: Any) -> list[str]:
     out: list[str] = []
     spec: Any = getattr(obj, "spec", None)
     if isinstance(obj, (Job, JobTemplate)):
-        from ..controllers.job_plugins import PLUGINS as JOB_PLUGINS
+        from ..controllers.job.plugins import PLUGINS as JOB_PLUGINS
 
         out.extend(f"spec.plugins[{name}]" for name in spec.plugins if name not in JOB_PLUGINS)
         for ti, task in enumerate(spec.tasks):
