@@ -259,6 +259,22 @@ async def controllers_settled(k: Any, timeout: float = 20.0) -> None:
     await wait_for(done, timeout, "two controller passes and their writes")
 
 
+def lease_tries(s: Any) -> list[bool]:
+    """What each of the scheduler ``s``'s tries for its lease returned, as they come. Call it just
+    after ``start_scheduler`` (before the scheduler's task first runs): a standby's "leads and
+    binds nothing" is asserted once it has tried and been refused, not after a sleep."""
+    tries: list[bool] = []
+    attempt = s.elector.try_acquire_or_renew
+
+    async def counted() -> bool:
+        got = await attempt()
+        tries.append(got)
+        return got
+
+    s.elector.try_acquire_or_renew = counted
+    return tries
+
+
 async def _finish(t: asyncio.Task) -> None:
     if not t.done():
         t.cancel()

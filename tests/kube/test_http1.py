@@ -126,7 +126,10 @@ def test_a_connection_dropped_while_idle_is_replaced_and_the_request_sent_again(
         # was never served: the request goes out once more on a new connection.
         server, pool = await pool_for([([ok], True), ([ok], False), None, ([ok], False)])
         await pool.send("PATCH", "/x", {}, b"{}", 5)
-        await asyncio.sleep(0.05)
+        for _ in range(100):  # until the pool has seen the server's close: the connection is not used again
+            if all(conn.closed for conn in pool._idle):
+                break
+            await asyncio.sleep(0.05)
         await pool.send("PATCH", "/x", {}, b"{}", 5)
         assert server.connections == 2
         got = await pool.send("PATCH", "/x", {}, b"{}", 5)

@@ -76,9 +76,18 @@ def test_status_is_coalesced_per_object_and_one_object_is_never_written_twice_at
         assert [n for what, n in log if what == "start"] == ["a-new", "b"]
 
         log.clear()
-        d.status("pg-a", _recorder(log, "a1", delay=0.05))
-        await asyncio.sleep(0.01)  # a1 runs now
-        d.status("pg-a", _recorder(log, "a2"))
+        started, gate = asyncio.Event(), asyncio.Event()
+
+        async def a1():
+            log.append(("start", "a1"))
+            started.set()
+            await gate.wait()
+            log.append(("end", "a1"))
+
+        d.status("pg-a", a1)
+        await asyncio.wait_for(started.wait(), 5)  # a1 runs now
+        d.status("pg-a", _recorder(log, "a2"))  # queued while a1 runs: the idle workers must leave it
+        gate.set()
         assert await d.drain(5)
         assert log == [("start", "a1"), ("end", "a1"), ("start", "a2"), ("end", "a2")]
         await d.stop()
@@ -241,20 +250,22 @@ def test_a_scheduler_that_loses_leadership_drops_what_it_has_not_sent():
         double = ApiDouble(bookmark_interval=0.05).start()
         try:
             s = await _scheduler(double)
-            gate = asyncio.Event()
+            gate, started = asyncio.Event(), asyncio.Event()
 
             async def stuck():
+                started.set()
                 await gate.wait()
 
             s.dispatch.workers = 1
             s.dispatch.decision(stuck)  # occupies the only worker
             s.writer.bind_now("ns/p-0", "n0")
             s.writer.bind_now("ns/p-1", "n1")
-            await asyncio.sleep(0.05)
+            await asyncio.wait_for(started.wait(), 5)
             assert s.dispatch.waiting()["decision"] == 2
             await s.step_down()
             gate.set()
-            await asyncio.sleep(0.1)
+            # Had a binding been kept, it would have gone out by the time the dispatcher is idle.
+            assert await s.dispatch.drain(5)
             assert s.dispatch.pending == 0 and not s.writer.inflight
             assert double.counts["bind/Pod"] == 0
             await s.shutdown(1)

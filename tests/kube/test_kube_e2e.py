@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from kube_harness import Cluster, load_example, node_usage, settled  # noqa: E402
+from kube_harness import Cluster, lease_tries, load_example, node_usage, settled  # noqa: E402
 from lavaflow.testing import fake_node  # noqa: E402
 
 
@@ -281,12 +281,9 @@ def test_killed_scheduler_restarts_without_losing_or_double_binding():
             assert all(v <= 4 for v in usage.values()), usage
             # A second replica waiting for the lease binds nothing.
             standby = c.start_scheduler("sched-c")
-
-            async def sees_the_leader() -> bool:
-                seen = standby.elector._observed  # (holder, renewTime, when) of the lease it read
-                return seen is not None and seen[0] not in ("", "sched-c")
-
-            await c.wait_for(sees_the_leader, 10, "the standby reading the leader's lease")
+            tries = lease_tries(standby)
+            await c.wait_for(lambda: tries, 10, "the standby, synced, trying for the lease")
+            assert not any(tries)
             assert not standby.elector.is_leader and standby.writer.bound == 0
 
     run(scenario())

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from kube_harness import Cluster  # noqa: E402
+from kube_harness import Cluster, settled, wait_for  # noqa: E402
 from lavaflow.cli.processes import _run_component  # noqa: E402
 from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
 from lavaflow.kube.codec import micro_time  # noqa: E402
@@ -196,11 +196,11 @@ def test_a_gang_half_bound_by_a_dead_leader_is_completed_on_a_cluster_filled_exa
                 await asyncio.sleep(0.05)
             pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in double.snapshot("Pod")}
             assert pods == {"p-0": "n0", "p-1": "n0", "p-2": "n1", "p-3": "n1"}
-            await s.idle(5)
-            await asyncio.sleep(0.3)
-            await s.idle(5)
-            pg = double.snapshot("PodGroup")[0]
-            assert pg["status"]["phase"] in ("Inqueue", "Running")
+
+            def admitted() -> bool:
+                return double.snapshot("PodGroup")[0].get("status", {}).get("phase") in ("Inqueue", "Running")
+
+            await wait_for(admitted, 10, "the PodGroup Inqueue or Running on the server")
         finally:
             await _stop_scheduler(double, client, s, stop, task)
 
@@ -225,8 +225,12 @@ def test_gangs_half_bound_by_a_dead_leader_are_completed_before_one_it_admitted_
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and double.counts["bind/Pod"] < 6:
                 await asyncio.sleep(0.05)
-            await s.idle(5)
-            await asyncio.sleep(0.5)  # a few more cycles: g1 must still wait
+
+            def seen_bound() -> bool:  # the scheduler's informers have the bindings: its view is final
+                return sum(p.spec.node_name is not None for p in s.store.list("Pod")) >= 8
+
+            await wait_for(seen_bound, 10, "the scheduler's informers to see 8 pods bound")
+            await settled(s)  # a cycle over that view ran and its writes went out: g1 must still wait
             per_gang: dict[str, int] = {}
             usage: dict[str, int] = {}
             for p in double.snapshot("Pod"):
@@ -259,7 +263,7 @@ def test_jobs_are_prepared_while_the_informers_sync_and_preparing_stops_at_the_f
         s = KubeScheduler(client, scheduler_names=("lavaflow",), emit_events=False)
         s._preparing = asyncio.get_running_loop().create_task(s._prepare_jobs())
         try:
-            await asyncio.sleep(0.02)  # the preparing has started
+            await wait_for(lambda: s._touched is not None, 5, "the preparing to start")
             s.cache.pg_jobs = {}  # as scheduled_jobs() does when it sorts: a new dict, read anew
             await s.start()
             assert await s.store.wait_synced(10)

@@ -187,7 +187,7 @@ def _labelled_nodes(suffix: str, n: int, cpu: str, memory: str, start: int = 0) 
 
 def test_spark_style_podgroup_is_all_or_nothing_on_a_real_api_server():
     """A PodGroup (minMember 3, minResources cpu 3) with annotation-linked pods: nothing is bound on 2 CPUs, all three on 4."""
-    from kube_harness import Cluster
+    from kube_harness import Cluster, settled
 
     async def scenario():
         suffix = uuid.uuid4().hex[:6]
@@ -207,7 +207,7 @@ def test_spark_style_podgroup_is_all_or_nothing_on_a_real_api_server():
                 await _install_crds(c.api)
                 await c.create([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
                 c.start_controllers()
-                c.start_scheduler()
+                s = c.start_scheduler()
                 await c.until_ready()
                 await c.create([_admitted(d) for d in docs])
 
@@ -228,7 +228,7 @@ def test_spark_style_podgroup_is_all_or_nothing_on_a_real_api_server():
                 ), pg["status"]
                 events = await c.objects("Event", ns)
                 assert any(e["reason"] == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod" for e in events)
-                await asyncio.sleep(1.0)
+                await settled(s)
                 assert not [p for p in await c.pods(ns) if p["spec"].get("nodeName")], "a partial gang was bound"
                 await c.create(extra)
 
@@ -252,7 +252,7 @@ def test_killed_scheduler_restarts_on_a_real_api_server():
     """Kill the scheduler mid-run (no lease release): the next one rebuilds from the API, binds the rest, none twice, no overcommit."""
     from test_kube_e2e import many_jobs
 
-    from kube_harness import Cluster, node_usage
+    from kube_harness import Cluster, lease_tries, node_usage, settled
 
     async def scenario():
         suffix = uuid.uuid4().hex[:6]
@@ -289,7 +289,7 @@ def test_killed_scheduler_restarts_on_a_real_api_server():
                 # On a fast machine the first may have bound all 20 before it was killed: the
                 # second then takes the lease (after it runs out) with nothing left to bind.
                 await c.wait_for(second_leads, 10, "the second scheduler to take the lease")
-                await asyncio.sleep(0.5)  # a few of its cycles: nothing bound twice
+                await settled(second)  # a cycle of its over all it had seen: nothing bound twice
                 pods = await c.pods(ns)
                 names.update(pods)
                 assert len(pods) == 20 and before <= 20
@@ -302,7 +302,9 @@ def test_killed_scheduler_restarts_on_a_real_api_server():
                 usage = node_usage(pods)
                 assert all(v <= 4 for v in usage.values()), usage
                 standby = c.start_scheduler(f"sched-c-{suffix}", lease_duration=2.0)
-                await asyncio.sleep(1.0)
+                tries = lease_tries(standby)
+                await c.wait_for(lambda: tries, 30, "the standby, synced, trying for the lease")
+                assert not any(tries)
                 assert not standby.elector.is_leader and standby.writer.bound == 0
                 print(
                     f"bound before the kill: {before}; by the first: {first.writer.bound}, by the second: {second.writer.bound}"
@@ -572,17 +574,38 @@ def _gang(ns: str, suffix: str, name: str, members: int, cpu: int, priority_clas
 
 
 def _scheduler_proc(suffix: str, ns: str, who: str, qps: str, log_dir: Path):
+    """``lavaflow scheduler`` in a process of its own; its /metrics on the port ``metrics_port``."""
+    import socket
     import subprocess
     import sys
 
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     env = dict(os.environ, POD_NAME=f"{who}-{suffix}")
     cmd = [
         sys.executable, "-m", "lavaflow.cli", "scheduler", "--kubeconfig", KUBECONFIG, "--scheduler-name", f"lf-{suffix}",
-        "--lock-name", f"lf-{suffix}", "--lock-namespace", ns, "--listen-address", "127.0.0.1", "--listen-port", "0",
+        "--lock-name", f"lf-{suffix}", "--lock-namespace", ns, "--listen-address", "127.0.0.1", "--listen-port", str(port),
         "--kube-api-qps", qps, "--kube-api-burst", "1", "--schedule-period", "200ms", "--no-events", *LEASE,
     ]  # fmt: skip
     out = open(log_dir / f"{who}.log", "w")
-    return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc.metrics_port = port  # type: ignore[attr-defined]
+    return proc
+
+
+async def _cycles(proc) -> int:
+    """The scheduling cycles the scheduler process ``proc`` has run, read from its /metrics."""
+    import urllib.request
+
+    def read() -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{proc.metrics_port}/metrics", timeout=5) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith("lavaflow_scheduling_cycles_total "):
+                    return int(float(line.split()[1]))
+        raise AssertionError("no lavaflow_scheduling_cycles_total in the scheduler's /metrics")
+
+    return await asyncio.to_thread(read)
 
 
 async def _holder(api, ns: str, suffix: str) -> str | None:
@@ -682,7 +705,9 @@ def test_frozen_leader_does_not_bind_from_a_stale_view_on_a_real_api_server(tmp_
                 tail = (tmp_path / "b.log").read_text()[-1500:]
                 raise AssertionError(f"{exc}; bound per gang {_bound_per_gang(pods)}; standby log: {tail}") from None
             a.send_signal(signal.SIGCONT)
-            await asyncio.sleep(4)  # the old leader's queued bindings would go out now
+            # Its lease taken, the old leader steps down and exits: nothing of it can reach the
+            # server after that (its queued bindings would have gone out by then).
+            await _wait(lambda: a.poll() is not None, 30, "the old leader to step down and exit")
             pods = await list_objects(api, "Pod", ns)
             per_gang = _check_whole(pods, 2.0)
             assert sum(per_gang.values()) == 12, per_gang
@@ -751,7 +776,10 @@ def test_killed_leader_leaves_no_gang_half_bound_on_a_real_api_server(tmp_path):
             await _wait(lambda: _is(_holder(api, ns, suffix), f"b-{suffix}"), 30, "the standby to take over")
             took_over = time.monotonic() - killed_at
             await _wait(lambda: _at_least(bound, 12), 60, "the standby to complete the gangs")
-            await asyncio.sleep(1.5)
+            # Two more of its cycles ended (the first may have begun before): one over the full
+            # cluster had the chance to bind part of the gang that does not fit.
+            seen = await _cycles(b)
+            await _wait(lambda: _at_least(lambda: _cycles(b), seen + 2), 30, "two more cycles of the standby")
             per_gang = _check_whole(await list_objects(api, "Pod", ns), 2.0)
             assert sorted(per_gang.values()) == [0, 4, 4, 4], per_gang
             assert took_over < 4 + 2, took_over
@@ -870,7 +898,7 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
     written through its status subresource (so the field names match the CRD's schema)."""
     from test_kube_x_k8s_podgroup import group, pods, scheduled_condition
 
-    from kube_harness import Cluster
+    from kube_harness import Cluster, settled
     from lavaflow.api.kinds import kind_info as resource
     from lavaflow.kube.client import ApiError
     from lavaflow.kube.ops import apply_manifest
@@ -944,8 +972,9 @@ def test_scheduler_plugins_podgroup_is_gang_scheduled_on_a_real_api_server():
                 assert st["scheduleStartTime"] == pg["status"]["scheduleStartTime"]
                 assert (st["succeeded"], st["failed"]) == (0, 0)
                 # steady: a status equal to the server's is not written again
+                await settled(s)
                 rv = (await c.objects("CoschedulingPodGroup", ns))[0]["metadata"]["resourceVersion"]
-                await asyncio.sleep(1.5)
+                await settled(s)
                 assert (await c.objects("CoschedulingPodGroup", ns))[0]["metadata"]["resourceVersion"] == rv
             finally:
                 try:
@@ -973,7 +1002,7 @@ def test_workload_api_v1alpha2_podgroups_are_gang_scheduled_on_a_real_api_server
     full, and the condition turns True. Skipped when the server does not serve
     scheduling.k8s.io/v1alpha2 (kube-apiserver < 1.36, or without
     --feature-gates=GenericWorkload=true --runtime-config=scheduling.k8s.io/v1alpha2=true)."""
-    from kube_harness import Cluster, node_usage
+    from kube_harness import Cluster, node_usage, settled
     from lavaflow.api.kinds import kind_info as resource
     from lavaflow.kube.client import ApiError, KubeClient, load_config
 
@@ -1080,7 +1109,7 @@ def test_workload_api_v1alpha2_podgroups_are_gang_scheduled_on_a_real_api_server
                 # come first (the API allows it): naming a PodGroup not yet seen, they wait, loose
                 # pods of no gang would take the free CPU
                 await c.create(members("e", 3, "train-evaluators"))
-                await asyncio.sleep(1.0)
+                await settled(s, tuple(f"{ns}/e-{i}" for i in range(3)))
                 assert not [
                     p for p in await c.pods(ns) if p["spec"].get("nodeName") and p["metadata"]["name"][0] == "e"
                 ]
@@ -1123,7 +1152,7 @@ def test_workload_api_v1alpha2_podgroups_are_gang_scheduled_on_a_real_api_server
                 assert ev["involvedObject"]["uid"] == pg["metadata"]["uid"], ev
                 assert ev["message"].startswith(f"PodGroup {ns}/train-evaluators: "), ev
                 assert "tasks in gang unschedulable" in ev["message"], ev
-                await asyncio.sleep(1.0)
+                await settled(s)
                 ps = await c.pods(ns)
                 assert not [p for p in ps if p["metadata"]["name"].startswith("e-") and p["spec"].get("nodeName")], (
                     "part of a gang was bound"
@@ -1131,7 +1160,7 @@ def test_workload_api_v1alpha2_podgroups_are_gang_scheduled_on_a_real_api_server
                 assert await c.objects("PodGroup", ns) == [], "a Volcano PodGroup was made for these pods"
                 # steady: a condition equal to the server's is not written again
                 rv = pg["metadata"]["resourceVersion"]
-                await asyncio.sleep(1.5)
+                await settled(s)  # (one more cycle since the one above)
                 again = [
                     g for g in await c.objects("SchedulingPodGroup", ns) if g["metadata"]["name"] == "train-evaluators"
                 ]

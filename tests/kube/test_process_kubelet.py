@@ -525,7 +525,12 @@ def test_pod_bound_through_the_api_runs_and_others_nodes_are_left_alone():
         async with Env() as e:
             await e.create(pod("bound-later", "print('bound')", node=None))
             await e.create(pod("elsewhere", "print('no')", node="someone-else"))
-            await asyncio.sleep(0.3)
+            # The watch delivers events in order: once the kubelet has taken up a pod created after
+            # these two, it has seen them, and left them alone.
+            await e.create(pod("marker", "print('marker')", node="pn-0"))
+            await e.until(lambda: e.kubelet.run_of("default", "marker") is not None, what="the marker taken up")
+            assert e.kubelet.run_of("default", "bound-later") is None
+            assert e.kubelet.run_of("default", "elsewhere") is None
             assert (await e.get("bound-later"))["status"]["phase"] == "Pending"
             binding = {
                 "apiVersion": "v1",
