@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import Field
 
 from . import validation as api
+from .gang_source import GANG_API_ANNOTATION  # (its value on a stand-in: the apiVersion)
 from .meta import K8sModel, TypedObject
 from .volcano import GROUP_NAME_ANNOTATION, PodGroup
 from .x_k8s_podgroup import check_queue, queue_of
@@ -49,8 +50,7 @@ WORKLOAD_V2_KIND = "WorkloadV1alpha2"
 PODGROUP_KIND = "SchedulingPodGroup"  # v1alpha2 PodGroup
 MAX_POD_GROUPS = 8  # WorkloadMaxPodGroups / WorkloadMaxPodGroupTemplates
 
-# On the internal PodGroup that stands for a gang of this API (the x_k8s module's annotation name).
-GANG_API_ANNOTATION = "lavaflow.io/gang-api"
+# On the internal PodGroup that stands for a gang of this API (besides GANG_API_ANNOTATION).
 WORKLOAD_ANNOTATION = "lavaflow.io/workload"
 POD_GROUP_ANNOTATION = "lavaflow.io/workload-pod-group"
 REPLICA_KEY_ANNOTATION = "lavaflow.io/workload-replica-key"

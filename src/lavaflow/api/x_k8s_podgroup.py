@@ -19,14 +19,13 @@ from typing import Any
 from pydantic import Field
 
 from . import validation as api
+from .gang_source import GANG_API_ANNOTATION  # (its value on a stand-in: API_VERSION)
 from .meta import K8sModel, ResourceList, TypedObject
 from .volcano import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, PodGroup
 
 API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 STORE_KIND = "CoschedulingPodGroup"  # the store's name for this kind (the wire kind is PodGroup)
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-# On the internal PodGroup that stands for one of these: which API it came from.
-GANG_API_ANNOTATION = "lavaflow.io/gang-api"
 # coscheduling's default wait (its permitWaitingTimeSeconds); Kubeflow's trainer defaults to it too.
 DEFAULT_TIMEOUT_SECONDS = 60
 TIMEOUT_REASON = "ScheduleTimeout"

@@ -1,10 +1,12 @@
-"""The gang APIs the Kubernetes scheduler reads beside Volcano's PodGroups, behind one protocol.
+"""The gang APIs the Kubernetes scheduler reads, behind one protocol.
 
-scheduler-plugins' PodGroup (``scheduling.x-k8s.io``, :mod:`.x_k8s_podgroup`) and the Kubernetes
-Workload API (KEP-4671, :mod:`.workload_api`) each turn their groups into internal PodGroups that
-only the scheduler's cache holds, and write the group's status back in their own form. The
-scheduler process keeps them in one list (``KubeScheduler.gang_sources``) and asks each the same
-questions.
+Volcano's PodGroups (``scheduling.volcano.sh``, :mod:`.volcano_podgroup`), scheduler-plugins'
+PodGroup (``scheduling.x-k8s.io``, :mod:`.x_k8s_podgroup`) and the Kubernetes Workload API
+(KEP-4671, :mod:`.workload_api`). The two foreign ones turn their groups into internal PodGroups
+that only the scheduler's cache holds, and write the group's status back in their own form. The
+scheduler process keeps all three in one list (``KubeScheduler.gang_sources``, Volcano's last: it
+takes every PodGroup the others do not) and asks each the same questions. The questions the
+simulator asks too are in :class:`lavaflow.api.gang_source.GangSourceBase`.
 """
 
 from __future__ import annotations
@@ -12,23 +14,26 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from ..api.gang_source import GangSourceBase
 from .client import ApiError
 
 log = logging.getLogger("lavaflow.kube")
 
 
-class GangSource(Protocol):
+class GangSource(GangSourceBase, Protocol):
     @property
     def enabled(self) -> bool:
         """Whether the API server serves this gang API (found by :meth:`discover`)."""
         ...
 
-    async def discover(self) -> Any:
-        """Ask the API server whether it serves the API, before the informers start."""
+    @property
+    def maps_pods(self) -> bool:
+        """Whether the API's pods are mapped onto their internal group by :meth:`on_pod` (False
+        where pods name their PodGroup themselves: the scheduler asks such a source nothing per pod)."""
         ...
 
-    def owns(self, key: str) -> bool:
-        """Whether the internal PodGroup ``key`` stands for one of this API's groups."""
+    async def discover(self) -> Any:
+        """Ask the API server whether it serves the API, before the informers start."""
         ...
 
     def on_pod(self, event: str, pod: Any) -> Any:
@@ -37,7 +42,13 @@ class GangSource(Protocol):
 
     def decided(self, key: str, status: dict[str, Any]) -> bool:
         """Take a session's PodGroup status for ``key`` if it is this API's group (written back in
-        its own form); False: not this API's, the Volcano PodGroup writer takes it."""
+        its own form); False: not this API's, the next source is asked."""
+        ...
+
+    def adopt(self, pg: Any, status: dict[str, Any]) -> bool:
+        """Take over the cache's PodGroup ``pg`` with ``status`` if it is this API's group: a gang
+        a previous leader started to bind (``KubeScheduler.adopt_partial_gangs``); False: not
+        this API's."""
         ...
 
     def after_cycle(self) -> None:

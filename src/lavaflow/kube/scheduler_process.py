@@ -10,7 +10,6 @@ side's to send (bindings, evictions, statuses, events: see scheduler_writes).
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
 import itertools
 import logging
@@ -38,6 +37,7 @@ from .metrics import SchedulerMetrics, count_refusals
 from .scheduler_writes import SchedulerWriter, with_status
 from .store import KubeStore
 from .tasks import cancel_and_wait
+from .volcano_podgroup import VolcanoPodGroups
 from .workload_api import WorkloadGangs
 from .x_k8s_podgroup import CoschedulingGroups
 
@@ -108,11 +108,14 @@ class KubeScheduler:
             self.store.protobuf_pods = False
         self.scheduler = Scheduler(self.cache, self.conf, node_choice=node_choice)
         self.dispatch = Dispatcher(workers=bind_workers, status_workers=write_workers)
-        # scheduler-plugins PodGroups (scheduling.x-k8s.io), when the API server serves them
+        # The gang APIs (see gang_source), each asked in turn: scheduler-plugins PodGroups
+        # (scheduling.x-k8s.io) and the Kubernetes Workload API (scheduling.k8s.io v1alpha1
+        # Workloads, v1alpha2 PodGroups) where the API server serves them, then Volcano's own
+        # PodGroups, which take every status the others do not. (One list, the writer's too.)
         self.cosched = CoschedulingGroups(self)
-        # the Kubernetes Workload API (scheduling.k8s.io v1alpha1 Workloads, v1alpha2 PodGroups), where served
         self.workloads = WorkloadGangs(self)
-        self.gang_sources: tuple[GangSource, ...] = (self.cosched, self.workloads)
+        self.volcano = VolcanoPodGroups(self)
+        self.gang_sources: list[GangSource] = [self.cosched, self.workloads, self.volcano]
         # the write side: bindings, evictions, status writes and events (see scheduler_writes)
         self.writer = SchedulerWriter(
             client,
@@ -159,9 +162,10 @@ class KubeScheduler:
         """A pod's event, as the cache should see it (also told by a gang source whose group came
         or went): its gang API's internal group named, and where its binding is in flight."""
         given = pod
-        # (each leaves the pod as it is when its gang API is not served: no call per pod then)
+        # (each leaves the pod as it is when its gang API is not served, or names no group of its
+        # pods: no call per pod then)
         for source in self.gang_sources:
-            if source.enabled:
+            if source.maps_pods and source.enabled:
                 pod = source.on_pod(event, pod)
         inflight = self.writer.inflight  # bindings sent and not seen yet (none while the informers sync)
         if event == DELETED:
@@ -381,12 +385,9 @@ class KubeScheduler:
                 continue
             status = pg.status.model_dump(by_alias=True, exclude_none=True, mode="json")
             status["phase"] = "Inqueue"
-            if any(source.decided(pg.key, status) for source in self.gang_sources):
-                n += 1
-                continue
-            self.writer.pg_wanted[pg.key] = status
-            self.cache.on_podgroup(with_status(pg, status))
-            self.dispatch.status(("PodGroup", pg.key), functools.partial(self.writer.write_podgroup, pg.key))
+            for source in self.gang_sources:  # (the last, Volcano's, takes any the others do not)
+                if source.adopt(pg, status):
+                    break
             n += 1
         return n
 

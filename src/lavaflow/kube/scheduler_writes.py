@@ -19,9 +19,11 @@ process's ``Dispatcher`` (bindings first, then status writes, then events):
   ``kubectl describe pod`` explains a wait.
 
 Its interface: ``send(decisions)`` after each cycle and ``bind_now`` for a binding decided
-during one; for the gang sources' own status writes (see gang_source), ``is_fenced`` before a
-write, ``observe`` or ``under_lock`` to hand its result to the cache, and ``event_later``. No
-write leaves while this process cannot prove it holds the lease (``is_fenced``).
+during one; ``pg_wanted`` and ``write_podgroup`` for Volcano PodGroups' status (their gang
+source, volcano_podgroup, decides what goes there); for the other gang sources' own status
+writes (see gang_source), ``is_fenced`` before a write, ``observe`` or ``under_lock`` to hand its
+result to the cache, and ``event_later``. No write leaves while this process cannot prove it
+holds the lease (``is_fenced``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..api.kinds import kind_info
@@ -60,7 +62,7 @@ class SchedulerWriter:
         cache: SchedulerCache,
         dispatch: Dispatcher,
         metrics: SchedulerMetrics,
-        gang_sources: tuple[GangSource, ...],
+        gang_sources: Sequence[GangSource],
         identity: str,
         elector: LeaderElector | None = None,
         emit_events: bool = True,
@@ -101,16 +103,10 @@ class SchedulerWriter:
         for _key, kind, _message, count in d.resizes:
             self.metrics.elastic_resizes.labels(kind=kind.lower()).inc(count or 1)
         for key, status in d.podgroups:
-            if any(source.decided(key, status) for source in self.gang_sources):
-                continue
-            self.pg_wanted[key] = status
-            pg = self.store.get("PodGroup", key)
-            if pg is not None:
-                self.cache.on_podgroup(with_status(pg, status))
-            # A group leaving Pending (enqueued) is what the job controller waits for to create
-            # its pods: it goes ahead of the bindings, not up to max_status_delay behind them.
-            leaves = pg is not None and (pg.status.phase or "Pending") == "Pending" != status.get("phase")
-            self.dispatch.status(("PodGroup", key), functools.partial(self.write_podgroup, key), urgent=leaves)
+            # each source in turn: the last (Volcano's) takes every PodGroup the others do not
+            for source in self.gang_sources:
+                if source.decided(key, status):
+                    break
         for name, status in d.queues:
             if self.queue_wanted.get(name) != status:
                 self.queue_wanted[name] = status
@@ -223,7 +219,8 @@ class SchedulerWriter:
             pod = self.store.get("Pod", key)
             if pod is not None:
                 for source in self.gang_sources:
-                    pod = source.on_pod("MODIFIED", pod)
+                    if source.maps_pods:
+                        pod = source.on_pod("MODIFIED", pod)
                 self.cache.on_pod(pod)
 
     async def evict(self, key: str, reason: Eviction) -> None:

@@ -45,6 +45,9 @@ SOURCES = (
 
 
 class WorkloadGangs:
+    api = "scheduling.k8s.io"
+    maps_pods = True
+
     def __init__(self, sched: KubeScheduler) -> None:
         self.sched = sched
         self.kinds: list[str] = []  # the source kinds the API server serves
@@ -153,6 +156,10 @@ class WorkloadGangs:
         self._feed(key)
         self.dirty.add(key)
         return True
+
+    def adopt(self, pg: Any, status: dict[str, Any]) -> bool:
+        """A gang of ours a previous leader started to bind: as a status the core decided."""
+        return self.decided(pg.key, status)
 
     # ------------------------------------------------------------------ events and status
     def after_cycle(self) -> None:

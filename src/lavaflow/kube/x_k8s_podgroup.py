@@ -38,6 +38,9 @@ KIND = xpg.STORE_KIND
 
 
 class CoschedulingGroups:
+    api = "scheduling.x-k8s.io"
+    maps_pods = True
+
     def __init__(self, sched: KubeScheduler) -> None:
         self.sched = sched
         self.enabled = False
@@ -117,6 +120,10 @@ class CoschedulingGroups:
             self.sched.cache.on_podgroup(xpg.internal_podgroup(group, status))
         self.dirty.add(key)
         return True
+
+    def adopt(self, pg: Any, status: dict[str, Any]) -> bool:
+        """A group of ours a previous leader started to bind: as a status the core decided."""
+        return self.decided(pg.key, status)
 
     # ------------------------------------------------------------------ status write-back
     def after_cycle(self) -> None:
