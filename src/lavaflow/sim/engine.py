@@ -31,13 +31,12 @@ from ..scheduler.model import EvictionCause
 from ..scheduler.scheduler import KUBE_DEFAULT_CONF, Scheduler
 from ..store import MemoryStore
 from ..store.base import Forbidden, Handler
+from . import gang_source
 from .inputs import Item, SimInput
 from .native_controllers import REPLACING, WorkloadController
 from .quota import QuotaAdmission
 from .sampling import TimelineSampler
 from .training import TrainingModel
-from .workload_api import WorkloadGangs
-from .x_k8s_podgroup import CoschedulingPodGroups
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.core import PodSpec
@@ -113,32 +112,15 @@ class Simulation:
         # ... and the API server's ResourceQuota admission (only where the input has quotas)
         if any(type(it.obj).__name__ == "ResourceQuota" for it in sim_input.items):
             QuotaAdmission(self.store, on_release=self._quota_released)
-        # scheduler-plugins PodGroups: an internal PodGroup each, status written back in their form
-        # (on a cluster the scheduler process does this; in the simulator a controller stands in)
-        self.cosched = CoschedulingPodGroups(
-            self.store,
-            clock,
-            on_event=lambda kind, key, etype, reason, message: self.events.append(
-                {
-                    "time": self.now,
-                    "kind": "PodGroup",
-                    "object": key,
-                    "type": etype,
-                    "reason": reason,
-                    "message": message,
-                }
-            ),
-        )
-        # the Kubernetes Workload API (KEP-4671): an internal PodGroup per gang instance
-        self.workload_gangs = WorkloadGangs(
-            self.store,
-            clock,
-            on_event=lambda kind, key, etype, reason, message: self.events.append(
-                {"time": self.now, "kind": kind, "object": key, "type": etype, "reason": reason, "message": message}
-            ),
-        )
-        shared = built.all()  # jobflow first, then the PodGroup controller the stand-ins feed
-        self.controllers = [self.workload_ctrl, shared[0], self.cosched, self.workload_gangs, *shared[1:]]
+        # The gang APIs (see gang_source): scheduler-plugins PodGroups and the Kubernetes Workload
+        # API, each group kept as an internal PodGroup by a controller of its own (on a cluster
+        # the scheduler process does this), and Volcano's own PodGroups.
+        self.gang_sources = [api.build(self.store, clock, self._record_event, built) for api in gang_source.GANG_APIS]
+        # jobflow first, then the gang sources' controllers (the stand-ins feed the PodGroups),
+        # then the other shared ones
+        shared = [c for c in built.all() if c is not built.podgroup]
+        gang_ctrls = [source.controller for source in self.gang_sources]
+        self.controllers = [self.workload_ctrl, shared[0], *gang_ctrls, *shared[1:]]
         for ctrl in self.controllers:
             ctrl.on_timer_added = lambda t, ctrl=ctrl: self._push(t, "timer", ctrl)
         # What the input asks for that this run ignores (a stderr line each, and "warnings").
@@ -223,6 +205,12 @@ class Simulation:
         it = next(self._feed, None)
         if it is not None:
             heapq.heappush(self._events, (it.submit_at, next(self._feed_seq), "feed", it))
+
+    def _record_event(self, kind: str, key: str, etype: str, reason: str, message: str) -> None:
+        """An Event a gang source recorded (the scheduler's come with its decisions, see _apply)."""
+        self.events.append(
+            {"time": self.now, "kind": kind, "object": key, "type": etype, "reason": reason, "message": message}
+        )
 
     def _record_phase(self, job: Job, previous: str, phase: str, time: float) -> None:
         if not previous:  # the controller took the job up

@@ -11,18 +11,20 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..api import admission, validation, workload_api, x_k8s_podgroup
+from ..api import admission, validation
 from ..api import sim_annotations as ann
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.native_workloads import NodeGroup, NumaLayout
 from ..api.quantity import parse_quantity
 from ..api.topology import MAX_CPUS, HyperNode, Numatopology
-from ..api.volcano import Job, JobTemplate, PodGroup, PriorityClass, Queue
+from ..api.volcano import Job, JobTemplate, PriorityClass, Queue
 from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
+from . import gang_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.core import PodSpec
+    from .gang_source import GangInputCheck
     from .traces import TraceFeed
 
 CONF_KEY = "volcano-scheduler.conf"
@@ -506,6 +508,17 @@ def _metadata_problems(obj: Any) -> list[validation.Problem]:
     return out
 
 
+def _gang_object_problems(
+    checks: list[GangInputCheck], obj: Any, queues: dict[str, Queue]
+) -> list[validation.Problem] | None:
+    """The problems of an object of one of the gang APIs' kinds, by that API; None: none's."""
+    for check in checks:
+        found = check.problems(obj, queues)
+        if found is not None:
+            return found
+    return None
+
+
 def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     """Validate and default the loaded objects; raise InputError on any problem."""
     problems = Problems()
@@ -533,11 +546,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
     }
     declared = {("Queue", name) for name in queues} | {("Job", it.obj.key) for it in items if isinstance(it.obj, Job)}
     templates = {it.obj.key for it in items if isinstance(it.obj, JobTemplate)}
-    volcano_podgroups = {it.obj.key for it in items if isinstance(it.obj, PodGroup)}
-    x_podgroups = {it.obj.key for it in items if isinstance(it.obj, x_k8s_podgroup.CoschedulingPodGroup)}
-    workloads = {it.obj.key: it.obj for it in items if isinstance(it.obj, workload_api.Workload)}
-    workloads_v2 = {it.obj.key: it.obj for it in items if isinstance(it.obj, workload_api.WorkloadV1alpha2)}
-    k8s_podgroups = {it.obj.key for it in items if isinstance(it.obj, workload_api.SchedulingPodGroup)}
+    gang_checks = [api.input_check(items) for api in gang_source.GANG_APIS]  # each gang API's, in order
     latest_job: dict[str, Job] = {}
     priority_classes = _priority_classes(items, problems)
     _pod_name_collisions(items, problems)
@@ -561,17 +570,12 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                 _check_pod_annotations(
                     problems, src, _what(obj), f"spec.tasks[{ti}].template.metadata", task.template.metadata.annotations
                 )
-        elif isinstance(obj, x_k8s_podgroup.CoschedulingPodGroup):
-            found = x_k8s_podgroup.validate(obj, queues, volcano_podgroups)
-        elif isinstance(obj, workload_api.Workload):
-            found = workload_api.validate_workload(obj, queues)
-        elif isinstance(obj, workload_api.WorkloadV1alpha2):
-            found = workload_api.validate_workload_v1alpha2(obj)
-        elif isinstance(obj, workload_api.SchedulingPodGroup):
-            found = workload_api.validate_podgroup(obj, queues, workloads_v2)
+        elif (own := _gang_object_problems(gang_checks, obj, queues)) is not None:
+            found = own  # an object of a gang API (the others are checked by admission, as Volcano's)
         elif isinstance(obj, Pod):
-            found = list(found) + x_k8s_podgroup.member_problems(obj, x_podgroups)
-            found += workload_api.member_problems(obj.spec, obj.namespace, workloads, k8s_podgroups)
+            found = list(found)
+            for check in gang_checks:
+                found += check.pod_problems(obj)
             _check_pod_annotations(problems, src, _what(obj), "metadata", obj.metadata.annotations)
             parent = obj.metadata.annotations.get(ann.SPAWNED_BY)
             if parent is not None and f"{obj.namespace}/{parent}" not in pods_by_key:
@@ -606,9 +610,8 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
             found = validation.validate_object(obj)
             tmpl = getattr(getattr(obj, "spec", None), "template", None)
             if tmpl is not None and hasattr(tmpl, "spec"):  # pods of native workloads naming a gang
-                found += workload_api.member_problems(
-                    tmpl.spec, obj.namespace, workloads, k8s_podgroups, "spec.template.spec"
-                )
+                for check in gang_checks:
+                    found += check.template_problems(obj, tmpl)
             if hasattr(getattr(obj, "spec", None), "template"):
                 _check_pod_annotations(
                     problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..api import workload_api
 from ..api.quantity import quantity_to_float
 from ..api.volcano import JOB_FINAL_PHASES
 from ..elastic.learned import METRICS as REPORT_METRICS
@@ -14,7 +13,6 @@ from ..elastic.spec import DEFAULT_GPU_TYPE_LABELS
 from ..elastic.spec import PROGRESS as REPORT_PROGRESS
 from ..scheduler.model import TaskStatus
 from ..scheduler.plugins.gang import job_fit_error
-from .workload_api import workload_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.volcano import PodGroup
@@ -275,20 +273,10 @@ def build_result(sim: Simulation) -> dict[str, Any]:
         }
         for pg in sorted(_all_podgroups(sim), key=lambda p: p.key)
     ]
-    for entry in podgroups_out:  # a scheduler-plugins PodGroup's own status, next to its stand-in's
+    for entry in podgroups_out:  # what each gang API says of its group (its origin, its own status)
         key = f"{entry['namespace']}/{entry['name']}"
-        stand_in = store.get("PodGroup", key)
-        if stand_in is not None and workload_api.is_stand_in(stand_in):  # a Workload API gang: its origin
-            entry["workload"] = workload_of(stand_in)
-            src = store.get(*workload_api.ref_of_stand_in(stand_in).source)
-            if isinstance(src, workload_api.SchedulingPodGroup):
-                entry["workload"]["status"] = workload_api.current_status(src)
-        group = store.get("CoschedulingPodGroup", key)
-        if group is not None:
-            entry["coscheduling"] = {
-                "apiVersion": group.api_version,
-                "status": group.status.model_dump(by_alias=True, exclude_none=True, mode="json"),
-            }
+        for source in sim.gang_sources:
+            source.describe(entry, key)
     pods_out = [
         {
             k: rec.get(k)

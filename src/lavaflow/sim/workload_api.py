@@ -13,27 +13,31 @@ gets its ``PodGroupScheduled`` condition.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..api import workload_api as wapi
-from ..api.volcano import GROUP_NAME_ANNOTATION
-from ..controllers.base import Clock, Controller
+from ..api.volcano import GROUP_NAME_ANNOTATION, PodGroup
+from ..controllers.base import Clock
 from ..store.base import DELETED, Handler
-from .x_k8s_podgroup import upsert_stand_in
+from .stand_in import StandInGangs, upsert_stand_in
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.core import Pod
+    from ..api.validation import Problem
     from ..store.base import Store
+    from .gang_source import EventSink
 
-EventSink = Callable[[str, str, str, str, str], None]  # (kind, key, type, reason, message)
 EVENT_KIND = {wapi.WORKLOAD_KIND: "Workload", wapi.PODGROUP_KIND: "PodGroup"}
 
 
-class WorkloadGangs(Controller):
+class WorkloadGangs(StandInGangs):
+    """The gang source of the Workload API (see gang_source): its own controller."""
+
+    api = "scheduling.k8s.io"
+
     def __init__(self, store: Store, clock: Clock, on_event: EventSink | None = None) -> None:
-        super().__init__(store, clock)
-        self.on_event = on_event
+        super().__init__(store, clock, on_event)
         self.refs: dict[str, wapi.GangRef] = {}  # gang key -> the gang
         self.members: dict[str, set[str]] = {}  # gang key -> keys of its pods
         self.by_source: dict[tuple[str, str], set[str]] = {}  # (kind, key) of a Workload/PodGroup -> gang keys
@@ -44,6 +48,24 @@ class WorkloadGangs(Controller):
         store.watch("Pod", self._on_pod)
         store.watch("PodGroup", lambda ev, pg, old: self.mark(pg.key) if wapi.is_stand_in(pg) else None)
 
+    # ------------------------------------------------------------------ as a gang source
+    @staticmethod
+    def input_check(items: Sequence[Any]) -> WorkloadChecks:
+        return WorkloadChecks(items)
+
+    def is_stand_in(self, pg: PodGroup) -> bool:
+        return wapi.is_stand_in(pg)
+
+    def describe(self, entry: dict[str, Any], key: str) -> None:
+        """A Workload API gang's origin (and a v1alpha2 PodGroup's status)."""
+        stand_in = self.store.get("PodGroup", key)
+        if stand_in is not None and wapi.is_stand_in(stand_in):  # (owns(key))
+            entry["workload"] = workload_of(stand_in)
+            src = self.store.get(*wapi.ref_of_stand_in(stand_in).source)
+            if isinstance(src, wapi.SchedulingPodGroup):
+                entry["workload"]["status"] = wapi.current_status(src)
+
+    # ------------------------------------------------------------------ the stand-ins
     def _on_source(self, kind: str, key: str) -> None:
         for gang in sorted(self.by_source.get((kind, key), ())):
             self.mark(gang)
@@ -130,6 +152,33 @@ class WorkloadGangs(Controller):
         if status != wapi.current_status(group):
             group.status = wapi.SchedulingPodGroupStatus.model_validate(status)
             self.store.update(group)
+
+
+class WorkloadChecks:
+    """The input's Workloads and v1alpha2 PodGroups checked, and the pods (and pod templates)
+    naming a gang of theirs."""
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.workloads = {it.obj.key: it.obj for it in items if isinstance(it.obj, wapi.Workload)}
+        self.workloads_v2 = {it.obj.key: it.obj for it in items if isinstance(it.obj, wapi.WorkloadV1alpha2)}
+        self.podgroups = {it.obj.key for it in items if isinstance(it.obj, wapi.SchedulingPodGroup)}
+
+    def problems(self, obj: Any, queues: Mapping[str, Any]) -> list[Problem] | None:
+        if isinstance(obj, wapi.Workload):
+            return wapi.validate_workload(obj, queues)
+        if isinstance(obj, wapi.WorkloadV1alpha2):
+            return wapi.validate_workload_v1alpha2(obj)
+        if isinstance(obj, wapi.SchedulingPodGroup):
+            return wapi.validate_podgroup(obj, queues, self.workloads_v2)
+        return None
+
+    def pod_problems(self, pod: Any) -> list[Problem]:
+        return wapi.member_problems(pod.spec, pod.namespace, self.workloads, self.podgroups)
+
+    def template_problems(self, owner: Any, template: Any) -> list[Problem]:
+        return wapi.member_problems(
+            template.spec, owner.namespace, self.workloads, self.podgroups, "spec.template.spec"
+        )
 
 
 def workload_of(stand_in: Any) -> dict[str, Any]:

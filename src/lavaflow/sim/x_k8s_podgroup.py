@@ -12,25 +12,29 @@ scheduleTimeoutSeconds it records a ``ScheduleTimeout`` Warning Event naming the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..api import x_k8s_podgroup as xpg
 from ..api.volcano import GROUP_NAME_ANNOTATION, PodGroup
-from ..controllers.base import Clock, Controller
+from ..controllers.base import Clock
 from ..store.base import DELETED
+from .stand_in import StandInGangs, upsert_stand_in
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.core import Pod
+    from ..api.validation import Problem
     from ..store.base import Store
+    from .gang_source import EventSink
 
-EventSink = Callable[[str, str, str, str, str], None]  # (kind, key, type, reason, message)
 
+class CoschedulingPodGroups(StandInGangs):
+    """The gang source of scheduler-plugins PodGroups (see gang_source): its own controller."""
 
-class CoschedulingPodGroups(Controller):
+    api = "scheduling.x-k8s.io"
+
     def __init__(self, store: Store, clock: Clock, on_event: EventSink | None = None) -> None:
-        super().__init__(store, clock)
-        self.on_event = on_event
+        super().__init__(store, clock, on_event)
         self.members: dict[str, set[str]] = {}  # group key -> keys of its labelled pods
         self.timed_out: set[str] = set()  # groups whose timeout was reported (until they are placed)
         self._timer_at: dict[str, float] = {}
@@ -38,6 +42,24 @@ class CoschedulingPodGroups(Controller):
         store.watch("Pod", self._on_pod)
         store.watch("PodGroup", lambda ev, pg, old: self.mark(pg.key) if xpg.is_stand_in(pg) else None)
 
+    # ------------------------------------------------------------------ as a gang source
+    @staticmethod
+    def input_check(items: Sequence[Any]) -> CoschedulingChecks:
+        return CoschedulingChecks(items)
+
+    def is_stand_in(self, pg: PodGroup) -> bool:
+        return xpg.is_stand_in(pg)
+
+    def describe(self, entry: dict[str, Any], key: str) -> None:
+        """The group's own status, next to its stand-in's."""
+        group = self.store.get(xpg.STORE_KIND, key)
+        if group is not None:
+            entry["coscheduling"] = {
+                "apiVersion": group.api_version,
+                "status": group.status.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            }
+
+    # ------------------------------------------------------------------ the stand-ins
     def _on_pod(self, event: str, pod: Pod, old: Pod | None) -> None:
         name = pod.metadata.labels.get(xpg.POD_GROUP_LABEL)
         if not name:
@@ -98,19 +120,26 @@ class CoschedulingPodGroups(Controller):
             None,
         )
         if self.on_event is not None:
-            self.on_event(xpg.STORE_KIND, key, "Warning", xpg.TIMEOUT_REASON, xpg.timeout_message(group, why))
+            self.on_event("PodGroup", key, "Warning", xpg.TIMEOUT_REASON, xpg.timeout_message(group, why))
 
 
-def upsert_stand_in(store: Any, internal: PodGroup | None, want: PodGroup) -> PodGroup:
-    """The internal PodGroup standing in for another API's gang: created as ``want``, or its
-    spec brought to ``want``'s (the other stand-in controllers use it too)."""
-    if internal is None:
-        created: PodGroup = store.create(want)
-        return created
-    if internal.spec != want.spec:
-        internal.spec = want.spec
-        store.update(internal)
-    return internal
+class CoschedulingChecks:
+    """The input's scheduler-plugins PodGroups checked, and the pods labelled with one."""
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.groups = {it.obj.key for it in items if isinstance(it.obj, xpg.CoschedulingPodGroup)}
+        self.volcano_podgroups = {it.obj.key for it in items if isinstance(it.obj, PodGroup)}
+
+    def problems(self, obj: Any, queues: Mapping[str, Any]) -> list[Problem] | None:
+        if not isinstance(obj, xpg.CoschedulingPodGroup):
+            return None
+        return xpg.validate(obj, queues, self.volcano_podgroups)
+
+    def pod_problems(self, pod: Any) -> list[Problem]:
+        return xpg.member_problems(pod, self.groups)
+
+    def template_problems(self, owner: Any, template: Any) -> list[Problem]:
+        return []  # (a pod template's label is not checked)
 
 
 def _counts(pods: list[Any]) -> xpg.Counts:
