@@ -18,7 +18,7 @@ from ..api.core import PodPhase
 from ..api.volcano import JOB_FINAL_PHASES, JobPhase, PodGroupPhase
 
 # A simulation's result has two phases of its own: a job or pod "Deleted" by the user, a job
-# "Lost" with its node (sim/results.py).
+# "Lost" (its node lost, or evicted) (sim/results.py).
 #: Phases of a job that is done (it waits for nothing, and its pods hold nothing).
 FINAL_JOB_PHASES = frozenset((*JOB_FINAL_PHASES, "Deleted", "Lost"))
 FINAL_POD_PHASES = frozenset((PodPhase.SUCCEEDED, PodPhase.FAILED, "Deleted"))
