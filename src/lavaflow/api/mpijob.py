@@ -18,6 +18,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .volcano import JobAction, JobEvent
+
 API_VERSIONS = ("kubeflow.org/v1", "kubeflow.org/v2beta1")
 KIND = "MPIJob"
 
@@ -146,7 +148,7 @@ def _volcano_job(
                 "name": "launcher",
                 "replicas": 1,
                 "template": ltmpl,
-                "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+                "policies": [{"event": JobEvent.TASK_COMPLETED.value, "action": JobAction.COMPLETE_JOB.value}],
             },
             {"name": "worker", "replicas": hi, "template": wtmpl},
         ],

@@ -230,7 +230,7 @@ class PodGroupSpec(K8sModel):
 
 
 class PodGroupStatus(K8sModel):
-    phase: str = "Pending"
+    phase: str = PodGroupPhase.PENDING.value
     conditions: list[PodGroupCondition] = Field(default_factory=list)
     running: int = 0
     succeeded: int = 0
@@ -331,6 +331,17 @@ class Flow(K8sModel):
 class JobFlowSpec(K8sModel):
     flows: list[Flow] = Field(default_factory=list)
     job_retain_policy: str = "retain"
+
+
+class JobFlowPhase(StrEnum):
+    """A JobFlow's ``status.state.phase`` (Succeed is the flow API's spelling). lavaflow's JobFlow
+    controller writes all of them but Terminating."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEED = "Succeed"
+    TERMINATING = "Terminating"
+    FAILED = "Failed"
 
 
 class JobFlowState(K8sModel):

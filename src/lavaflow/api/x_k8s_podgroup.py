@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from pydantic import Field
@@ -21,7 +22,7 @@ from pydantic import Field
 from . import validation as api
 from .gang_source import GANG_API_ANNOTATION  # (its value on a stand-in: API_VERSION)
 from .meta import K8sModel, ResourceList, TypedObject
-from .volcano import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, PodGroup
+from .volcano import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, PodGroup, PodGroupPhase
 
 API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 STORE_KIND = "CoschedulingPodGroup"  # the store's name for this kind (the wire kind is PodGroup)
@@ -29,11 +30,23 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 # coscheduling's default wait (its permitWaitingTimeSeconds); Kubeflow's trainer defaults to it too.
 DEFAULT_TIMEOUT_SECONDS = 60
 TIMEOUT_REASON = "ScheduleTimeout"
-# The phases of the upstream CRD (apis/scheduling/v1alpha1 since scheduler-plugins v0.26.7, which
-# dropped PreScheduling, Scheduled and status.scheduled); the old two are still read (a group an
-# older controller or lavaflow wrote), never written.
-PHASES = ("Pending", "Scheduling", "Running", "Finished", "Failed", "Unknown")
-_NOT_ADMITTED = ("Pending", "PreScheduling", "Scheduling")
+
+
+class CoschedulingPhase(StrEnum):
+    """The phases of the upstream CRD (apis/scheduling/v1alpha1 since scheduler-plugins v0.26.7,
+    which dropped PreScheduling, Scheduled and status.scheduled; the old two are still read, from a
+    group an older controller or lavaflow wrote, never written)."""
+
+    PENDING = "Pending"
+    SCHEDULING = "Scheduling"
+    RUNNING = "Running"
+    FINISHED = "Finished"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+PHASES = tuple(p.value for p in CoschedulingPhase)
+_NOT_ADMITTED = (CoschedulingPhase.PENDING, "PreScheduling", CoschedulingPhase.SCHEDULING)
 
 
 class CoschedulingPodGroupSpec(K8sModel):
@@ -124,13 +137,14 @@ def is_stand_in(pg: PodGroup) -> bool:
     return pg.metadata.annotations.get(GANG_API_ANNOTATION) == API_VERSION
 
 
-def internal_phase_of(pg: CoschedulingPodGroup) -> str:
+def internal_phase_of(pg: CoschedulingPodGroup) -> PodGroupPhase:
     """The internal phase a (re)started scheduler assumes from the status on the server: a group
     that ran (Running and after) was admitted (Inqueue: allocate completes it, admission does not
     count its bound pods twice); one still Pending or Scheduling needs admission (Pending) unless
     some of its pods are bound, which the scheduler finds from the pods (a gang a leader had
     started to bind: docs/kubernetes.md, failover)."""
-    return "Pending" if (pg.status.phase or "Pending") in _NOT_ADMITTED else "Inqueue"
+    phase = pg.status.phase or CoschedulingPhase.PENDING
+    return PodGroupPhase.PENDING if phase in _NOT_ADMITTED else PodGroupPhase.INQUEUE
 
 
 # ------------------------------------------------------------------ status in this API's form
@@ -143,7 +157,7 @@ class Counts:
     failed: int = 0
 
 
-def phase_of(min_member: int, c: Counts, internal_phase: str | None = None) -> str:
+def phase_of(min_member: int, c: Counts, internal_phase: str | None = None) -> CoschedulingPhase:
     """The group's phase, by the rules of scheduler-plugins' PodGroup controller: Pending while
     fewer than minMember pods exist; then Scheduling until minMember run (or ran to success), placed
     or not; Running when they do; Finished when minMember succeeded; Failed when a pod failed and
@@ -151,16 +165,16 @@ def phase_of(min_member: int, c: Counts, internal_phase: str | None = None) -> s
     cannot be completed) as the core says it: some pods run but the gang is broken."""
     need = max(min_member, 1)
     if c.succeeded >= need:
-        return "Finished"
+        return CoschedulingPhase.FINISHED
     if c.members < need:
-        return "Pending"
+        return CoschedulingPhase.PENDING
     if c.failed and c.failed + c.running + c.succeeded >= need:
-        return "Failed"
-    if internal_phase == "Unknown":
-        return "Unknown"
+        return CoschedulingPhase.FAILED
+    if internal_phase == PodGroupPhase.UNKNOWN:
+        return CoschedulingPhase.UNKNOWN
     if c.running + c.succeeded >= need:
-        return "Running"
-    return "Scheduling"
+        return CoschedulingPhase.RUNNING
+    return CoschedulingPhase.SCHEDULING
 
 
 def status_of(
@@ -172,7 +186,7 @@ def status_of(
     phase = phase_of(pg.spec.min_member, c, internal_phase)
     old = pg.status
     start = old.schedule_start_time
-    if start is None and phase != "Pending":
+    if start is None and phase != CoschedulingPhase.PENDING:
         start = now
     out: dict[str, Any] = {"phase": phase, "running": c.running, "succeeded": c.succeeded, "failed": c.failed}
     if start is not None:
@@ -195,7 +209,7 @@ def owners_of(pods: list[Any]) -> str | None:
 def waiting(min_member: int, c: Counts, phase: str | None) -> bool:
     """Whether the gang waits to be placed (its timeout runs): Scheduling, with fewer than
     minMember of its pods placed (placed ones waiting for their kubelets do not wait on lavaflow)."""
-    return phase == "Scheduling" and c.placed + c.succeeded < max(min_member, 1)
+    return phase == CoschedulingPhase.SCHEDULING and c.placed + c.succeeded < max(min_member, 1)
 
 
 def timeout_message(pg: CoschedulingPodGroup, why: str | None) -> str:

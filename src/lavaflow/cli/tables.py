@@ -8,6 +8,18 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..api.core import PodPhase
+from ..api.volcano import JOB_FINAL_PHASES, JobPhase, PodGroupPhase
+
+# vcctl's `queue list` counts the PodGroups in these phases, in this column order.
+QUEUE_COLUMNS = (
+    PodGroupPhase.INQUEUE,
+    PodGroupPhase.PENDING,
+    PodGroupPhase.RUNNING,
+    PodGroupPhase.UNKNOWN,
+    PodGroupPhase.COMPLETED,
+)
+
 
 def fmt_time(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
@@ -163,13 +175,13 @@ def format_jobs(jobs: list[dict[str, Any]], all_namespaces: bool = False) -> str
 def format_queues(queues: list[dict[str, Any]], podgroups: list[dict[str, Any]]) -> str:
     """vcctl's `queue list` table (PodGroup counts computed here, as vcctl does)."""
     fmt = "%-25s%-8s%-8s%-8s%-8s%-8s%-8s%-8s%-8s"
-    lines = [fmt % ("Name", "Weight", "State", "Parent", "Inqueue", "Pending", "Running", "Unknown", "Completed")]
+    lines = [fmt % ("Name", "Weight", "State", "Parent", *QUEUE_COLUMNS)]
     for q in sorted(queues, key=lambda q: q["metadata"]["name"]):
         name = q["metadata"]["name"]
-        counts = {"Inqueue": 0, "Pending": 0, "Running": 0, "Unknown": 0, "Completed": 0}
+        counts = dict.fromkeys(QUEUE_COLUMNS, 0)
         for pg in podgroups:
             if ((pg.get("spec") or {}).get("queue") or "default") == name:
-                ph = (pg.get("status") or {}).get("phase") or "Pending"
+                ph = (pg.get("status") or {}).get("phase") or PodGroupPhase.PENDING
                 if ph in counts:
                     counts[ph] += 1
         spec = q.get("spec") or {}
@@ -181,11 +193,7 @@ def format_queues(queues: list[dict[str, Any]], podgroups: list[dict[str, Any]])
                 spec.get("weight", 1),
                 (q.get("status") or {}).get("state", ""),
                 parent,
-                counts["Inqueue"],
-                counts["Pending"],
-                counts["Running"],
-                counts["Unknown"],
-                counts["Completed"],
+                *(counts[p] for p in QUEUE_COLUMNS),
             )
         )
     return "\n".join(line.rstrip() for line in lines) + "\n"
@@ -270,20 +278,20 @@ def format_train_jobs(
     resized = _resize_counts(events) if events is not None else None
     for j in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         meta, st = j["metadata"], j.get("status") or {}
-        phase = (st.get("state") or {}).get("phase", "") or "Pending"
+        phase = (st.get("state") or {}).get("phase", "") or JobPhase.PENDING
         mine = by_job.get((meta.get("namespace", ""), meta["name"]), [])
         gpu_pods = [p for p in mine if _gpu_pod(p)] or mine
         running_pods = [
             p
             for p in gpu_pods
-            if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+            if (p.get("status") or {}).get("phase") == PodPhase.RUNNING and not p["metadata"].get("deletionTimestamp")
         ]
         workers = len(running_pods)
         rng = _elastic_range(j)
         created = _ts(meta.get("creationTimestamp")) or now
         starts = [t for t in (_ts((p.get("status") or {}).get("startTime")) for p in mine) if t is not None]
         first = min(starts) if starts else None
-        finished = phase in ("Completed", "Failed", "Terminated", "Aborted")
+        finished = phase in JOB_FINAL_PHASES
         end = (_ts((st.get("state") or {}).get("lastTransitionTime")) or now) if finished else now
         waiting = (first if first is not None else end) - created
         running = (end - first) if first is not None else 0.0

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from ..api.volcano import JobAction
 from .common import ContextOpt, KubeconfigOpt, die, read_yaml_documents, run_on_cluster
 from .tables import describe_job, format_jobs, format_queues
 
@@ -185,8 +186,8 @@ def _job_command(action: str, verb: str) -> Callable[..., None]:
     return cmd
 
 
-job_app.command("suspend")(_job_command("AbortJob", "suspend"))
-job_app.command("resume")(_job_command("ResumeJob", "resume"))
+job_app.command("suspend")(_job_command(JobAction.ABORT_JOB, "suspend"))
+job_app.command("resume")(_job_command(JobAction.RESUME_JOB, "resume"))
 
 
 @job_app.command("delete")

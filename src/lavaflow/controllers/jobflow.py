@@ -12,7 +12,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from ..api import admission
-from ..api.volcano import Flow, Job, JobFlow, JobTemplate
+from ..api.volcano import Flow, Job, JobFlow, JobFlowPhase, JobPhase, JobTemplate
 from .base import Controller
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .base import Clock
 
 
-FAILED = ("Failed", "Terminated", "Aborted")
+FAILED = (JobPhase.FAILED, JobPhase.TERMINATED, JobPhase.ABORTED)
+NOT_STARTED = ("", JobPhase.PENDING)  # ("": its Job not created yet)
 
 
 def merge_patch(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -71,26 +72,26 @@ class JobFlowController(Controller):
             job = self.store.get("Job", f"{jf.namespace}/{jf.name}-{flow.name}")
             if job is None:
                 deps = flow.depends_on.targets if flow.depends_on else []
-                if all(phases.get(d) == "Completed" or self._phase(jf, d) == "Completed" for d in deps):
+                if all(phases.get(d) == JobPhase.COMPLETED or self._phase(jf, d) == JobPhase.COMPLETED for d in deps):
                     job = self._create(jf, flow)
             phases[flow.name] = job.status.state.phase if job is not None else ""
         st = jf.status
         names = {f.name: f"{jf.name}-{f.name}" for f in jf.spec.flows}
-        st.pending_jobs = [names[n] for n, p in phases.items() if p in ("", "Pending")]
+        st.pending_jobs = [names[n] for n, p in phases.items() if p in NOT_STARTED]
         st.running_jobs = [
-            names[n] for n, p in phases.items() if p not in ("", "Pending", "Completed") and p not in FAILED
+            names[n] for n, p in phases.items() if p not in NOT_STARTED and p != JobPhase.COMPLETED and p not in FAILED
         ]
-        st.completed_jobs = [names[n] for n, p in phases.items() if p == "Completed"]
-        st.failed_jobs = [names[n] for n, p in phases.items() if p == "Failed"]
-        st.terminated_jobs = [names[n] for n, p in phases.items() if p in ("Terminated", "Aborted")]
+        st.completed_jobs = [names[n] for n, p in phases.items() if p == JobPhase.COMPLETED]
+        st.failed_jobs = [names[n] for n, p in phases.items() if p == JobPhase.FAILED]
+        st.terminated_jobs = [names[n] for n, p in phases.items() if p in (JobPhase.TERMINATED, JobPhase.ABORTED)]
         if any(p in FAILED for p in phases.values()):
-            st.state.phase = "Failed"
-        elif phases and all(p == "Completed" for p in phases.values()):
-            st.state.phase = "Succeed"
+            st.state.phase = JobFlowPhase.FAILED
+        elif phases and all(p == JobPhase.COMPLETED for p in phases.values()):
+            st.state.phase = JobFlowPhase.SUCCEED
         elif any(p for p in phases.values()):
-            st.state.phase = "Running"
+            st.state.phase = JobFlowPhase.RUNNING
         else:
-            st.state.phase = "Pending"
+            st.state.phase = JobFlowPhase.PENDING
         if st.model_dump() != before:
             self.store.update(jf)
 

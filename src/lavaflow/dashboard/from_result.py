@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..api.core import PodPhase
+from ..api.volcano import JobPhase
 from .model import Elastic, Event, Job, Node, Pod, Queue, Resize, State
 
 REQUIRED = ("scheduler", "endTime", "jobs", "podGroups", "pods", "queues", "stuck")
@@ -123,7 +125,7 @@ def state_from_result(result: dict[str, Any], source: str, at: float | None = No
         g = gangs.get(key + "#job") if entry.get("kind") == "Job" else gangs.get(key)
         pg_key = f"{g['namespace']}/{g['name']}" if g is not None else None
         history = [(h["time"], h["phase"]) for h in entry.get("phaseHistory", []) if _reached(h.get("time"), t)]
-        phase = history[-1][1] if history else "Pending"
+        phase = history[-1][1] if history else JobPhase.PENDING
         job = Job(
             namespace=entry["namespace"],
             name=entry["name"],
@@ -140,7 +142,7 @@ def state_from_result(result: dict[str, Any], source: str, at: float | None = No
         )
         if job.name in elastic_names:
             job.elastic = "elastic"
-        if job.pending or phase == "Running":
+        if job.pending or phase == JobPhase.RUNNING:
             job.why = _why(job, stuck.get((job.namespace, job.name)), final)
         st.put_job(job)
     _add_pods(st, result, cluster.get("podRequests"), t)
@@ -173,7 +175,7 @@ def _why(job: Job, stuck: str | None, final: bool) -> str | None:
         msg = str(d.get("message", ""))
         if not msg.startswith(("admitted", "bound ")):
             return msg
-    return None if job.phase == "Running" else "PodGroup waiting to be admitted (Pending)"
+    return None if job.phase == JobPhase.RUNNING else "PodGroup waiting to be admitted (Pending)"
 
 
 def _add_pods(st: State, result: dict[str, Any], requests: list[Any] | None, t: float) -> None:
@@ -185,11 +187,11 @@ def _add_pods(st: State, result: dict[str, Any], requests: list[Any] | None, t: 
             continue
         started, finished = rec.get("startTime"), rec.get("finishTime")
         if _reached(finished, t):
-            phase, node = rec.get("phase") or "Succeeded", rec.get("node")
+            phase, node = rec.get("phase") or PodPhase.SUCCEEDED, rec.get("node")
         elif _reached(started, t):
-            phase, node = "Running", rec.get("node")
+            phase, node = PodPhase.RUNNING, rec.get("node")
         else:
-            phase, node = "Pending", None
+            phase, node = PodPhase.PENDING, None
         job = None
         if rec.get("job"):
             job = st.job_of_group(f"{rec['namespace']}/{rec['job']}")
@@ -247,12 +249,12 @@ def _add_elastic(st: State, result: dict[str, Any], reports: dict[str, Any], t: 
             if when > t:
                 break
             why = next((e.message for e in notes if e.time == when), "")
-            if not why and n == 0 and job.phase in ("Completed", "Failed"):
+            if not why and n == 0 and job.phase in (JobPhase.COMPLETED, JobPhase.FAILED):
                 why = f"job {job.phase.lower()}"
             history.append(Resize(when, int(n), gpu_type, why))
         el = Elastic(job=job.key, history=history)
         report = reports.get(job.podgroup or "") or {}
-        running = [p.node for p in st.pods_of(job.key) if p.phase == "Running" and p.gpus > 0]
+        running = [p.node for p in st.pods_of(job.key) if p.phase == PodPhase.RUNNING and p.gpus > 0]
         if report:
             el.throughput = throughput_text(report.get(METRICS), len(running), len(set(running)))
             if st.end is not None and t >= st.end:  # (the report the run ended with: its progress is the end's)

@@ -19,8 +19,11 @@ import re
 import time
 from typing import Any
 
+from ..api.core import PodPhase
 from ..api.kinds import kind_info
 from ..api.quantity import QuantityError, quantity_to_float
+from ..api.volcano import JobPhase, PodGroupPhase
+from ..api.x_k8s_podgroup import CoschedulingPhase
 from ..elastic.learned import METRICS, throughput_text
 from ..elastic.spec import PROGRESS, WORKERS
 from ..kube import codec
@@ -28,7 +31,7 @@ from ..kube.client import ApiError, KubeClient
 from ..kube.lightpod import _INVALID, CONTAINER_KEEP, spec_requests
 from ..kube.store import KubeStore
 from ..store.base import DELETED
-from .model import Elastic, Event, Job, Node, Pod, Queue, Resize, State
+from .model import POD_TERMINATING, Elastic, Event, Job, Node, Pod, Queue, Resize, State
 
 log = logging.getLogger("lavaflow.dashboard")
 
@@ -89,9 +92,9 @@ def pod_record(raw: dict[str, Any]) -> Pod:
         group = spec.get("schedulingGroup") or {}
         job = ref.get("name") or group.get("podGroupName")
     requests, _ = spec_requests(spec, CONTAINER_KEEP)
-    phase = status.get("phase") or "Pending"
-    if meta.get("deletionTimestamp") and phase not in ("Succeeded", "Failed"):
-        phase = "Terminating"
+    phase = status.get("phase") or PodPhase.PENDING
+    if meta.get("deletionTimestamp") and phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+        phase = POD_TERMINATING
     return Pod(
         namespace=ns,
         name=meta.get("name", ""),
@@ -147,7 +150,7 @@ def why_waiting(pg: dict[str, Any] | None, queues: dict[str, Queue] | None, queu
     for c in status.get("conditions") or ():
         if c.get("type") == "Unschedulable" and c.get("status") == "True" and c.get("message"):
             return str(c["message"])
-    if (status.get("phase") or "Pending") == "Pending":
+    if (status.get("phase") or PodGroupPhase.PENDING) == PodGroupPhase.PENDING:
         return "PodGroup waiting to be admitted (Pending)"
     return None
 
@@ -286,7 +289,7 @@ class LiveState:
         self.pgs[key] = raw
         self.pg_of_job[job_key] = key
         if owner is None:
-            self._gang(key, raw, "PodGroup", (raw.get("status") or {}).get("phase") or "Pending")
+            self._gang(key, raw, "PodGroup", (raw.get("status") or {}).get("phase") or PodGroupPhase.PENDING)
         else:
             self._job(job_key)
 
@@ -298,7 +301,7 @@ class LiveState:
         if raw is None:
             self._drop_gang(key)
             return
-        phase = (raw.get("status") or {}).get("phase") or "Pending"
+        phase = (raw.get("status") or {}).get("phase") or CoschedulingPhase.PENDING
         self._gang(key, raw, "PodGroup (scheduling.x-k8s.io)", phase)
 
     def _on_SchedulingPodGroup(self, key: str, raw: dict[str, Any] | None) -> None:
@@ -307,7 +310,9 @@ class LiveState:
             return
         conds = (raw.get("status") or {}).get("conditions") or []
         scheduled = any(c.get("type") == "PodGroupScheduled" and c.get("status") == "True" for c in conds)
-        self._gang(key, raw, "PodGroup (scheduling.k8s.io/v1alpha2)", "Running" if scheduled else "Pending")
+        self._gang(
+            key, raw, "PodGroup (scheduling.k8s.io/v1alpha2)", JobPhase.RUNNING if scheduled else JobPhase.PENDING
+        )
 
     def _on_Workload(self, key: str, raw: dict[str, Any] | None) -> None:
         if raw is None:
@@ -320,11 +325,12 @@ class LiveState:
     _on_WorkloadV1alpha2 = _on_Workload
 
     def _pod_phase(self, key: str) -> str:
-        """A gang's phase from its pods (for the APIs that keep none): Running once one runs."""
+        """A gang's phase from its pods (for the APIs that keep none), in a Job's words: Running
+        once one runs."""
         pods = self.state.pods_of(key)
-        if pods and all(p.phase in ("Succeeded", "Failed") for p in pods):
-            return "Failed" if any(p.phase == "Failed" for p in pods) else "Completed"
-        return "Running" if any(p.phase == "Running" for p in pods) else "Pending"
+        if pods and all(p.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) for p in pods):
+            return JobPhase.FAILED if any(p.phase == PodPhase.FAILED for p in pods) else JobPhase.COMPLETED
+        return JobPhase.RUNNING if any(p.phase == PodPhase.RUNNING for p in pods) else JobPhase.PENDING
 
     # ------------------------------------------------------------------ records
     def _phase_history(
@@ -332,8 +338,8 @@ class LiveState:
     ) -> list[tuple[float, str]]:
         hist = self.history.get(key)
         if hist is None:
-            hist = self.history[key] = [(created or self.clock(), "Pending")]
-            if phase not in ("Pending", ""):
+            hist = self.history[key] = [(created or self.clock(), JobPhase.PENDING)]
+            if phase not in ("", JobPhase.PENDING):
                 hist.append((since or self.clock(), phase))
         elif hist[-1][1] != phase:
             hist.append((since if since is not None and since >= hist[-1][0] else self.clock(), phase))
@@ -345,7 +351,7 @@ class LiveState:
             return
         meta, spec, status = _meta(raw), raw.get("spec") or {}, raw.get("status") or {}
         state = status.get("state") or {}
-        phase = state.get("phase") or "Pending"
+        phase = state.get("phase") or JobPhase.PENDING
         created = _t(meta.get("creationTimestamp"))
         pg_key = self.pg_of_job.get(key)
         pg = self.pgs.get(pg_key) if pg_key else None
@@ -407,7 +413,7 @@ class LiveState:
             return
         el = st.elastic.get(job_key) or Elastic(job=job_key)
         pg = self.pgs.get(job.podgroup or "") or {}
-        running = [p.node for p in st.pods_of(job_key) if p.phase == "Running" and p.gpus]
+        running = [p.node for p in st.pods_of(job_key) if p.phase == PodPhase.RUNNING and p.gpus]
         ann = _meta(pg).get("annotations") or {}
         raw = ann.get(METRICS) or (_meta(self.vjobs.get(job_key) or {}).get("annotations") or {}).get(METRICS)
         el.throughput = throughput_text(raw, len(running), len(set(running)))

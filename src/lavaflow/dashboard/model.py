@@ -14,9 +14,19 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..api.core import PodPhase
+from ..api.volcano import JOB_FINAL_PHASES, JobPhase, PodGroupPhase
+
+# A simulation's result has two phases of its own: a job or pod "Deleted" by the user, a job
+# "Lost" (its node lost, or evicted) (sim/results.py).
 #: Phases of a job that is done (it waits for nothing, and its pods hold nothing).
-FINAL_JOB_PHASES = frozenset(("Completed", "Failed", "Terminated", "Aborted", "Deleted", "Lost"))
-FINAL_POD_PHASES = frozenset(("Succeeded", "Failed", "Deleted"))
+FINAL_JOB_PHASES = frozenset((*JOB_FINAL_PHASES, "Deleted", "Lost"))
+FINAL_POD_PHASES = frozenset((PodPhase.SUCCEEDED, PodPhase.FAILED, "Deleted"))
+#: Phases of a gang that waits: to be admitted (a Job's or PodGroup's Pending, "" before its
+#: status is written) or to be placed (a PodGroup's Inqueue).
+WAITING_PHASES = ("", JobPhase.PENDING, PodGroupPhase.INQUEUE)
+#: A pod being deleted, as kubectl shows it (not a PodPhase: the pod keeps its phase meanwhile).
+POD_TERMINATING = "Terminating"
 GPU_SUFFIX = "/gpu"
 EVENTS_KEPT = 50  # per object: the newest ones
 
@@ -41,7 +51,7 @@ class Job:
     name: str
     kind: str  # "Job" (Volcano), "PodGroup", "PodGroup (scheduling.x-k8s.io)", "Workload", ...
     queue: str = "default"
-    phase: str = "Pending"
+    phase: str = JobPhase.PENDING  # the phase of the object it shows (a Job's, a PodGroup's, ...)
     created: float | None = None
     why: str | None = None  # why it waits, in the PodGroup condition's / --explain's words
     podgroup: str | None = None  # "ns/name" of the PodGroup that gangs its pods
@@ -58,7 +68,7 @@ class Job:
 
     @property
     def pending(self) -> bool:
-        return self.phase in ("Pending", "Inqueue", "")
+        return self.phase in WAITING_PHASES
 
 
 @dataclass
@@ -68,7 +78,7 @@ class Pod:
     job: str | None = None  # key of its Job record
     task: str | None = None
     node: str | None = None
-    phase: str = "Pending"
+    phase: str = PodPhase.PENDING
     requests: dict[str, float] = field(default_factory=dict)
     created: float | None = None
     started: float | None = None

@@ -17,8 +17,10 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from ..api.core import PodPhase
 from ..api.quantity import format_quantity
 from ..api.sim_annotations import age_text
+from ..api.volcano import JobPhase, PodGroupPhase
 from .model import FINAL_JOB_PHASES, Job, State
 
 ROWS = 500  # rows of a list shown unless ?all=1
@@ -101,7 +103,7 @@ def bar(used: float, total: float) -> str:
 
 
 def pill(phase: str) -> str:
-    return f'<span class="pill {e(phase)}">{e(phase or "Pending")}</span>'
+    return f'<span class="pill {e(phase)}">{e(phase or JobPhase.PENDING)}</span>'
 
 
 class Clock:
@@ -161,7 +163,7 @@ def queues_page(state: State, forecast: Callable[..., str]) -> str:
             return
         jobs = by_queue.get(name, [])
         pending = sorted((j for j in jobs if j.pending), key=lambda j: (j.created or 0.0, j.key))
-        running = sum(1 for j in jobs if j.phase == "Running")
+        running = sum(1 for j in jobs if j.phase == JobPhase.RUNNING)
         shares = []
         d = deserved.get(name)
         for res in sorted(set(d or {}) | set(q.allocated)):
@@ -246,7 +248,7 @@ def queue_page(state: State, name: str, forecast: Callable[..., str]) -> str | N
 # ---------------------------------------------------------------------- jobs
 def _counts(state: State, job: Job) -> str:
     pods = state.pods_of(job.key)
-    running = sum(1 for p in pods if p.phase == "Running")
+    running = sum(1 for p in pods if p.phase == PodPhase.RUNNING)
     return f"{running}/{len(pods)}"
 
 
@@ -254,7 +256,7 @@ def jobs_table(
     state: State, jobs: list[Job], forecast: Callable[..., str], limit: int | None = ROWS, more_url: str = ""
 ) -> str:
     clock = Clock(state)
-    order = {"Pending": 0, "Inqueue": 1, "Running": 2}
+    order: dict[str, int] = {JobPhase.PENDING: 0, PodGroupPhase.INQUEUE: 1, JobPhase.RUNNING: 2}
     jobs = sorted(jobs, key=lambda j: (order.get(j.phase, 3), j.created or 0.0, j.key))
     shown = jobs if limit is None else jobs[:limit]
     rows = [
@@ -467,7 +469,7 @@ def elastic_page(state: State) -> str:
     rows = []
     for key, el in sorted(state.elastic.items()):
         job = state.jobs.get(key)
-        running = sum(1 for p in state.pods_of(key) if p.phase == "Running" and p.gpus)
+        running = sum(1 for p in state.pods_of(key) if p.phase == PodPhase.RUNNING and p.gpus)
         last = el.history[-1] if el.history else None
         rows.append(
             f"<tr><td>{link(elastic_url(key), key)}</td><td>{pill(job.phase if job else '?')}</td>"

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..api.volcano import JOB_FINAL_PHASES
+from ..api.core import PodPhase
+from ..api.volcano import JOB_FINAL_PHASES, PodGroupPhase
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from .forward import ForwardRun
 from .runtimes import Plan, RunTimeHistory, RuntimeSource, gpu_type_of, group_of, plan_job
@@ -113,7 +114,9 @@ def plan_jobs(objs: Mapping[str, list[Any]], history: RuntimeSource, now: float)
         if pg.key in plans or pg.key in finished or _owned_by_volcano_job(pg):
             continue
         pods = pods_of.get(pg.key, [])
-        if pg.status.phase == "Completed" or (pods and all(p.status.phase in ("Succeeded", "Failed") for p in pods)):
+        if pg.status.phase == PodGroupPhase.COMPLETED or (
+            pods and all(p.status.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) for p in pods)
+        ):
             finished.add(pg.key)
             continue
         plans[pg.key] = plan_job(

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..api import sim_annotations as ann
-from ..api.volcano import JOB_FINAL_PHASES
+from ..api.core import PodPhase
+from ..api.volcano import JOB_FINAL_PHASES, JobPhase
 from ..scheduler.elastic.state import elastic_option
 from ..scheduler.framework.conf import SchedulerConfiguration
 from ..sim.engine import Simulation
@@ -152,8 +153,8 @@ class ForwardRun(Simulation):
             for obj in sorted(objects[kind], key=lambda o: o.key):
                 c = copy.deepcopy(obj)
                 _strip(c)
-                if kind == "Pod" and c.spec.node_name and c.status.phase == "Pending":
-                    c.status.phase, c.status.start_time = "Running", now  # bound: its kubelet starts it
+                if kind == "Pod" and c.spec.node_name and c.status.phase == PodPhase.PENDING:
+                    c.status.phase, c.status.start_time = PodPhase.RUNNING, now  # bound: its kubelet starts it
                 bucket[c.key] = c
                 store.version += 1
                 copies.append((kind, c))
@@ -169,10 +170,10 @@ class ForwardRun(Simulation):
             return
         if isinstance(pod.metadata.creation_timestamp, (int, float)):
             rec["createTime"] = float(pod.metadata.creation_timestamp)
-        if pod.status.phase in ("Succeeded", "Failed"):
+        if pod.status.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
             rec["finishTime"] = self.now  # (before the forecast: when exactly does not matter)
             return
-        if not pod.spec.node_name or pod.status.phase not in ("Pending", "Running"):
+        if not pod.spec.node_name or pod.status.phase not in (PodPhase.PENDING, PodPhase.RUNNING):
             return
         start = pod.status.start_time
         rec["startTime"] = float(start) if isinstance(start, (int, float)) else self.now
@@ -231,7 +232,9 @@ class ForwardRun(Simulation):
             recs = by_group.get(group, [])
             if hist is not None:
                 start = (
-                    plan.started if plan.running else next((h["time"] for h in hist if h["phase"] == "Running"), None)
+                    plan.started
+                    if plan.running
+                    else next((h["time"] for h in hist if h["phase"] == JobPhase.RUNNING), None)
                 )
                 finish = hist[-1]["time"] if hist and hist[-1]["phase"] in JOB_FINAL_PHASES else None
             else:

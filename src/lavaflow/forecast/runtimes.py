@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..api import sim_annotations as ann
+from ..api.core import PodPhase
 from ..api.selectors import pod_requests
-from ..api.volcano import GROUP_NAME_ANNOTATION, JOB_NAME_KEY
+from ..api.volcano import GROUP_NAME_ANNOTATION, JOB_NAME_KEY, JobPhase
 from ..elastic import spec as es
 from ..elastic.learned import learned_spec, profile_group
 from ..elastic.speed import advance, next_bound, rate_at
@@ -87,7 +88,7 @@ class RunTimeHistory:
         for job in sorted(objects.get("Job", ()), key=lambda j: j.key):
             state = job.status.state
             end = state.last_transition_time
-            if state.phase == "Completed" and isinstance(end, (int, float)) and job.key in starts:
+            if state.phase == JobPhase.COMPLETED and isinstance(end, (int, float)) and job.key in starts:
                 group = profile_group(job.metadata.annotations)
                 hist.add(job.spec.queue or "default", float(end) - starts[job.key], group)
         return hist
@@ -229,10 +230,14 @@ def plan_job(
     GPU type of each node, by name (for a training job's learned speed)."""
     gpu_types = gpu_types or {}
     pods = list(pods)
-    running = [p for p in pods if p.status.phase == "Running" or (p.spec.node_name and p.status.phase == "Pending")]
+    running = [
+        p
+        for p in pods
+        if p.status.phase == PodPhase.RUNNING or (p.spec.node_name and p.status.phase == PodPhase.PENDING)
+    ]
     starts = [float(p.status.start_time) for p in running if isinstance(p.status.start_time, (int, float))]
     started = min(starts) if starts else (now if running else None)
-    alive = [p for p in pods if p.status.phase in ("Pending", "Running")]
+    alive = [p for p in pods if p.status.phase in (PodPhase.PENDING, PodPhase.RUNNING)]
     plan = Plan(key, group, queue, bool(running), started, "unknown", "")
     if es.PROGRESS in annotations and running:
         placement: dict[str, int] = {}

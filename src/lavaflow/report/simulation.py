@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
+from ..api.volcano import JobPhase
 from .charts import RC, Plotter, pyplot
 
 __all__ = ["write_report"]
@@ -155,7 +156,7 @@ def _jcts(result: Mapping[str, Any]) -> list[float]:
     out = []
     for job in _list(result.get("jobs")):
         job = _dict(job)
-        if job.get("phase") not in ("Completed", "Failed"):
+        if job.get("phase") not in (JobPhase.COMPLETED, JobPhase.FAILED):
             continue
         sub, fin = _num(job.get("submitTime")), _num(job.get("finishTime"))
         if sub is None or fin is None:

@@ -34,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from ..api.core import PodPhase
 from ..api.kinds import API_KINDS, Kind
 from .kube_protobuf import pod_list_bytes, watch_frame
 
@@ -567,8 +568,8 @@ class ApiDouble:
                 if isinstance(verdict, str):
                     return 422, _status(422, "Invalid", verdict)
                 body = verdict
-            if res.kind == "Pod":
-                body.setdefault("status", {}).setdefault("phase", "Pending")
+            if res.kind == "Pod":  # (.value: a stored document holds plain JSON types)
+                body.setdefault("status", {}).setdefault("phase", PodPhase.PENDING.value)
             elif self._has_status(res) and res.kind not in ("Node", "Namespace"):
                 body.pop("status", None)
             return 201, self._store_put(res, body)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..api import sim_annotations as ann
+from ..api.core import PodPhase
 from ..kube.tasks import cancel_and_wait
 from .fake_apiserver import _now
 
@@ -72,7 +73,11 @@ class FakeKubelet:
         if meta.get("deletionTimestamp") and node:
             self._spawn(self._force_delete(key))
             return
-        if node and uid not in self.started and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+        if (
+            node
+            and uid not in self.started
+            and (pod.get("status") or {}).get("phase", PodPhase.PENDING) == PodPhase.PENDING
+        ):
             self.started.add(uid)
             self.bound_nodes[key] = node
             self._spawn(self._lifecycle(pod))
@@ -93,13 +98,13 @@ class FakeKubelet:
         now = _now()
         name = (pod["spec"].get("containers") or [{"name": "main"}])[0].get("name", "main")
         state: dict[str, dict[str, Any]]
-        if phase == "Running":
+        if phase == PodPhase.RUNNING:
             state = {"running": {"startedAt": now}}
         else:
             state = {
                 "terminated": {
                     "exitCode": exit_code or 0,
-                    "reason": "Completed" if phase == "Succeeded" else "Error",
+                    "reason": "Completed" if phase == PodPhase.SUCCEEDED else "Error",
                     "finishedAt": now,
                 }
             }
@@ -110,7 +115,7 @@ class FakeKubelet:
                 "containerStatuses": [
                     {
                         "name": name,
-                        "ready": phase == "Running",
+                        "ready": phase == PodPhase.RUNNING,
                         "restartCount": 0,
                         "image": "x",
                         "imageID": "",
@@ -135,7 +140,7 @@ class FakeKubelet:
 
         meta = pod["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        if not await self._set_status(pod, "Running"):
+        if not await self._set_status(pod, PodPhase.RUNNING):
             return
         for child in self.held.pop(key, []):
             delay = self._seconds(child, ann.SPAWN_DELAY, 0.0) * self.time_scale
@@ -149,9 +154,9 @@ class FakeKubelet:
             cur = await self.client.request("GET", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
         except Exception:
             return
-        if cur["metadata"].get("uid") != meta.get("uid") or cur.get("status", {}).get("phase") != "Running":
+        if cur["metadata"].get("uid") != meta.get("uid") or cur.get("status", {}).get("phase") != PodPhase.RUNNING:
             return
-        if await self._set_status(cur, "Succeeded" if code == 0 else "Failed", code):
+        if await self._set_status(cur, PodPhase.SUCCEEDED if code == 0 else PodPhase.FAILED, code):
             self.finished.add(key)
 
     async def _create_later(self, pod: dict[str, Any], delay: float) -> None:

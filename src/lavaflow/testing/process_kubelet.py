@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..api.core import PodPhase
 from ..api.quantity import parse_quantity
 from ..kube.client import MERGE_PATCH, ApiError
 from ..kube.tasks import cancel_and_wait
@@ -918,19 +919,19 @@ class _PodRun:
                 c.state = {"waiting": {"reason": reason, "message": message}}
 
     # ------------------------------------------------------------------ status
-    def phase(self) -> str:
+    def phase(self) -> PodPhase:
         if self.failed is not None:
-            return "Failed"
+            return PodPhase.FAILED
         mains = self.containers
         if not self.prepared or not all(c.done for c in self.inits) or not mains:
-            return "Pending"
+            return PodPhase.PENDING
         if any("running" in c.state for c in mains):
-            return "Running"
+            return PodPhase.RUNNING
         if any(not c.started for c in mains):
-            return "Pending"
+            return PodPhase.PENDING
         if all(c.done or (self.stopping and "terminated" in c.state) for c in mains):
-            return "Succeeded" if all(c.exit_code == 0 for c in mains) else "Failed"
-        return "Running"
+            return PodPhase.SUCCEEDED if all(c.exit_code == 0 for c in mains) else PodPhase.FAILED
+        return PodPhase.RUNNING
 
     def _condition(self, ctype: str, ok: bool, reason: str = "") -> dict[str, Any]:
         status = "True" if ok else "False"
@@ -942,8 +943,8 @@ class _PodRun:
 
     def status(self) -> dict[str, Any]:
         phase = self.phase()
-        running = phase == "Running" and all("running" in c.state for c in self.containers)
-        done = phase in ("Succeeded", "Failed")
+        running = phase == PodPhase.RUNNING and all("running" in c.state for c in self.containers)
+        done = phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
         inits_done = all(c.done for c in self.inits)
         not_ready = "PodCompleted" if done else "ContainersNotReady"
         status: dict[str, Any] = {
@@ -1462,13 +1463,13 @@ class ProcessKubelet:
             if r.task is not None and not r.task.done():
                 r.refresh("Pod", pod)
             return
-        phase = (pod.get("status") or {}).get("phase") or "Pending"
-        if phase not in ("Pending", "Running"):
+        phase = (pod.get("status") or {}).get("phase") or PodPhase.PENDING
+        if phase not in (PodPhase.PENDING, PodPhase.RUNNING):
             return
         r = _PodRun(self, pod)
         self.runs[uid] = r
         self.latest[key] = uid
-        if phase == "Running" and r.policy == "Never":
+        if phase == PodPhase.RUNNING and r.policy == "Never":
             r.task = self._spawn(self._lost(r))
         else:  # a Running one was started by a kubelet before this one: started again
             r.task = self._spawn(r.run())

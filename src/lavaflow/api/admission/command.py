@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import Container
 
 from ..validation import Problem
-from ..volcano import Command
+from ..volcano import Command, JobAction
 
 COMMAND_TARGETS = {
-    "Job": ("AbortJob", "ResumeJob", "RestartJob", "TerminateJob", "CompleteJob"),
+    "Job": (
+        JobAction.ABORT_JOB,
+        JobAction.RESUME_JOB,
+        JobAction.RESTART_JOB,
+        JobAction.TERMINATE_JOB,
+        JobAction.COMPLETE_JOB,
+    ),
     "Queue": ("OpenQueue", "CloseQueue"),
 }
 

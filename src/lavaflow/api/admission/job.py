@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import validation as api
 from ..validation import Problem
-from ..volcano import JOB_ACTIONS, JOB_EVENTS, JOB_PLUGINS, Job, LifecyclePolicy, Queue, TaskSpec
+from ..volcano import JOB_ACTIONS, JOB_EVENTS, JOB_PLUGINS, Job, JobEvent, LifecyclePolicy, Queue, TaskSpec
 from .common import (
     DEFAULT_MAX_RETRY,
     DEFAULT_QUEUE,
@@ -168,11 +168,11 @@ def _check_policies(policies: list[LifecyclePolicy], base: str, out: list[Proble
                         )
                     )
 
-    if "*" in seen_events and (len(policies) > 1 or len(seen_events) > 1):
+    if JobEvent.ANY in seen_events and (len(policies) > 1 or len(seen_events) > 1):
         out.append(
             Problem(
                 base,
-                f"The '*' event (in {base}[{seen_events['*']}]) matches every event, so it must be the only "
+                f"The '*' event (in {base}[{seen_events[JobEvent.ANY]}]) matches every event, so it must be the only "
                 f"policy here, but {len(policies)} policies and {len(seen_events)} events are given; "
                 "remove the other policies or the '*' one.",
             )

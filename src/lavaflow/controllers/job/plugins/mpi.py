@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ....api.core import ConfigMap, ConfigMapVolumeSource, KeyToPath, Pod, Volume, VolumeMount
+from ....api.core import ConfigMap, ConfigMapVolumeSource, KeyToPath, Pod, PodPhase, Volume, VolumeMount
 from ....api.volcano import JOB_NAME_KEY, TASK_INDEX_KEY, TASK_SPEC_KEY, Job, TaskSpec
 from ....elastic import spec as elastic_spec
 from .base import JobPlugin, elastic_range, owned_by, owner_refs, set_env, task_gpus, task_hosts
@@ -141,7 +141,7 @@ def _running_hosts(job: Job, worker: str, pods: Mapping[str, Pod], slots: int) -
     for pod in pods.values():
         meta = pod.metadata
         if (
-            pod.status.phase == "Running"
+            str(pod.status.phase) == PodPhase.RUNNING  # (str: the model types it as a Literal)
             and meta.deletion_timestamp is None
             and meta.labels.get(TASK_SPEC_KEY) == worker
             and elastic_spec.RESIZED_OUT not in meta.annotations

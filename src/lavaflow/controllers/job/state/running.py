@@ -39,7 +39,7 @@ def after_pods(ctl: ActionsMixin, job: Job, pods: dict[str, Pod], counts: dict[s
             job,
             JobPhase.COMPLETING,
             "MinSuccess",
-            f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})",
+            f"{counts[PodPhase.SUCCEEDED]} pods succeeded (minSuccess {job.spec.min_success})",
         )
         if not ctl.tallies[job.key].phase(*ALIVE):
             ctl._set_phase(job, JobPhase.COMPLETED)
@@ -75,7 +75,7 @@ def after_pods(ctl: ActionsMixin, job: Job, pods: dict[str, Pod], counts: dict[s
                 job,
                 JobPhase.FAILED,
                 "MinSuccessNotReached",
-                f"{counts['Succeeded']} pods succeeded (minSuccess {job.spec.min_success})",
+                f"{counts[PodPhase.SUCCEEDED]} pods succeeded (minSuccess {job.spec.min_success})",
             )
         elif counts[PodPhase.SUCCEEDED] >= job_min:
             ctl._set_phase(job, JobPhase.COMPLETED)
@@ -84,7 +84,7 @@ def after_pods(ctl: ActionsMixin, job: Job, pods: dict[str, Pod], counts: dict[s
                 job,
                 JobPhase.FAILED,
                 "NotEnoughSucceeded",
-                f"{counts['Succeeded']} pods succeeded, minAvailable {job_min}",
+                f"{counts[PodPhase.SUCCEEDED]} pods succeeded, minAvailable {job_min}",
             )
         return
     if (
