@@ -203,10 +203,10 @@ def _summary(base: Path) -> None:
         over = (tree - runs_cpu) / n
         rows[which] = (n, runs_cpu / n, over, wall, es)
         start = sum(e.get("start_cpu", 0.0) for e in es)
-        idle = ", ".join(f"{e.get('idle_rate', 0.0):.3f}" for e in es)
+        idle = ", ".join(f"{e['idle_rate']:.3f}" for e in es if "idle_rate" in e)
         loads = ", ".join(f"{e['loadavg_before']:.1f}->{e['loadavg_after']:.1f}" for e in es)
         print(
-            f"{which}: {len(es)} invocation(s), {n} runs measured ({total} in the folder), CPU per run inside the task "
+            f"{which}: {len(es)} ledger line(s), {n} runs measured ({total} in the folder), CPU per run inside the task "
             f"{runs_cpu / n:.2f} s, wall {wall / 3600:.2f} h ({wall / n:.2f} s per run), overhead per run "
             f"{over:.3f} s = {100 * over / (runs_cpu / n):.2f} % of a run's CPU"
             + (
@@ -216,9 +216,12 @@ def _summary(base: Path) -> None:
                 else ""
             )
         )
-        print(f"  loadavg per invocation: {loads}; nice {sorted({e['nice'] for e in es})}")
+        print(f"  loadavg per ledger line: {loads}; nice {sorted({e['nice'] for e in es})}")
     tables = [base / w / "results.csv" for w in ("local", "ray")]
-    if all(t.exists() for t in tables):
+    counts = [len(_run_files(base / w)) for w in ("local", "ray")]
+    if counts[0] != counts[1]:
+        print(f"tables not compared: {counts[0]} runs kept on the pool path, {counts[1]} on Ray (a path not finished)")
+    elif all(t.exists() for t in tables):
         same = tables[0].read_bytes() == tables[1].read_bytes()
         print(f"tables identical (local vs Ray, byte for byte): {'yes' if same else 'NO'}")
 
