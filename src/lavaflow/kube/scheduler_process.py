@@ -55,9 +55,9 @@ _PREPARE_BATCH = 100  # jobs per call
 _GC_PAUSE_LIMIT = 30.0
 # The interpreter's switch interval while a session runs in its thread (see KubeScheduler.cycle).
 _SESSION_SWITCH_INTERVAL = 0.0005
-# PodGroup phases, as globals (read for every job; a member off its class costs more).
-_PG_PENDING = PodGroupPhase.PENDING
-_PG_WAITING = (PodGroupPhase.PENDING, PodGroupPhase.INQUEUE)
+# PodGroup phases as plain strs (read for every job; see scheduler.model.NOT_ADMITTED).
+_PG_PENDING = PodGroupPhase.PENDING.value
+_PG_WAITING = (PodGroupPhase.PENDING.value, PodGroupPhase.INQUEUE.value)
 
 
 def default_identity() -> str:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .scheduler_process import KubeScheduler
 
 API = "scheduling.volcano.sh"
-_PENDING = PodGroupPhase.PENDING  # (a global: read for every group decided, every cycle)
+_PENDING = PodGroupPhase.PENDING.value  # (a plain str, read for every group decided)
 
 
 class VolcanoPodGroups:

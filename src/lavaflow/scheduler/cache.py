@@ -66,14 +66,14 @@ def timestamp(value: Any) -> float:
 # The statuses as module constants: reading an enum member off its class costs several times a
 # global lookup, and the pod handlers below run for every pod event.
 _PENDING, _BOUND, _RUNNING, _RELEASING = TaskStatus.PENDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING
-# (keyed by the phases' plain strings: a dict of exact str keys looks a str up fastest)
+# (the phases' plain strs, as keys and below: see model.NOT_ADMITTED)
 _BY_PHASE = {
     PodPhase.RUNNING.value: _RUNNING,
     PodPhase.SUCCEEDED.value: TaskStatus.SUCCEEDED,
     PodPhase.FAILED.value: TaskStatus.FAILED,
     PodPhase.UNKNOWN.value: TaskStatus.UNKNOWN,
 }
-_POD_DONE = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+_POD_DONE = (PodPhase.SUCCEEDED.value, PodPhase.FAILED.value)
 _OCCUPYING = frozenset((_BOUND, _RUNNING, _RELEASING))  # a task in these holds its node's resources
 
 

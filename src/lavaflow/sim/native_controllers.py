@@ -29,11 +29,11 @@ if TYPE_CHECKING:  # pragma: no cover
 KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
 # Owners whose lost pods are replaced; their pods run until deleted by default.
 REPLACING = ("Deployment", "ReplicaSet", "StatefulSet")
-# Pod phases, as globals (reading a member off its class costs more; these run for every pod event):
+# Pod phases as plain strs (read for every pod event; see scheduler.model.NOT_ADMITTED):
 # a pod deleted while alive ("": no status yet) is lost; one in _DONE finished.
-_ALIVE = (PodPhase.PENDING, PodPhase.RUNNING, "")
-_DONE = (PodPhase.SUCCEEDED, PodPhase.FAILED)
-_SUCCEEDED = PodPhase.SUCCEEDED
+_ALIVE = (PodPhase.PENDING.value, PodPhase.RUNNING.value, "")
+_DONE = (PodPhase.SUCCEEDED.value, PodPhase.FAILED.value)
+_SUCCEEDED = PodPhase.SUCCEEDED.value
 
 
 @dataclass

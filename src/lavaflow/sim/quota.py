@@ -18,7 +18,7 @@ from ..api.core import PodPhase
 from ..api.selectors import pod_requests
 from ..store.base import Forbidden
 
-_COUNTED = (PodPhase.SUCCEEDED, PodPhase.FAILED)  # pods in these phases no longer count against a quota
+_COUNTED = (PodPhase.SUCCEEDED.value, PodPhase.FAILED.value)  # pods in these phases no longer count against a quota
 
 
 class QuotaExceeded(Forbidden):

@@ -31,9 +31,9 @@ class ResultPhase(StrEnum):
     LOST = "Lost"
 
 
-FINISHED_POD = (PodPhase.SUCCEEDED, PodPhase.FAILED)
-# Globals, as they are read for every job and pod record (a member off its class costs more); the
-# phases written into the result, a document, are plain strings (.value).
+FINISHED_POD = (PodPhase.SUCCEEDED.value, PodPhase.FAILED.value)
+# Plain strs (.value), read for every job and pod record (see scheduler.model.NOT_ADMITTED) and
+# written into the result, a document.
 _JOB_PENDING, _JOB_RUNNING, _JOB_COMPLETED, _JOB_FAILED = (
     JobPhase.PENDING.value,
     JobPhase.RUNNING.value,
@@ -41,9 +41,9 @@ _JOB_PENDING, _JOB_RUNNING, _JOB_COMPLETED, _JOB_FAILED = (
     JobPhase.FAILED.value,
 )
 _DELETED, _LOST = ResultPhase.DELETED.value, ResultPhase.LOST.value
-_POD_FAILED = PodPhase.FAILED
-_PG_WAITING = (PodGroupPhase.PENDING, PodGroupPhase.INQUEUE)
-_JOB_UNSUCCESSFUL = (JobPhase.FAILED, JobPhase.TERMINATED, JobPhase.ABORTED)
+_POD_FAILED = PodPhase.FAILED.value
+_PG_WAITING = (PodGroupPhase.PENDING.value, PodGroupPhase.INQUEUE.value)
+_JOB_UNSUCCESSFUL = (JobPhase.FAILED.value, JobPhase.TERMINATED.value, JobPhase.ABORTED.value)
 
 
 def _pct(values: list[float], q: float) -> float | None:

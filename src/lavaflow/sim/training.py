@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
 RESTART_PAUSE = "sim.lavaflow.io/restart-pause"
 EPS = 1e-9
 _GPUS_KEPT = 4096  # GPU counts remembered by template (TrainingModel._gpus_of)
-_RUNNING = PodPhase.RUNNING  # (a global: reading a member off its class costs more, per pod event)
+_RUNNING = PodPhase.RUNNING.value  # (a plain str, read per pod event: see scheduler.model.NOT_ADMITTED)
 
 
 @dataclass

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .gang_source import EventSink
 
 EVENT_KIND = {wapi.WORKLOAD_KIND: "Workload", wapi.PODGROUP_KIND: "PodGroup"}
-_SUCCEEDED, _FAILED = PodPhase.SUCCEEDED, PodPhase.FAILED  # (globals: read for every member pod)
+_SUCCEEDED, _FAILED = PodPhase.SUCCEEDED.value, PodPhase.FAILED.value  # (plain strs, read for every member pod)
 
 
 class WorkloadGangs(StandInGangs):

@@ -143,8 +143,8 @@ class CoschedulingChecks:
         return []  # (a pod template's label is not checked)
 
 
-# The pod phases as globals (reading a member off its class costs more): _counts visits every pod.
-_SUCCEEDED, _FAILED, _RUNNING = PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.RUNNING
+# The pod phases as plain strs (see scheduler.model.NOT_ADMITTED): _counts visits every pod.
+_SUCCEEDED, _FAILED, _RUNNING = PodPhase.SUCCEEDED.value, PodPhase.FAILED.value, PodPhase.RUNNING.value
 
 
 def _counts(pods: list[Any]) -> xpg.Counts:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session_plugins import Domains
     from ..model import JobInfo, QueueInfo, TaskInfo
 
-_INQUEUE = PodGroupPhase.INQUEUE  # (a global: reading a member off its class costs more)
+_INQUEUE = PodGroupPhase.INQUEUE.value  # (a plain str: see model.NOT_ADMITTED)
 
 
 @register_action

@@ -15,7 +15,7 @@ from ._queues import JobQueue, OrderedQueue, job_queue
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
 
-_INQUEUE = PodGroupPhase.INQUEUE  # (a global: reading a member off its class costs more)
+_INQUEUE = PodGroupPhase.INQUEUE.value  # (a plain str: see model.NOT_ADMITTED)
 
 
 @register_action

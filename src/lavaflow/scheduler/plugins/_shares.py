@@ -15,8 +15,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
     from ..model import JobInfo, QueueInfo
 
-# The phases of an admitted PodGroup, as globals (reading a member off its class costs more).
-_INQUEUE, _RUNNING = PodGroupPhase.INQUEUE, PodGroupPhase.RUNNING
+# The phases of an admitted PodGroup (plain strs: see model.NOT_ADMITTED).
+_INQUEUE, _RUNNING = PodGroupPhase.INQUEUE.value, PodGroupPhase.RUNNING.value
 
 
 def same_bits(new: np.ndarray | None, old: np.ndarray | None) -> np.ndarray | None:
