@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from ..api.core import Pod, PodSpec
+from ..api.core import Pod, PodPhase, PodSpec
 from ..api.kinds import kind_info
 from ..api.meta import ObjectKeys, ObjectMeta
 from ..api.selectors import pod_requests
@@ -32,7 +32,9 @@ from . import codec, protopod
 from .compact import compact
 
 _POD = kind_info("Pod")
-_PHASES = frozenset(("Pending", "Running", "Succeeded", "Failed", "Unknown"))
+# The pod phases as plain strings (.value): what a light or usage-only pod keeps is its document's.
+_PHASES = frozenset(p.value for p in PodPhase)
+_PENDING = PodPhase.PENDING.value  # (the phase of a pod whose status has none)
 _KEPT = 4096  # request memo entries (a cluster has a few hundred pod templates)
 
 
@@ -445,7 +447,7 @@ def light_pod(raw: dict[str, Any]) -> LightPod | None:
     ls.node_selector = s.get("nodeSelector", {})
     lst = LightStatus()
     lst._pod = pod
-    lst.phase = st.get("phase", "Pending")
+    lst.phase = st.get("phase", _PENDING)
     started = st.get("startTime")
     lst.start_time = None if started is None else codec.parse_time(started)
     lst.reason = st.get("reason")

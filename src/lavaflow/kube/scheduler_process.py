@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..api.volcano import GROUP_NAME_ANNOTATION
+from ..api.volcano import GROUP_NAME_ANNOTATION, PodGroupPhase
 from ..scheduler.cache import PLUGIN_KIND_OF, PLUGIN_KINDS, SchedulerCache
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.framework.node_choice import NodeChoice
@@ -55,6 +55,9 @@ _PREPARE_BATCH = 100  # jobs per call
 _GC_PAUSE_LIMIT = 30.0
 # The interpreter's switch interval while a session runs in its thread (see KubeScheduler.cycle).
 _SESSION_SWITCH_INTERVAL = 0.0005
+# PodGroup phases as plain strs (read for every job; see scheduler.model.NOT_ADMITTED).
+_PG_PENDING = PodGroupPhase.PENDING.value
+_PG_WAITING = (PodGroupPhase.PENDING.value, PodGroupPhase.INQUEUE.value)
 
 
 def default_identity() -> str:
@@ -379,12 +382,12 @@ class KubeScheduler:
         n = 0
         for job in self.cache.jobs.values():
             pg = job.pg
-            if pg is None or (pg.status.phase or "Pending") != "Pending" or pg.key in self.writer.pg_wanted:
+            if pg is None or (pg.status.phase or _PG_PENDING) != _PG_PENDING or pg.key in self.writer.pg_wanted:
                 continue
             if not job.count(ALLOCATED):
                 continue
             status = pg.status.model_dump(by_alias=True, exclude_none=True, mode="json")
-            status["phase"] = "Inqueue"
+            status["phase"] = PodGroupPhase.INQUEUE.value  # (.value: a status document, kept and sent)
             for source in self.gang_sources:  # (the last, Volcano's, takes any the others do not)
                 if source.adopt(pg, status):
                     break
@@ -450,7 +453,7 @@ class KubeScheduler:
             counts[q] = 0
         for job in self.cache.scheduled_jobs().values():
             pg = job.pg
-            if pg is not None and (pg.status.phase or "Pending") in ("Pending", "Inqueue"):
+            if pg is not None and (pg.status.phase or _PG_PENDING) in _PG_WAITING:
                 counts[job.queue] = counts.get(job.queue, 0) + 1
         for q, n in counts.items():
             self.metrics.pending_jobs.labels(queue=q).set(n)

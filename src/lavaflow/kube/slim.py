@@ -21,6 +21,7 @@ from ..api.x_k8s_podgroup import POD_GROUP_LABEL
 from . import codec, protopod
 from .lightpod import (
     _INVALID,
+    _PENDING,
     _PHASES,
     _USAGE_KEEP,
     CONTAINER_KEEP,
@@ -126,7 +127,7 @@ class _UsageStatus:
     __slots__ = ("phase",)
 
     def __init__(self, status: Any) -> None:
-        self.phase = status.get("phase", "Pending") if isinstance(status, dict) else "Pending"
+        self.phase = status.get("phase", _PENDING) if isinstance(status, dict) else _PENDING
 
 
 class UsageOnlyPod(ObjectKeys):
@@ -229,7 +230,7 @@ def proto_bound_pod(p: Any, raw: bytes, ours: frozenset[str]) -> UsageOnlyPod | 
     if not node or s.HasField("workloadRef") or s.HasField("schedulingGroup"):
         return None
     labels, annotations = m.labels, m.annotations
-    phase = st.phase or "Pending"
+    phase = st.phase or _PENDING
     scheduler = s.schedulerName
     if (scheduler or "default-scheduler") in ours:
         if (

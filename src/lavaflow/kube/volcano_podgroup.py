@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from ..api.volcano import PodGroupPhase
 from .scheduler_writes import with_status
 
 if TYPE_CHECKING:
     from .scheduler_process import KubeScheduler
 
 API = "scheduling.volcano.sh"
+_PENDING = PodGroupPhase.PENDING.value  # (a plain str, read for every group decided)
 
 
 class VolcanoPodGroups:
@@ -50,7 +52,7 @@ class VolcanoPodGroups:
             sched.cache.on_podgroup(with_status(pg, status))
         # A group leaving Pending (enqueued) is what the job controller waits for to create
         # its pods: it goes ahead of the bindings, not up to max_status_delay behind them.
-        leaves = pg is not None and (pg.status.phase or "Pending") == "Pending" != status.get("phase")
+        leaves = pg is not None and (pg.status.phase or _PENDING) == _PENDING != status.get("phase")
         sched.dispatch.status(("PodGroup", key), functools.partial(writer.write_podgroup, key), urgent=leaves)
         return True
 

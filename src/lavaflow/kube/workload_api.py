@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..api import workload_api as wapi
 from ..api.kinds import kind_info as resource
-from ..api.volcano import GROUP_NAME_ANNOTATION, PodGroup
+from ..api.volcano import GROUP_NAME_ANNOTATION, PodGroup, PodGroupPhase
 from ..store.base import DELETED
 from . import codec
 from .client import ApiError
@@ -144,7 +144,7 @@ class WorkloadGangs:
             self.decided_status.pop(key, None)
             self.reported.discard(key)
             return
-        status = self.decided_status.get(key) or {"phase": "Pending"}
+        status = self.decided_status.get(key) or {"phase": PodGroupPhase.PENDING.value}
         cache.on_podgroup(wapi.internal_podgroup(ref, source, policy, status))
         self.fed.add(key)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..api.core import Node, Pod
+from ..api.core import Node, Pod, PodPhase
 from ..api.selectors import pod_requests
 from ..api.volcano import (
     GROUP_NAME_ANNOTATION,
@@ -66,12 +66,14 @@ def timestamp(value: Any) -> float:
 # The statuses as module constants: reading an enum member off its class costs several times a
 # global lookup, and the pod handlers below run for every pod event.
 _PENDING, _BOUND, _RUNNING, _RELEASING = TaskStatus.PENDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING
+# (the phases' plain strs, as keys and below: see model.NOT_ADMITTED)
 _BY_PHASE = {
-    "Running": _RUNNING,
-    "Succeeded": TaskStatus.SUCCEEDED,
-    "Failed": TaskStatus.FAILED,
-    "Unknown": TaskStatus.UNKNOWN,
+    PodPhase.RUNNING.value: _RUNNING,
+    PodPhase.SUCCEEDED.value: TaskStatus.SUCCEEDED,
+    PodPhase.FAILED.value: TaskStatus.FAILED,
+    PodPhase.UNKNOWN.value: TaskStatus.UNKNOWN,
 }
+_POD_DONE = (PodPhase.SUCCEEDED.value, PodPhase.FAILED.value)
 _OCCUPYING = frozenset((_BOUND, _RUNNING, _RELEASING))  # a task in these holds its node's resources
 
 
@@ -637,7 +639,7 @@ class SchedulerCache:
             if self._deferred:
                 self.settle_usage(keep_deferring=True)
             self.nodes.used[old[0]] -= old[1]
-        if deleted or node < 0 or pod.status.phase in ("Succeeded", "Failed"):
+        if deleted or node < 0 or pod.status.phase in _POD_DONE:
             return
         if _is_model(type(pod)):
             vec = self._vector(pod_requests(pod.spec))

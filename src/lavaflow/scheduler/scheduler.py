@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..api.volcano import PodGroupPhase
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
 from .framework.node_choice import NodeChoice, NodeSampler
@@ -28,6 +29,17 @@ tiers:
 """
 
 log = logging.getLogger(__name__)
+
+# The PodGroup phases a write-back sets, as plain strings (.value): the status dict is a document
+# the backends send to the API server and keep as it is. Module constants: this runs for every job.
+_PG_PENDING, _PG_INQUEUE, _PG_RUNNING, _PG_COMPLETED, _PG_UNKNOWN = (
+    PodGroupPhase.PENDING.value,
+    PodGroupPhase.INQUEUE.value,
+    PodGroupPhase.RUNNING.value,
+    PodGroupPhase.COMPLETED.value,
+    PodGroupPhase.UNKNOWN.value,
+)
+_PG_WAITING = (_PG_PENDING, _PG_INQUEUE)
 
 
 class Scheduler:
@@ -154,9 +166,9 @@ class Scheduler:
                 job.counts[TaskStatus.RUNNING]
                 and job.condition is not None
                 and job.condition[0] == "Unschedulable"
-                and status["phase"] in ("Pending", "Inqueue")
+                and status["phase"] in _PG_WAITING
             ):
-                status["phase"] = "Unknown"
+                status["phase"] = _PG_UNKNOWN
             wanted = ([job.condition] if job.condition is not None else []) + job.extra_conditions
             if _same_counts(pg.status, status) and _conditions_kept(pg.status.conditions, wanted):
                 # What this session decided is what the PodGroup already says.
@@ -235,11 +247,11 @@ def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any
     c = job.counts
     allocated = job.count(ALLOCATED) + c[TaskStatus.SUCCEEDED]
     if allocated > 0 and allocated >= job.min_available:
-        phase = "Completed" if c[TaskStatus.SUCCEEDED] == allocated else "Running"
-    elif session_phase != "Inqueue":
-        phase = "Pending"
+        phase = _PG_COMPLETED if c[TaskStatus.SUCCEEDED] == allocated else _PG_RUNNING
+    elif session_phase != _PG_INQUEUE:
+        phase = _PG_PENDING
     else:
-        phase = "Inqueue"
+        phase = _PG_INQUEUE
     return {
         "phase": phase,
         "running": c[TaskStatus.RUNNING],

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from ..api import sim_annotations as ann
-from ..api.core import Node, Pod
+from ..api.core import Node, Pod, PodPhase
 from ..api.meta import clone, set_fields
-from ..api.volcano import JOB_NAME_KEY, PodGroupCondition
+from ..api.volcano import JOB_FINAL_PHASES, JOB_NAME_KEY, PodGroupCondition
 from ..controllers import build_controllers
 from ..controllers.job import generated_objects
 from ..controllers.queue import builtin_queues
@@ -35,6 +35,7 @@ from . import gang_source
 from .inputs import Item, SimInput
 from .native_controllers import REPLACING, WorkloadController
 from .quota import QuotaAdmission
+from .results import ResultPhase
 from .sampling import TimelineSampler
 from .training import TrainingModel
 
@@ -51,6 +52,10 @@ SIM_SCHEDULER_NAMES = ("lavaflow", "volcano", "default-scheduler", "kube-schedul
 MAX_IDLE_CYCLES = 10_000
 _CONDITIONS_KEPT = 4096  # PodGroup conditions remembered validated (Simulation._condition)
 _ENVS_KEPT = 4096  # pod environments remembered by containers list (Simulation._env_of)
+# Pod phases as plain strings (.value: the pod records and the pods' status the simulator writes are
+# documents), globals as they are read for every pod event (a member off its class costs more).
+_PENDING, _RUNNING, _DELETED = PodPhase.PENDING.value, PodPhase.RUNNING.value, ResultPhase.DELETED.value
+_ALIVE = (_PENDING, _RUNNING)
 
 
 class Simulation:
@@ -242,7 +247,7 @@ class Simulation:
                 "group": group,  # the PodGroup it belongs to (a Volcano Job's is <job>-<uid>)
                 "task": annotations.get("volcano.sh/task-spec") or None,
                 "node": spec.node_name,
-                "phase": "Pending",
+                "phase": _PENDING,
                 "createTime": self.now,
                 "startTime": None,
                 "finishTime": None,
@@ -257,7 +262,7 @@ class Simulation:
         if event == "DELETED":
             if rec["finishTime"] is None:
                 rec["finishTime"] = self.now
-                rec["phase"] = "Deleted"
+                rec["phase"] = _DELETED
                 rec["reason"] = pod.status.reason
         else:
             rec["phase"] = pod.status.phase
@@ -297,7 +302,7 @@ class Simulation:
         set_fields(
             status,
             {
-                "phase": "Running",
+                "phase": _RUNNING,
                 "start_time": self.now,
                 "conditions": [c for c in status.conditions if c.type != "PodScheduled"],
             },
@@ -316,13 +321,13 @@ class Simulation:
 
     def _finish(self, key: str, uid: str) -> None:
         pod = self.store.get("Pod", key)
-        if pod is None or pod.metadata.uid != uid or pod.status.phase != "Running":
+        if pod is None or pod.metadata.uid != uid or pod.status.phase != _RUNNING:
             return
         if self.children.get(uid):
             self.duration_done.add(uid)
             return
         code = int(pod.metadata.annotations.get(ann.EXIT_CODE, "0"))
-        pod.status.phase = "Succeeded" if code == 0 else "Failed"
+        pod.status.phase = "Succeeded" if code == 0 else "Failed"  # (a Literal field: mypy checks them)
         pod.status.exit_code = code
         self.store.update(pod)
         rec = self.pod_records[uid]
@@ -378,7 +383,7 @@ class Simulation:
         if isinstance(obj, Pod) and ann.SPAWNED_BY in obj.metadata.annotations:
             parent_key = f"{obj.namespace}/{obj.metadata.annotations[ann.SPAWNED_BY]}"
             parent = self.store.get("Pod", parent_key)
-            if parent is not None and parent.status.phase == "Running":
+            if parent is not None and parent.status.phase == _RUNNING:
                 delay = ann.parse_duration(obj.metadata.annotations.get(ann.SPAWN_DELAY, "0"))
                 self._push(self.now + delay, "spawn", (obj, parent_key, parent.metadata.uid))
             else:
@@ -456,7 +461,7 @@ class Simulation:
         self.node_events.append({"node": name, "time": self.now, "event": "NotReady" if failed else "Ready"})
         if failed:
             for pod in sorted(self.store.list("Pod"), key=lambda p: p.key):
-                if pod.spec.node_name == name and pod.status.phase in ("Pending", "Running"):
+                if pod.spec.node_name == name and pod.status.phase in _ALIVE:
                     pod.status.reason = "NodeLost"
                     pod.status.message = f"node {name} is not ready"
                     self.store.delete("Pod", pod.key)
@@ -475,7 +480,7 @@ class Simulation:
 
     def _spawn(self, child: Pod, parent_key: str, parent_uid: str) -> None:
         parent = self.store.get("Pod", parent_key)
-        if parent is None or parent.metadata.uid != parent_uid or parent.status.phase != "Running":
+        if parent is None or parent.metadata.uid != parent_uid or parent.status.phase != _RUNNING:
             return  # the driver is gone: its executors are never created
         try:
             self.store.create(child)
@@ -646,7 +651,7 @@ class Simulation:
                 elif kind == "evict":
                     key, uid = payload
                     pod = self.store.get("Pod", key)
-                    if pod is not None and pod.metadata.uid == uid and pod.status.phase in ("Pending", "Running"):
+                    if pod is not None and pod.metadata.uid == uid and pod.status.phase in _ALIVE:
                         pod.status.reason = "Evicted"
                         self.store.delete("Pod", key)
                 elif kind == "train":
@@ -727,7 +732,7 @@ class Simulation:
         return len(self._finished_jobs), max(self.store.count("Job"), expected), self.events_done
 
     def _count_finished(self, event: str, job: Job, old: Job | None) -> None:
-        if event != "DELETED" and job.status.state.phase in ("Completed", "Failed", "Terminated", "Aborted"):
+        if event != "DELETED" and job.status.state.phase in JOB_FINAL_PHASES:
             self._finished_jobs.add(job.key)
         else:
             self._finished_jobs.discard(job.key)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from ..api.core import Pod
+from ..api.core import Pod, PodPhase
 from ..api.meta import set_fields
 from ..api.native_workloads import JobCondition
 from ..controllers.base import Clock, Controller
@@ -29,6 +29,11 @@ if TYPE_CHECKING:  # pragma: no cover
 KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
 # Owners whose lost pods are replaced; their pods run until deleted by default.
 REPLACING = ("Deployment", "ReplicaSet", "StatefulSet")
+# Pod phases as plain strs (read for every pod event; see scheduler.model.NOT_ADMITTED):
+# a pod deleted while alive ("": no status yet) is lost; one in _DONE finished.
+_ALIVE = (PodPhase.PENDING.value, PodPhase.RUNNING.value, "")
+_DONE = (PodPhase.SUCCEEDED.value, PodPhase.FAILED.value)
+_SUCCEEDED = PodPhase.SUCCEEDED.value
 
 
 @dataclass
@@ -60,7 +65,7 @@ class WorkloadController(Controller):
             if ref.controller and ref.kind == "Job" and ref.api_version.startswith("batch/"):
                 self._on_batch_pod(event, pod, f"BatchJob:{pod.namespace}/{ref.name}")
                 return
-        if event != "DELETED" or pod.status.phase not in ("Pending", "Running", ""):
+        if event != "DELETED" or pod.status.phase not in _ALIVE:
             return
         for ref in pod.metadata.owner_references:
             if ref.controller and ref.kind in REPLACING:
@@ -83,11 +88,11 @@ class WorkloadController(Controller):
         st = self.batch.get(key)
         if st is None or pod.name not in st.active:
             return
-        if event == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
+        if event == "DELETED" or pod.status.phase in _DONE:
             # A pod that finished, or one lost before it did (deleted, evicted, its node gone), which
             # the Job controller counts as failed and replaces.
             st.active.discard(pod.name)
-            if event != "DELETED" and pod.status.phase == "Succeeded":
+            if event != "DELETED" and pod.status.phase == _SUCCEEDED:
                 st.succeeded += 1
             else:
                 st.failed += 1

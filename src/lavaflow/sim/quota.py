@@ -14,10 +14,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from ..api.core import PodPhase
 from ..api.selectors import pod_requests
 from ..store.base import Forbidden
 
-_COUNTED = ("Succeeded", "Failed")  # pods in these phases no longer count against a quota
+_COUNTED = (PodPhase.SUCCEEDED.value, PodPhase.FAILED.value)  # pods in these phases no longer count against a quota
 
 
 class QuotaExceeded(Forbidden):

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..api.core import PodPhase
 from ..api.quantity import quantity_to_float
-from ..api.volcano import JOB_FINAL_PHASES
+from ..api.volcano import JOB_FINAL_PHASES, JobPhase, PodGroupPhase
 from ..elastic.learned import METRICS as REPORT_METRICS
 from ..elastic.spec import DEFAULT_GPU_TYPE_LABELS
 from ..elastic.spec import PROGRESS as REPORT_PROGRESS
-from ..scheduler.model import TaskStatus
+from ..scheduler.model import NOT_ADMITTED, TaskStatus
 from ..scheduler.plugins.gang import job_fit_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,7 +21,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..store.base import Store
     from .engine import Simulation
 
-FINISHED_POD = ("Succeeded", "Failed")
+
+class ResultPhase(StrEnum):
+    """The phases a result gives beyond its objects' own: a pod, or a job, the user deleted before it
+    finished (``Deleted``); a PodGroup-kind job some of whose pods were lost with their node or
+    evicted (``Lost``)."""
+
+    DELETED = "Deleted"
+    LOST = "Lost"
+
+
+FINISHED_POD = (PodPhase.SUCCEEDED.value, PodPhase.FAILED.value)
+# Plain strs (.value), read for every job and pod record (see scheduler.model.NOT_ADMITTED) and
+# written into the result, a document.
+_JOB_PENDING, _JOB_RUNNING, _JOB_COMPLETED, _JOB_FAILED = (
+    JobPhase.PENDING.value,
+    JobPhase.RUNNING.value,
+    JobPhase.COMPLETED.value,
+    JobPhase.FAILED.value,
+)
+_DELETED, _LOST = ResultPhase.DELETED.value, ResultPhase.LOST.value
+_POD_FAILED = PodPhase.FAILED.value
+_PG_WAITING = (PodGroupPhase.PENDING.value, PodGroupPhase.INQUEUE.value)
+_JOB_UNSUCCESSFUL = (JobPhase.FAILED.value, JobPhase.TERMINATED.value, JobPhase.ABORTED.value)
 
 
 def _pct(values: list[float], q: float) -> float | None:
@@ -35,7 +59,7 @@ def _reason(sim: Simulation, pg: PodGroup | None, job_phase: str) -> str:
     info = sim.cache.jobs.get(pg.key) if pg is not None else None
     if (
         pg is not None
-        and pg.status.phase in ("", "Pending")
+        and pg.status.phase in NOT_ADMITTED
         and sim.store.get("Queue", pg.spec.queue or "default") is None
     ):
         queues = ", ".join(repr(q.name) for q in sorted(sim.store.list("Queue"), key=lambda q: q.name))
@@ -43,7 +67,7 @@ def _reason(sim: Simulation, pg: PodGroup | None, job_phase: str) -> str:
     if pg is not None:
         for c in pg.status.conditions:
             if c.type == "Unschedulable" and c.status == "True" and c.message:
-                if info is None or info.counts[TaskStatus.PENDING] or pg.status.phase in ("Pending", "Inqueue"):
+                if info is None or info.counts[TaskStatus.PENDING] or pg.status.phase in _PG_WAITING:
                     return c.message
     if info is not None:
         pending = info.counts[TaskStatus.PENDING]
@@ -52,7 +76,7 @@ def _reason(sim: Simulation, pg: PodGroup | None, job_phase: str) -> str:
             return f"{pending}/{total} pods unschedulable: {job_fit_error(info)}"
         if info.job_fit_errors:
             return info.job_fit_errors
-        if pg is not None and pg.status.phase in ("", "Pending"):
+        if pg is not None and pg.status.phase in NOT_ADMITTED:
             return "PodGroup waiting to be admitted (Pending)"
         running = info.counts[TaskStatus.RUNNING]
         if running and not pending:
@@ -63,7 +87,7 @@ def _reason(sim: Simulation, pg: PodGroup | None, job_phase: str) -> str:
             ):
                 return f"still running at --until ({running} pods running)"
             return f"{running} pods running with no end (duration inf or waiting for spawned pods)"
-    if job_phase == "Pending":
+    if job_phase == _JOB_PENDING:
         return "waiting for its PodGroup to be admitted"
     return f"job is {job_phase}"
 
@@ -72,7 +96,7 @@ def _blocked(sim: Simulation, pg: PodGroup | None) -> bool:
     """Whether an unfinished job waits for something (a deadlock once nothing can change), rather
     than just running: all its pods placed and running with no end, e.g. a service."""
     info = sim.cache.jobs.get(pg.key) if pg is not None else None
-    if info is None or pg is None or pg.status.phase in ("", "Pending"):
+    if info is None or pg is None or pg.status.phase in NOT_ADMITTED:
         return True
     return bool(info.counts[TaskStatus.PENDING]) or not info.counts[TaskStatus.RUNNING]
 
@@ -94,20 +118,18 @@ def _lost(recs: list[dict[str, Any]]) -> tuple[str | None, str | None]:
         prev = last.get(r["name"])
         if prev is None or r["createTime"] >= prev["createTime"]:
             last[r["name"]] = r
-    gone = sorted(
-        (r for r in last.values() if r["phase"] == "Deleted"), key=lambda r: (r["finishTime"] or 0, r["name"])
-    )
+    gone = sorted((r for r in last.values() if r["phase"] == _DELETED), key=lambda r: (r["finishTime"] or 0, r["name"]))
     if not gone:
         return None, None
     first = gone[0]
     more = f" (and {len(gone) - 1} more pod(s))" if len(gone) > 1 else ""
     why = first.get("reason")
     if why == "NodeLost":
-        return "Lost", f"pod {first['name']} was lost with node {first['node']} at t={_t(first['finishTime'])}{more}"
+        return _LOST, f"pod {first['name']} was lost with node {first['node']} at t={_t(first['finishTime'])}{more}"
     if why == "Evicted":
-        return "Lost", f"pod {first['name']} was evicted at t={_t(first['finishTime'])}{more}"
+        return _LOST, f"pod {first['name']} was evicted at t={_t(first['finishTime'])}{more}"
     started = "after it started" if first["startTime"] is not None else "before it started"
-    return "Deleted", f"pod {first['name']} was deleted at t={_t(first['finishTime'])} {started}{more}"
+    return _DELETED, f"pod {first['name']} was deleted at t={_t(first['finishTime'])} {started}{more}"
 
 
 def _all_podgroups(sim: Simulation) -> list[PodGroup]:
@@ -136,17 +158,17 @@ def build_result(sim: Simulation) -> dict[str, Any]:
     jobs_all.update({j.key: j for j in store.list("Job")})
     for job in sorted(jobs_all.values(), key=lambda j: (j.metadata.creation_timestamp or 0, j.key)):
         hist = sim.job_history.get(job.key, [])
-        start = next((h["time"] for h in hist if h["phase"] == "Running"), None)
+        start = next((h["time"] for h in hist if h["phase"] == _JOB_RUNNING), None)
         # The last final phase, if the job is still in it (an Aborted job may be resumed).
         finish = hist[-1]["time"] if hist and hist[-1]["phase"] in JOB_FINAL_PHASES else None
         pg_key = f"{job.namespace}/{job.name}-{job.metadata.uid}"
         owned_pgs.add(pg_key)
-        phase = job.status.state.phase or "Pending"
+        phase = job.status.state.phase or _JOB_PENDING
         deleted = job.key in sim.deleted_jobs and store.get("Job", job.key) is None
         if deleted and phase not in JOB_FINAL_PHASES:
-            phase = "Deleted"  # removed by the user before it finished
+            phase = _DELETED  # removed by the user before it finished
             finish = job.metadata.deletion_timestamp
-        if phase == "Deleted":
+        if phase == _DELETED:
             extra = {"reason": f"deleted at t={_t(finish)} before it finished"}
         else:
             extra = {}
@@ -168,7 +190,7 @@ def build_result(sim: Simulation) -> dict[str, Any]:
                 **extra,
             }
         )
-        if phase not in JOB_FINAL_PHASES and phase != "Deleted":
+        if phase not in JOB_FINAL_PHASES and phase != _DELETED:
             pg = store.get("PodGroup", pg_key)
             refused = sim.job_ctrl.forbidden.get(job.namespace, {}).get(job.key)
             reason = f"the API server refused some of its pods ({refused})" if refused else _reason(sim, pg, phase)
@@ -188,7 +210,7 @@ def build_result(sim: Simulation) -> dict[str, Any]:
         recs = pods_by_group.get(pg.key, [])
         starts = [r["startTime"] for r in recs if r["startTime"] is not None]
         done = bool(recs) and all(r["phase"] in FINISHED_POD or r["finishTime"] is not None for r in recs)
-        failed = any(r["phase"] == "Failed" for r in recs)
+        failed = any(r["phase"] == _POD_FAILED for r in recs)
         batch = _batch_job_of(store, pg)
         if batch is not None:
             # A batch/v1 Job ends by its controller's condition, not by its pods: a failed pod it
@@ -198,16 +220,16 @@ def build_result(sim: Simulation) -> dict[str, Any]:
             failed = cond is not None and cond.type == "Failed"
         lost_phase, lost_reason = _lost(recs) if done and not failed and batch is None else (None, None)
         if done:
-            phase = "Failed" if failed else lost_phase or "Completed"
+            phase = _JOB_FAILED if failed else lost_phase or _JOB_COMPLETED
         elif starts:
-            phase = "Running"
+            phase = _JOB_RUNNING
         else:
-            phase = "Pending"
+            phase = _JOB_PENDING
         finish = max((r["finishTime"] for r in recs if r["finishTime"] is not None), default=None) if done else None
         submit = pg.metadata.creation_timestamp
-        hist = [{"phase": "Pending", "time": submit}]
+        hist = [{"phase": _JOB_PENDING, "time": submit}]
         if starts:
-            hist.append({"phase": "Running", "time": min(starts)})
+            hist.append({"phase": _JOB_RUNNING, "time": min(starts)})
         if done:
             hist.append({"phase": phase, "time": finish})
         jobs_out.append(
@@ -397,11 +419,7 @@ def cluster_of(sim: Simulation) -> dict[str, Any]:
 def summarize(
     jobs: list[dict[str, Any]], timeline: list[dict[str, Any]], end: float, stuck: list[dict[str, str]]
 ) -> dict[str, Any]:
-    finished = [
-        j
-        for j in jobs
-        if j["finishTime"] is not None and j["phase"] in ("Completed", "Failed", "Terminated", "Aborted")
-    ]
+    finished = [j for j in jobs if j["finishTime"] is not None and j["phase"] in JOB_FINAL_PHASES]
     jct = [j["finishTime"] - j["submitTime"] for j in finished]
     waits = [j["startTime"] - j["submitTime"] for j in jobs if j["startTime"] is not None]
     makespan = max((j["finishTime"] for j in finished), default=None)
@@ -409,8 +427,8 @@ def summarize(
         makespan -= min(j["submitTime"] for j in jobs)
     return {
         "jobs": len(jobs),
-        "completed": sum(1 for j in jobs if j["phase"] == "Completed"),
-        "failed": sum(1 for j in jobs if j["phase"] in ("Failed", "Terminated", "Aborted")),
+        "completed": sum(1 for j in jobs if j["phase"] == _JOB_COMPLETED),
+        "failed": sum(1 for j in jobs if j["phase"] in _JOB_UNSUCCESSFUL),
         "stuck": len(stuck),
         "makespan": makespan,
         "jctMean": _mean(jct),

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ..api import sim_annotations as ann
+from ..api.core import PodPhase
 from ..api.meta import set_fields
 from ..api.selectors import pod_requests
 from ..api.volcano import GROUP_NAME_ANNOTATION
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
 RESTART_PAUSE = "sim.lavaflow.io/restart-pause"
 EPS = 1e-9
 _GPUS_KEPT = 4096  # GPU counts remembered by template (TrainingModel._gpus_of)
+_RUNNING = PodPhase.RUNNING.value  # (a plain str, read per pod event: see scheduler.model.NOT_ADMITTED)
 
 
 @dataclass
@@ -167,7 +169,7 @@ class TrainingModel:
         if st is None or st.finish is not None:
             return
         key = f"{namespace}/{meta.name}"  # pod.key
-        running = event != "DELETED" and pod.status.phase == "Running" and bool(pod.spec.node_name)
+        running = event != "DELETED" and pod.status.phase == _RUNNING and bool(pod.spec.node_name)
         had = key in st.pods
         if running and not had:
             # (running: it has a node)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..api import workload_api as wapi
+from ..api.core import PodPhase
 from ..api.volcano import GROUP_NAME_ANNOTATION, PodGroup
 from ..controllers.base import Clock
 from ..store.base import DELETED, Handler
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .gang_source import EventSink
 
 EVENT_KIND = {wapi.WORKLOAD_KIND: "Workload", wapi.PODGROUP_KIND: "PodGroup"}
+_SUCCEEDED, _FAILED = PodPhase.SUCCEEDED.value, PodPhase.FAILED.value  # (plain strs, read for every member pod)
 
 
 class WorkloadGangs(StandInGangs):
@@ -105,7 +107,7 @@ class WorkloadGangs(StandInGangs):
                 pod.metadata.annotations[GROUP_NAME_ANNOTATION] = ref.internal_name
                 self.store.update(pod)
         placed = sum(
-            1 for p in pods if p.status.phase == "Succeeded" or (p.spec.node_name and p.status.phase != "Failed")
+            1 for p in pods if p.status.phase == _SUCCEEDED or (p.spec.node_name and p.status.phase != _FAILED)
         )
         scheduled = placed >= internal.spec.min_member
         why = next(

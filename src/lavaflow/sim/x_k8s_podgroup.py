@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..api import x_k8s_podgroup as xpg
+from ..api.core import PodPhase
 from ..api.volcano import GROUP_NAME_ANNOTATION, PodGroup
 from ..controllers.base import Clock
 from ..store.base import DELETED
@@ -142,15 +143,19 @@ class CoschedulingChecks:
         return []  # (a pod template's label is not checked)
 
 
+# The pod phases as plain strs (see scheduler.model.NOT_ADMITTED): _counts visits every pod.
+_SUCCEEDED, _FAILED, _RUNNING = PodPhase.SUCCEEDED.value, PodPhase.FAILED.value, PodPhase.RUNNING.value
+
+
 def _counts(pods: list[Any]) -> xpg.Counts:
     placed = running = succeeded = failed = 0
     for p in pods:
         phase = p.status.phase
-        if phase == "Succeeded":
+        if phase == _SUCCEEDED:
             succeeded += 1
-        elif phase == "Failed":
+        elif phase == _FAILED:
             failed += 1
         elif p.spec.node_name:
             placed += 1
-            running += phase == "Running"
+            running += phase == _RUNNING
     return xpg.Counts(len(pods), placed, running, succeeded, failed)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...api.volcano import PodGroupPhase
 from ..framework.node_selection import RunPlan
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
@@ -24,6 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
     from ..framework.session_plugins import Domains
     from ..model import JobInfo, QueueInfo, TaskInfo
+
+_INQUEUE = PodGroupPhase.INQUEUE.value  # (a plain str: see model.NOT_ADMITTED)
 
 
 @register_action
@@ -41,7 +44,7 @@ class AllocateAction(Action):
             if job.is_pending():
                 if has_enqueue:
                     continue
-                job.sphase = "Inqueue"
+                job.sphase = _INQUEUE
             if not job.counts[pending]:
                 continue
             valid, reason = job_valid(job)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...api.volcano import PodGroupPhase
 from ..framework.registry import Action, register_action
 from ._queues import JobQueue, OrderedQueue, job_queue
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
+
+_INQUEUE = PodGroupPhase.INQUEUE.value  # (a plain str: see model.NOT_ADMITTED)
 
 
 @register_action
@@ -41,7 +44,7 @@ class EnqueueAction(Action):
             job = jobs.pop()
             if job.min_resources is None or ssn.job_enqueueable(job):
                 ssn.job_enqueued(job)
-                job.sphase = "Inqueue"
+                job.sphase = _INQUEUE
                 job.job_fit_errors = ""
                 ssn.enqueued.add(job.uid)
                 ssn.record(job, "enqueue", "admitted: PodGroup Pending -> Inqueue")

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...api.volcano import PodGroupPhase
 from ..framework.registry import Action, register_action
 from ..model import TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
     from ..model import TaskInfo
+
+_INQUEUE = PodGroupPhase.INQUEUE.value  # (a plain str: see model.NOT_ADMITTED)
 
 
 @register_action
@@ -25,7 +28,7 @@ class KubeDefaultAction(Action):
         pending: list[TaskInfo] = []
         for job in ssn.jobs.values():
             if job.is_pending():
-                job.sphase = "Inqueue"
+                job.sphase = _INQUEUE
             pending.extend(t for t in job.tasks.values() if t.status == TaskStatus.PENDING)
         pending.sort(key=lambda t: (-t.priority, t.creation, t.uid))
         for task in pending:

@@ -7,12 +7,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ...api.volcano import PodGroupPhase
 from ..model import ALLOCATED
 from ..resources import EPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
     from ..model import JobInfo, QueueInfo
+
+# The phases of an admitted PodGroup (plain strs: see model.NOT_ADMITTED).
+_INQUEUE, _RUNNING = PodGroupPhase.INQUEUE.value, PodGroupPhase.RUNNING.value
 
 
 def same_bits(new: np.ndarray | None, old: np.ndarray | None) -> np.ndarray | None:
@@ -72,7 +76,7 @@ def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
         return known[1]  # type: ignore[no-any-return]
     phase = job.sphase or job.phase
     left: np.ndarray | None = None
-    if phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available):
+    if phase == _INQUEUE or (phase == _RUNNING and job.allocated_num >= job.min_available):
         left = np.maximum(job.min_resources - job.allocated_view(width), 0.0)
         if left.any():
             left.flags.writeable = False
@@ -126,7 +130,7 @@ def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
             rkey = None  # kept
         else:
             phase = job.sphase or job.phase
-            if not (phase == "Inqueue" or (phase == "Running" and job.allocated_num >= job.min_available)):
+            if not (phase == _INQUEUE or (phase == _RUNNING and job.allocated_num >= job.min_available)):
                 memo["reserved"] = (rkey, None, akey)
                 rkey = None
         ekey: tuple[Any, ...] | None = (job.version, width)

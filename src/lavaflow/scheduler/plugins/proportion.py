@@ -19,7 +19,7 @@ import numpy as np
 
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
-from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING
+from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING, NOT_ADMITTED
 from ..resources import EPS, amounts, describe, short_in
 from ._shares import (
     admission_key,
@@ -202,7 +202,7 @@ def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
     pending = job.pending_view(width) if c[_PENDING] else None
     wanted = left = extra = None
     if job.min_resources is not None:
-        if (job.sphase or job.phase) in ("", "Pending"):
+        if (job.sphase or job.phase) in NOT_ADMITTED:
             # A PodGroup waiting for admission asks for at least its minResources,
             # even before its pods exist (Volcano Jobs create them only once admitted).
             wanted = np.maximum(job.min_resources - (pending if pending is not None else 0.0), 0.0)
