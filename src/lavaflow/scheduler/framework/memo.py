@@ -105,8 +105,15 @@ class JobRecord(Generic[V]):
         return MISS
 
     def put(self, job: JobInfo, key: Any, value: V, basis: Any = None) -> V:
-        """Keep ``value`` under ``key`` (and ``basis``); returns ``value``."""
-        job.memo[self.name] = Kept(key, value, basis)
+        """Keep ``value`` under ``key`` (and ``basis``); returns ``value``. The job's entry is
+        changed in place (it is read, never held, by the record's users)."""
+        kept: Kept[V] | None = job.memo.get(self.name)
+        if kept is None:
+            job.memo[self.name] = Kept(key, value, basis)
+        else:
+            kept.key = key
+            kept.value = value
+            kept.basis = basis
         return value
 
     @staticmethod
@@ -188,6 +195,7 @@ class _JobsKept(Generic[V]):
 
 
 _NOTHING: frozenset[str] = frozenset()
+_NOT_FOUND: Found[Any] = Found(Reuse.NONE, None, _NOTHING)
 
 
 class JobsRecord(Generic[V]):
@@ -223,7 +231,7 @@ class JobsRecord(Generic[V]):
                 return Found(Reuse.SAME, kept.value, _NOTHING)
             if kept.token == ssn.jobs_previous_token:
                 return Found(Reuse.SINCE, kept.value, ssn.jobs_changed)
-        return Found(Reuse.NONE, None, _NOTHING)
+        return _NOT_FOUND
 
     def last(self, ssn: Session) -> V | None:
         """The value last kept, whatever its token and extra key, for a caller that keeps parts
@@ -233,7 +241,14 @@ class JobsRecord(Generic[V]):
 
     def put(self, ssn: Session, value: V, extra: Any = None) -> V:
         """Keep ``value`` under ``ssn.jobs_token`` and ``extra``; returns ``value``."""
-        ssn.cache.plugin_memo[self.name] = _JobsKept(ssn.jobs_token, extra, value)
+        memo = ssn.cache.plugin_memo
+        kept: _JobsKept[V] | None = memo.get(self.name)
+        if kept is None:
+            memo[self.name] = _JobsKept(ssn.jobs_token, extra, value)
+        else:
+            kept.token = ssn.jobs_token
+            kept.extra = extra
+            kept.value = value
         return value
 
 
