@@ -23,7 +23,9 @@ from lavaflow.kube.codec import micro_time  # noqa: E402
 from lavaflow.kube.controller_process import KubeControllers  # noqa: E402
 from lavaflow.kube.leader import LeaderElector, LostLeadership  # noqa: E402
 from lavaflow.kube.scheduler_process import KubeScheduler  # noqa: E402
+from lavaflow.scheduler.framework.memo import MISS  # noqa: E402
 from lavaflow.scheduler.model import Eviction, EvictionCause  # noqa: E402
+from lavaflow.scheduler.scheduler import PREPARED  # noqa: E402
 from lavaflow.testing import ApiDouble, fake_node  # noqa: E402
 
 
@@ -270,11 +272,11 @@ def test_jobs_are_prepared_while_the_informers_sync_and_preparing_stops_at_the_f
             deadline = time.monotonic() + 10
             jobs = s.cache.scheduled_jobs()
             while time.monotonic() < deadline and not all(
-                job.memo.get("prepared", (None,))[0] == job.version for job in jobs.values()
+                PREPARED.get(job, job.version) is not MISS for job in jobs.values()
             ):
                 await asyncio.sleep(0.02)
             assert sorted(jobs) == ["ns/new", "ns/r0", "ns/r1", "ns/r2"]
-            assert all(job.memo["prepared"][0] == job.version for job in jobs.values())
+            assert all(PREPARED.get(job, job.version) is not MISS for job in jobs.values())
             assert s._touched == {}
             await s.cycle()
             assert s._preparing is None and s._touched is None  # stopped: sessions and preparing never overlap

@@ -17,8 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lavaflow.scheduler.framework.conf import load_scheduler_conf
+from lavaflow.scheduler.framework.memo import JobRecord
 from lavaflow.scheduler.plugins import proportion
-from lavaflow.scheduler.scheduler import Scheduler
+from lavaflow.scheduler.plugins.drf import DRF_SHARE
+from lavaflow.scheduler.scheduler import PREPARED, Scheduler
 from scheduler_helpers import make_cache, make_node, make_pg, make_pod, make_queue
 
 CONF = None  # lavaflow's default configuration (Volcano's, with the elastic action and plugin)
@@ -129,8 +131,8 @@ def test_the_first_session_uses_the_prepared_vectors_instead_of_working_them_out
     sched = Scheduler(cache, load_scheduler_conf(CONF), reraise=True)
     jobs = list(cache.scheduled_jobs().values())
     sched.prepare_jobs(jobs)
-    rows = {job.uid: job.memo["proportion"][1] for job in jobs}
-    shares = {job.uid: job.memo["drf_share"] for job in jobs}
+    rows = {job.uid: _kept(proportion.JOB_ROWS, job)[1] for job in jobs}
+    shares = {job.uid: _kept(DRF_SHARE, job) for job in jobs}
     worked_out = []
     real = proportion.job_rows
 
@@ -145,11 +147,11 @@ def test_the_first_session_uses_the_prepared_vectors_instead_of_working_them_out
     finally:
         proportion.job_rows = real
     assert worked_out and not any(worked_out)  # every job's rows were the prepared ones
-    assert {job.uid: job.memo["drf_share"] for job in jobs} == shares
+    assert {job.uid: _kept(DRF_SHARE, job) for job in jobs} == shares
     # Preparing again finds nothing to do: the jobs did not change.
-    versions = {job.uid: job.memo["prepared"] for job in jobs}
+    versions = {job.uid: _kept(PREPARED, job) for job in jobs}
     sched.prepare_jobs(jobs)
-    assert {job.uid: job.memo["prepared"] for job in jobs} == versions
+    assert {job.uid: _kept(PREPARED, job) for job in jobs} == versions
 
 
 def test_preparing_without_plugins_that_keep_anything_per_job_does_nothing() -> None:
@@ -157,5 +159,12 @@ def test_preparing_without_plugins_that_keep_anything_per_job_does_nothing() -> 
     conf = load_scheduler_conf('actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n')
     sched = Scheduler(cache, conf)
     sched.prepare_jobs(cache.scheduled_jobs().values())
-    assert all("prepared" not in job.memo for job in cache.jobs.values())
+    assert all(PREPARED.kept(job) is None for job in cache.jobs.values())
     assert np.array_equal(cache.nodes.view("used").sum(axis=0), np.zeros(len(cache.index)))
+
+
+def _kept(record: JobRecord[Any], job: Any) -> tuple[Any, Any]:
+    """(key, value) of what ``record`` keeps for ``job``."""
+    kept = record.kept(job)
+    assert kept is not None
+    return kept.key, kept.value

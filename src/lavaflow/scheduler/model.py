@@ -123,6 +123,16 @@ class TaskInfo:
         return aff.pod_anti_affinity.required_during_scheduling_ignored_during_execution or []
 
 
+@dataclass(slots=True)
+class Summed:
+    """A job's summed task requests as :meth:`JobInfo.allocated_view` / ``pending_view`` keep them:
+    the width they were summed at, the read-only vector and the ``tasks_version`` it holds for."""
+
+    width: int
+    total: np.ndarray
+    tasks_version: int
+
+
 @dataclass(eq=False)
 class JobInfo:
     """A PodGroup and its tasks (Volcano's JobInfo)."""
@@ -152,17 +162,18 @@ class JobInfo:
     counts: list[int] = field(default_factory=lambda: [0] * _STATUSES)
     # Pending best-effort tasks (maintained with counts).
     be_pending: int = 0
-    # allocated_view's / pending_view's last answer (width, vector, ``tasks_version`` it was
-    # summed at): worked out again once a task came, went or changed status since.
-    _allocated: tuple[int, np.ndarray, int] | None = None
-    _pending: tuple[int, np.ndarray, int] | None = None
+    # allocated_view's / pending_view's last answer (a Summed): worked out again once a task
+    # came, went or changed status since.
+    _allocated: Summed | None = None
+    _pending: Summed | None = None
     # Bumped whenever a task comes, goes or changes status, node or pod (set_status), not with a
     # new PodGroup: what is derived from the job's tasks alone can be kept under it.
     tasks_version: int = 0
     # Bumped whenever a task comes, goes or changes status, or the cache takes a new PodGroup:
     # what is derived from the job alone can be kept between sessions under it.
     version: int = 0
-    memo: dict[str, Any] = field(default_factory=dict)  # derived values, each kept with its version
+    # Values derived from this job alone, kept between sessions: see framework/memo.py's JobRecord.
+    memo: dict[str, Any] = field(default_factory=dict)
 
     @property
     def phase(self) -> str:
@@ -250,15 +261,15 @@ class JobInfo:
     def allocated_view(self, width: int) -> np.ndarray:
         """:meth:`allocated_vector` without the copy, for callers that only read it."""
         known = self._allocated
-        if known is not None and known[2] == self.tasks_version and known[0] == width:
-            return known[1]
+        if known is not None and known.tasks_version == self.tasks_version and known.width == width:
+            return known.total
         return self._summed("_allocated", ALLOCATED, width)
 
     def pending_view(self, width: int) -> np.ndarray:
         """Requests of the pending tasks, for callers that only read them (not a copy)."""
         known = self._pending
-        if known is not None and known[2] == self.tasks_version and known[0] == width:
-            return known[1]
+        if known is not None and known.tasks_version == self.tasks_version and known.width == width:
+            return known.total
         return self._summed("_pending", _PENDING_ONLY, width)
 
     def _summed(self, memo: str, statuses: frozenset[TaskStatus], width: int) -> np.ndarray:
@@ -288,12 +299,12 @@ class JobInfo:
             else:
                 for r in rows:
                     total[: len(r)] += r
-        prev = getattr(self, memo)
-        if prev is not None and prev[0] == width and prev[1].tobytes() == total.tobytes():
-            total = prev[1]
+        prev: Summed | None = getattr(self, memo)
+        if prev is not None and prev.width == width and prev.total.tobytes() == total.tobytes():
+            total = prev.total
         else:
             total.flags.writeable = False
-        setattr(self, memo, (width, total, self.tasks_version))
+        setattr(self, memo, Summed(width, total, self.tasks_version))
         return total
 
     def ready_by_role(self) -> dict[str, int]:

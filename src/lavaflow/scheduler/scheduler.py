@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from ..api.volcano import PodGroupPhase
 from .cache import SchedulerCache
 from .framework.conf import SchedulerConfiguration, load_scheduler_conf
+from .framework.memo import CacheRecord, JobRecord, state
 from .framework.node_choice import NodeChoice, NodeSampler
 from .framework.registry import ACTIONS, PLUGINS, Plugin
 from .framework.session import Session
@@ -18,6 +20,7 @@ from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, T
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.volcano import PodGroupCondition, PodGroupStatus
+    from .framework.memo import Kept
 
 KUBE_DEFAULT_CONF = """\
 actions: "kube-default"
@@ -40,6 +43,30 @@ _PG_PENDING, _PG_INQUEUE, _PG_RUNNING, _PG_COMPLETED, _PG_UNKNOWN = (
     PodGroupPhase.UNKNOWN.value,
 )
 _PG_WAITING = (_PG_PENDING, _PG_INQUEUE)
+
+# What the scheduler keeps between sessions (framework/memo.py):
+# the (width, total) the configured plugins last prepared a job for, under the job's version;
+PREPARED: JobRecord[tuple[int, bytes]] = JobRecord("prepared")
+# that a PodGroup's status already says what a session decided, under (the job's version, the
+# PodGroup object and its resourceVersion, the phase and conditions decided);
+PG_STATUS_KEPT: JobRecord[bool] = JobRecord("pg_status_kept")
+
+
+@dataclass(slots=True)
+class QueueAllocated:
+    """The queues' allocated sums at the last write-back, and what they were made of: the jobs
+    holding resources (the objects, held) at their versions, and each (queue, allocation vector)
+    summed, held so that the vectors' ids stay theirs."""
+
+    width: int
+    names: tuple[str, ...]
+    held: list[tuple[str, np.ndarray]]
+    allocated: dict[str, np.ndarray]
+    jobs: tuple[JobInfo, ...]
+    versions: list[int]
+
+
+QUEUE_ALLOCATED: CacheRecord[QueueAllocated] = CacheRecord("queue-allocated")
 
 
 class Scheduler:
@@ -97,8 +124,7 @@ class Scheduler:
         for job in jobs:
             if job.pg is None:
                 continue
-            known = job.memo.get("prepared")
-            if known is None or known[0] != job.version or known[1] != stamp:
+            if PREPARED.get(job, job.version) != stamp:
                 batch.append(job)
         if not batch:
             return
@@ -113,7 +139,7 @@ class Scheduler:
             for job, phase in zip(batch, phases):
                 job.sphase = phase
         for job in batch:
-            job.memo["prepared"] = (job.version, stamp)
+            PREPARED.put(job, job.version, stamp)
 
     def run_once(self, now: float = 0.0) -> Session:
         """One session: open, the actions in order, close, then the status write-back.
@@ -158,7 +184,8 @@ class Scheduler:
             # Nothing to write when neither the job, its PodGroup nor what this session decided
             # for it changed since a session found the PodGroup already saying it.
             key = (job.version, id(pg), pg.metadata.resource_version, job.sphase, job.condition, job.extra_conditions)
-            if job.memo.get("pg_status_kept") == key:
+            kept: Kept[bool] | None = job.memo.get(PG_STATUS_KEPT.name)
+            if kept is not None and kept.key == key:
                 continue
             status = pg_status(job, pg.status.phase, job.sphase or pg.status.phase)
             # Unknown: running tasks but the gang is broken this session.
@@ -172,7 +199,7 @@ class Scheduler:
             wanted = ([job.condition] if job.condition is not None else []) + job.extra_conditions
             if _same_counts(pg.status, status) and _conditions_kept(pg.status.conditions, wanted):
                 # What this session decided is what the PodGroup already says.
-                job.memo["pg_status_kept"] = (*key[:5], list(job.extra_conditions))
+                PG_STATUS_KEPT.put(job, (*key[:5], list(job.extra_conditions)), True)
                 continue
             conditions = [c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in pg.status.conditions]
             for ctype, reason, message in wanted:
@@ -189,9 +216,15 @@ class Scheduler:
         # same queues, counts and allocation vectors, so the same sums, without visiting a job.
         jobs = tuple(self.cache.holding_jobs())
         versions = [job.version for job in jobs]
-        memo = self.cache.plugin_memo.get("queue-allocated")
-        if memo is not None and memo[0] == width and memo[1] == names and memo[4] == jobs and memo[5] == versions:
-            allocated: dict[str, np.ndarray] = memo[3]  # only read below
+        kept = QUEUE_ALLOCATED.last(self.cache)
+        if (
+            kept is not None
+            and kept.width == width
+            and kept.names == names
+            and kept.jobs == jobs
+            and kept.versions == versions
+        ):
+            allocated: dict[str, np.ndarray] = kept.allocated  # only read below
         else:
             held: list[tuple[str, np.ndarray]] = []
             for job in jobs:
@@ -203,18 +236,18 @@ class Scheduler:
             # changes): the same arrays, held here so that their ids stay theirs, in the same order
             # and queues give the same sums as last session.
             if (
-                memo is not None
-                and memo[0] == width
-                and memo[1] == names
-                and len(memo[2]) == len(held)
-                and all(q0 == q1 and v0 is v1 for (q0, v0), (q1, v1) in zip(memo[2], held))
+                kept is not None
+                and kept.width == width
+                and kept.names == names
+                and len(kept.held) == len(held)
+                and all(q0 == q1 and v0 is v1 for (q0, v0), (q1, v1) in zip(kept.held, held))
             ):
-                allocated = memo[3]
+                allocated = kept.allocated
             else:
                 allocated = {name: np.zeros(width) for name in queues}
                 for queue, vec in held:
                     allocated[queue] += vec
-            self.cache.plugin_memo["queue-allocated"] = (width, names, held, allocated, jobs, versions)
+            QUEUE_ALLOCATED.put(self.cache, None, QueueAllocated(width, names, held, allocated, jobs, versions))
         # Roll allocations up to ancestors (hierarchical queues).
         rolled = {name: vec.copy() for name, vec in allocated.items()}
         for name, vec in allocated.items():
@@ -224,22 +257,22 @@ class Scheduler:
                 rolled[parent] += vec
                 seen.add(parent)
                 parent = ssn.queues[parent].parent
-        kept = self.cache.plugin_memo.setdefault("queue-write-back", {})
+        shown: dict[str, tuple[bytes, str | None, int]] = state(self.cache, "queue-write-back", dict)
         for name, vec in rolled.items():
             q = ssn.queues[name].queue
             if q is None:
                 continue
             # The same allocation as when this version of the Queue last showed it: nothing to write.
             stamp = (vec.tobytes(), q.metadata.resource_version, id(q))
-            if kept.get(name) == stamp:
+            if shown.get(name) == stamp:
                 continue
             alloc = {k: _fmt(v) for k, v in ssn.index.to_dict(vec).items()}
             current = {k: _fmt(float(v)) for k, v in q.status.allocated.items()}
             if alloc != current:
                 self.cache.decisions.queues.append((name, {"allocated": alloc}))
-                kept.pop(name, None)  # compared again until the Queue shows it
+                shown.pop(name, None)  # compared again until the Queue shows it
             else:
-                kept[name] = stamp
+                shown[name] = stamp
 
 
 def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any]:

@@ -34,10 +34,11 @@ import numpy as np
 
 from ...elastic import spec as es
 from ...elastic.learned import LearnedSpeed
+from ..framework.memo import MISS, JobsRecord, Kept
 from ..framework.registry import Action, register_action
 from ..framework.statement import Statement
 from ..model import Eviction, EvictionCause, TaskStatus
-from .state import ALIVE, ElasticJob, ElasticView, GpuNodes
+from .state import ALIVE, CapacityKept, ElasticJob, ElasticView, GpuNodes, GpuRows, TiresiasMarks
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...elastic.policies import Policy
@@ -49,6 +50,11 @@ EPS = 1e-9
 # Tiresias queue change, a stuck job's interval, a periodic round), so each session's set replaces
 # the last one's: a wake for a crossing that a resize moved asks for no cycle.
 WAKE_RULE = "elastic"
+# GPUs held by elastic workers per node index, under the jobs' token and (NodeSet version,
+# nodes, GPU column): the jobs' placements are those their parts give before a reschedule.
+ELASTIC_USED: JobsRecord[dict[int, float]] = JobsRecord("elastic.used")
+# The order jobs are reconciled in (creation, then name), under the jobs' token.
+RECONCILE_ORDER: JobsRecord[list[ElasticJob]] = JobsRecord("elastic.reconcile_order")
 _PLACEMENTS_KEPT = 4096  # place() answers kept (ElasticState.placements)
 
 
@@ -163,10 +169,9 @@ class ElasticAction(Action):
         # GPUs held by elastic workers per node index (python floats: the same sums as before).
         # The jobs' placements here are those their parts give (the reschedule comes later), so
         # with the jobs as the last session saw them (ssn.jobs_token) and the same nodes, the same.
-        used_key = (ssn.jobs_token, ns.version, n, col)
-        kept_used = plugin.state.used_by_elastic
-        if kept_used is not None and kept_used[0] == used_key:
-            elastic_used = kept_used[1]
+        kept_used = ELASTIC_USED.same(ssn, (ns.version, n, col))
+        if kept_used is not MISS:
+            elastic_used = kept_used
         else:
             elastic_used = {}
             pos = ns.pos
@@ -179,30 +184,30 @@ class ElasticAction(Action):
                     for t in ej.workers:
                         if t.status == TaskStatus.RELEASING and t.node >= 0:
                             elastic_used[t.node] = elastic_used.get(t.node, 0.0) + float(t.resreq[col])
-            plugin.state.used_by_elastic = (used_key, elastic_used)
+            ELASTIC_USED.put(ssn, elastic_used, (ns.version, n, col))
         # The schedulable GPU nodes, their GPUs, names and types change only with the node set
         # (NodeSet.version): kept under it; only the nodes' usage is read every session.
         key = (ns.version, n, col, plugin.type_label)
-        memo = plugin.state.gpu_rows
-        if memo is None or memo[0] != key:
+        gpu_rows = plugin.state.gpu_rows
+        if gpu_rows is None or gpu_rows.key != key:
             alloc = ns.allocatable[:n, col]
             live = np.flatnonzero((alloc > 0) & ns.schedulable[:n]).tolist()
             names = ns.names
             node_type = plugin.node_type
             rows = [(i, a, names[i], node_type(i)) for i, a in zip(live, alloc[live].tolist())]
-            memo = plugin.state.gpu_rows = (key, live, rows)
-        used = ns.used[memo[1], col]
+            gpu_rows = plugin.state.gpu_rows = GpuRows(key, live, rows)
+        used = ns.used[gpu_rows.live, col]
         # The same GPU rows, elastic usage and node usage as last time: the same capacity.
-        cap_key = (memo, elastic_used, used.tobytes())
+        node_used = used.tobytes()
         kept_cap = plugin.state.capacity
         if (
             kept_cap is not None
-            and kept_cap[0][0] is memo
-            and kept_cap[0][1] is elastic_used
-            and kept_cap[0][2] == cap_key[2]
+            and kept_cap.rows is gpu_rows
+            and kept_cap.elastic_used is elastic_used
+            and kept_cap.node_used == node_used
         ):
-            return dict(kept_cap[1]), list(kept_cap[2])
-        for (i, a, name, ty), u in zip(memo[2], used.tolist()):
+            return dict(kept_cap.cap), list(kept_cap.nodes)
+        for (i, a, name, ty), u in zip(gpu_rows.rows, used.tolist()):
             other = u - elastic_used.get(i, 0.0)
             slots = int(math.floor(a - other + EPS))
             cap.setdefault(ty, 0)
@@ -210,7 +215,7 @@ class ElasticAction(Action):
                 continue
             cap[ty] += slots
             nodes_out.append((name, slots, ty))
-        plugin.state.capacity = (cap_key, dict(cap), list(nodes_out))
+        plugin.state.capacity = CapacityKept(gpu_rows, elastic_used, node_used, dict(cap), list(nodes_out))
         return cap, nodes_out
 
     def _gpu_nodes(self, ssn: Session, plugin: ElasticView) -> GpuNodes:
@@ -221,30 +226,30 @@ class ElasticAction(Action):
         n = len(ns)
         if col is None or n == 0:
             return ()
-        memo = plugin.state.gpu_nodes
-        if memo is not None and memo[0] == (ns.version, col, plugin.type_label):
-            return memo[1]
+        kept = plugin.state.gpu_nodes
+        if kept is not None and kept.key == (ns.version, col, plugin.type_label):
+            return kept.value
         alloc = ns.allocatable[:n, col]
         live = np.flatnonzero((alloc > 0) & ns.schedulable[:n])
         fp = tuple((ns.names[i], float(alloc[i]), plugin.node_type(i)) for i in live.tolist())
-        plugin.state.gpu_nodes = ((ns.version, col, plugin.type_label), fp)
+        plugin.state.gpu_nodes = Kept((ns.version, col, plugin.type_label), fp)
         return fp
 
     # ------------------------------------------------------------------ Tiresias
     def _priority_change(self, plugin: ElasticView, jobs: dict[str, ElasticJob], now: float) -> tuple[float, bool]:
         """(when the next Tiresias queue change is due, whether a job changed queue now)."""
         assert plugin.state is not None
-        memo = plugin.state.tiresias
-        if memo is None or memo[0] is not plugin.policy:
+        tiresias = plugin.state.tiresias
+        if tiresias is None or tiresias.policy is not plugin.policy:
             thresholds, knob = _tiresias_params(plugin.policy)
             # each threshold less its tolerance, as the comparisons below read it
-            memo = plugin.state.tiresias = (
+            tiresias = plugin.state.tiresias = TiresiasMarks(
                 plugin.policy,
                 thresholds,
                 knob,
                 tuple(th - 1e-6 * max(th, 1.0) for th in thresholds),
             )
-        _, thresholds, knob, marks = memo
+        thresholds, knob, marks = tiresias.thresholds, tiresias.knob, tiresias.marks
         best = math.inf
         moved = False
         for ej in jobs.values():
@@ -465,14 +470,9 @@ class ElasticAction(Action):
             return max(free, 0)
 
         # The order only changes with the jobs (their creation and name): kept under their token.
-        st = plugin.state
-        assert st is not None
-        kept = st.reconcile_order
-        if kept is not None and kept[0] == ssn.jobs_token:
-            order = kept[1]
-        else:
-            order = sorted(jobs.values(), key=lambda e: (e.info.creation, e.name))
-            st.reconcile_order = (ssn.jobs_token, order)
+        order = RECONCILE_ORDER.same(ssn)
+        if order is MISS:
+            order = RECONCILE_ORDER.put(ssn, sorted(jobs.values(), key=lambda e: (e.info.creation, e.name)))
         for ej in order:
             js = ej.state
             target = js.target

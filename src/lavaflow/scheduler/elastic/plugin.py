@@ -46,17 +46,48 @@ interval, so a restart does not resize anything by itself.
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...elastic import spec as es
 from ...elastic.learned import METRICS, LearnedSpeed, ProfileBook, learned_spec, own_report, profile_group
 from ...elastic.speed import advance, consolidated_placement, phase_bounds, rate_curve
+from ..framework.memo import JobsRecord, Kept, Reuse, state
 from ..framework.registry import Plugin, register_plugin
 from ..model import JobInfo, TaskInfo
-from .state import ALIVE, ElasticJob, ElasticState, JobState, _Static, elastic_setup, parse_bool, parse_seconds
+from .state import (
+    ALIVE,
+    ElasticJob,
+    ElasticState,
+    FixedProgress,
+    JobParts,
+    JobState,
+    Parsed,
+    Signature,
+    _Static,
+    elastic_setup,
+    parse_bool,
+    parse_seconds,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
+
+
+@dataclass(slots=True)
+class OpenedJobs:
+    """What a session's opening found, for the next while its jobs stand or only some of them
+    changed: each job's ElasticJob and the kept parts it was built from, in job order; invalid
+    annotations by job uid; the uids with a usable speed model."""
+
+    jobs: dict[str, ElasticJob]
+    statics: dict[str, _Static]
+    invalid: dict[str, str]
+    candidates: set[str]
+
+
+# OpenedJobs, under the session's jobs token and (GPU column, type label).
+OPENED: JobsRecord[OpenedJobs] = JobsRecord("elastic.opened")
 
 
 @register_plugin
@@ -134,7 +165,7 @@ class ElasticPlugin(Plugin):
     # ------------------------------------------------------------------ session
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.state = ssn.cache.plugin_memo.setdefault("elastic", ElasticState())
+        self.state = state(ssn.cache, "elastic", ElasticState)
         col = ssn.index.pos.get(self.gpu_resource)
         self.gpu_col = col
         self.jobs = jobs = {}
@@ -142,22 +173,26 @@ class ElasticPlugin(Plugin):
         static = self.state.static
         label = self.type_label
         now = ssn.now
-        opened = self.state.opened
-        if opened is not None and opened[0] == ssn.jobs_token and opened[1] == col and opened[2] == label:
+        found = OPENED.lookup(ssn, (col, label))
+        opened = found.value
+        if found.how is Reuse.SAME:
             # The same jobs at the same versions as when the last session opened: each one's
             # ElasticJob is the one it used (the per-job checks below would find each kept), reset
             # as below; only the time-dependent parts are worked out.
-            self.invalid = dict(opened[4])
-            for uid, (ej, kept) in opened[3].items():
-                _reset(ej, kept, now)
+            assert opened is not None
+            self.invalid = dict(opened.invalid)
+            statics = opened.statics
+            for uid, ej in opened.jobs.items():
+                _reset(ej, statics[uid], now)
                 jobs[uid] = ej
-            self._add_fns(ssn, opened[5])
+            self._add_fns(ssn, opened.candidates)
             return
-        if opened is not None and opened[0] == ssn.jobs_previous_token and opened[1] == col and opened[2] == label:
+        if found.how is Reuse.SINCE:
             # The same jobs as when the last session opened, some at new versions: only those are
             # looked at again; the others are as in that session (as the case above).
-            changed = ssn.jobs_changed
-            before, invalid, candidates = opened[3], opened[4], opened[5]
+            assert opened is not None
+            changed = found.changed
+            before, statics, invalid, candidates = opened.jobs, opened.statics, opened.invalid, opened.candidates
             for uid, job in ssn.jobs.items():
                 if uid in changed:
                     self._open_job(ssn, uid, job, col, modelled)
@@ -165,16 +200,16 @@ class ElasticPlugin(Plugin):
                 # (a job with a speed model is a candidate unless its annotations are invalid)
                 if uid in candidates or uid in invalid:
                     modelled.append(uid)
-                    hit = before.get(uid)
-                    if hit is not None:
-                        _reset(hit[0], hit[1], now)
-                        jobs[uid] = hit[0]
+                    was = before.get(uid)
+                    if was is not None:
+                        _reset(was, statics[uid], now)
+                        jobs[uid] = was
                     elif uid in invalid:
                         self.invalid[uid] = invalid[uid]
         else:
             has_model = es.has_speed_model
             book = self._book()
-            if opened is None and book is not None:
+            if OPENED.last(ssn) is None and book is not None:
                 self._fill_book(ssn, book)
             for uid, job in ssn.jobs.items():
                 pg = job.pg
@@ -183,13 +218,10 @@ class ElasticPlugin(Plugin):
                 self._open_job(ssn, uid, job, col, modelled)
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
         candidates = {uid for uid in modelled if uid not in self.invalid}
-        self.state.opened = (
-            ssn.jobs_token,
-            col,
-            label,
-            {uid: (ej, static[uid]) for uid, ej in jobs.items()},
-            dict(self.invalid),
-            candidates,
+        OPENED.put(
+            ssn,
+            OpenedJobs(dict(jobs), {uid: static[uid] for uid in jobs}, dict(self.invalid), candidates),
+            (col, label),
         )
         self._add_fns(ssn, candidates)
 
@@ -254,8 +286,8 @@ class ElasticPlugin(Plugin):
                 # while what it says stands.
                 key = (ej.current, ej.max_workers, ej.state.reason, self.policy.name)
                 known = ej.valid
-                if known is not None and known[0] == key:
-                    return known[1]
+                if known is not None and known.key == key:
+                    return known.value
                 if ej.current:
                     answer = (
                         False,
@@ -263,7 +295,7 @@ class ElasticPlugin(Plugin):
                     )
                 else:
                     answer = (False, ej.state.reason or f"waiting for the elastic policy {self.policy.name}")
-                ej.valid = (key, answer)
+                ej.valid = Kept(key, answer)
                 return answer
             return True, ""
 
@@ -305,20 +337,20 @@ class ElasticPlugin(Plugin):
                 kept is not None
                 and kept.job is job
                 and kept.tasks_version == job.tasks_version
-                and kept.sig[0] == id(pg)
-                and kept.sig[1] == id(pg.metadata.owner_references)
-                and kept.sig[2] == job.min_available
-                and kept.sig[5] == col
-                and kept.sig[6] == self.type_label
+                and kept.sig.pg == id(pg)
+                and kept.sig.owners == id(pg.metadata.owner_references)
+                and kept.sig.min_available == job.min_available
+                and kept.sig.col == col
+                and kept.sig.label == self.type_label
             ):
                 # No task came, went or changed status or node since (a PodGroup write): the
                 # same signature, without walking the tasks.
                 sig = kept.sig
-                ids = sig[3]
+                ids = sig.task_ids
             else:
                 tasks = job.tasks.values()
                 ids = tuple(map(id, tasks))
-                sig = (
+                sig = Signature(
                     id(pg),
                     id(pg.metadata.owner_references),
                     job.min_available,
@@ -369,12 +401,12 @@ class ElasticPlugin(Plugin):
                 if (
                     kept is not None
                     and kept.sig == sig
-                    and kept.parsed[0] is sp
-                    and kept.parsed[1] is kn
-                    and kept.parsed[3] == rng
+                    and kept.parsed.speed is sp
+                    and kept.parsed.knobs is kn
+                    and kept.parsed.workers == rng
                 ):
-                    # The same tasks and model: only the progress report is new (parts[2]).
-                    parts: tuple[Any, ...] | None = (*kept.parts[:2], prog, *kept.parts[3:])
+                    # The same tasks and model: only the progress report is new.
+                    parts: JobParts | None = kept.parts._replace(progress=prog)
                 else:
                     parts = self._task_parts(job, sp, kn, prog, rng, split)
                 if parts is None:
@@ -389,7 +421,7 @@ class ElasticPlugin(Plugin):
                     ann_seen,
                     col,
                     self.type_label,
-                    (sp, kn, prog, rng),
+                    Parsed(sp, kn, prog, rng),
                     ids,
                     split,
                     job.tasks_version,
@@ -444,7 +476,7 @@ class ElasticPlugin(Plugin):
         prog: Any,
         rng: tuple[int, int] | None,
         split: tuple[list[TaskInfo], list[TaskInfo], float],
-    ) -> tuple[Any, ...] | None:
+    ) -> JobParts | None:
         """The parts of an elastic job that follow from its tasks (and annotations), or None
         when it is not (yet) the policy's: no GPU task, or its pods are still being created."""
         assert self.ssn is not None
@@ -478,7 +510,7 @@ class ElasticPlugin(Plugin):
             v = sel.get(self.type_label) or next((sel[k] for k in es.DEFAULT_GPU_TYPE_LABELS if sel.get(k)), None)
             pinned = str(v).lower() if v else None
         requested = min(max(kn.requested if kn.requested is not None else hi, lo), hi)
-        return (
+        return JobParts(
             sp,
             kn,
             prog,
@@ -526,11 +558,11 @@ class ElasticPlugin(Plugin):
             speed = ej.speed.speed
             key = (id(speed), ty, ej.max_workers, gpus_per_node, phase)
             hit = self.state.curves.get(key)
-            if hit is None or hit[0] is not speed:  # (an id is reused once its object is gone)
+            if hit is None or hit.key is not speed:  # (an id is reused once its object is gone)
                 if len(self.state.curves) >= _CURVES_KEPT:
                     self.state.curves.clear()  # learned models come and go with the jobs' reports
-                hit = self.state.curves[key] = (speed, rate_curve(speed, ty, ej.max_workers, gpus_per_node, phase))
-            out[ty] = hit[1]
+                hit = self.state.curves[key] = Kept(speed, rate_curve(speed, ty, ej.max_workers, gpus_per_node, phase))
+            out[ty] = hit.value
         return out
 
     def rate_for(self, ej: ElasticJob, gpu_type: str, n: int, gpus_per_node: int) -> float:
@@ -544,13 +576,13 @@ class ElasticPlugin(Plugin):
         # Asked for every job in every round of a fair-share policy (Pollux): kept as the curves are.
         key = (id(speed), gpu_type, n, gpus_per_node, phase)
         hit = self.state.rates_for.get(key)
-        if hit is not None and hit[0] is speed:  # (an id is reused once its object is gone)
-            return hit[1]
+        if hit is not None and hit.key is speed:  # (an id is reused once its object is gone)
+            return hit.value
         pl = consolidated_placement(n, gpus_per_node)
         rate = float(speed.rate(pl, gpu_type)) if phase is None else float(speed.rate(pl, gpu_type, phase=phase))
         if len(self.state.rates_for) >= _CURVES_KEPT:
             self.state.rates_for.clear()
-        self.state.rates_for[key] = (speed, rate)
+        self.state.rates_for[key] = Kept(speed, rate)
         return rate
 
 
@@ -566,10 +598,10 @@ _CURVES_KEPT = 20_000
 _MODEL_KEYS = (*es.STATIC_KEYS, es.WORKERS)
 
 
-def _progress(parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]:
+def _progress(parts: JobParts, n: int, now: float) -> tuple[float, float]:
     """(remaining work, attained GPU-seconds) of an elastic job at ``now``, from its last progress
     report, extrapolated with the speed model while ``n`` workers run it."""
-    sp, prog, gpw, gtype, shape = parts[0], parts[2], parts[5], parts[9], parts[12]
+    sp, prog, gpw, gtype, shape = parts.speed, parts.progress, parts.gpus_per_worker, parts.gpu_type, parts.shape
     done = 0.0
     attained = 0.0
     if prog is not None:
@@ -587,25 +619,25 @@ def _reset(ej: ElasticJob, kept: _Static, now: float) -> None:
     """Ready an ElasticJob kept from an earlier session for this one: what actions change on it
     (a reschedule shows the policy's target as its placement and type for a while) as its parts
     give it, and the parts that depend on the time."""
-    hit = kept.parts
-    n = hit[13]
-    ej.placement = dict(hit[8])
-    ej.gpu_type = hit[9]
+    parts = kept.parts
+    n = parts.alive
+    ej.placement = dict(parts.placement)
+    ej.gpu_type = parts.gpu_type
     ej.current = n
     ej.placement_seen = None
-    ej.remaining, ej.attained = _progress_kept(kept, hit, n, now)
+    ej.remaining, ej.attained = _progress_kept(kept, parts, n, now)
 
 
-def _progress_kept(kept: _Static, parts: tuple[Any, ...], n: int, now: float) -> tuple[float, float]:
+def _progress_kept(kept: _Static, parts: JobParts, n: int, now: float) -> tuple[float, float]:
     """``_progress(parts, n, now)``, kept in ``kept`` while it does not depend on ``now``."""
-    prog = parts[2]
+    prog = parts.progress
     if n and prog is not None and prog.time is not None:
         return _progress(parts, n, now)
     fixed = kept.fixed
-    if fixed is not None and fixed[0] is parts:
-        return fixed[1], fixed[2]
+    if fixed is not None and fixed.parts is parts:
+        return fixed.remaining, fixed.attained
     remaining, attained = _progress(parts, n, now)
-    kept.fixed = (parts, remaining, attained)
+    kept.fixed = FixedProgress(parts, remaining, attained)
     return remaining, attained
 
 

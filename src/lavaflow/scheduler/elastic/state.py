@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ...elastic import spec as es
 from ...elastic.learned import ProfileBook
+from ..framework.memo import Kept
 from ..model import OCCUPYING, JobInfo, TaskInfo, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,13 +69,62 @@ class JobState:
     restarts: int = 0  # allocation changes after the first start (the Pollux artifact's count)
 
 
+class Signature(NamedTuple):
+    """What an elastic job's parts are made of besides its annotations, compared whole."""
+
+    pg: int  # id of the PodGroup
+    owners: int  # id of its owner references
+    min_available: int
+    task_ids: tuple[int, ...]  # ids of the job's TaskInfo objects, in order
+    task_states: tuple[tuple[TaskStatus, int], ...]  # (status, node) of each task
+    col: int  # GPU column
+    label: str  # GPU type label
+
+
+class Parsed(NamedTuple):
+    """What a PodGroup's annotations give (``lavaflow.io/*``)."""
+
+    speed: Any  # the speed spec
+    knobs: Any
+    progress: Any  # the last progress report, or None
+    workers: tuple[int, int] | None  # the worker range
+
+
+class JobParts(NamedTuple):
+    """The parts of an elastic job that follow from its annotations and tasks, as a session
+    builds its ElasticJob from them."""
+
+    speed: Any  # the speed spec
+    knobs: Any
+    progress: Any
+    workers: list[TaskInfo]  # GPU workers by index
+    others: list[TaskInfo]
+    gpus_per_worker: float  # as the policy reads it
+    min_workers: int
+    max_workers: int
+    placement: dict[str, int]  # node name -> alive workers
+    gpu_type: str | None
+    pinned: str | None  # the GPU type its pods are pinned to
+    name: str
+    shape: tuple[int, ...]  # the placement's worker counts, largest first
+    alive: int  # alive workers
+    requested: int
+
+
+@dataclass(slots=True)
+class FixedProgress:
+    """(remaining work, attained service) of ``parts`` while they do not depend on the time."""
+
+    parts: JobParts
+    remaining: float
+    attained: float
+
+
 @dataclass(slots=True, eq=False)
 class _Static:
     """What an elastic job's PodGroup and tasks give, kept between sessions under ``sig``."""
 
-    # (PodGroup id, its owner references' id, minMember, the tasks' ids, (status, node) of each
-    # task, GPU column, type label)
-    sig: tuple[Any, ...]
+    sig: Signature
     job: JobInfo  # the JobInfo and its version at which ``sig`` was last seen to hold
     version: int
     pg: Any  # the PodGroup, a resourceVersion of it with the annotations ``ann`` ``parsed`` was read from
@@ -82,23 +132,55 @@ class _Static:
     ann: dict[str, str]  # (a copy)
     col: int
     label: str
-    parsed: tuple[Any, ...]  # (speed spec, knobs, progress, workers range) from the annotations
+    parsed: Parsed  # from the annotations
     ids: tuple[int, ...]  # ids of the job's TaskInfo objects, in order, when ``split`` was made
     split: tuple[list[TaskInfo], list[TaskInfo], float]  # (workers by index, other tasks, GPUs per worker)
     tasks_version: int  # the job's tasks_version when ``sig`` was last seen to hold
-    parts: tuple[Any, ...]  # (speed spec, knobs, progress, workers, others, GPUs per worker, min, max,
-    # placement, GPU type, pinned type, name, placement shape, alive workers, requested workers)
+    parts: JobParts
     # The ElasticJob the last session built from ``parts`` (None before one was): while the job's
     # version, PodGroup and resourceVersion stand, the next session refreshes only what depends
     # on the time (remaining work, attained service) and what actions may have changed.
     ej: ElasticJob | None = None
-    # (parts, remaining work, attained service) while they do not depend on the time: no worker
-    # runs, or no progress report gives a time to extrapolate from (``_progress``).
-    fixed: tuple[Any, float, float] | None = None
+    # while they do not depend on the time: no worker runs, or no progress report gives a time
+    # to extrapolate from (``_progress``).
+    fixed: FixedProgress | None = None
 
 
 # (name, GPUs, type) of every schedulable GPU node: compared between sessions to see nodes change.
 GpuNodes = tuple[tuple[str, float, str], ...]
+
+
+@dataclass(slots=True)
+class TiresiasMarks:
+    """The policy's Tiresias thresholds and promotion factor, and the thresholds less their
+    tolerance as the elastic action compares attained service with them."""
+
+    policy: Any
+    thresholds: tuple[float, ...]
+    knob: float
+    marks: tuple[float, ...]
+
+
+@dataclass(slots=True)
+class GpuRows:
+    """The schedulable GPU nodes under ``key`` (NodeSet version, nodes, column, label): their
+    node indices and (index, GPUs, name, type) of each."""
+
+    key: tuple[int, int, int, str]
+    live: list[int]
+    rows: list[tuple[int, float, str, str]]
+
+
+@dataclass(slots=True)
+class CapacityKept:
+    """The elastic action's ``_capacity`` answer, and the GPU rows (by identity), elastic usage
+    (by identity) and node usage (bytes) it was made of."""
+
+    rows: GpuRows
+    elastic_used: dict[int, float]
+    node_used: bytes
+    cap: dict[str, int]
+    nodes: list[tuple[str, int, str]]
 
 
 @dataclass
@@ -111,36 +193,28 @@ class ElasticState:
     known_learned: frozenset[tuple[str, int]] = frozenset()  # (job, most workers measured) at the last reschedule
     node_version: GpuNodes | int = -1  # -1 before the first session
     jobs: dict[str, JobState] = field(default_factory=dict)
-    # (id of the speed, type, max workers, GPUs per node, training phase) -> (the speed, rates for
-    # 0..max workers)
-    curves: dict[tuple[int, str, int, int, Any], tuple[Any, tuple[float, ...]]] = field(default_factory=dict)
-    # the same key (with a worker count for the type) -> (the speed, its rate): rate_for's answers
-    rates_for: dict[tuple[int, str, int, int, Any], tuple[Any, float]] = field(default_factory=dict)
+    # (id of the speed, type, max workers, GPUs per node, training phase) -> the rates for 0..max
+    # workers, kept under the speed (its identity)
+    curves: dict[tuple[int, str, int, int, Any], Kept[tuple[float, ...]]] = field(default_factory=dict)
+    # the same key (with a worker count for the type) -> its rate: rate_for's answers, as curves
+    rates_for: dict[tuple[int, str, int, int, Any], Kept[float]] = field(default_factory=dict)
     reschedules: int = 0
     adopted: bool = False
     profiles: ProfileBook = field(default_factory=ProfileBook)  # profile groups' shared measurements
     static: dict[str, _Static] = field(default_factory=dict)  # job uid -> what its PodGroup and tasks give
     node_types: dict[Any, Any] = field(default_factory=dict)  # node index -> GPU type, and "version"
-    gpu_nodes: tuple[tuple[int, int, str], GpuNodes] | None = None  # ((NodeSet version, column, label), GPU nodes)
-    # (policy, its Tiresias thresholds, promotion factor, thresholds less their tolerance)
-    tiresias: tuple[Any, tuple[float, ...], float, tuple[float, ...]] | None = None
+    gpu_nodes: Kept[GpuNodes] | None = None  # under (NodeSet version, column, label)
+    tiresias: TiresiasMarks | None = None
     # placement's Node for each (name, free GPUs, type) a reschedule has seen (they are immutable)
     placement_nodes: dict[tuple[str, int, str], Any] = field(default_factory=dict)
     # place()'s answer (placement, migrations) per (GPU node rows of a type, current placement,
     # requests, mode), as the elastic action asked it
     placements: dict[tuple[Any, ...], tuple[dict[str, dict[str, int]], dict[str, int]]] = field(default_factory=dict)
-    # ((NodeSet version, nodes, column, label), live node indices, (index, GPUs, name, type) of each)
-    gpu_rows: tuple[tuple[int, int, int, str], list[int], list[tuple[int, float, str, str]]] | None = None
+    gpu_rows: GpuRows | None = None
     jobs_removed: int = -1  # the cache's ``jobs_removed`` when ``jobs`` was last cleared of jobs it lost
-    # (key, GPUs held by elastic workers per node index) and (key, capacity per type, GPU nodes
-    # with room) of the elastic action's ``_capacity``; its reconcile order under the jobs' token
-    used_by_elastic: tuple[tuple[int, int, int, int], dict[int, float]] | None = None
-    capacity: tuple[tuple[Any, ...], dict[str, int], list[tuple[str, int, str]]] | None = None
-    reconcile_order: tuple[int, list[ElasticJob]] | None = None
-    # What the last session's opening found, for the next while its jobs stand or only some of them
-    # changed (Session.jobs_token): (token, GPU column, type label, {uid: (ElasticJob, its kept
-    # parts)} in job order, invalid annotations by uid, the uids with a usable speed model).
-    opened: tuple[int, int | None, str, dict[str, tuple[ElasticJob, _Static]], dict[str, str], set[str]] | None = None
+    capacity: CapacityKept | None = None
+    # (What follows the session's jobs is kept in framework/memo.py's JobsRecords: the plugin's
+    # OPENED, the action's ELASTIC_USED and RECONCILE_ORDER.)
 
 
 @dataclass(slots=True)
@@ -165,7 +239,7 @@ class ElasticJob:
     state: JobState
     current: int  # alive workers: the sum of ``placement``, read many times
     placement_seen: dict[str, int] | None = None
-    valid: tuple[tuple[Any, ...], tuple[bool, str]] | None = None  # job_valid's last (key, answer)
+    valid: Kept[tuple[bool, str]] | None = None  # job_valid's last answer, under what it says
 
     def set_placement(self, placement: dict[str, int]) -> None:
         """Replace the placement (never change it in place: ``current`` follows it here)."""

@@ -1,4 +1,4 @@
-"""The scheduling framework: configuration, registry, session (state, plugin callbacks, node selection) and statement."""
+"""The scheduling framework: configuration, registry, session (state, plugin callbacks, node selection), statement and memo (what is kept between sessions)."""
 
 from .conf import PluginOption, SchedulerConfiguration, Tier, load_scheduler_conf
 from .registry import ACTIONS, PLUGINS, Action, Plugin, register_action, register_plugin

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..model import Eviction, JobInfo, NodeSet, QueueInfo, TaskInfo, TaskStatus
 from ..resources import ResourceIndex
+from .memo import session_jobs_token
 from .node_choice import NodeChoice, NodeSampler
 from .node_selection import NodeSelection
 from .registry import PLUGINS, Plugin
@@ -34,35 +35,6 @@ log = logging.getLogger(__name__)
 
 # What a disposed-of session's node selection is left with in place of the session.
 _DISPOSED = SessionPlugins(())
-
-
-_NOTHING: frozenset[str] = frozenset()
-
-
-def _jobs_token(
-    cache: SchedulerCache, jobs: tuple[JobInfo, ...], versions: list[int]
-) -> tuple[int, int | None, frozenset[str]]:
-    """(token, previous token, changed): a number that stays the same from one session to the
-    next while the session's jobs are the same JobInfo objects, in the same order, at the same
-    versions as the previous session saw them when it opened (versions only grow, so nothing
-    changed in between), and a new number otherwise. When only versions moved (the same jobs in
-    the same order), also the previous session's token and the uids of the jobs whose version
-    moved since; otherwise None and nothing. Plugins and actions key what they derive from every
-    job on the token: they skip their per-job loops while it stands, and revisit only the changed
-    jobs when what they kept was made under the previous token."""
-    kept = cache.plugin_memo.get("session-jobs")
-    if kept is not None and kept[0] == jobs:
-        if kept[1] == versions:
-            return int(kept[2]), None, _NOTHING
-        previous: int | None = int(kept[2])
-        changed = frozenset([job.uid for job, v0, v1 in zip(jobs, kept[1], versions) if v0 != v1])
-    else:
-        previous, changed = None, _NOTHING
-    token = kept[2] + 1 if kept is not None else 0
-    # The JobInfo objects are held here, so the identity comparison above cannot meet a new
-    # object at a freed one's address.
-    cache.plugin_memo["session-jobs"] = (jobs, versions, token)
-    return int(token), previous, changed
 
 
 LAVAFLOW_CHOICE = NodeChoice()
@@ -112,9 +84,9 @@ class Session(SessionPlugins):
             if job.extra_conditions:
                 job.extra_conditions = []
             append(job.version)
-        # The jobs' token (see _jobs_token); with the same jobs, the token of the last session and
-        # the uids of the jobs that changed since it opened (None and nothing otherwise).
-        self.jobs_token, self.jobs_previous_token, self.jobs_changed = _jobs_token(
+        # The jobs' token (see memo.session_jobs_token); with the same jobs, the token of the last
+        # session and the uids of the jobs that changed since it opened (None and nothing otherwise).
+        self.jobs_token, self.jobs_previous_token, self.jobs_changed = session_jobs_token(
             cache, tuple(self.jobs.values()), versions
         )
         # Volcano's node choice (node_choice.py) when the scheduler was given it, else lavaflow's.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ...api.volcano import PodGroupPhase
+from ..framework.memo import JobRecord, Kept
 from ..model import ALLOCATED
 from ..resources import EPS
 
@@ -34,13 +36,19 @@ def same_bits(new: np.ndarray | None, old: np.ndarray | None) -> np.ndarray | No
     return new
 
 
+# A job's admission vectors, kept under (version, the PodGroup phase the session sees, width) and
+# (version, width), each on the basis of its admission_key.
+RESERVED: JobRecord[np.ndarray | None] = JobRecord("reserved")
+HEADROOM: JobRecord[np.ndarray] = JobRecord("headroom")
+
+
 def admission_key(job: JobInfo, width: int) -> tuple[Any, ...]:
     """What a job's admission vectors (:func:`reserved_or_none`, :func:`elastic_of`, proportion's
     rows) are made of: its tasks (``tasks_version``), the PodGroup phase the session sees, minMember
     and the bits of minResources. Each is kept under the job's version and this key: a new version
     with the same key (a PodGroup status write, its counters and conditions: about half of a job's
-    versions in an elastic run) keeps the vector instead of working it out again: an entry is
-    (the key of the job's version, the vector, this key)."""
+    versions in an elastic run) keeps the vector instead of working it out again (the records'
+    basis: :meth:`JobRecord.restamp`)."""
     m = job.min_resources
     return (job.tasks_version, job.sphase or job.phase, width, job.min_available, None if m is None else m.tobytes())
 
@@ -67,24 +75,22 @@ def reserved_or_none(job: JobInfo, width: int) -> np.ndarray | None:
     # Read by several plugins in every session: kept under the job's version and admission_key
     # (a read-only array).
     key = (job.version, job.sphase, width)
-    known = job.memo.get("reserved")
-    if known is not None and known[0] == key:
-        return known[1]  # type: ignore[no-any-return]
+    kept: Kept[np.ndarray | None] | None = job.memo.get(RESERVED.name)
+    if kept is not None and kept.key == key:
+        return kept.value
     akey = admission_key(job, width)
-    if known is not None and known[2] == akey:
-        job.memo["reserved"] = (key, known[1], akey)
-        return known[1]  # type: ignore[no-any-return]
+    if kept is not None and kept.basis == akey:
+        return RESERVED.restamp(kept, key)
     phase = job.sphase or job.phase
     left: np.ndarray | None = None
     if phase == _INQUEUE or (phase == _RUNNING and job.allocated_num >= job.min_available):
         left = np.maximum(job.min_resources - job.allocated_view(width), 0.0)
         if left.any():
             left.flags.writeable = False
-            left = same_bits(left, known[1] if known is not None else None)
+            left = same_bits(left, kept.value if kept is not None else None)
         else:
             left = None
-    job.memo["reserved"] = (key, left, akey)
-    return left
+    return RESERVED.put(job, key, left, akey)
 
 
 def elastic_of(job: JobInfo, width: int) -> np.ndarray:
@@ -92,19 +98,26 @@ def elastic_of(job: JobInfo, width: int) -> np.ndarray:
     if job.min_resources is None:
         return np.zeros(width)
     key = (job.version, width)
-    known = job.memo.get("elastic")
-    if known is not None and known[0] == key:
-        return known[1]  # type: ignore[no-any-return]
+    kept: Kept[np.ndarray] | None = job.memo.get(HEADROOM.name)
+    if kept is not None and kept.key == key:
+        return kept.value
     akey = admission_key(job, width)
-    if known is not None and known[2] == akey:
-        job.memo["elastic"] = (key, known[1], akey)
-        return known[1]  # type: ignore[no-any-return]
+    if kept is not None and kept.basis == akey:
+        return HEADROOM.restamp(kept, key)
     extra: np.ndarray = np.maximum(job.allocated_view(width) - job.min_resources, 0.0)
     extra.flags.writeable = False  # kept under the job's version and admission_key: callers only read it
-    kept = same_bits(extra, known[1] if known is not None else None)
-    assert kept is not None
-    job.memo["elastic"] = (key, kept, akey)
-    return kept
+    same = same_bits(extra, kept.value if kept is not None else None)
+    assert same is not None
+    return HEADROOM.put(job, key, same, akey)
+
+
+@dataclass(slots=True)
+class _Todo:
+    """A vector :func:`prepare_admission_vectors` works out: the key it is kept under, and the
+    vector kept before (whose identity an equal new one keeps)."""
+
+    key: tuple[Any, ...]
+    old: np.ndarray | None
 
 
 def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
@@ -114,36 +127,35 @@ def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
     of the stack; a vector with the bits of the one kept before keeps that one, as same_bits
     does). Jobs whose vectors are kept at their versions are passed over; so are those whose
     minResources is not of ``width`` (the per-job functions handle them when asked)."""
-    batch: list[
-        tuple[JobInfo, np.ndarray, tuple[Any, ...], tuple[Any, ...] | None, Any, tuple[Any, ...] | None, Any]
-    ] = []
+    batch: list[tuple[JobInfo, np.ndarray, tuple[Any, ...], _Todo | None, _Todo | None]] = []
     for job in jobs:
         m = job.min_resources
         if m is None or m.shape != (width,):
             continue
         memo = job.memo
         akey = admission_key(job, width)
-        rkey: tuple[Any, ...] | None = (job.version, job.sphase, width)
-        rknown = memo.get("reserved")
-        if rknown is not None and (rknown[0] == rkey or rknown[2] == akey):
-            memo["reserved"] = (rkey, rknown[1], akey)
-            rkey = None  # kept
+        rkey: tuple[Any, ...] = (job.version, job.sphase, width)
+        rtodo: _Todo | None = None
+        rkept: Kept[np.ndarray | None] | None = memo.get(RESERVED.name)
+        if rkept is not None and (rkept.key == rkey or rkept.basis == akey):
+            RESERVED.put(job, rkey, rkept.value, akey)  # kept
         else:
             phase = job.sphase or job.phase
             if not (phase == _INQUEUE or (phase == _RUNNING and job.allocated_num >= job.min_available)):
-                memo["reserved"] = (rkey, None, akey)
-                rkey = None
-        ekey: tuple[Any, ...] | None = (job.version, width)
-        eknown = memo.get("elastic")
+                RESERVED.put(job, rkey, None, akey)
+            else:
+                rtodo = _Todo(rkey, rkept.value if rkept is not None else None)
+        ekey = (job.version, width)
+        etodo: _Todo | None = None
+        ekept: Kept[np.ndarray] | None = memo.get(HEADROOM.name)
         if job.allocated_num == 0:
-            ekey = None  # not asked for (job_rows asks for jobs holding resources)
-        elif eknown is not None and (eknown[0] == ekey or eknown[2] == akey):
-            memo["elastic"] = (ekey, eknown[1], akey)
-            ekey = None  # kept
-        if rkey is not None or ekey is not None:
-            rold = rknown[1] if rknown is not None else None
-            eold = eknown[1] if eknown is not None else None
-            batch.append((job, m, akey, rkey, rold, ekey, eold))
+            pass  # not asked for (job_rows asks for jobs holding resources)
+        elif ekept is not None and (ekept.key == ekey or ekept.basis == akey):
+            HEADROOM.put(job, ekey, ekept.value, akey)  # kept
+        else:
+            etodo = _Todo(ekey, ekept.value if ekept is not None else None)
+        if rtodo is not None or etodo is not None:
+            batch.append((job, m, akey, rtodo, etodo))
     if not batch:
         return
     mins = np.array([b[1] for b in batch])
@@ -153,11 +165,13 @@ def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
     nonzero = left.any(axis=1).tolist()
     beyond = np.maximum(held - mins, 0.0)
     beyond.flags.writeable = False
-    for i, (job, _m, akey, rkey, rold, ekey, eold) in enumerate(batch):
-        if rkey is not None:
-            job.memo["reserved"] = (rkey, same_bits(left[i], rold) if nonzero[i] else None, akey)
-        if ekey is not None:
-            job.memo["elastic"] = (ekey, same_bits(beyond[i], eold), akey)
+    for i, (job, _m, akey, rtodo, etodo) in enumerate(batch):
+        if rtodo is not None:
+            RESERVED.put(job, rtodo.key, same_bits(left[i], rtodo.old) if nonzero[i] else None, akey)
+        if etodo is not None:
+            eleft = same_bits(beyond[i], etodo.old)
+            assert eleft is not None
+            HEADROOM.put(job, etodo.key, eleft, akey)
 
 
 def within_share(a: Any, job: JobInfo) -> bool:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..framework import arguments as A
+from ..framework.memo import Assigned, state
 from ..framework.registry import Plugin, register_plugin
 from ..model import OCCUPYING
 
@@ -98,7 +99,8 @@ class DeviceSharePlugin(Plugin):
 
         self.wants = wants
 
-        memo: dict[str, tuple[int, np.ndarray]] = ssn.cache.plugin_memo.setdefault(self.name, {})
+        # The GPU memory assigned to each placed task, by task uid, kept across sessions.
+        memo: dict[str, Assigned] = state(ssn.cache, self.name, dict)
         for uid, (i, used) in list(memo.items()):
             t = ssn.cache.tasks.get(uid)
             if t is None or t.node != i or t.status not in OCCUPYING or i not in cards or len(used) != len(cards[i][1]):
@@ -116,7 +118,7 @@ class DeviceSharePlugin(Plugin):
                 got = self._take(t, cards[i], ids)
                 if got is not None:
                     cards[i][1][:] += got
-                    memo[t.uid] = (i, got)
+                    memo[t.uid] = Assigned(i, got)
 
         def choose(task: TaskInfo, i: int) -> np.ndarray | None:
             node = cards.get(i)
@@ -143,12 +145,12 @@ class DeviceSharePlugin(Plugin):
             got = self._take(task, node, None)
             if got is not None:
                 node[1][:] += got
-                memo[task.uid] = (task.node, got)
+                memo[task.uid] = Assigned(task.node, got)
 
         def on_deallocate(task: TaskInfo) -> None:
             entry = memo.pop(task.uid, None)
-            if entry is not None and entry[0] in cards:
-                cards[entry[0]][1][:] -= entry[1]
+            if entry is not None and entry.node in cards:
+                cards[entry.node][1][:] -= entry.amounts
 
         ssn.add_predicate_fn(self.name, predicate)
         ssn.add_event_handler(on_allocate, on_deallocate)

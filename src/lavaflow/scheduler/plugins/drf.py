@@ -19,10 +19,12 @@ a saturated one, otherwise the smaller share/weight goes first.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..framework.memo import MISS, CacheRecord, JobRecord, JobsRecord, Reuse
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT
 from ..framework.session_plugins import enabled_names
@@ -31,10 +33,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
     from ..cache import SchedulerCache
+    from ..framework.memo import Kept
     from ..framework.session import Session
     from ..model import JobInfo, QueueInfo, TaskInfo
 
 SHARE_DELTA = 1e-6
+
+
+@dataclass(slots=True)
+class DrfJobs:
+    """The jobs' read-only allocation vectors and their shares as a session opened them (lazily:
+    without HDRF or namespace order), by job uid in job order."""
+
+    allocated: dict[str, np.ndarray]
+    shares: dict[str, float]
+
+
+# A job's dominant share, under (its tasks_version, the total's key).
+DRF_SHARE: JobRecord[float] = JobRecord("drf_share")
+# All the jobs' DrfJobs, under the jobs' token and (the total's key, width).
+DRF_JOBS: JobsRecord[DrfJobs] = JobsRecord("drf.jobs")
+# The cluster's total as shares divide by it (its bytes), as one object while it stays the same.
+DRF_TOTAL: CacheRecord[bytes] = CacheRecord("drf.total")
 
 HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
 HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
@@ -128,10 +148,10 @@ class DRFPlugin(Plugin):
         total = _share_total(total)
         tkey, t = _total_key(cache, total), total.tolist()
         for job in jobs:
-            known = job.memo.get("drf_share")
-            if known is None or known[0] != job.tasks_version or known[1] is not tkey:
-                share = _dominant_share(job.allocated_view(width).tolist(), t)
-                job.memo["drf_share"] = (job.tasks_version, tkey, share)
+            key = (job.tasks_version, tkey)
+            kept: Kept[float] | None = job.memo.get(DRF_SHARE.name)
+            if kept is None or kept.key != key:
+                DRF_SHARE.put(job, key, _dominant_share(job.allocated_view(width).tolist(), t))
 
     def on_session_open(self, ssn: Session) -> None:
         width = len(ssn.index)
@@ -143,7 +163,6 @@ class DRFPlugin(Plugin):
         # tasks_version (not its version, which PodGroup status writes move too) and the total
         # (the same bytes object while the total stays the same).
         tkey = _total_key(ssn.cache, total)
-        kept = ssn.cache.plugin_memo["drf"]
         # Without HDRF (whose tree leaves share these arrays) and namespace order, a job's
         # allocation is the job's own read-only vector, copied only when a task of it is allocated
         # or released this session, and its share is worked out again only when next read.
@@ -154,33 +173,30 @@ class DRFPlugin(Plugin):
         # its jobs stand (ssn.jobs_token) and the total is the same: copies of its dicts as they
         # were at its opening, no job visited.
         # Under the last session's token, only the jobs that changed since are looked at again.
-        seen = kept.get("jobs")
-        if lazy and seen is not None and seen[0] == ssn.jobs_token and seen[1] is tkey and seen[2] == width:
-            self.allocated = dict(seen[3])
-            self._shares = dict(seen[4])
+        found = DRF_JOBS.lookup(ssn, (tkey, width)) if lazy else None
+        seen = None if found is None else found.value
+        if found is not None and found.how is Reuse.SAME:
+            assert seen is not None
+            self.allocated = dict(seen.allocated)
+            self._shares = dict(seen.shares)
         else:
             jobs: Iterable[tuple[str, JobInfo]] = ssn.jobs.items()
-            if (
-                lazy
-                and seen is not None
-                and seen[0] == ssn.jobs_previous_token
-                and seen[1] is tkey
-                and seen[2] == width
-            ):
-                self.allocated = dict(seen[3])  # the same jobs in the same order: the same keys
-                self._shares = dict(seen[4])
-                jobs = [(uid, ssn.jobs[uid]) for uid in ssn.jobs_changed]
+            if found is not None and found.how is Reuse.SINCE:
+                assert seen is not None
+                self.allocated = dict(seen.allocated)  # the same jobs in the same order: the same keys
+                self._shares = dict(seen.shares)
+                jobs = [(uid, ssn.jobs[uid]) for uid in found.changed]
             for uid, job in jobs:
                 alloc = job.allocated_view(width) if lazy else job.allocated_vector(width)
                 self.allocated[uid] = alloc
-                known = job.memo.get("drf_share")
-                if known is not None and known[0] == job.tasks_version and known[1] is tkey:
-                    self._shares[uid] = known[2]
+                key = (job.tasks_version, tkey)
+                kept: Kept[float] | None = job.memo.get(DRF_SHARE.name)
+                if kept is not None and kept.key == key:
+                    self._shares[uid] = kept.value
                 else:
-                    share = self._shares[uid] = self._share(alloc)
-                    job.memo["drf_share"] = (job.tasks_version, tkey, share)
+                    self._shares[uid] = DRF_SHARE.put(job, key, self._share(alloc))
             if lazy:
-                kept["jobs"] = (ssn.jobs_token, tkey, width, dict(self.allocated), dict(self._shares))
+                DRF_JOBS.put(ssn, DrfJobs(dict(self.allocated), dict(self._shares)), (tkey, width))
 
         stale = self._stale
         shares = self._shares
@@ -403,11 +419,10 @@ def _total_key(cache: SchedulerCache, total: np.ndarray) -> bytes:
     """The bytes of ``total`` (from :func:`_share_total`), as the same object while the total
     stays the same: what is kept under it is recognised by identity."""
     tkey = total.tobytes()
-    kept = cache.plugin_memo.setdefault("drf", {})
-    if kept.get("total") == tkey:
-        return kept["total"]  # type: ignore[no-any-return]
-    kept["total"] = tkey
-    return tkey
+    kept = DRF_TOTAL.get(cache, tkey)
+    if kept is not MISS:
+        return kept
+    return DRF_TOTAL.put(cache, tkey, tkey)
 
 
 def _dominant_share(a: list[float], t: list[float]) -> float:

@@ -4,8 +4,10 @@ minimum) can run together; writes the PodGroup's Scheduled/Unschedulable conditi
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..framework.memo import JobRecord, Kept
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
 from ..model import READY, TaskStatus
@@ -20,22 +22,56 @@ SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 _SCHEDULED = ("Scheduled", SCHEDULED_REASON, "")
 
 
-def _gang_key(job: JobInfo) -> tuple[int, int, dict[str, int]]:
+@dataclass(slots=True)
+class GangBasis:
     """What the gang's answers for a job are made of: its tasks (``tasks_version``), minMember and
     the per-task minimums (a copy: the job's dict is compared, not trusted)."""
-    return (job.tasks_version, job.min_available, dict(job.min_task_member))
+
+    tasks_version: int
+    min_available: int
+    min_task_member: dict[str, int]
 
 
-def _still_holds(job: JobInfo, name: str, known: tuple[Any, ...]) -> bool:
-    """Whether ``known``, the entry (version, gang key, ...) ``job.memo[name]`` made at an earlier
-    version, still holds: the job's :func:`_gang_key` is the same (a PodGroup status write, its
-    counters and conditions, moves the version and leaves the gang as it was). It is then kept
-    under the job's version."""
-    k = known[1]
-    if k[0] == job.tasks_version and k[1] == job.min_available and k[2] == job.min_task_member:
-        job.memo[name] = (job.version, *known[1:])
+def _gang_basis(job: JobInfo) -> GangBasis:
+    return GangBasis(job.tasks_version, job.min_available, dict(job.min_task_member))
+
+
+def _still_holds(job: JobInfo, kept: Kept[Any]) -> bool:
+    """Whether ``kept``, an answer kept at an earlier version of ``job``, still holds: its
+    :class:`GangBasis` is the job's (a PodGroup status write, its counters and conditions, moves
+    the version and leaves the gang as it was). It is then re-stamped under the job's version."""
+    b: GangBasis = kept.basis
+    if (
+        b.tasks_version == job.tasks_version
+        and b.min_available == job.min_available
+        and b.min_task_member == job.min_task_member
+    ):
+        JobRecord.restamp(kept, job.version)
         return True
     return False
+
+
+@dataclass(slots=True)
+class MinimumsMet:
+    """:func:`task_minimums_met`'s answer for the statuses it counted as placed."""
+
+    statuses: frozenset[TaskStatus]
+    met: bool
+
+
+@dataclass(slots=True)
+class Unschedulable:
+    """What the gang wrote on a waiting job at session close: its job-level error and condition."""
+
+    job_fit_errors: str
+    condition: tuple[str, str, str] | None
+
+
+# Kept under the job's version, re-stamped while the GangBasis holds.
+TASK_MINIMUMS_MET: JobRecord[MinimumsMet] = JobRecord("task_minimums_met")
+GANG_VALID: JobRecord[tuple[bool, str]] = JobRecord("gang_valid")
+# Kept under (tasks_version, minMember, the job-level error before the gang explained it).
+GANG_UNSCHEDULABLE: JobRecord[Unschedulable] = JobRecord("gang_unschedulable")
 
 
 def task_minimums_apply(job: JobInfo) -> bool:
@@ -48,22 +84,18 @@ def task_minimums_met(job: JobInfo, statuses: frozenset[TaskStatus] = READY) -> 
     """Every task (role) has its minimum placed; as in Volcano's CheckTaskReady/Pipelined, a
     pending best-effort pod counts as placed: it needs no room, and backfill places it."""
     # The answer only changes with the job's tasks or gang: kept under its version and gang key.
-    known = job.memo.get("task_minimums_met")
-    if (
-        known is not None
-        and known[2] is statuses
-        and (known[0] == job.version or _still_holds(job, "task_minimums_met", known))
-    ):
-        return bool(known[3])
+    kept: Kept[MinimumsMet] | None = job.memo.get(TASK_MINIMUMS_MET.name)
+    if kept is not None and kept.value.statuses is statuses and (kept.key == job.version or _still_holds(job, kept)):
+        return kept.value.met
     if not task_minimums_apply(job):
-        job.memo["task_minimums_met"] = (job.version, _gang_key(job), statuses, True)
+        TASK_MINIMUMS_MET.put(job, job.version, MinimumsMet(statuses, True), _gang_basis(job))
         return True
     counts: dict[str, int] = {}
     for t in job.tasks.values():
         if t.status in statuses or (t.best_effort and t.status == TaskStatus.PENDING):
             counts[t.role] = counts.get(t.role, 0) + 1
     met = all(counts.get(role, 0) >= m for role, m in job.min_task_member.items() if m > 0)
-    job.memo["task_minimums_met"] = (job.version, _gang_key(job), statuses, met)
+    TASK_MINIMUMS_MET.put(job, job.version, MinimumsMet(statuses, met), _gang_basis(job))
     return met
 
 
@@ -101,12 +133,10 @@ class GangPlugin(Plugin):
         def job_valid(job: JobInfo) -> tuple[bool, str]:
             # A function of the job's tasks and gang alone, asked every session for every job
             # with pending tasks: kept under its version and gang key.
-            known = job.memo.get("gang_valid")
-            if known is not None and (known[0] == job.version or _still_holds(job, "gang_valid", known)):
-                return known[2]  # type: ignore[no-any-return]
-            answer = _job_valid(job)
-            job.memo["gang_valid"] = (job.version, _gang_key(job), answer)
-            return answer
+            kept: Kept[tuple[bool, str]] | None = job.memo.get(GANG_VALID.name)
+            if kept is not None and (kept.key == job.version or _still_holds(job, kept)):
+                return kept.value
+            return GANG_VALID.put(job, job.version, _job_valid(job), _gang_basis(job))
 
         def _job_valid(job: JobInfo) -> tuple[bool, str]:
             valid = job.valid_task_num()
@@ -195,23 +225,13 @@ class GangPlugin(Plugin):
                 # The message follows from the job's tasks, its minMember and the job-level error
                 # alone: kept under them (not under the job's version, which PodGroup status writes
                 # move too), as many waiting jobs are told the same thing session after session.
-                known = job.memo.get("gang_unschedulable")
-                if (
-                    known is not None
-                    and known[0] == job.tasks_version
-                    and known[1] == job.min_available
-                    and known[2] == job.job_fit_errors
-                ):
-                    job.job_fit_errors, job.condition = known[3]
+                key = (job.tasks_version, job.min_available, job.job_fit_errors)
+                kept: Kept[Unschedulable] | None = job.memo.get(GANG_UNSCHEDULABLE.name)
+                if kept is not None and kept.key == key:
+                    job.job_fit_errors, job.condition = kept.value.job_fit_errors, kept.value.condition
                     continue
-                why = job.job_fit_errors
                 self._unschedulable(job, tentative)
-                job.memo["gang_unschedulable"] = (
-                    job.tasks_version,
-                    job.min_available,
-                    why,
-                    (job.job_fit_errors, job.condition),
-                )
+                GANG_UNSCHEDULABLE.put(job, key, Unschedulable(job.job_fit_errors, job.condition))
                 continue
             self._unschedulable(job, tentative)
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from ...api.selectors import label_selector_matches
 from ..framework import arguments as A
+from ..framework.memo import MISS, CacheRecord
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, REJECT, UNCACHED
 from ..model import OCCUPYING, TaskStatus
@@ -106,6 +107,10 @@ def topology_of(job: JobInfo) -> NetworkTopologySpec | None:
     return pg.spec.network_topology if pg is not None else None
 
 
+# The resolved HyperNode tree, under (the plugin objects' version, the nodes' version, their count).
+TOPOLOGY: CacheRecord[Topology] = CacheRecord("network_topology")
+
+
 @register_plugin
 class NetworkTopologyAwarePlugin(Plugin):
     name = "network-topology-aware"
@@ -135,11 +140,9 @@ class NetworkTopologyAwarePlugin(Plugin):
 
         cache = ssn.cache
         key = (cache.objects_version, nodes.version, len(nodes))
-        memo = cache.plugin_memo.get(self.name)
-        if memo is None or memo[0] != key:
-            memo = (key, Topology(cache.objects.get("HyperNode", {}), nodes))
-            cache.plugin_memo[self.name] = memo
-        topo: Topology = memo[1]
+        topo = TOPOLOGY.get(cache, key)
+        if topo is MISS:
+            topo = TOPOLOGY.put(cache, key, Topology(cache.objects.get("HyperNode", {}), nodes))
         n = len(nodes)
 
         def min_request(job: JobInfo) -> np.ndarray:

@@ -16,12 +16,14 @@ continuous score decides how many pods a node takes before an emptier one wins.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...api.selectors import count_intolerable_prefer_no_schedule, preferred_node_affinity_score
 from ..framework import arguments as A
+from ..framework.memo import state
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session_plugins import UNCACHED
 from ..resources import CPU, MEMORY
@@ -121,6 +123,15 @@ def kube_balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarra
     return out
 
 
+@dataclass(slots=True)
+class TaintsSeen:
+    """Whether any node has a PreferNoSchedule taint, for the node set (identity), its version
+    and size it was worked out at."""
+
+    stamp: tuple[int, int, int] | None = None
+    prefer_no_schedule: bool = False
+
+
 @register_plugin
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
@@ -156,14 +167,14 @@ class NodeOrderPlugin(Plugin):
         # (node set, its labels/taints version, size) -> whether any node has a PreferNoSchedule
         # taint: kept across sessions (a walk over every node's taints per session was 9 % of a
         # sparse-arrival replay on 1,000 nodes)
-        taint_memo: list[Any] = ssn.cache.plugin_memo.setdefault(self.name, {}).setdefault("taints", [None, False])
+        taints = state(ssn.cache, "nodeorder.taints", TaintsSeen)
 
         def prefer_no_schedule_taints() -> bool:
             stamp = (id(nodes), nodes.version, len(nodes))
-            if taint_memo[0] != stamp:
-                taint_memo[0] = stamp
-                taint_memo[1] = any(any(t.effect == "PreferNoSchedule" for t in ts) for ts in nodes.taints)
-            return bool(taint_memo[1])
+            if taints.stamp != stamp:
+                taints.stamp = stamp
+                taints.prefer_no_schedule = any(any(t.effect == "PreferNoSchedule" for t in ts) for ts in nodes.taints)
+            return taints.prefer_no_schedule
 
         def static_scores(task: TaskInfo) -> np.ndarray | None:
             spec = task.pod.spec if task.pod is not None else None

@@ -24,6 +24,7 @@ never get the same cores.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,6 +32,7 @@ import numpy as np
 from ...api.topology import CPU_MANAGER_POLICY, TOPOLOGY_MANAGER_POLICY, parse_cpuset
 from ...api.volcano import NUMA_POLICY_KEY
 from ..framework import arguments as A
+from ..framework.memo import Assigned, state
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import UNCACHED
 from ..model import OCCUPYING
@@ -132,7 +134,16 @@ def assign(node: NodeNuma, containers: list[int], policy: str) -> np.ndarray | N
     return total
 
 
-def _adopt(tasks: Iterable[TaskInfo], numa: dict[int, NodeNuma], memo: dict[str, tuple[int, np.ndarray]]) -> None:
+@dataclass
+class NumaAssignments:
+    """Kept across sessions: the CPUs per NUMA node assigned to each placed task (by uid), and
+    whether the pods already placed when the scheduler started were taken in."""
+
+    tasks: dict[str, Assigned] = field(default_factory=dict)
+    adopted: bool = False
+
+
+def _adopt(tasks: Iterable[TaskInfo], numa: dict[int, NodeNuma], memo: dict[str, Assigned]) -> None:
     """A scheduler that starts over running pods (a restart, a forecast's snapshot) has not placed
     them itself: their exclusive CPUs are taken as the kubelet's CPU manager would have given them,
     pod by pod in name order, so that the NUMA nodes they fill are not offered again."""
@@ -149,7 +160,7 @@ def _adopt(tasks: Iterable[TaskInfo], numa: dict[int, NodeNuma], memo: dict[str,
             got = assign(node, containers, "best-effort")
         if got is not None:
             node.free -= got
-            memo[task.uid] = (task.node, got)
+            memo[task.uid] = Assigned(task.node, got)
 
 
 @register_plugin
@@ -167,16 +178,17 @@ class NumaAwarePlugin(Plugin):
             if i is not None:
                 numa[i] = NodeNuma(nt)
         # Assignments of pods placed in earlier sessions: {task uid: (node, cpus per NUMA node)}.
-        fresh = self.name not in cache.plugin_memo
-        memo: dict[str, tuple[int, np.ndarray]] = cache.plugin_memo.setdefault(self.name, {})
+        kept = state(cache, self.name, NumaAssignments)
+        memo = kept.tasks
         for uid, (i, cpus) in list(memo.items()):
             t = cache.tasks.get(uid)
             if t is None or t.node != i or t.status not in OCCUPYING or i not in numa or len(cpus) != len(numa[i].free):
                 del memo[uid]
                 continue
             numa[i].free -= cpus
-        if fresh:
+        if not kept.adopted:
             _adopt(cache.tasks.values(), numa, memo)
+            kept.adopted = True
         numa_rows = np.array(sorted(numa), dtype=np.int64)
         n = len(nodes)
 
@@ -256,12 +268,12 @@ class NumaAwarePlugin(Plugin):
             if got is None:
                 return
             node.free -= got
-            memo[task.uid] = (task.node, got)
+            memo[task.uid] = Assigned(task.node, got)
 
         def on_deallocate(task: TaskInfo) -> None:
             entry = memo.pop(task.uid, None)
-            if entry is not None and entry[0] in numa:
-                numa[entry[0]].free += entry[1]
+            if entry is not None and entry.node in numa:
+                numa[entry.node].free += entry.amounts
 
         ssn.add_predicate_fn(self.name, predicate)
 

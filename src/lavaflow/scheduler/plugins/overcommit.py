@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..framework import arguments as A
+from ..framework.memo import JobsRecord, Reuse
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, amounts, describe, short_in
@@ -18,6 +20,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..cache import SchedulerCache
     from ..framework.session import Session
     from ..model import JobInfo
+
+
+@dataclass(slots=True)
+class Admitted:
+    """The admitted-but-unallocated total as a session opened it, and what it was summed from."""
+
+    ident: tuple[int, tuple[int, ...]]  # (width, the ids of the summed vectors in order)
+    lefts: list[np.ndarray]  # the summed vectors, held so that their ids stay theirs
+    total: np.ndarray
+    per_job: list[np.ndarray | None]  # each job's reserved vector or None, in job order
+    at: dict[str, int]  # job uid -> its place in per_job
+
+
+# The Admitted total, under the jobs' token and the width.
+ADMITTED: JobsRecord[Admitted] = JobsRecord("overcommit.inqueue")
 
 
 @register_plugin
@@ -40,29 +57,32 @@ class OvercommitPlugin(Plugin):
         # that their ids stay theirs) in the same order give the same sum as last session.
         # With the jobs as the last session saw them (ssn.jobs_token), the same vectors: no job visited.
         # Under the last session's token, only the jobs that changed since are looked at again.
-        memo = ssn.cache.plugin_memo.setdefault("overcommit", {})
-        kept = memo.get("inqueue")
-        if kept is not None and kept[3] == (ssn.jobs_token, width):
-            self.inqueue = kept[2].copy()
+        found = ADMITTED.lookup(ssn, width)
+        kept = found.value
+        if found.how is Reuse.SAME:
+            assert kept is not None
+            self.inqueue = kept.total.copy()
         else:
-            if kept is not None and kept[3] == (ssn.jobs_previous_token, width):
-                per_job = list(kept[4])  # each job's vector or None, in job order
-                at = kept[5]  # job uid -> its place (the same jobs in the same order)
+            if found.how is Reuse.SINCE:
+                assert kept is not None
+                per_job = list(kept.per_job)
+                at = kept.at
                 jobs = ssn.jobs
-                for uid in ssn.jobs_changed:
+                for uid in found.changed:
                     per_job[at[uid]] = reserved_or_none(jobs[uid], width)
             else:
                 per_job = [reserved_or_none(job, width) for job in ssn.jobs.values()]
                 at = {uid: i for i, uid in enumerate(ssn.jobs)}
             lefts = [left for left in per_job if left is not None]
             ident = (width, tuple(map(id, lefts)))
-            if kept is not None and kept[0] == ident:
-                self.inqueue = kept[2].copy()
+            last = ADMITTED.last(ssn)
+            if last is not None and last.ident == ident:
+                self.inqueue = last.total.copy()
             else:
                 self.inqueue = np.zeros(width)
                 for left in lefts:
                     self.inqueue += left
-            memo["inqueue"] = (ident, lefts, self.inqueue.copy(), (ssn.jobs_token, width), per_job, at)
+            ADMITTED.put(ssn, Admitted(ident, lefts, self.inqueue.copy(), per_job, at), width)
         limit = ssn.total * factor - used
         messages: dict[tuple[bytes, bytes], str] = {}  # many waiting jobs ask for the same amounts
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ..framework.memo import MISS, CacheRecord, JobRecord, JobsRecord, Reuse
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING, NOT_ADMITTED
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
 
     from ..cache import SchedulerCache
+    from ..framework.memo import HasMemo, Kept
     from ..framework.session import Session
     from ..model import JobInfo, QueueInfo, TaskInfo
 
@@ -64,6 +66,51 @@ class QueueAttr:
         if self.stale:
             ProportionPlugin._update_share(self)
         return self._share
+
+
+class JobRows(NamedTuple):
+    """A job's vectors for its queue's sums, each None where it adds nothing."""
+
+    allocated: np.ndarray | None  # held by its tasks
+    pending: np.ndarray | None  # asked by its pending tasks
+    wanted: np.ndarray | None  # minResources beyond its pending tasks while its PodGroup waits for admission
+    reserved: np.ndarray | None  # admitted but not yet allocated (reserved_or_none)
+    headroom: np.ndarray | None  # held beyond minResources (elastic_of)
+
+
+@dataclass(slots=True)
+class QueueSums:
+    """:func:`_kept_sums`' value: the sums under the very sequence of the entries they were made
+    of (``ident``, the entries held so that their ids stay theirs), and the queues' slots and
+    each job's entry as the session that kept them saw them."""
+
+    ident: tuple[tuple[int, int], ...]
+    width: int
+    entries: list[tuple[int, JobRows]]  # (queue slot, rows) of each job, in job order
+    sums: list[np.ndarray | None]
+    names: list[str]  # queue names by slot
+    at: dict[str, int]  # job uid -> its entry
+
+
+@dataclass(slots=True)
+class OpenedAttrs:
+    """The queues' attributes as the last session to make them opened (read-only copies), and
+    what they were made of: the kept sums (by identity), their slots, the total and the queues."""
+
+    sums: list[np.ndarray | None]
+    total: bytes
+    queues: list[tuple[Any, ...]]  # _queue_key of each queue
+    attrs: list[QueueAttr]
+    names: list[str]
+
+
+# A job's rows, kept under (version, PodGroup phase seen, width) on the basis of its admission_key.
+JOB_ROWS: JobRecord[JobRows] = JobRecord("proportion")
+# The queues' sums of all the jobs' rows, under the jobs' token and the width.
+QUEUE_SUMS: JobsRecord[QueueSums] = JobsRecord("proportion.sums")
+OPENED_ATTRS: CacheRecord[OpenedAttrs] = CacheRecord("proportion.attrs")
+# The water-filled deserved shares, under the total and every queue's inputs.
+WATER_FILL: CacheRecord[list[np.ndarray]] = CacheRecord("proportion.water_fill")
 
 
 def water_fill(attrs: list[QueueAttr], total: np.ndarray) -> None:
@@ -165,7 +212,7 @@ def _water_fill_arrays(attrs: list[QueueAttr], total: np.ndarray) -> None:
             break
 
 
-def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, memo: dict[str, Any]) -> None:
+def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, cache: HasMemo) -> None:
     """:func:`water_fill`, or the deserved shares it gave last time for the very same inputs
     (most sessions see the same totals, weights, capabilities and requests as the one before)."""
     key = (
@@ -174,28 +221,25 @@ def water_fill_kept(attrs: list[QueueAttr], total: np.ndarray, memo: dict[str, A
             (a.name, a.weight, a.real_capability.tobytes(), a.request.tobytes(), a.guarantee.tobytes()) for a in attrs
         ),
     )
-    hit = memo.get("water_fill")
-    if hit is not None and hit[0] == key:
-        for a, deserved in zip(attrs, hit[1]):
+    hit = WATER_FILL.get(cache, key)
+    if hit is not MISS:
+        for a, deserved in zip(attrs, hit):
             a.deserved = deserved.copy()
         return
     water_fill(attrs, total)
-    memo["water_fill"] = (key, [a.deserved.copy() for a in attrs])
+    WATER_FILL.put(cache, key, [a.deserved.copy() for a in attrs])
 
 
-def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
-    """A job's vectors for its queue's sums, kept under its version and admission_key (what they
-    are made of): (allocated or None, pending
-    or None, the part of minResources beyond its pending tasks while its PodGroup waits for
-    admission or None, reserved by admission or None, held beyond minResources or None)."""
+def job_rows(job: JobInfo, width: int) -> JobRows:
+    """A job's vectors for its queue's sums (:class:`JobRows`), kept under its version and on the
+    basis of its admission_key (what they are made of)."""
     key = (job.version, job.sphase, width)
-    known = job.memo.get("proportion")
-    if known is not None and known[0] == key:
-        return known[1]  # type: ignore[no-any-return]
+    kept: Kept[JobRows] | None = job.memo.get(JOB_ROWS.name)
+    if kept is not None and kept.key == key:
+        return kept.value
     akey = admission_key(job, width)
-    if known is not None and known[2] == akey:
-        job.memo["proportion"] = (key, known[1], akey)
-        return known[1]  # type: ignore[no-any-return]
+    if kept is not None and kept.basis == akey:
+        return JOB_ROWS.restamp(kept, key)
     c = job.counts
     holds = c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING]
     held = job.allocated_view(width) if holds else None
@@ -210,21 +254,24 @@ def job_rows(job: JobInfo, width: int) -> tuple[Any, ...]:
         left = reserved_or_none(job, width)
         if holds:
             extra = elastic_of(job, width)
-    if known is not None:
+    if kept is not None:
         # The same vectors as for the job's last version (a PodGroup status write, a task whose
-        # change left them as they were): the same entry, so the queue sums kept under the
-        # entries' identities still hold.
-        old = known[1]
-        wanted = same_bits(wanted, old[2])
-        if held is old[0] and pending is old[1] and wanted is old[2] and left is old[3] and extra is old[4]:
-            job.memo["proportion"] = (key, old, akey)
-            return old  # type: ignore[no-any-return]
-    rows = (held, pending, wanted, left, extra)
-    job.memo["proportion"] = (key, rows, akey)
-    return rows
+        # change left them as they were): the same rows, so the queue sums kept under the
+        # rows' identities still hold.
+        old = kept.value
+        wanted = same_bits(wanted, old.wanted)
+        if (
+            held is old.allocated
+            and pending is old.pending
+            and wanted is old.wanted
+            and left is old.reserved
+            and extra is old.headroom
+        ):
+            return JOB_ROWS.put(job, key, old, akey)
+    return JOB_ROWS.put(job, key, JobRows(held, pending, wanted, left, extra), akey)
 
 
-def _queue_sums(entries: list[tuple[int, tuple[Any, ...]]], queues: int, width: int) -> list[np.ndarray | None]:
+def _queue_sums(entries: list[tuple[int, JobRows]], queues: int, width: int) -> list[np.ndarray | None]:
     """Per queue slot, the sums of its jobs' allocated, requested, admitted-but-unallocated and
     elastic vectors (None for a kind no job has), each added in job order by np.add.at."""
     alloc_at: list[int] = []
@@ -269,36 +316,42 @@ def _queue_sums(entries: list[tuple[int, tuple[Any, ...]]], queues: int, width: 
     return out
 
 
-def _kept_sums(ssn: Session, memo: dict[str, Any], width: int) -> tuple[list[str], list[np.ndarray | None]]:
+def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | None]]:
     """(the queues' names by slot, in the order their first jobs come; the :func:`_queue_sums` of
-    the session's jobs), kept in ``memo``: with the jobs as the last session saw them
-    (ssn.jobs_token) no job is visited; with the same jobs, some at new versions, only those
-    (all jobs when one of them moved to another queue)."""
-    token = (ssn.jobs_token, width)
-    kept = memo.get("sums")
-    if kept is not None and kept[4] == token:
-        return kept[5], kept[3]
-    entries: list[tuple[Any, ...]] | None = None
-    if kept is not None and kept[4] == (ssn.jobs_previous_token, width):
-        names, at = kept[5], kept[6]
-        entries = kept[2]
+    the session's jobs), kept in :data:`QUEUE_SUMS`: with the jobs as the last session saw them
+    (Reuse.SAME) no job is visited; with the same jobs, some at new versions (Reuse.SINCE), only
+    those (all jobs when one of them moved to another queue)."""
+    found = QUEUE_SUMS.lookup(ssn, width)
+    kept = found.value
+    if found.how is Reuse.SAME:
+        assert kept is not None
+        return kept.names, kept.sums
+    entries: list[tuple[int, JobRows]] | None = None
+    if found.how is Reuse.SINCE:
+        assert kept is not None
+        names, at = kept.names, kept.at
+        entries = kept.entries
         copied = False
-        for uid in ssn.jobs_changed:
+        for uid in found.changed:
             job = ssn.jobs[uid]
             i = at.get(uid)
-            if i is None or names[entries[i][0]] != job.queue:
+            if i is None:
+                entries = None
+                break
+            queue_slot, was = entries[i]
+            if names[queue_slot] != job.queue:
                 entries = None
                 break
             rows = job_rows(job, width)
-            if rows is not entries[i][1]:
+            if rows is not was:
                 if not copied:
                     entries, copied = list(entries), True
-                entries[i] = (entries[i][0], rows)
+                entries[i] = (queue_slot, rows)
         if entries is not None and not copied:
             # Every changed job kept its vectors (a status write, a task between two states that
             # hold the same): the same entries, so the same sums.
-            memo["sums"] = (*kept[:4], token, names, at)
-            return names, kept[3]
+            QUEUE_SUMS.put(ssn, kept, width)
+            return names, kept.sums
     if entries is None:
         slot: dict[str, int] = {}
         names = []
@@ -319,15 +372,36 @@ def _kept_sums(ssn: Session, memo: dict[str, Any], width: int) -> tuple[list[str
     # the same sums), which most sessions share with the last; the entries are kept with them, so
     # that their ids are not reused.
     ident = tuple((i, id(e)) for i, e in entries)
-    if kept is None or kept[0] != ident or kept[1] != width:
-        kept = (ident, width, entries, _queue_sums(entries, len(names), width))
-    memo["sums"] = (*kept[:4], token, names, at)
-    return names, kept[3]
+    last = QUEUE_SUMS.last(ssn)
+    if last is None or last.ident != ident or last.width != width:
+        made = QueueSums(ident, width, entries, _queue_sums(entries, len(names), width), names, at)
+    else:
+        made = QueueSums(last.ident, last.width, last.entries, last.sums, names, at)
+    QUEUE_SUMS.put(ssn, made, width)
+    return names, made.sums
+
+
+def _own_copy(a: QueueAttr) -> QueueAttr:
+    """A copy of ``a`` with its own copies of the vectors the session's handlers change
+    (allocated, inqueue, deserved), sharing the read-only others."""
+    return QueueAttr(
+        name=a.name,
+        weight=a.weight,
+        allocated=a.allocated.copy(),
+        request=a.request,
+        inqueue=a.inqueue.copy(),
+        elastic=a.elastic,
+        guarantee=a.guarantee,
+        capability=a.capability,
+        real_capability=a.real_capability,
+        deserved=a.deserved.copy(),
+        _share=a.share,
+    )
 
 
 def _queue_key(q: QueueInfo) -> tuple[Any, ...]:
     """What a queue's attributes are made of, compared between sessions (a Queue status write
-    gives the QueueInfo new vectors with the same bits)."""
+    gives the QueueInfo new vectors with the same bits); the QueueInfo compares by identity."""
     return (
         q,
         None if q.guarantee is None else q.guarantee.tobytes(),
@@ -371,63 +445,40 @@ class ProportionPlugin(Plugin):
         # here, without a numpy call per job and vector.  A job's vectors are kept under its
         # version (job_rows); the sums under the very sequence of those kept entries (the same
         # objects in the same order give the same sums), which most sessions share with the last.
-        memo = ssn.cache.plugin_memo.setdefault("proportion", {})
-        names, sums = _kept_sums(ssn, memo, width)
+        names, sums = _kept_sums(ssn, width)
         # The queues' attributes as they open follow from those sums (by slot, ``names``), the total
         # and the queues (their objects, vectors' bits and weights): with all the same as last session,
         # the same, made again from what was kept (the vectors no handler changes are shared,
         # read-only).
-        kept = memo.get("attrs")
+        kept = OPENED_ATTRS.last(ssn.cache)
         queues = ssn.queues
         if (
             kept is not None
-            and kept[0] is sums
-            and kept[4] == names
-            and kept[1] == total.tobytes()
-            and len(kept[2]) == len(queues)
-            and all(k[0] is q and k == _queue_key(q) for k, q in zip(kept[2], queues.values()))
+            and kept.sums is sums
+            and kept.names == names
+            and kept.total == total.tobytes()
+            and len(kept.queues) == len(queues)
+            and all(k == _queue_key(q) for k, q in zip(kept.queues, queues.values()))
         ):
-            for name, weight, alloc, request, inqueue, elastic, guar, cap, real, deserved, share in kept[3]:
-                self.attrs[name] = QueueAttr(
-                    name=name,
-                    weight=weight,
-                    allocated=alloc.copy(),
-                    request=request,
-                    inqueue=inqueue.copy(),
-                    elastic=elastic,
-                    guarantee=guar,
-                    capability=cap,
-                    real_capability=real,
-                    deserved=deserved.copy(),
-                    _share=share,
-                )
+            for f in kept.attrs:
+                self.attrs[f.name] = _own_copy(f)
         else:
-            self._make_attrs(ssn, names, sums, total, memo)
+            self._make_attrs(ssn, names, sums, total)
             frozen = []
             for a in self.attrs.values():
                 for v in (a.request, a.elastic, a.guarantee, a.capability, a.real_capability):
                     v.flags.writeable = False  # shared with later sessions: only the handlers' two change
-                frozen.append(
-                    (
-                        a.name,
-                        a.weight,
-                        a.allocated.copy(),
-                        a.request,
-                        a.inqueue.copy(),
-                        a.elastic,
-                        a.guarantee,
-                        a.capability,
-                        a.real_capability,
-                        a.deserved.copy(),
-                        a.share,
-                    )
-                )
-            memo["attrs"] = (
-                sums,
-                total.tobytes(),
-                [_queue_key(q) for q in queues.values()],
-                frozen,
-                list(names),
+                frozen.append(_own_copy(a))
+            OPENED_ATTRS.put(
+                ssn.cache,
+                None,
+                OpenedAttrs(
+                    sums=sums,
+                    total=total.tobytes(),
+                    queues=[_queue_key(q) for q in queues.values()],
+                    attrs=frozen,
+                    names=list(names),
+                ),
             )
 
         def overused(queue: QueueInfo) -> bool:
@@ -563,7 +614,6 @@ class ProportionPlugin(Plugin):
         names: list[str],
         sums: list[np.ndarray | None],
         total: np.ndarray,
-        memo: dict[str, Any],
     ) -> None:
         """Each queue's attributes (``self.attrs``) from its jobs' sums (``names`` gives the slots),
         with its deserved share (water-filling) and dominant share."""
@@ -594,7 +644,7 @@ class ProportionPlugin(Plugin):
                 for a, row in zip(made, rows, strict=True):
                     setattr(a, name, row.copy())
         attrs = sorted(self.attrs.values(), key=lambda a: a.name)
-        water_fill_kept(attrs, total, memo)
+        water_fill_kept(attrs, total, ssn.cache)
         for a in attrs:
             self._update_share(a)
 

@@ -14,12 +14,14 @@ their targets. Utilisation is what pods request (the simulator has no usage metr
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...api.admission import parse_duration
 from ..framework import arguments as A
+from ..framework.memo import state
 from ..framework.registry import Plugin, register_plugin
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,6 +42,13 @@ def _thresholds(raw: object, default: float = 100.0) -> dict[str, float]:
                 except (TypeError, ValueError):
                     pass
     return out
+
+
+@dataclass(slots=True)
+class Rescheduled:
+    """Kept across sessions: when the plugin last chose victims."""
+
+    last: float | None = None
 
 
 @register_plugin
@@ -72,8 +81,8 @@ class ReschedulingPlugin(Plugin):
         lnu = next((s for s in strategies if isinstance(s, dict) and s.get("name") == "lowNodeUtilization"), None)
         if lnu is None:
             return
-        memo = ssn.cache.plugin_memo.setdefault(self.name, {})
-        last = memo.get("last")
+        kept = state(ssn.cache, self.name, Rescheduled)
+        last = kept.last
         if last is not None and ssn.now - last < interval:
             return
         params = lnu.get("params") or {}
@@ -82,7 +91,7 @@ class ReschedulingPlugin(Plugin):
         cols = [(r, index.pos[r]) for r in RESOURCES if r in index.pos]
 
         def victims(tasks: list[TaskInfo]) -> list[TaskInfo]:
-            memo["last"] = ssn.now
+            kept.last = ssn.now
             n = len(nodes)
             alloc = nodes.allocatable[:n]
             used = nodes.used[:n]
