@@ -6,12 +6,12 @@ https://kubernetes.io/docs/reference/kubernetes-api/ for their meaning.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
 from .meta import K8sModel, ResourceList, TypedObject
+from .phases import PodPhase as PodPhase
 
 # --- selectors -------------------------------------------------------------
 
@@ -267,16 +267,6 @@ class PodCondition(K8sModel):
     reason: str | None = None
     message: str | None = None
     last_transition_time: Any = None
-
-
-class PodPhase(StrEnum):
-    """core/v1 PodPhase. Members are strings: they compare, hash and serialise as the phase."""
-
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    UNKNOWN = "Unknown"
 
 
 class PodStatus(K8sModel):

@@ -8,8 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..api.core import PodPhase
-from ..api.volcano import JOB_FINAL_PHASES, JobPhase, PodGroupPhase
+from ..api.phases import JOB_FINAL_PHASES, JobPhase, PodGroupPhase, PodPhase
 
 # vcctl's `queue list` counts the PodGroups in these phases, in this column order.
 QUEUE_COLUMNS = (
