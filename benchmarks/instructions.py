@@ -30,16 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def _data_dir() -> Path | None:
-    for d in (os.environ.get("LAVAFLOW_DATA"), ROOT.parent / "shared" / "data"):
-        if d and (Path(d) / "pollux" / "workloads").is_dir():
-            return Path(d)
-    return None
-
-
 def cases(work: Path) -> list[tuple[str, list[str]]]:
     """(name, python arguments) of each case."""
     import e2e_simulate as e2e
+    from snapshot import _data_dir
 
     burst, arrival = work / "burst.yaml", work / "arrival.yaml"
     burst.write_text(e2e.workload(500, 5000, 10, None, seed=0))
