@@ -75,9 +75,13 @@ def count(src: Path, args: list[str]) -> int:
     )
     m = re.search(r"I\s+refs:\s+([\d,]+)", p.stderr)
     if p.returncode != 0 or m is None:
-        tail = p.stderr.strip().splitlines()[-3:]
-        raise SystemExit(f"{' '.join(args)}: exit {p.returncode}: {' | '.join(tail)}")
+        why = [line for line in p.stderr.splitlines() if line and not line.startswith("==")][-1:]
+        raise Failed(f"exit {p.returncode}: {' | '.join(why)}")
     return int(m.group(1).replace(",", ""))
+
+
+class Failed(Exception):
+    """A case that did not run to its end under one tree (a case script newer than the tree)."""
 
 
 def _warm(src: Path) -> None:
@@ -109,7 +113,11 @@ def main() -> None:
                 f"{'case':<26}" + "".join(f"{label:>18}" for label, _ in trees) + ("      change" if args.base else "")
             )
             for name, cmd in todo:
-                counts = [count(src, cmd) for _, src in trees]
+                try:
+                    counts = [count(src, cmd) for _, src in trees]
+                except Failed as exc:
+                    print(f"{name:<26} failed: {exc}", flush=True)
+                    continue
                 line = f"{name:<26}" + "".join(f"{c / 1e9:>17.3f}G" for c in counts)
                 if args.base:
                     line += f"  {100 * (counts[1] - counts[0]) / counts[0]:+9.2f} %"
