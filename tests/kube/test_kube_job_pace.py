@@ -286,3 +286,10 @@ def test_pods_of_a_gang_still_being_created_get_no_condition_writes():
             await c.wait_for(pods_explained, 10, "PodScheduled=False on every pod once the gang is whole")
 
     run(scenario())
+
+
+def test_a_retried_failure_logs_the_exception_type_even_without_a_message():
+    from lavaflow.kube.controller_process import _said
+
+    assert _said(KeyError()) == "KeyError"
+    assert _said(ValueError("no such task")) == "ValueError: no such task"

@@ -221,9 +221,9 @@ class KubeControllers:
         self.failures[(id(c), key)] = n
         if n <= self.max_requeue:
             self.retry_at[(id(c), key)] = time.monotonic() + min(0.05 * 2 ** (n - 1), 30.0)
-            log.warning("%s %s: %s (retry %d)", name, key, exc, n)
+            log.warning("%s %s: %s (retry %d)", name, key, _said(exc), n)
         else:
-            log.error("%s %s: %s (giving up after %d retries)", name, key, exc, n - 1)
+            log.error("%s %s: %s (giving up after %d retries)", name, key, _said(exc), n - 1)
             self.failures.pop((id(c), key), None)
 
 
@@ -242,3 +242,10 @@ async def _first_set(*events: asyncio.Event) -> None:
     finally:
         for t in tasks:
             t.cancel()
+
+
+def _said(exc: BaseException) -> str:
+    """An exception for the log: its type always, its message where it has one (a bare
+    ``KeyError()`` or ``AssertionError()`` would otherwise log as an empty string)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
