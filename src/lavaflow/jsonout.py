@@ -11,8 +11,10 @@ encoder, told to separate its items with the newline and indentation of that dep
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from json.encoder import c_make_encoder  # type: ignore[attr-defined]
-from json.encoder import encode_basestring_ascii as _str
+from json.encoder import (  # type: ignore[attr-defined]  # (c_make_encoder: CPython's, untyped)
+    c_make_encoder,
+    encode_basestring_ascii as _str,
+)
 from typing import Any
 
 _INF = float("inf")

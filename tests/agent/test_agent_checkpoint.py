@@ -9,8 +9,16 @@ import signal
 
 import pytest
 
-from lavaflow.agent import AGENT_FILE, RESTART_EXIT_CODE, Agent, Checkpoint, Collective, MemorySink, Topology
-from lavaflow.agent import report as rp
+from lavaflow.agent import (
+    AGENT_FILE,
+    RESTART_EXIT_CODE,
+    Agent,
+    Checkpoint,
+    Collective,
+    MemorySink,
+    Topology,
+    report as rp,
+)
 from lavaflow.elastic import learned
 
 

@@ -17,8 +17,13 @@ import pytest
 
 pytest.importorskip("aiohttp")
 
-from lavaflow.agent import Agent, KubeSink, Topology, sink_from_env  # noqa: E402
-from lavaflow.agent import report as rp  # noqa: E402
+from lavaflow.agent import (  # noqa: E402
+    Agent,
+    KubeSink,
+    Topology,
+    report as rp,  # noqa: E402
+    sink_from_env,
+)
 from lavaflow.agent.sinks import FileSink, KubeError  # noqa: E402
 from lavaflow.elastic import learned  # noqa: E402
 from lavaflow.testing import ApiDouble  # noqa: E402

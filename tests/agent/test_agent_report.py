@@ -9,10 +9,8 @@ import time
 
 import pytest
 
-from lavaflow.agent import Agent, GradientNoise, MemorySink, Topology
-from lavaflow.agent import report as rp
-from lavaflow.elastic import learned
-from lavaflow.elastic import spec as es
+from lavaflow.agent import Agent, GradientNoise, MemorySink, Topology, report as rp
+from lavaflow.elastic import learned, spec as es
 from lavaflow.scheduler.elastic.plugin import _time_parser
 
 

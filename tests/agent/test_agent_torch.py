@@ -19,8 +19,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from lavaflow.agent import Agent, MemorySink, Topology  # noqa: E402
-from lavaflow.agent import torch as agent_torch  # noqa: E402
+from lavaflow.agent import (  # noqa: E402
+    Agent,
+    MemorySink,
+    Topology,
+    torch as agent_torch,  # noqa: E402
+)
 from lavaflow.elastic import learned  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,7 @@ import json
 import subprocess
 import sys
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lavaflow.api.loader import InputError, load_text
 from lavaflow.sim.inputs import prepare

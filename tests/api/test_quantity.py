@@ -6,8 +6,7 @@ from decimal import Decimal
 
 import pytest
 import yaml
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from lavaflow.api.core import Container
 from lavaflow.api.quantity import (

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lavaflow.api.loader import InputError, load_text
 from lavaflow.sim.engine import Simulation

@@ -6,8 +6,7 @@ import dataclasses
 import math
 import random
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lavaflow.elastic.policies import POLICY_NAMES, JobView, check_allocation, make_policy
 

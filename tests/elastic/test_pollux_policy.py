@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from lavaflow.elastic.policies import JobView, check_allocation, make_policy
 from lavaflow.elastic.policies.pollux import objective, pollux

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lavaflow.elastic import sia
-from lavaflow.elastic import spec as es
+from lavaflow.elastic import sia, spec as es
 from lavaflow.elastic.sia import SiaArtifactError, SiaJobSpeed, sia_app
 from lavaflow.elastic.speed import PolluxJobSpeed
 from lavaflow.elastic.trace_readers import WorkloadError, read_workload, workload_format

@@ -14,8 +14,12 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    given,
+    settings,
+    strategies as st,  # noqa: E402
+)
 
 from lavaflow.api.core import Pod, PodSpec, PodStatus  # noqa: E402
 from lavaflow.api.kinds import kind_info  # noqa: E402

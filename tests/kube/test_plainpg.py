@@ -14,15 +14,21 @@ import pytest
 pytest.importorskip("aiohttp")
 pytest.importorskip("prometheus_client")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    given,
+    settings,
+    strategies as st,  # noqa: E402
+)
 from pydantic import BaseModel  # noqa: E402
 from test_lightpod import DROP, changed, changes_of  # noqa: E402
 
 from lavaflow.api.kinds import kind_info  # noqa: E402
 from lavaflow.api.volcano import PodGroup  # noqa: E402
-from lavaflow.kube import codec  # noqa: E402
-from lavaflow.kube import slim as slim_mod  # noqa: E402
+from lavaflow.kube import (
+    codec,  # noqa: E402
+    slim as slim_mod,  # noqa: E402
+)
 from lavaflow.kube.client import ClientConfig, KubeClient  # noqa: E402
 from lavaflow.kube.plainpg import volcano_podgroup  # noqa: E402
 from lavaflow.kube.store import KubeStore  # noqa: E402

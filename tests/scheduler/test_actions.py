@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lavaflow.scheduler.actions.allocate import AllocateAction
 from lavaflow.scheduler.model import JobInfo, TaskInfo, TaskStatus

@@ -6,8 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lavaflow.scheduler.framework.conf import (
     DEFAULT_SCHEDULER_CONF,

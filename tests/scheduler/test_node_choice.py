@@ -7,8 +7,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from conftest import node_group, simulate
 from lavaflow.scheduler.framework.conf import VOLCANO_SHIPPED_CONF, load_scheduler_conf

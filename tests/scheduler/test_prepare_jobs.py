@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lavaflow.scheduler.framework.conf import load_scheduler_conf
 from lavaflow.scheduler.framework.memo import JobRecord

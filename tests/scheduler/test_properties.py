@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import as_json, node_group, simulate
 

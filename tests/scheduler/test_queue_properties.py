@@ -15,8 +15,7 @@ import json
 import re
 from collections import Counter
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import node_group, simulate
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import lavaflow.scheduler.actions.allocate as allocate_mod
 from lavaflow.scheduler.framework.node_selection import NodeSelection

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lavaflow.scheduler.plugins.proportion import QueueAttr, _water_fill_arrays, _water_fill_floats
 

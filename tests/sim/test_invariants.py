@@ -11,8 +11,7 @@ benchmarks/invariants.py runs 10,000 of them.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import invariants
 

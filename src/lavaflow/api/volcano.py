@@ -11,32 +11,14 @@ from .core import PodTemplateSpec
 from .meta import K8sModel, ResourceList, TypedObject
 from .phases import (
     JOB_ACTIONS as JOB_ACTIONS,
-)
-from .phases import (
     JOB_EVENTS as JOB_EVENTS,
-)
-from .phases import (
     JOB_FINAL_PHASES as JOB_FINAL_PHASES,
-)
-from .phases import (
     JOB_PHASES as JOB_PHASES,
-)
-from .phases import (
     PODGROUP_PHASES as PODGROUP_PHASES,
-)
-from .phases import (
     JobAction as JobAction,
-)
-from .phases import (
     JobEvent as JobEvent,
-)
-from .phases import (
     JobFlowPhase as JobFlowPhase,
-)
-from .phases import (
     JobPhase as JobPhase,
-)
-from .phases import (
     PodGroupPhase as PodGroupPhase,
 )
 

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
-from .options import ContextOpt as ContextOpt  # (re-exported)
-from .options import KubeconfigOpt as KubeconfigOpt
-from .options import SchedulerNamesOpt as SchedulerNamesOpt
+from .options import (
+    ContextOpt as ContextOpt,  # (re-exported)
+    KubeconfigOpt as KubeconfigOpt,
+    SchedulerNamesOpt as SchedulerNamesOpt,
+)
 
 if TYPE_CHECKING:
     from ..kube.client import KubeClient

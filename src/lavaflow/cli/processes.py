@@ -267,8 +267,7 @@ def webhook_cmd(
 
     async def main() -> None:
         from ..kube.store import KubeStore
-        from ..kube.webhook import WebhookServer, self_signed
-        from ..kube.webhook import patch_ca_bundle as patch_ca
+        from ..kube.webhook import WebhookServer, patch_ca_bundle as patch_ca, self_signed
 
         client = make_client(kubeconfig, context)
         store = KubeStore(client)

@@ -11,8 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..api import admission, validation
-from ..api import sim_annotations as ann
+from ..api import admission, sim_annotations as ann, validation
 from ..api.core import ConfigMap, Node, Pod
 from ..api.loader import Loaded, Problems, Source, object_label
 from ..api.native_workloads import NodeGroup, NumaLayout
@@ -55,8 +54,7 @@ def _check_sia_tables(problems: Problems, src: Source, job: Job, items: list[Ite
     """A Job run by Sia's tables (lavaflow.io/speed-tables: sia) needs them for each GPU type it
     may run on among the nodes of ``items`` (none when a trace's jobs are prepared in batches:
     their traces were checked against the cluster)."""
-    from ..elastic import sia
-    from ..elastic import spec as es
+    from ..elastic import sia, spec as es
 
     annotations = job.metadata.annotations
     if str(annotations.get(es.SPEED_TABLES, "")).strip().lower() != "sia":

@@ -11,8 +11,7 @@ from ..api.core import PodPhase
 from ..api.quantity import quantity_to_float
 from ..api.volcano import JOB_FINAL_PHASES, JobPhase, PodGroupPhase
 from ..elastic.learned import METRICS as REPORT_METRICS
-from ..elastic.spec import DEFAULT_GPU_TYPE_LABELS
-from ..elastic.spec import PROGRESS as REPORT_PROGRESS
+from ..elastic.spec import DEFAULT_GPU_TYPE_LABELS, PROGRESS as REPORT_PROGRESS
 from ..scheduler.model import NOT_ADMITTED, TaskStatus
 from ..scheduler.plugins.gang import job_fit_error
 

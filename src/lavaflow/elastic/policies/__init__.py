@@ -13,10 +13,8 @@ from .elastic_srjf import elastic_srjf
 from .elastic_tiresias import elastic_tiresias
 from .ffdl import ffdl
 from .fifo import fifo
-from .gavel import ROUND as GAVEL_ROUND
-from .gavel import gavel
-from .goodput import LEARNED_PARAMS as GOODPUT_LEARNED
-from .goodput import goodput
+from .gavel import ROUND as GAVEL_ROUND, gavel
+from .goodput import LEARNED_PARAMS as GOODPUT_LEARNED, goodput
 from .lavaflow import lavaflow
 from .pollux import pollux, pollux_fix
 from .sia import sia

@@ -140,8 +140,7 @@ def load_scheduler_conf(text: str | None = None, allow_kube_default: bool = Fals
     from ..actions import ACTIONS  # noqa: F401 - ensure registration
     from ..elastic import action, plugin  # noqa: F401 - the elastic unit's action and plugin
     from ..plugins import PLUGINS  # noqa: F401
-    from .registry import ACTIONS as _A
-    from .registry import PLUGINS as _P
+    from .registry import ACTIONS as _A, PLUGINS as _P
 
     if text is None:
         text = DEFAULT_SCHEDULER_CONF
