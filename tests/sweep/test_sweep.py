@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -292,12 +293,15 @@ def test_ray_gives_the_local_table(local_run, tmp_path):
     spec = tmp_path / "tiny.yaml"
     spec.write_text(SPEC)
     # (the workers inherit this process' environment, so they import the same lavaflow)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         code = run_sweep(spec, tmp_path / "ray-out", ray="auto", report=False)
         pids = {json.loads(p.read_text())["pid"] for p in (tmp_path / "ray-out" / "runs").glob("*.json")}
     finally:
         ray.shutdown()
+        for sig, handler in handlers.items():  # Ray's init installs its own; later tests expect theirs
+            signal.signal(sig, handler)
     assert code == 0
     assert os.getpid() not in pids  # the runs ran in Ray's workers
     assert (tmp_path / "ray-out" / "results.csv").read_bytes() == (d / "tiny-sweep" / "results.csv").read_bytes()
