@@ -638,8 +638,17 @@ async def _setup_failover(api, ns: str, nodes: list[dict]) -> None:
 
     await _install_crds(api)
     await create_manifest(api, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    await _create_nodes(api, nodes)
+
+
+async def _create_nodes(api, nodes: list[dict]) -> None:
+    """Create fake nodes and lift the not-ready taint kube-apiserver's admission gives a new Node
+    (a bare control plane has no node lifecycle controller to lift it)."""
+    from lavaflow.kube.ops import create_manifest
+    from lavaflow.testing import lift_not_ready_taint
+
     for n in nodes:
-        await create_manifest(api, dict(n))
+        await lift_not_ready_taint(api, await create_manifest(api, dict(n)))
 
 
 async def _wait(pred, timeout: float, what: str):
@@ -864,8 +873,7 @@ def test_gang_half_bound_by_a_dead_leader_is_completed_on_a_real_api_server(tmp_
                 await api.request("POST", f"/api/v1/namespaces/{ns}/pods/{pod}/binding", body=body)
             # two more nodes' worth of room appears for g1's other pods
             more = _labelled_nodes(suffix, 1, "2", "8Gi", start=3)
-            for n in more:
-                await create_manifest(api, dict(n))
+            await _create_nodes(api, more)
             nodes += more
             procs.append(_scheduler_proc(suffix, ns, "a", "50", tmp_path))
 
