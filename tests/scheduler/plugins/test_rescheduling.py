@@ -1,4 +1,4 @@
-"""shuffle action with the rescheduling plugin (lowNodeUtilization), through the simulator."""
+"""The rescheduling plugin (lowNodeUtilization) with the shuffle action, through the simulator."""
 
 from __future__ import annotations
 
