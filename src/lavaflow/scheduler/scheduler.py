@@ -276,11 +276,22 @@ class Scheduler:
 
 
 def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any]:
-    """Volcano's jobStatus: the PodGroup phase and counters after a session."""
+    """Volcano's jobStatus: the PodGroup phase and counters after a session.
+
+    As Volcano's getPodGroupPhase (v1.16): the gang counts as placed when its scheduled tasks —
+    allocated or on a node, ended ones (Succeeded *and* Failed) and Releasing ones that were on a
+    node included — reach minMember, and is Completed once every one of them has ended; a gang one
+    of whose pods failed is Completed, not sent back to Pending to be admitted again (Volcano
+    v1.13 counted only Succeeded among the ended). One deliberate difference in timing: tasks
+    allocated or binding in this session count already, so Running is written with the bindings,
+    where Volcano writes it one period later (docs/volcano-examples.md)."""
     c = job.counts
-    allocated = job.count(ALLOCATED) + c[TaskStatus.SUCCEEDED]
-    if allocated > 0 and allocated >= job.min_available:
-        phase = _PG_COMPLETED if c[TaskStatus.SUCCEEDED] == allocated else _PG_RUNNING
+    ended = c[TaskStatus.SUCCEEDED] + c[TaskStatus.FAILED]
+    scheduled = job.count(ALLOCATED) + ended
+    if c[TaskStatus.RELEASING]:
+        scheduled += sum(1 for t in job.tasks.values() if t.status == TaskStatus.RELEASING and t.node >= 0)
+    if scheduled > 0 and scheduled >= job.min_available:
+        phase = _PG_COMPLETED if ended == scheduled else _PG_RUNNING
     elif session_phase != _PG_INQUEUE:
         phase = _PG_PENDING
     else:
