@@ -335,7 +335,13 @@ R, S, P, B, F = TaskStatus.RUNNING, TaskStatus.SUCCEEDED, TaskStatus.PENDING, Ta
         (3, [R, P, P], "Inqueue", "Inqueue"),
         (3, [R, P, P], "Pending", "Pending"),
         (1, [P], "Pending", "Pending"),
-        (1, [F], "Running", "Pending"),
+        # Volcano v1.16's getPodGroupPhase: a failed pod was scheduled and has ended (v1.13 sent
+        # this gang back to Pending, to be admitted again)
+        (1, [F], "Running", "Completed"),
+        (2, [R, F], "Running", "Running"),
+        (2, [F, S], "Running", "Completed"),
+        (3, [R, F, P], "Inqueue", "Inqueue"),
+        (3, [R, F, P], "Running", "Pending"),
     ],
 )
 def test_pg_status_phase_rules(min_available, statuses, session_phase, expected):

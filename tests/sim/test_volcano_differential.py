@@ -113,3 +113,44 @@ def test_a_bare_pods_podgroup_is_owned_by_the_pod_as_volcano_makes_it():
     (ref,) = pg.metadata.owner_references
     assert (ref.api_version, ref.kind, ref.name, ref.uid) == ("v1", "Pod", "solo", pod.metadata.uid)
     assert ref.controller and ref.block_owner_deletion
+
+
+def test_a_gang_one_of_whose_pods_failed_ends_completed_not_admitted_again():
+    """Volcano's getPodGroupPhase (main) counts ended pods, failed ones included, among a gang's
+    scheduled ones and calls the gang Completed once all have ended: vc-scheduler left PodGroup
+    w0 of random scenario 27 (three pods, one exiting 1) Completed. lavaflow counted only the
+    succeeded ones, so the gang fell back to Pending and was admitted again (Inqueue), holding
+    its minResources for a gang that had ended."""
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "w0"},
+        "spec": {"minMember": 3, "minResources": {"cpu": "3"}},
+    }
+
+    def pod(name: str, duration: str, exit_code: int) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "annotations": {
+                    "scheduling.k8s.io/group-name": "w0",
+                    "sim.lavaflow.io/duration": duration,
+                    "sim.lavaflow.io/exit-code": str(exit_code),
+                },
+            },
+            "spec": {
+                "schedulerName": "volcano",
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+            },
+        }
+
+    docs = [pg, pod("w0-a", "10s", 1), pod("w0-b", "20s", 0), pod("w0-c", "20s", 0)]
+    r = simulate(node_group("n", count=1, cpu="4") + "".join("---\n" + json.dumps(d) + "\n" for d in docs))
+    (out,) = [p for p in r["podGroups"] if p["name"] == "w0"]
+    assert out["phase"] == "Completed", out
+    phases = [h["phase"] for h in out.get("phaseHistory", [])]
+    if phases:
+        assert "Inqueue" not in phases[phases.index("Running") :], phases

@@ -276,11 +276,21 @@ class Scheduler:
 
 
 def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any]:
-    """Volcano's jobStatus: the PodGroup phase and counters after a session."""
+    """Volcano's jobStatus: the PodGroup phase and counters after a session.
+
+    As Volcano's getPodGroupPhase (v1.16) in what ended pods count for: the gang counts as placed
+    when its tasks allocated, on a node or ended (Succeeded *and* Failed) reach minMember, and is
+    Completed once every one of them has ended; a gang one of whose pods failed is Completed, not
+    sent back to Pending to be admitted again (v1.13 counted only Succeeded among the ended). Two
+    differences, documented in docs/volcano-examples.md: tasks allocated or binding in this
+    session count already, so Running is written with the bindings, where Volcano writes it one
+    period later; and Releasing pods that were on a node are not counted (Volcano v1.16 counts
+    them, which would hold an elastic job's PodGroup Running through a halt)."""
     c = job.counts
-    allocated = job.count(ALLOCATED) + c[TaskStatus.SUCCEEDED]
-    if allocated > 0 and allocated >= job.min_available:
-        phase = _PG_COMPLETED if c[TaskStatus.SUCCEEDED] == allocated else _PG_RUNNING
+    ended = c[TaskStatus.SUCCEEDED] + c[TaskStatus.FAILED]
+    scheduled = job.count(ALLOCATED) + ended
+    if scheduled > 0 and scheduled >= job.min_available:
+        phase = _PG_COMPLETED if ended == scheduled else _PG_RUNNING
     elif session_phase != _PG_INQUEUE:
         phase = _PG_PENDING
     else:
