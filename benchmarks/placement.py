@@ -130,8 +130,11 @@ def make_workload(jobs, rng: random.Random) -> tuple[list[PodGroup], list[Pod]]:
     for j, (size, cpu, mem, gpu) in enumerate(jobs):
         name = f"job-{j:06d}"
         req = {"cpu": f"{int(round(cpu * 1000))}m", "memory": f"{int(round(mem * 1024))}Mi"}
+        resources: dict[str, dict[str, str]] = {"requests": req}
         if gpu:
             req["nvidia.com/gpu"] = str(gpu)
+            # an extended resource is never overcommitted: Kubernetes wants its limit, equal to the request
+            resources["limits"] = {"nvidia.com/gpu": str(gpu)}
         min_res = {"cpu": f"{int(round(cpu * 1000)) * size}m", "memory": f"{int(round(mem * 1024)) * size}Mi"}
         if gpu:
             min_res["nvidia.com/gpu"] = str(gpu * size)
@@ -153,7 +156,7 @@ def make_workload(jobs, rng: random.Random) -> tuple[list[PodGroup], list[Pod]]:
                 },
                 "spec": {
                     "schedulerName": "volcano",
-                    "containers": [{"name": "main", "image": "busybox", "resources": {"requests": req}}],
+                    "containers": [{"name": "main", "image": "busybox", "resources": resources}],
                 },
             }
         )

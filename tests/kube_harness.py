@@ -20,7 +20,7 @@ from lavaflow.kube.leader import LeaderElector
 from lavaflow.kube.ops import create_manifest, list_objects
 from lavaflow.kube.scheduler_process import KubeScheduler
 from lavaflow.kube.webhook import WebhookServer
-from lavaflow.testing import ApiDouble, FakeKubelet, fake_node, webhook_admitter
+from lavaflow.testing import ApiDouble, FakeKubelet, fake_node, lift_not_ready_taint, webhook_admitter
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -116,7 +116,7 @@ class Cluster:
             self.double.admit = webhook_admitter(self.webhook)
         self.api = self.client()
         for n in self.nodes:
-            await create_manifest(self.api, dict(n))
+            await self._create_node(n)
         if self.make_kubelet is not None:
             self.kubelet = self.make_kubelet(self.client())
             await self.kubelet.start()
@@ -193,7 +193,17 @@ class Cluster:
     # ------------------------------------------------------------------ helpers
     async def create(self, docs: list[dict[str, Any]]) -> None:
         for d in docs:
-            await create_manifest(self.api, dict(d))
+            if d.get("kind") == "Node":
+                await self._create_node(d)
+            else:
+                await create_manifest(self.api, dict(d))
+
+    async def _create_node(self, doc: dict[str, Any]) -> None:
+        """Create a Node; on a real API server also lift the not-ready taint its admission adds
+        (no node lifecycle controller runs beside a bare API server)."""
+        got = await create_manifest(self.api, dict(doc))
+        if self.real:
+            await lift_not_ready_taint(self.api, got)
 
     async def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return await list_objects(self.api, "Pod", namespace)

@@ -227,3 +227,52 @@ def test_the_hook_rule_tells_crossings_apart(src, dst, crosses):
 def test_actions_and_plugins_meet_only_through_the_session():
     found = sorted({(a, b) for a, b in imports() if crosses_hooks(a, b)})
     assert not found, "an action or plugin imports a plugin module:\n" + "\n".join(f"  {a} -> {b}" for a, b in found)
+
+
+# The tests of each scheduler plugin mirror src/: plugins/<name>.py has tests/scheduler/plugins/
+# test_<name>.py, which holds tests, and every test file there is named after a plugin module
+# (tests of several plugins together, of actions or of the framework live beside them in
+# tests/scheduler/). Helpers those files share are modules without the test_ prefix.
+PLUGINS_SRC = SRC / "scheduler" / "plugins"
+PLUGINS_TESTS = SRC.parents[1] / "tests" / "scheduler" / "plugins"
+
+
+def unmirrored(src: Path, tests: Path) -> tuple[list[str], list[str]]:
+    """(plugin modules of ``src`` without a test file in ``tests`` holding a test, test files of
+    ``tests`` named after no plugin module), as paths relative to the two folders."""
+    plugins = sorted(p.stem for p in src.glob("*.py") if not p.stem.startswith("_"))
+    missing = []
+    for name in plugins:
+        path = tests / f"test_{name}.py"
+        if not path.is_file() or not any(
+            isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+            for node in ast.parse(path.read_text(), str(path)).body
+        ):
+            missing.append(f"test_{name}.py (for {name}.py)")
+    strays = sorted(p.name for p in tests.glob("test_*.py") if p.stem.removeprefix("test_") not in plugins)
+    return missing, strays
+
+
+def test_the_mirror_rule_names_what_is_missing_and_what_strays(tmp_path):
+    src, tests = tmp_path / "plugins", tmp_path / "tests"
+    src.mkdir()
+    tests.mkdir()
+    for name in ("__init__", "_shares", "gang", "drf", "binpack"):
+        (src / f"{name}.py").write_text("")
+    (tests / "test_gang.py").write_text("def test_x():\n    pass\n")
+    (tests / "test_drf.py").write_text("def helper():\n    pass\n")  # no test in it
+    (tests / "test_drf_hierarchy.py").write_text("def test_y():\n    pass\n")
+    (tests / "plugin_helpers.py").write_text("")
+    assert unmirrored(src, tests) == (
+        ["test_binpack.py (for binpack.py)", "test_drf.py (for drf.py)"],
+        ["test_drf_hierarchy.py"],
+    )
+
+
+def test_each_plugin_has_its_tests_in_its_own_file():
+    missing, strays = unmirrored(PLUGINS_SRC, PLUGINS_TESTS)
+    assert not missing, f"plugins without their tests in {PLUGINS_TESTS}:\n" + "\n".join(f"  {m}" for m in missing)
+    assert not strays, (
+        f"test files in {PLUGINS_TESTS} named after no plugin module (tests of one plugin go in its "
+        "test_<plugin>.py; of several, in tests/scheduler/):\n" + "\n".join(f"  {s}" for s in strays)
+    )

@@ -1,5 +1,6 @@
 """Volcano's node choice (issue 40): how many feasible nodes are sampled, where each search starts,
-how ties are broken, what kube-scheduler's integer scores give, and the shape of the placements."""
+how ties are broken, and the shape of the placements (the integer scores of kube-scheduler that
+nodeorder gives are tested in plugins/test_nodeorder.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,6 @@ from hypothesis import given, settings, strategies as st
 from conftest import node_group, simulate
 from lavaflow.scheduler.framework.conf import VOLCANO_SHIPPED_CONF, load_scheduler_conf
 from lavaflow.scheduler.framework.node_choice import NodeChoice, NodeSampler, nodes_to_find
-from lavaflow.scheduler.plugins.nodeorder import kube_balanced_allocation, kube_least_requested
-from lavaflow.scheduler.resources import CPU, MEMORY
-
-GI = 2.0**30
-MI = 2.0**20
 
 
 @pytest.mark.parametrize(
@@ -105,37 +101,6 @@ def test_ties_are_broken_at_random_but_reproducibly():
     again = [NodeSampler(NodeChoice(mode="volcano", seed=s)).pick(cand, scores) for s in range(40)]
     assert picks == again
     assert NodeSampler(NodeChoice(mode="volcano")).pick(cand, np.arange(10.0)) == 9
-
-
-def test_kube_scores_are_integers_that_step_down_as_pods_land():
-    # 32 cpu / 128 Gi nodes holding k pods of 100m / 128 Mi, scoring one more.
-    k = np.arange(12)
-    alloc = np.zeros((12, 3))
-    alloc[:, CPU], alloc[:, MEMORY] = 32.0, 128 * GI
-    used = np.zeros((12, 3))
-    used[:, CPU], used[:, MEMORY] = 0.1 * k, 128 * MI * k
-    req = np.array([0.1, 128 * MI, 1.0])
-    least = kube_least_requested(alloc, used, req)
-    balanced = kube_balanced_allocation(alloc, used, req)
-    # cpu (32000 - 100(k+1)) * 100 // 32000 and memory (1024 - (k+1)) * 100 // 1024, averaged in integers
-    assert least.tolist() == [99, 99, 99, 98, 98, 98, 98, 98, 98, 97, 97, 97]
-    # Kubernetes 1.36 scores the change in balance, 50 + (50 + with - without) // 2, where a balance
-    # is 1 - |cpu fraction - memory fraction| / 2 truncated to an integer: 100 on an empty node, 99
-    # with 1 to 9 pods, 98 with 10 to 18. The first pod and the tenth cost a point (74), the others
-    # none (75).
-    assert balanced.tolist() == [74] + [75] * 8 + [74] + [75] * 2
-
-
-def test_kube_balance_rewards_a_pod_that_evens_a_node_out():
-    # Half the cpu used and no memory (balance 75); a pod asking for half the memory and no cpu
-    # evens it out (balance 100): 50 + (50 + 100 - 75) // 2 = 87. On an empty node it unbalances it
-    # (100 -> 75): 50 + (50 + 75 - 100) // 2 = 62.
-    alloc = np.zeros((2, 3))
-    alloc[:, CPU], alloc[:, MEMORY] = 32.0, 128 * GI
-    used = np.zeros((2, 3))
-    used[0, CPU] = 16.0
-    req = np.array([0.0, 64 * GI, 1.0])
-    assert kube_balanced_allocation(alloc, used, req).tolist() == [87, 62]
 
 
 def test_options_out_of_range_are_named():

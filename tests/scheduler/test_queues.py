@@ -1,4 +1,5 @@
-"""Queues and fairness (issue 4): preemption, reclaim, guarantee, capacity, SLA, queue states, explanations.
+"""Queues and fairness (issue 4): preemption, reclaim, guarantee, queue states, explanations (the
+capacity and sla plugins' scenarios are in plugins/test_capacity.py and plugins/test_sla.py).
 
 Every scenario runs the simulator with preempt and reclaim enabled through a
 ``volcano-scheduler.conf`` ConfigMap and asserts the outcome exactly.
@@ -13,75 +14,24 @@ import sys
 import pytest
 
 from conftest import node_group, simulate
-from lavaflow.api.loader import InputError
-
-ACTIONS = "enqueue, allocate, backfill, reclaim, preempt"
-
-
-# ---------------------------------------------------------------- builders
-def conf(
-    queue_plugin: str = "proportion",
-    tier1: tuple = (),
-    queue_args: dict | None = None,
-    overcommit_factor: float | None = None,
-    actions: str = ACTIONS,
-) -> str:
-    """A scheduler ConfigMap: tiers (priority, gang, conformance, *tier1) / (overcommit, drf, predicates, queue plugin, nodeorder)."""
-    lines = [f'actions: "{actions}"', "tiers:", "- plugins:"]
-    for p in ("priority", "gang", "conformance", *tier1):
-        name, args = (p, None) if isinstance(p, str) else p
-        lines.append(f"  - name: {name}")
-        if args:
-            lines.append(f"    arguments: {json.dumps(args)}")
-    lines += ["- plugins:", "  - name: overcommit"]
-    if overcommit_factor is not None:
-        lines.append(f"    arguments: {{overcommit-factor: {overcommit_factor}}}")
-    for p in ("drf", "predicates", queue_plugin, "nodeorder"):
-        lines.append(f"  - name: {p}")
-        if p == queue_plugin:
-            for k, v in (queue_args or {}).items():
-                lines.append(f"    {k}: {json.dumps(v)}")
-    doc = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
-        "data": {"volcano-scheduler.conf": "\n".join(lines) + "\n"},
-    }
-    return "---\n" + json.dumps(doc) + "\n"
-
+from queue_scenarios import (
+    ACTIONS,
+    PRIORITIES,
+    conf,
+    decisions_of,
+    evicted,
+    job,
+    job_of,
+    last_queues,
+    priority_class,
+    queue,
+    stuck_reason,
+)
 
 # Preemption inside a full queue: the preemptor must first be admitted. With the default overcommit
 # factor 1.2 a job larger than 20% of a full cluster stays Pending in enqueue — as in Volcano, where
 # preempt skips Pending PodGroups (tested below) — so these scenarios raise the factor.
 PREEMPT_CONF = conf(overcommit_factor=10)
-
-
-def priority_class(name: str, value: int) -> str:
-    return (
-        "---\n"
-        + json.dumps(
-            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
-        )
-        + "\n"
-    )
-
-
-PRIORITIES = priority_class("low", 10) + priority_class("mid", 100) + priority_class("high", 1000)
-
-
-def queue(name: str, weight: int = 1, **spec) -> str:
-    return (
-        "---\n"
-        + json.dumps(
-            {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "Queue",
-                "metadata": {"name": name},
-                "spec": {"weight": weight, **spec},
-            }
-        )
-        + "\n"
-    )
 
 
 def command(name: str, action: str, target: str, at: float) -> str:
@@ -100,75 +50,12 @@ def command(name: str, action: str, target: str, at: float) -> str:
     )
 
 
-def job(
-    name: str,
-    replicas: int,
-    cpu: str = "1",
-    min_available: int | None = None,
-    queue: str | None = None,
-    prio: str | None = None,
-    at: float | None = None,
-    duration: str | float = "inf",
-    namespace: str | None = None,
-    annotations: dict | None = None,
-    node_selector: dict | None = None,
-) -> str:
-    pod: dict = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}],
-    }
-    if node_selector:
-        pod["nodeSelector"] = node_selector
-    spec: dict = {
-        "schedulerName": "volcano",
-        "minAvailable": replicas if min_available is None else min_available,
-        "tasks": [
-            {
-                "name": "t",
-                "replicas": replicas,
-                "template": {"metadata": {"annotations": {"sim.lavaflow.io/duration": str(duration)}}, "spec": pod},
-            }
-        ],
-    }
-    if queue:
-        spec["queue"] = queue
-    if prio:
-        spec["priorityClassName"] = prio
-    ann = dict(annotations or {})
-    if at is not None:
-        ann["sim.lavaflow.io/submit-at"] = str(at)
-    meta: dict = {"name": name, "annotations": ann}
-    if namespace:
-        meta["namespace"] = namespace
-    return (
-        "---\n"
-        + json.dumps({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec})
-        + "\n"
-    )
-
-
-def evicted(result: dict) -> list[str]:
-    return sorted(p["name"] for p in result["pods"] if p["phase"] == "Deleted" and p.get("reason") == "Evicted")
-
-
 def pods_of(result: dict, job_name: str) -> list[dict]:
     return [p for p in result["pods"] if p["job"] == job_name]
 
 
 def running(result: dict, job_name: str) -> int:
     return sum(1 for p in pods_of(result, job_name) if p["phase"] == "Running")
-
-
-def job_of(result: dict, name: str) -> dict:
-    return next(j for j in result["jobs"] if j["name"] == name)
-
-
-def stuck_reason(result: dict, name: str) -> str:
-    return next(s["reason"] for s in result["stuck"] if s["name"] == name)
-
-
-def decisions_of(result: dict, name: str) -> list[dict]:
-    return next(v for k, v in result["decisions"].items() if k.split("/", 1)[1].startswith(name + "-"))
 
 
 def condition(result: dict, name: str) -> dict:
@@ -178,10 +65,6 @@ def condition(result: dict, name: str) -> dict:
 
 def queue_state(result: dict, name: str) -> str:
     return next(q["state"] for q in result["queues"] if q["name"] == name)
-
-
-def last_queues(result: dict) -> dict[str, float]:
-    return {q: v.get("cpu", 0.0) for q, v in result["timeline"][-1]["queues"].items()}
 
 
 def assert_min_available_kept(result: dict, job_name: str, min_available: int) -> None:
@@ -396,87 +279,6 @@ def test_guarantee_reserves_capacity_against_other_queues():
     assert {q: v["cpu"] for q, v in r["timeline"][-1]["deserved"].items()} == {"qa": 6.0, "qb": 2.0}
     assert stuck_reason(r, "b") == "queue qb is overused (allocation has reached its deserved share)"
     assert stuck_reason(r, "a") == "queue qa is overused (allocation has reached its deserved share)"
-
-
-# ---------------------------------------------------------------- capacity
-def test_capacity_shares_by_explicit_deserved():
-    text = (
-        conf("capacity")
-        + node_group(count=2, cpu="4")
-        + queue("qa", deserved={"cpu": "6"})
-        + queue("qb", deserved={"cpu": "2"})
-        + job("a", 8, min_available=1, queue="qa")
-        + job("b", 8, min_available=2, queue="qb", at=5)
-    )
-    r = simulate(text, until=30)
-    # qa may use idle capacity beyond its deserved share, until qb reclaims its 2 cpus (b needs
-    # both to start; reclaim stops once a job no longer starves, so minAvailable 2 is what asks for 2).
-    assert {p["time"]: p["queues"] for p in r["timeline"]}[1.0] == {"qa": {"cpu": 8.0}}
-    assert len(evicted(r)) == 2 and all(p.startswith("a-") for p in evicted(r))
-    assert last_queues(r) == {"qa": 6.0, "qb": 2.0}
-
-
-HIERARCHY = conf("capacity", queue_args={"enableHierarchy": True})
-
-
-def hierarchy_text() -> str:
-    return (
-        HIERARCHY
-        + node_group(count=2, cpu="4")
-        + queue("p", deserved={"cpu": "6"}, capability={"cpu": "6"})
-        + queue("c1", parent="p", deserved={"cpu": "4"})
-        + queue("c2", parent="p", deserved={"cpu": "2"}, capability={"cpu": "3"})
-        + queue("o", deserved={"cpu": "2"})
-        + job("a", 8, min_available=1, queue="c1")
-        + job("b", 8, min_available=2, queue="c2", at=5)
-        + job("x", 8, min_available=1, queue="o", at=10)
-    )
-
-
-def test_capacity_two_level_hierarchy_shares_by_deserved_within_ancestor_capability():
-    r = simulate(hierarchy_text(), until=30)
-    for point in r["timeline"]:
-        q = {k: v.get("cpu", 0.0) for k, v in point["queues"].items()}
-        assert q.get("c1", 0) + q.get("c2", 0) <= 6.0  # never above the parent's capability
-        assert q.get("c2", 0) <= 3.0
-    at = {p["time"]: p["queues"] for p in r["timeline"]}
-    assert at[1.0] == {"c1": {"cpu": 6.0}}  # c1 alone: up to its parent's capability
-    # c2 reclaims its deserved 2 cpus from its sibling (parent full), o then takes its 2 idle cpus.
-    assert sorted(evicted(r)) == ["a-t-0", "a-t-2"]
-    assert last_queues(r) == {"c1": 4.0, "c2": 2.0, "o": 2.0}
-    assert {q["name"]: q["allocated"].get("cpu") for q in r["queues"] if q["name"] in ("p", "root")} == {
-        "p": "6",
-        "root": "8",
-    }
-    assert stuck_reason(r, "a") == "queue p is at its capability (cpu 6, memory 8Gi; allocated cpu 6)"
-
-
-def test_jobs_only_go_to_leaf_queues():
-    with pytest.raises(InputError, match="Queue 'p' has child queues"):
-        simulate(hierarchy_text() + job("pp", 1, queue="p"))
-
-
-# ---------------------------------------------------------------- sla
-def sla_text(with_sla: bool) -> str:
-    t = conf(tier1=(("sla", {}),) if with_sla else ()) + node_group(count=1, cpu="4")
-    t += job("big", 4, at=1, duration=10, annotations={"volcano.sh/sla-waiting-time": "20s"} if with_sla else None)
-    for i in range(40):
-        t += job(f"s{i:02d}", 1, at=i * 2, duration=7)
-    return t
-
-
-def test_sla_waiting_time_forces_a_large_job_in_ahead_of_smaller_ones():
-    without = simulate(sla_text(False))
-    with_sla = simulate(sla_text(True))
-    # Without SLA the 4-cpu gang waits behind the stream of 1-cpu jobs until the stream ends.
-    assert job_of(without, "big")["startTime"] == 87.0
-    # With 20 s it is forced in at its deadline (t=21): jobs admitted later wait until the running ones
-    # drain (t=28) and it runs alone.
-    assert job_of(with_sla, "big")["startTime"] == 28.0
-    later = [j for j in with_sla["jobs"] if j["name"].startswith("s") and j["submitTime"] >= 21]
-    assert later and all(j["startTime"] >= 38.0 for j in later)
-    assert any(d["action"] == "sla" and "forced in" in d["message"] for d in decisions_of(with_sla, "big"))
-    assert all(j["phase"] == "Completed" for j in with_sla["jobs"])
 
 
 # ---------------------------------------------------------------- queue states

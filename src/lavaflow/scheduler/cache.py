@@ -108,6 +108,50 @@ class Decisions:
 
 
 _REQUESTS_KEPT = 4096  # request vectors remembered by template (SchedulerCache._requests_of)
+
+
+class _KeptSignature:
+    """A pod spec's constraint signature, kept with the spec it was worked out from (the entry is
+    found by the spec's id, and holds the spec so that the id is not reused while it stands)."""
+
+    __slots__ = ("spec", "key")
+
+    def __init__(self, spec: Any, key: Any) -> None:
+        self.spec = spec
+        self.key = key
+
+
+class _KeptRequests:
+    """A request vector (with its pod slot) and whether it requests nothing, kept with what pods
+    sharing it must hold by identity: their containers, init containers and overhead, or the one
+    dict of requests that light pods carry (``owner``; ``init`` and ``overhead`` None then)."""
+
+    __slots__ = ("owner", "init", "overhead", "vector", "best_effort")
+
+    def __init__(self, owner: Any, init: Any, overhead: Any, vector: np.ndarray, best_effort: bool) -> None:
+        self.owner = owner
+        self.init = init
+        self.overhead = overhead
+        self.vector = vector
+        self.best_effort = best_effort
+
+
+class _KeptQueueVectors:
+    """A Queue's capability, guarantee and deserved vectors, kept with the resource count and the
+    spec amounts (``source``) they were computed from."""
+
+    __slots__ = ("width", "source", "capability", "guarantee", "deserved")
+
+    def __init__(
+        self, width: int, source: Any, capability: np.ndarray, guarantee: np.ndarray, deserved: np.ndarray | None
+    ) -> None:
+        self.width = width
+        self.source = source
+        self.capability = capability
+        self.guarantee = guarantee
+        self.deserved = deserved
+
+
 _MODEL_TYPES: dict[type, bool] = {}
 
 
@@ -145,15 +189,15 @@ class SchedulerCache:
         self.priority_classes: dict[str, int] = {}
         self.default_priority = 0
         self.static_masks: dict[Any, np.ndarray] = {}
-        self._signatures: dict[int, tuple[Any, Any]] = {}
-        # id(containers) -> (containers, init containers, overhead, request vector, best effort), or
-        # id(requests) -> (requests, None, None, request vector, best effort) for pods carrying theirs
-        self._requests: dict[int, tuple[Any, Any, Any, np.ndarray, bool]] = {}
+        self._signatures: dict[int, _KeptSignature] = {}  # id(pod spec) -> its constraint signature
+        # id(containers) -> the request vector of pods made from them, or id(requests) -> that of
+        # pods carrying their requests (see _requests_of)
+        self._requests: dict[int, _KeptRequests] = {}
         self._vectors: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
         # a PodGroup's minResources (as items) -> their vector; Queue name -> (resource count,
         # (capability, guarantee, deserved), their vectors): see on_podgroup and on_queue.
         self._min_resources: dict[tuple[tuple[str, Any], ...], np.ndarray] = {}
-        self._queue_vectors: dict[str, tuple[int, Any, np.ndarray, np.ndarray, np.ndarray | None]] = {}
+        self._queue_vectors: dict[str, _KeptQueueVectors] = {}
         self.decisions = Decisions()
         self.on_bind: Callable[[str, str], None] | None = None  # (pod key, node name)
         self._before_node: dict[str, dict[str, Pod]] = {}  # node name -> pods bound to it, node not seen yet
@@ -268,10 +312,14 @@ class SchedulerCache:
         # amounts, kept with what they were computed from (and the resource count then).
         source = (spec.capability, spec.guarantee.resource, spec.deserved)
         kept = self._queue_vectors.get(queue.name)
-        if info is not None and kept is not None and kept[0] == len(self.index) and kept[1] == source:
-            _, _, capability, guarantee, deserved = kept
+        if info is not None and kept is not None and kept.width == len(self.index) and kept.source == source:
+            deserved = kept.deserved
             self._set_queue(
-                info, queue, capability.copy(), guarantee.copy(), None if deserved is None else deserved.copy()
+                info,
+                queue,
+                kept.capability.copy(),
+                kept.guarantee.copy(),
+                None if deserved is None else deserved.copy(),
             )
             return
         width = len(self.index)
@@ -291,7 +339,7 @@ class SchedulerCache:
                     deserved[self.index.pos[k]] = vec[self.index.pos[k]]
         guarantee = pad(guarantee, len(self.index))
         if len(self.index) == width:  # (vectors made while the index grew may be of mixed widths)
-            self._queue_vectors[queue.name] = (
+            self._queue_vectors[queue.name] = _KeptQueueVectors(
                 width,
                 (dict(spec.capability), dict(spec.guarantee.resource), dict(spec.deserved)),
                 capability.copy(),
@@ -375,8 +423,8 @@ class SchedulerCache:
     def _signature(self, pod: Pod) -> Any:
         spec = pod.spec
         hit = self._signatures.get(id(spec))
-        if hit is not None and hit[0] is spec:
-            return hit[1]
+        if hit is not None and hit.spec is spec:
+            return hit.key
         aff = spec.affinity.node_affinity if spec.affinity is not None else None
         if not spec.node_selector and aff is None and not spec.tolerations:
             return _PLAIN_SIGNATURE
@@ -391,7 +439,7 @@ class SchedulerCache:
         )
         if len(self._signatures) > 100_000:
             self._signatures.clear()
-        self._signatures[id(spec)] = (spec, key)
+        self._signatures[id(spec)] = _KeptSignature(spec, key)
         return key
 
     def is_ours(self, pod: Pod) -> bool:
@@ -409,12 +457,12 @@ class SchedulerCache:
         hit = self._requests.get(id(containers))
         if (
             hit is not None
-            and hit[0] is containers
-            and hit[1] is init
-            and hit[2] is overhead
-            and len(hit[3]) == len(self.index)
+            and hit.owner is containers
+            and hit.init is init
+            and hit.overhead is overhead
+            and len(hit.vector) == len(self.index)
         ):
-            return hit[3].copy(), hit[4]
+            return hit.vector.copy(), hit.best_effort
         return self._keep_requests((containers, init, overhead), pod_requests(spec))
 
     def _carried_requests_of(self, amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
@@ -423,11 +471,11 @@ class SchedulerCache:
         them) and whether it requests nothing: kept by that dict and shared, read-only (nothing
         changes a task's requests in place: a new width pads them into a new array)."""
         hit = self._requests.get(id(amounts))
-        if hit is None or hit[0] is not amounts or len(hit[3]) != len(self.index.names):
+        if hit is None or hit.owner is not amounts or len(hit.vector) != len(self.index.names):
             self._keep_requests((amounts, None, None), amounts)
             hit = self._requests[id(amounts)]
-            hit[3].flags.writeable = False
-        return hit[3], hit[4]
+            hit.vector.flags.writeable = False
+        return hit.vector, hit.best_effort
 
     def _keep_requests(self, owners: tuple[Any, Any, Any], amounts: dict[str, float]) -> tuple[np.ndarray, bool]:
         """The request vector of ``amounts`` (with its pod slot) and whether it requests nothing,
@@ -438,7 +486,7 @@ class SchedulerCache:
         best_effort = not any(v > 0 for v in amounts.values())
         if len(self._requests) >= _REQUESTS_KEPT:
             self._requests.clear()
-        self._requests[id(owners[0])] = (*owners, resreq, best_effort)
+        self._requests[id(owners[0])] = _KeptRequests(*owners, resreq, best_effort)
         return resreq.copy(), best_effort
 
     def _new_task(self, pod: Pod, key: str, job_uid: str, namespace: str, status: TaskStatus) -> TaskInfo:

@@ -3,6 +3,6 @@ and a fake kubelet (:mod:`.fake_kubelet`). Used by the tests and the benchmarks,
 scheduler, controllers or webhook themselves."""
 
 from .fake_apiserver import ApiDouble, webhook_admitter
-from .fake_kubelet import FakeKubelet, fake_node
+from .fake_kubelet import FakeKubelet, fake_node, lift_not_ready_taint
 
-__all__ = ["ApiDouble", "FakeKubelet", "fake_node", "webhook_admitter"]
+__all__ = ["ApiDouble", "FakeKubelet", "fake_node", "lift_not_ready_taint", "webhook_admitter"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..api import sim_annotations as ann
 from ..api.core import PodPhase
+from ..kube.client import MERGE_PATCH
 from ..kube.tasks import cancel_and_wait
 from .fake_apiserver import _now
 
@@ -221,6 +222,27 @@ async def force_delete(client: KubeClient, namespace: str, name: str, uid: str |
         await client.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body)
     except Exception:
         pass
+
+
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+
+
+async def lift_not_ready_taint(client: KubeClient, node: dict[str, Any]) -> None:
+    """Remove the ``node.kubernetes.io/not-ready`` taint from ``node`` (as the API server returned
+    it), keeping its other taints. kube-apiserver's TaintNodesByCondition admission puts it on
+    every new Node and kube-controller-manager's node lifecycle controller lifts it once the node
+    reports Ready; a bare control plane (an API server and etcd) has no such controller, so
+    without this no pod lacking a toleration would ever be bound to a fake node there."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    kept = [t for t in taints if t.get("key") != NOT_READY_TAINT]
+    if len(kept) == len(taints):
+        return
+    await client.request(
+        "PATCH",
+        f"/api/v1/nodes/{node['metadata']['name']}",
+        body={"spec": {"taints": kept or None}},
+        content_type=MERGE_PATCH,
+    )
 
 
 def fake_node(

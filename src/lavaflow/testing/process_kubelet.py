@@ -70,10 +70,10 @@ from urllib.parse import urlsplit
 
 from ..api.core import PodPhase
 from ..api.quantity import parse_quantity
-from ..kube.client import MERGE_PATCH, ApiError
+from ..kube.client import ApiError
 from ..kube.tasks import cancel_and_wait
 from .fake_apiserver import _now
-from .fake_kubelet import fake_node, force_delete, list_watch
+from .fake_kubelet import fake_node, force_delete, lift_not_ready_taint, list_watch
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kube.client import KubeClient
@@ -85,7 +85,6 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 CLUSTER_DOMAIN = "cluster.local"
 DEFAULT_GRACE = 30.0
-NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 # Process groups still alive in this interpreter: killed at exit, whatever happened to the kubelets.
 _LIVE_GROUPS: set[int] = set()
@@ -1322,23 +1321,7 @@ class ProcessKubelet:
             )
         self.node_uids[name] = got["metadata"]["uid"]
         if self.clear_not_ready_taint:
-            await self._clear_not_ready(got)
-
-    async def _clear_not_ready(self, node: dict[str, Any]) -> None:
-        """Remove the ``node.kubernetes.io/not-ready`` taint that kube-apiserver's
-        TaintNodesByCondition admission puts on a new Node: kube-controller-manager's node
-        lifecycle controller removes it once the node is Ready, and a bare control plane (an API
-        server and etcd) has none, so no pod without a toleration would be scheduled here."""
-        taints = (node.get("spec") or {}).get("taints") or []
-        kept = [t for t in taints if t.get("key") != NOT_READY_TAINT]
-        if len(kept) == len(taints):
-            return
-        await self.client.request(
-            "PATCH",
-            f"/api/v1/nodes/{node['metadata']['name']}",
-            body={"spec": {"taints": kept or None}},
-            content_type=MERGE_PATCH,
-        )
+            await lift_not_ready_taint(self.client, got)
 
     async def _heartbeats(self) -> None:
         """Renew each node's Lease every ``heartbeat`` seconds and write its status every

@@ -261,7 +261,7 @@ def test_soft_gang_that_fits_nowhere_explains_with_the_usual_fit_error():
 
 
 def test_hard_gang_preempts_only_inside_one_hypernode():
-    from test_queues import PRIORITIES, conf as queues_conf, job as qjob
+    from queue_scenarios import PRIORITIES, conf as queues_conf, job as qjob
 
     cm = queues_conf(overcommit_factor=10)
     text_conf = (

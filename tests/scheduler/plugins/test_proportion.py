@@ -1,11 +1,16 @@
-"""The proportion plugin: the callbacks it registers and what they decide."""
+"""The proportion plugin: the callbacks it registers and what they decide, what it keeps across
+sessions, and its water-filling on Python floats, which gives the very bits of its numpy form."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lavaflow.scheduler.framework.session import PERMIT, REJECT
 from lavaflow.scheduler.framework.statement import Statement
+from lavaflow.scheduler.model import TaskStatus
+from lavaflow.scheduler.plugins.proportion import QueueAttr, _water_fill_arrays, _water_fill_floats
 from scheduler_helpers import (
     fn,
     make_cache,
@@ -162,3 +167,143 @@ def test_proportion_closed_queue_rejects():
     job = ssn.jobs["default/one"]
     assert fn(ssn, "JobEnqueueable", "proportion")(job) == REJECT
     assert "closed" in job.job_fit_errors
+
+
+# ---------------------------------------------------------------- kept across sessions
+def test_proportion_kept_queue_attributes_follow_a_queue_change_with_the_same_jobs():
+    """Proportion's queue attributes are kept while the jobs' sums, the total and the queues stand;
+    a Queue whose capability or weight changes (the jobs unchanged) gets them worked out again."""
+    cache = make_cache(
+        [make_node("n1", cpu=8)],
+        queues=[make_queue("a"), make_queue("b")],
+        pgs=[make_pg("x", 1, queue="a"), make_pg("y", 1, queue="b")],
+        pods=[make_pod("x0", "x", cpu=6), make_pod("y0", "y", cpu=6)],
+    )
+    first = open_session(cache)
+    assert "proportion" in first.plugins
+    assert (
+        first.plugins["proportion"].attrs["a"].deserved[0] == 4.0
+        and first.plugins["proportion"].attrs["a"].capability[0] == np.inf
+    )
+    # a Queue status write: new vectors with the same bits, the same attributes
+    cache.on_queue(make_queue("a"))
+    second = open_session(cache)
+    assert second.jobs_token == first.jobs_token and "proportion" in second.plugins
+    assert (
+        second.plugins["proportion"].attrs["a"].deserved.tolist()
+        == first.plugins["proportion"].attrs["a"].deserved.tolist()
+    )
+    cache.on_queue(make_queue("a", capability={"cpu": 2}))
+    third = open_session(cache)
+    assert third.jobs_token == first.jobs_token and "proportion" in third.plugins
+    assert (
+        third.plugins["proportion"].attrs["a"].capability[0] == 2.0
+        and third.plugins["proportion"].attrs["a"].deserved[0] == 2.0
+    )
+    cache.on_queue(make_queue("b", weight=3))
+    fourth = open_session(cache)
+    assert "proportion" in fourth.plugins and fourth.plugins["proportion"].attrs["b"].weight == 3.0
+    # what handlers change is each session's own
+    fourth.plugins["proportion"].attrs["a"].allocated += 1.0
+    assert open_session(cache).plugins["proportion"].attrs["a"].allocated[0] == 0.0  # type: ignore[attr-defined]
+
+
+def test_job_vectors_keep_their_identity_while_their_bits_stay_the_same():
+    """A job's allocation and pending vectors, its admission reservation and its proportion rows
+    are worked out again after every change of the job, but keep the very array (and rows) they
+    replace when the bits are the same, so that sums kept under their identities still hold; a
+    change of value gives new ones."""
+    from lavaflow.scheduler.plugins._shares import reserved_or_none
+    from lavaflow.scheduler.plugins.proportion import job_rows
+
+    cache = make_cache(
+        [make_node("n1", 8, "16Gi")],
+        pgs=[make_pg("a", 1)],
+        pods=[
+            make_pod("a-0", "a", cpu=1, mem="1Gi", node="n1", phase="Running"),
+            make_pod("a-1", "a", cpu=2, mem="1Gi"),
+        ],
+    )
+    job = cache.jobs["default/a"]
+    job.sphase = "Running"
+    width = len(cache.index)
+    held, pending = job.allocated_view(width), job.pending_view(width)
+    rows = job_rows(job, width)
+    left = reserved_or_none(job, width)
+    running = job.tasks["default/a-0"]
+    job.set_status(running, TaskStatus.BINDING)  # still allocated: the same sums
+    job.set_status(running, TaskStatus.RUNNING)
+    assert job.allocated_view(width) is held and job.pending_view(width) is pending
+    assert job_rows(job, width) is rows and reserved_or_none(job, width) is left
+    waiting = job.tasks["default/a-1"]
+    job.set_status(waiting, TaskStatus.ALLOCATED)  # the sums change
+    assert job.allocated_view(width) is not held
+    assert job.allocated_view(width)[0] == pytest.approx(held[0] + 2)
+    assert job.pending_view(width) is not pending and job.pending_view(width)[0] == 0.0
+    assert job_rows(job, width) is not rows
+    assert not job.allocated_view(width).flags.writeable
+
+
+# ---------------------------------------------------------------- water-filling on floats
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+
+# Amounts as clusters have them (whole units, fractions of a core, bytes), with the corner
+# cases the rules for np.minimum / np.maximum must get right: signed zeros, infinities, NaN.
+AMOUNTS = st.one_of(
+    st.integers(0, 64).map(float),
+    st.sampled_from([0.0, -0.0, 0.5, 0.1, 1e-9, 2.5e10, float("inf"), float("nan")]),
+    st.floats(0, 1e12, allow_nan=False),
+)
+
+
+@st.composite
+def queues(draw: st.DrawFn) -> tuple[np.ndarray, list[dict[str, object]]]:
+    width = draw(st.integers(1, 5))
+    vec = st.lists(AMOUNTS, min_size=width, max_size=width).map(np.array)
+    total = draw(vec)
+    out = []
+    for i in range(draw(st.integers(1, 4))):
+        out.append(
+            {
+                "name": f"q{i}",
+                "weight": draw(st.sampled_from([1.0, 2.0, 3.0, 0.5, 0.0, 7.0])),
+                "request": draw(vec),
+                "guarantee": draw(st.one_of(st.just(np.zeros(width)), vec)),
+                "real_capability": draw(st.one_of(st.just(np.full(width, np.inf)), vec)),
+            }
+        )
+    return total, out
+
+
+def _attrs(spec: list[dict[str, object]]) -> list[QueueAttr]:
+    out = []
+    for q in spec:
+        width = len(q["request"])  # type: ignore[arg-type]
+        a = QueueAttr(
+            name=q["name"],  # type: ignore[arg-type]
+            weight=q["weight"],  # type: ignore[arg-type]
+            allocated=np.zeros(width),
+            request=q["request"].copy(),  # type: ignore[attr-defined]
+            inqueue=np.zeros(width),
+            elastic=np.zeros(width),
+            guarantee=q["guarantee"].copy(),  # type: ignore[attr-defined]
+            capability=np.full(width, np.inf),
+        )
+        a.real_capability = q["real_capability"].copy()  # type: ignore[attr-defined]
+        out.append(a)
+    return out
+
+
+@SETTINGS
+@given(queues())
+def test_water_fill_on_floats_gives_the_bits_of_the_array_form(
+    case: tuple[np.ndarray, list[dict[str, object]]],
+) -> None:
+    total, spec = case
+    arrays, floats = _attrs(spec), _attrs(spec)
+    with np.errstate(all="ignore"):  # (infinities times a zero weight)
+        _water_fill_arrays(arrays, total.copy())
+    _water_fill_floats(floats, total.copy())
+    for a, f in zip(arrays, floats):
+        assert f.deserved.dtype == a.deserved.dtype
+        assert f.deserved.tobytes() == a.deserved.tobytes()

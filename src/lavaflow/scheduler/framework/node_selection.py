@@ -31,6 +31,17 @@ from .node_choice import NodeSampler
 from .session_plugins import UNCACHED, SessionPlugins
 
 
+class _ClassScores:
+    """A task class's per-node values and the score epoch they are up to date with (rows changed
+    after it are recomputed on the next read)."""
+
+    __slots__ = ("epoch", "values")
+
+    def __init__(self, epoch: int, values: np.ndarray) -> None:
+        self.epoch = epoch
+        self.values = values
+
+
 @dataclass
 class RunPlan:
     """Where a run of same-class tasks goes (:meth:`NodeSelection.plan_run`): valid for a task
@@ -59,7 +70,7 @@ class NodeSelection:
         self.plugins = plugins
         self._static_cache = static_cache
         # Per task class: [epoch, values over all nodes]; see _class_array.
-        self._score_cache: dict[Hashable, list[Any]] = {}
+        self._score_cache: dict[Hashable, _ClassScores] = {}
         self._score_epoch = 0
         self._score_log: list[np.ndarray] = []  # rows whose usage changed, one entry per epoch
         self._score_snap: np.ndarray | None = None  # nodes.used when last compared
@@ -158,27 +169,26 @@ class NodeSelection:
         """
         n = len(self.nodes)
         entry = self._score_cache.get(key)
-        if entry is not None and entry[0] == epoch:
-            cached: np.ndarray = entry[1]
-            return cached
+        if entry is not None and entry.epoch == epoch:
+            return entry.values
         rows: np.ndarray | None
-        if entry is None or epoch - entry[0] > max(64, n // 8):
+        if entry is None or epoch - entry.epoch > max(64, n // 8):
             rows = None
         else:
             log = self._score_log
-            rows = log[entry[0]] if epoch - entry[0] == 1 else np.unique(np.concatenate(log[entry[0] : epoch]))
+            since = entry.epoch
+            rows = log[since] if epoch - since == 1 else np.unique(np.concatenate(log[since:epoch]))
             if len(rows) * 4 > n:
                 rows = None
         if rows is None or entry is None:
             if len(self._score_cache) > 512:
                 self._score_cache.clear()
             values = compute(np.arange(n))
-            self._score_cache[key] = [epoch, values]
+            self._score_cache[key] = _ClassScores(epoch, values)
             return values
-        values = entry[1]
-        assert isinstance(values, np.ndarray)
+        values = entry.values
         values[rows] = compute(rows)
-        entry[0] = epoch
+        entry.epoch = epoch
         return values
 
     def _best(self, task: TaskInfo, cand: np.ndarray, epoch: int | None = None) -> int:

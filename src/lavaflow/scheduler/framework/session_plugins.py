@@ -49,8 +49,19 @@ def _cmp_default(l_creation: float, l_uid: str, r_creation: float, r_uid: str) -
     return 0
 
 
-# (id of a tiers list, switch) -> (the list, per tier the names of its plugins with the switch on)
-_ENABLED: dict[tuple[int, str], tuple[Sequence[Tier], tuple[tuple[str, ...], ...]]] = {}
+class _EnabledNames:
+    """Per tier the names of the plugins with one switch on, kept with the tiers list they were
+    read from (found by the list's id; holding the list keeps that id from being reused)."""
+
+    __slots__ = ("tiers", "names")
+
+    def __init__(self, tiers: Sequence[Tier], names: tuple[tuple[str, ...], ...]) -> None:
+        self.tiers = tiers
+        self.names = names
+
+
+# (id of a tiers list, switch) -> the names enabled under that switch
+_ENABLED: dict[tuple[int, str], _EnabledNames] = {}
 
 
 def enabled_names(tiers: Sequence[Tier], switch: str) -> tuple[tuple[str, ...], ...]:
@@ -59,12 +70,12 @@ def enabled_names(tiers: Sequence[Tier], switch: str) -> tuple[tuple[str, ...], 
     that its id is not reused while the entry stands)."""
     key = (id(tiers), switch)
     hit = _ENABLED.get(key)
-    if hit is not None and hit[0] is tiers:
-        return hit[1]
+    if hit is not None and hit.tiers is tiers:
+        return hit.names
     names = tuple(tuple(opt.name for opt in tier.plugins if opt.enabled(switch)) for tier in tiers)
     if len(_ENABLED) > 256:
         _ENABLED.clear()
-    _ENABLED[key] = (tiers, names)
+    _ENABLED[key] = _EnabledNames(tiers, names)
     return names
 
 

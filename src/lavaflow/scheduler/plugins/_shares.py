@@ -11,7 +11,7 @@ import numpy as np
 from ...api.volcano import PodGroupPhase
 from ..framework.memo import JobRecord, Kept
 from ..model import ALLOCATED
-from ..resources import EPS
+from ..resources import EPS, PODS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -180,8 +180,8 @@ def within_share(a: Any, job: JobInfo) -> bool:
     req = job.min_resources
     assert req is not None  # asked only for jobs with minResources
     dims = req > 0
-    if len(dims) > 2:
-        dims[2] = False
+    if len(dims) > PODS:
+        dims[PODS] = False
     after = a.allocated + a.inqueue + req
     return bool(np.all(after[dims] <= a.deserved[dims] + EPS))
 

@@ -21,7 +21,7 @@ from ..framework.memo import MISS, CacheRecord, JobRecord, JobsRecord, Reuse
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING, NOT_ADMITTED
-from ..resources import EPS, amounts, describe, short_in
+from ..resources import EPS, PODS, amounts, describe, short_in
 from ._shares import (
     admission_key,
     elastic_of,
@@ -488,8 +488,8 @@ class ProportionPlugin(Plugin):
             # pods is not a share dimension (Volcano's Resource.LessEqual ignores MaxTaskNum): a queue
             # with pending pods would otherwise never count as overused.
             dims = np.ones(len(a.deserved), dtype=bool)
-            if len(dims) > 2:
-                dims[2] = False
+            if len(dims) > PODS:
+                dims[PODS] = False
             return bool(np.all(a.deserved[dims] <= a.allocated[dims] + EPS))
 
         def allocatable(queue: QueueInfo, task: TaskInfo) -> bool:
@@ -510,8 +510,8 @@ class ProportionPlugin(Plugin):
                 job = ssn.jobs.get(task.job)
                 if job is not None:
                     dims = task.resreq > 0
-                    if len(dims) > 2:
-                        dims[2] = False
+                    if len(dims) > PODS:
+                        dims[PODS] = False
                     short = short_in(ssn.index, a.allocated + task.resreq, a.deserved, dims)
                     at_cap = [ssn.index.names.index(n) for n in short.split(", ") if n in ssn.index.names]
                     if at_cap and all(a.deserved[i] >= a.capability[i] - EPS for i in at_cap):
@@ -577,7 +577,7 @@ class ProportionPlugin(Plugin):
             if a is None:
                 return False
             dims = task.resreq > 0
-            dims[2] = False
+            dims[PODS] = False
             return bool(np.all(a.allocated[dims] + task.resreq[dims] <= a.deserved[dims] + EPS))
 
         def reclaimable(reclaimer: TaskInfo, reclaimees: list[TaskInfo]) -> tuple[list[TaskInfo], int]:
@@ -681,8 +681,8 @@ class ProportionPlugin(Plugin):
         if a is None:
             return None
         dims = np.ones(len(a.deserved), dtype=bool)
-        if len(dims) > 2:
-            dims[2] = False
+        if len(dims) > PODS:
+            dims[PODS] = False
         full = [
             i
             for i in range(len(a.deserved))
