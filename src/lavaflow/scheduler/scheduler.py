@@ -16,7 +16,7 @@ from .framework.memo import CacheRecord, JobRecord, state
 from .framework.node_choice import NodeChoice, NodeSampler
 from .framework.registry import ACTIONS, PLUGINS, Plugin
 from .framework.session import Session
-from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, ALLOCATED, JobInfo, TaskStatus
+from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, _SUCCEEDED, ALLOCATED, JobInfo, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.volcano import PodGroupCondition, PodGroupStatus
@@ -43,6 +43,7 @@ _PG_PENDING, _PG_INQUEUE, _PG_RUNNING, _PG_COMPLETED, _PG_UNKNOWN = (
     PodGroupPhase.UNKNOWN.value,
 )
 _PG_WAITING = (_PG_PENDING, _PG_INQUEUE)
+_FAILED = int(TaskStatus.FAILED)  # (a plain int indexing JobInfo.counts, as model._RUNNING)
 
 # What the scheduler keeps between sessions (framework/memo.py):
 # the (width, total) the configured plugins last prepared a job for, under the job's version;
@@ -190,7 +191,7 @@ class Scheduler:
             status = pg_status(job, pg.status.phase, job.sphase or pg.status.phase)
             # Unknown: running tasks but the gang is broken this session.
             if (
-                job.counts[TaskStatus.RUNNING]
+                job.counts[_RUNNING]
                 and job.condition is not None
                 and job.condition[0] == "Unschedulable"
                 and status["phase"] in _PG_WAITING
@@ -287,7 +288,7 @@ def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any
     period later; and Releasing pods that were on a node are not counted (Volcano v1.16 counts
     them, which would hold an elastic job's PodGroup Running through a halt)."""
     c = job.counts
-    ended = c[TaskStatus.SUCCEEDED] + c[TaskStatus.FAILED]
+    ended = c[_SUCCEEDED] + c[_FAILED]
     scheduled = job.count(ALLOCATED) + ended
     if scheduled > 0 and scheduled >= job.min_available:
         phase = _PG_COMPLETED if ended == scheduled else _PG_RUNNING
@@ -297,9 +298,9 @@ def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any
         phase = _PG_INQUEUE
     return {
         "phase": phase,
-        "running": c[TaskStatus.RUNNING],
-        "succeeded": c[TaskStatus.SUCCEEDED],
-        "failed": c[TaskStatus.FAILED],
+        "running": c[_RUNNING],
+        "succeeded": c[_SUCCEEDED],
+        "failed": c[_FAILED],
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,25 @@ _JOB_UNSUCCESSFUL = (JobPhase.FAILED.value, JobPhase.TERMINATED.value, JobPhase.
 
 
 def _pct(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
+    """``float(np.percentile(values, q))`` (its default, linear interpolation), None without values.
+
+    Worked out here, operation for operation as numpy's ``_quantile`` and ``_lerp`` do, so that
+    the value is the same to the bit: np.percentile imports numpy.ma (through np.unique) on its
+    first call, 25 M instructions, 0.4 % of a 200-node simulation's whole process."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    if any(v != v for v in ordered):
+        return math.nan  # (numpy: a NaN anywhere makes the percentile NaN)
+    n = len(ordered)
+    virtual = (n - 1) * (q / 100)
+    if virtual >= n - 1:
+        return float(ordered[-1])
+    lo = math.floor(virtual)
+    gamma = virtual - lo
+    below, above = ordered[lo], ordered[lo + 1]
+    diff = above - below
+    return float(above - diff * (1 - gamma)) if gamma >= 0.5 else float(below + diff * gamma)
 
 
 def _mean(values: list[float]) -> float | None:

@@ -15,6 +15,8 @@ from .podgroup import PodGroupMixin
 from .state import OTHER, STATES
 from .util import FINISHED, podgroup_name
 
+_NOT_ADMITTED = ("", PodGroupPhase.PENDING.value)  # (plain strs, read per sync: see util.ALIVE)
+
 
 class ActionsMixin(PodGroupMixin):
     def _kill(
@@ -51,7 +53,7 @@ class ActionsMixin(PodGroupMixin):
             state = STATES[went_on]
         pg = self._ensure_podgroup(job)
         self._sync_elastic_annotations(job, pg)
-        if pg.status.phase not in ("", PodGroupPhase.PENDING):
+        if pg.status.phase not in _NOT_ADMITTED:
             self._create_pods(job, pods)
             counts = self._counts(job, pods)
         if state.after_pods is not None:

@@ -7,15 +7,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ...api.core import Pod, PodPhase
-from ...api.volcano import Job, JobEvent
+from ...api.core import Pod
+from ...api.volcano import Job
 from ..base import COMMAND_KEY
 from .handlers import HandlersMixin
 from .plugins import pods_changed
 from .state import OTHER, STATES
 from .status import snapshot
 from .tally import Tally
-from .util import SYNC, Request
+from .util import (
+    EVENT_OUT_OF_SYNC,
+    EVENT_POD_FAILED,
+    EVENT_POD_PENDING,
+    EVENT_POD_RUNNING,
+    EVENT_POD_SUCCEEDED,
+    EVENT_TASK_COMPLETED,
+    EVENT_TASK_FAILED,
+    POD_PENDING,
+    SYNC,
+    Request,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...store.base import Store
@@ -48,14 +59,14 @@ class JobController(HandlersMixin):
         if not job.status.state.phase:
             self._initiate(job)
         reqs = self.requests.pop(key, [])
-        reqs.append(Request(JobEvent.OUT_OF_SYNC))
+        reqs.append(Request(EVENT_OUT_OF_SYNC))
         last = len(reqs) - 1
         plain = [self._plain_sync(job, r) for r in reqs]
         for i, req in enumerate(reqs):
             if i < last and plain[i] and plain[i + 1]:
                 # A pod created or started, followed by another plain sync: SyncJob converges in
                 # one pass, so only the last of a run of them is executed.
-                if req.event == JobEvent.POD_RUNNING:
+                if req.event == EVENT_POD_RUNNING:
                     self._cancel(job.key, f"pod/{req.pod}")
                 continue
             self._handle(job, pods, req)
@@ -73,27 +84,25 @@ class JobController(HandlersMixin):
 
     def _handle(self, job: Job, pods: dict[str, Pod], req: Request) -> None:
         # Derived events: a task completed, or a task failed beyond its retries.
-        if req.event == JobEvent.POD_SUCCEEDED and self._task_completed(job, req.task, pods):
-            req = Request(JobEvent.TASK_COMPLETED, req.task, req.pod, version=req.version)
-        if req.event == JobEvent.POD_FAILED:
+        if req.event == EVENT_POD_SUCCEEDED and self._task_completed(job, req.task, pods):
+            req = Request(EVENT_TASK_COMPLETED, req.task, req.pod, version=req.version)
+        if req.event == EVENT_POD_FAILED:
             task = next((t for t in job.spec.tasks if t.name == req.task), None)
             if (
                 task is not None
                 and task.max_retry != -1
                 and self.task_restarts.get(job.key, {}).get(task.name, 0) >= task.max_retry
             ):
-                action, delay = self._resolve(
-                    job, Request(JobEvent.TASK_FAILED, req.task, req.pod, version=req.version)
-                )
+                action, delay = self._resolve(job, Request(EVENT_TASK_FAILED, req.task, req.pod, version=req.version))
                 if action != SYNC:
-                    req = Request(JobEvent.TASK_FAILED, req.task, req.pod, version=req.version)
-        if req.event in (JobEvent.POD_RUNNING,) or (req.event == JobEvent.POD_SUCCEEDED):
+                    req = Request(EVENT_TASK_FAILED, req.task, req.pod, version=req.version)
+        if req.event in (EVENT_POD_RUNNING,) or (req.event == EVENT_POD_SUCCEEDED):
             self._cancel(job.key, f"pod/{req.pod}")
         if (
-            req.event == JobEvent.POD_PENDING
+            req.event == EVENT_POD_PENDING
             and req.pod
             and req.pod in pods
-            and str(pods[req.pod].status.phase) != PodPhase.PENDING
+            and str(pods[req.pod].status.phase) != POD_PENDING
         ):
             return
         action, delay = self._resolve(job, req)

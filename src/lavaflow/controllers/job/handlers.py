@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...api.core import Pod, PodPhase
+from ...api.core import Pod
 from ...api.volcano import (
     JOB_NAME_KEY,
     JOB_VERSION_KEY,
@@ -18,7 +18,23 @@ from ...api.volcano import (
 from ..base import COMMAND_KEY
 from .actions import ActionsMixin
 from .tally import Tally
-from .util import ALIVE, Request, is_vcjob, resized_out, to_int
+from .util import (
+    ALIVE,
+    EVENT_POD_FAILED,
+    EVENT_POD_PENDING,
+    EVENT_POD_RUNNING,
+    EVENT_POD_SUCCEEDED,
+    POD_FAILED,
+    POD_PENDING,
+    POD_RUNNING,
+    POD_SUCCEEDED,
+    Request,
+    is_vcjob,
+    resized_out,
+    to_int,
+)
+
+_PG_UNKNOWN = PodGroupPhase.UNKNOWN.value  # (a plain str, read per PodGroup event: see util)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...api.volcano import Command
@@ -107,11 +123,11 @@ class HandlersMixin(ActionsMixin):
         if before == now:
             self.mark(key)
             return
-        if event == "ADDED" or now == PodPhase.PENDING:
-            event = JobEvent.POD_PENDING
-        elif now == PodPhase.RUNNING:
-            event = JobEvent.POD_RUNNING
-        elif now == PodPhase.FAILED:
+        if event == "ADDED" or now == POD_PENDING:
+            event = EVENT_POD_PENDING
+        elif now == POD_RUNNING:
+            event = EVENT_POD_RUNNING
+        elif now == POD_FAILED:
             if resized_out(pod):
                 # a worker the elastic scheduler took away, ending before it is gone (torchrun
                 # exits 1 on the resize's SIGTERM): not a failure for the job's policies
@@ -119,10 +135,10 @@ class HandlersMixin(ActionsMixin):
                 return
             version = to_int(meta.annotations.get(JOB_VERSION_KEY))
             task = labels.get(TASK_SPEC_KEY, "")
-            self._request(key, Request(JobEvent.POD_FAILED, task, pod_name, pod.status.exit_code, version=version))
+            self._request(key, Request(EVENT_POD_FAILED, task, pod_name, pod.status.exit_code, version=version))
             return
-        elif now == PodPhase.SUCCEEDED:
-            event = JobEvent.POD_SUCCEEDED
+        elif now == POD_SUCCEEDED:
+            event = EVENT_POD_SUCCEEDED
         else:
             self.mark(key)
             return
@@ -145,7 +161,7 @@ class HandlersMixin(ActionsMixin):
                     before = self.pg_phase.get(pg.key)
                     phase = self.pg_phase[pg.key] = pg.status.phase
                     self.podgroups_of.setdefault(key, {})[pg.key] = None
-                if phase == PodGroupPhase.UNKNOWN and before != PodGroupPhase.UNKNOWN:
+                if phase == _PG_UNKNOWN and before != _PG_UNKNOWN:
                     self._request(key, Request(JobEvent.UNKNOWN))
                 elif event != "MODIFIED" or phase != before:
                     # As Volcano's updatePodGroup: only a new phase concerns the job (its sync

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from ...api.core import Pod, PodPhase, PodStatus
+from ...api.core import Pod, PodStatus
 from ...api.meta import clone
 from ...api.volcano import (
     GROUP_NAME_ANNOTATION,
@@ -26,7 +26,7 @@ from ...api.volcano import (
 from ...store.base import Forbidden
 from .plugins import plugins_for
 from .status import StatusMixin
-from .util import owner_ref, pod_name, podgroup_name, task_min, to_int
+from .util import POD_RUNNING, POD_SUCCEEDED, owner_ref, pod_name, podgroup_name, task_min, to_int
 
 log = logging.getLogger("lavaflow.controllers")
 
@@ -89,7 +89,7 @@ class PodsMixin(StatusMixin):
         task = next((t for t in job.spec.tasks if t.name == task_name), None)
         if task is None:
             return True
-        return self.tallies[job.key].task_phase(task_name, PodPhase.RUNNING, PodPhase.SUCCEEDED) >= task_min(task)
+        return self.tallies[job.key].task_phase(task_name, POD_RUNNING, POD_SUCCEEDED) >= task_min(task)
 
     def _template(self, job: Job, task: TaskSpec) -> tuple[Pod, list[str]]:
         """The job's pod for ``task`` without its index (validated once), and the task's pod names."""

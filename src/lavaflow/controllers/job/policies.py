@@ -7,10 +7,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...api import admission
-from ...api.core import Pod, PodPhase
+from ...api.core import Pod
 from ...api.volcano import Job, JobEvent
 from .base import JobBase
-from .util import SYNC, Request
+from .util import (
+    EVENT_OUT_OF_SYNC,
+    EVENT_POD_FAILED,
+    EVENT_POD_PENDING,
+    EVENT_POD_RUNNING,
+    EVENT_POD_SUCCEEDED,
+    POD_SUCCEEDED,
+    SYNC,
+    Request,
+)
+
+_ANY = JobEvent.ANY.value
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...api.volcano import LifecyclePolicy
@@ -41,7 +52,7 @@ class PolicyMixin(JobBase):
         """The action for a request (task policies first) and its delay, if any."""
         if req.action is not None:
             return req.action, None
-        if req.event in (JobEvent.OUT_OF_SYNC, JobEvent.POD_RUNNING, JobEvent.POD_SUCCEEDED):
+        if req.event in (EVENT_OUT_OF_SYNC, EVENT_POD_RUNNING, EVENT_POD_SUCCEEDED):
             return SYNC, None
         if req.version is not None and req.version != job.status.version:
             return SYNC, None  # an event of an older incarnation
@@ -51,21 +62,21 @@ class PolicyMixin(JobBase):
             for pol in policies:
                 events = _events(pol)
                 if pol.exit_code is not None:
-                    if req.event == JobEvent.POD_FAILED and req.exit_code == pol.exit_code:
+                    if req.event == EVENT_POD_FAILED and req.exit_code == pol.exit_code:
                         return pol.action or SYNC, _timeout(pol)
                     continue
-                if req.event == JobEvent.POD_PENDING:
-                    if JobEvent.POD_PENDING in events and pol.timeout:
+                if req.event == EVENT_POD_PENDING:
+                    if EVENT_POD_PENDING in events and pol.timeout:
                         return pol.action or SYNC, _timeout(pol)
                     continue
-                if req.event in events or (JobEvent.ANY in events and req.event != JobEvent.POD_PENDING):
+                if req.event in events or (_ANY in events and req.event != EVENT_POD_PENDING):
                     return pol.action or SYNC, _timeout(pol)
         return SYNC, None
 
     def _plain_sync(self, job: Job, req: Request) -> bool:
         """A request whose whole effect is SyncJob, at once (no policy, no delay)."""
         return (
-            req.event in (JobEvent.POD_PENDING, JobEvent.POD_RUNNING, JobEvent.OUT_OF_SYNC)
+            req.event in (EVENT_POD_PENDING, EVENT_POD_RUNNING, EVENT_OUT_OF_SYNC)
             and req.action is None
             and self._resolve(job, req) == (SYNC, None)
         )
@@ -76,7 +87,7 @@ class PolicyMixin(JobBase):
             return False
         tally = self.tallies[job.key]
         mine = tally.task_pods(task_name)
-        return mine >= task.replicas and tally.task_phase(task_name, PodPhase.SUCCEEDED) == mine
+        return mine >= task.replicas and tally.task_phase(task_name, POD_SUCCEEDED) == mine
 
 
 def _events(policy: LifecyclePolicy) -> set[str]:

@@ -52,11 +52,11 @@ class StatusMixin(PolicyMixin):
 
 
 _COUNT_FIELDS = (
-    ("pending", PodPhase.PENDING),
-    ("running", PodPhase.RUNNING),
-    ("succeeded", PodPhase.SUCCEEDED),
-    ("failed", PodPhase.FAILED),
-    ("unknown", PodPhase.UNKNOWN),
+    ("pending", PodPhase.PENDING.value),
+    ("running", PodPhase.RUNNING.value),
+    ("succeeded", PodPhase.SUCCEEDED.value),
+    ("failed", PodPhase.FAILED.value),
+    ("unknown", PodPhase.UNKNOWN.value),
     ("terminating", TERMINATING),
 )
 

@@ -15,7 +15,10 @@ if TYPE_CHECKING:  # pragma: no cover
 K = TypeVar("K")
 
 TERMINATING = "Terminating"  # a pod whose deletion is pending, as the Job status counts it
-PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.UNKNOWN, TERMINATING)
+# The counted phases as plain strs, the keys of Tally.counts (looked up per pod event: see util.ALIVE).
+PHASES = tuple(
+    p.value for p in (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.UNKNOWN)
+) + (TERMINATING,)
 _PHASE_ORDER = {p: i for i, p in enumerate(PHASES)}
 
 

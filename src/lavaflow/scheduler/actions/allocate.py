@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model import JobInfo, QueueInfo, TaskInfo
 
 _INQUEUE = PodGroupPhase.INQUEUE.value  # (a plain str: see model.NOT_ADMITTED)
+_PENDING = TaskStatus.PENDING  # (a global: read for every task of every job tried)
 
 
 @register_action
@@ -150,7 +151,7 @@ class AllocateAction(Action):
 
     def _allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> tuple[Statement, bool]:
         stmt = Statement(ssn)
-        pending = [t for t in job.tasks.values() if t.status == TaskStatus.PENDING and not t.best_effort]
+        pending = [t for t in job.tasks.values() if t.status == _PENDING and not t.best_effort]
         pending.sort(key=ssn.task_key)
         plan: RunPlan | None = None
         for i, task in enumerate(pending):

@@ -150,9 +150,11 @@ class NodeSelection:
         flat = np.flatnonzero(used != snap)
         if len(flat) == 0:
             return self._score_epoch
-        rows = flat // used.shape[1]
+        rows = flat // used.shape[1]  # (ascending, as flat is)
         if len(rows) > 1:
-            rows = rows[:1] if rows[0] == rows[-1] else np.unique(rows)
+            # np.unique's result, without np.unique: it imports numpy.ma on its first call (46 M
+            # instructions, 0.7 % of a 200-node simulation), and these rows are sorted already.
+            rows = rows[:1] if rows[0] == rows[-1] else rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
         if len(rows):
             snap[rows] = used[rows]
             self._score_log.append(rows)

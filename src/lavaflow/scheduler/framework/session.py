@@ -35,6 +35,14 @@ log = logging.getLogger(__name__)
 
 # What a disposed-of session's node selection is left with in place of the session.
 _DISPOSED = SessionPlugins(())
+# Task statuses as globals: read per task placed, bound or undone (a member read off its class costs more).
+_PENDING, _ALLOCATED, _PIPELINED, _BINDING, _RELEASING = (
+    TaskStatus.PENDING,
+    TaskStatus.ALLOCATED,
+    TaskStatus.PIPELINED,
+    TaskStatus.BINDING,
+    TaskStatus.RELEASING,
+)
 
 
 LAVAFLOW_CHOICE = NodeChoice()
@@ -171,17 +179,17 @@ class Session(SessionPlugins):
             stmt.discard()
         self.held_statements.clear()
         for task in self.pipelined:
-            if task.status == TaskStatus.PIPELINED:
+            if task.status == _PIPELINED:
                 job = self.cache.jobs.get(task.job)
                 self.nodes.pipelined[task.node] -= task.resreq
                 self.nodes.take_task(task.node, task.uid)
                 if job is not None:
-                    job.set_status(task, TaskStatus.PENDING)
+                    job.set_status(task, _PENDING)
                 task.node = -1
         self.pipelined.clear()
         # Allocations never dispatched (backfill of a gang that did not become ready) are dropped too.
         for task in self.allocated_here:
-            if task.status == TaskStatus.ALLOCATED:
+            if task.status == _ALLOCATED:
                 job = self.cache.jobs.get(task.job)
                 if job is not None:
                     self._unplace(job, task)
@@ -245,10 +253,10 @@ class Session(SessionPlugins):
     def allocate(self, task: TaskInfo, node: int) -> None:
         """Allocate outside a statement and bind at once (Volcano's ssn.Allocate)."""
         job = self.jobs[task.job]
-        self.place(task, node, TaskStatus.ALLOCATED)
+        self.place(task, node, _ALLOCATED)
         self.notify_allocated(task)
         if job.is_ready():
-            for t in job.tasks_with(TaskStatus.ALLOCATED):
+            for t in job.tasks_with(_ALLOCATED):
                 self.bind(t)
 
     # ------------------------------------------------------------------ state operations
@@ -267,7 +275,7 @@ class Session(SessionPlugins):
 
     def unplace(self, task: TaskInfo) -> None:
         """Undo ``place``: the task is pending again and its node has the resources back."""
-        if task.status == TaskStatus.PIPELINED and task in self.pipelined:
+        if task.status == _PIPELINED and task in self.pipelined:
             self.pipelined.remove(task)
         self._unplace(self.jobs[task.job], task)
 
@@ -276,7 +284,7 @@ class Session(SessionPlugins):
         job = self.jobs[task.job]
         before = task.status
         self.nodes.releasing[task.node] += task.resreq
-        job.set_status(task, TaskStatus.RELEASING)
+        job.set_status(task, _RELEASING)
         return before
 
     def unrelease(self, task: TaskInfo, before: TaskStatus) -> None:
@@ -286,7 +294,7 @@ class Session(SessionPlugins):
 
     def bind(self, task: TaskInfo) -> None:
         """Send an allocated task's bind: it becomes BINDING and the cache queues (or hands over) the bind."""
-        self.jobs[task.job].set_status(task, TaskStatus.BINDING)
+        self.jobs[task.job].set_status(task, _BINDING)
         self.cache.bind(task, self.nodes.names[task.node])
 
     def evict(self, task: TaskInfo, reason: Eviction) -> None:
@@ -304,7 +312,7 @@ class Session(SessionPlugins):
     def _place(self, job: JobInfo, task: TaskInfo, node: int, status: TaskStatus) -> None:
         task.node = node
         self.nodes.put_task(node, task)
-        if status == TaskStatus.PIPELINED:
+        if status == _PIPELINED:
             self.nodes.pipelined[node] += task.resreq
             self.pipelined.append(task)
         else:
@@ -314,10 +322,10 @@ class Session(SessionPlugins):
 
     def _unplace(self, job: JobInfo, task: TaskInfo) -> None:
         node = task.node
-        if task.status == TaskStatus.PIPELINED:
+        if task.status == _PIPELINED:
             self.nodes.pipelined[node] -= task.resreq
         else:
             self.nodes.used[node] -= task.resreq
         self.nodes.take_task(node, task.uid)
-        job.set_status(task, TaskStatus.PENDING)
+        job.set_status(task, _PENDING)
         task.node = -1

@@ -13,6 +13,7 @@ EVICT, PIPELINE, ALLOCATE = "evict", "pipeline", "allocate"
 
 # (op, task, extra): extra is (status before the eviction, reason) for EVICT, None otherwise.
 Operation = tuple[str, TaskInfo, "tuple[TaskStatus, Eviction] | None"]
+_ALLOCATED, _PIPELINED = TaskStatus.ALLOCATED, TaskStatus.PIPELINED  # (globals: read per task placed)
 
 
 class Statement:
@@ -33,12 +34,12 @@ class Statement:
         return len(self.operations)
 
     def allocate(self, task: TaskInfo, node: int) -> None:
-        self.ssn.place(task, node, TaskStatus.ALLOCATED)
+        self.ssn.place(task, node, _ALLOCATED)
         self.operations.append((ALLOCATE, task, None))
         self.ssn.notify_allocated(task)
 
     def pipeline(self, task: TaskInfo, node: int) -> None:
-        self.ssn.place(task, node, TaskStatus.PIPELINED)
+        self.ssn.place(task, node, _PIPELINED)
         self.operations.append((PIPELINE, task, None))
         self.ssn.notify_allocated(task)
 

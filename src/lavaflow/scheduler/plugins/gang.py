@@ -20,6 +20,9 @@ NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 NOT_ENOUGH_TASKS = "NotEnoughTasks"
 SCHEDULED_REASON = "tasks in gang are ready to be scheduled"
 _SCHEDULED = ("Scheduled", SCHEDULED_REASON, "")
+# Task statuses read per task, per session, as globals (a member read off its class costs more).
+_ALLOCATED = TaskStatus.ALLOCATED
+_NOT_VALID = (TaskStatus.FAILED, TaskStatus.RELEASING, TaskStatus.UNKNOWN)
 
 
 @dataclass(slots=True)
@@ -147,7 +150,7 @@ class GangPlugin(Plugin):
             if task_minimums_apply(job):
                 counts: dict[str, int] = {}
                 for t in job.tasks.values():
-                    if t.status not in (TaskStatus.FAILED, TaskStatus.RELEASING, TaskStatus.UNKNOWN):
+                    if t.status not in _NOT_VALID:
                         counts[t.role] = counts.get(t.role, 0) + 1
                 for role, m in sorted(job.min_task_member.items()):
                     if counts.get(role, 0) < m:
@@ -206,7 +209,7 @@ class GangPlugin(Plugin):
         self.tentative: set[str] = set()
 
         def on_allocate(task: TaskInfo) -> None:
-            if task.status == TaskStatus.ALLOCATED:
+            if task.status == _ALLOCATED:
                 self.tentative.add(task.uid)
 
         ssn.add_event_handler(on_allocate, None)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ....api.core import PodPhase
 from ....api.volcano import Job, JobPhase
+from ..util import POD_FAILED, POD_RUNNING, POD_SUCCEEDED
 from . import running
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def after_pods(ctl: ActionsMixin, job: Job, pods: dict[str, Pod], counts: dict[str, int]) -> None:
-    started = counts[PodPhase.RUNNING] + counts[PodPhase.SUCCEEDED] + counts[PodPhase.FAILED]
+    started = counts[POD_RUNNING] + counts[POD_SUCCEEDED] + counts[POD_FAILED]
     total = sum(t.replicas for t in job.spec.tasks)
     if (total == 0) or (started >= job.spec.min_available and started > 0):
         ctl._set_phase(job, JobPhase.RUNNING)

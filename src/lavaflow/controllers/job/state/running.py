@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ....api.core import PodPhase
 from ....api.volcano import Job, JobPhase
 from ....elastic import spec as elastic_spec
-from ..util import ALIVE, KILL_TO, RESTARTS, task_min
+from ..util import ALIVE, KILL_TO, POD_FAILED, POD_PENDING, POD_RUNNING, POD_SUCCEEDED, RESTARTS, task_min
 from .restart import restart
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,21 +32,21 @@ def after_pods(ctl: ActionsMixin, job: Job, pods: dict[str, Pod], counts: dict[s
     total = sum(t.replicas for t in job.spec.tasks)
     if total == 0:
         return
-    if job.spec.min_success is not None and counts[PodPhase.SUCCEEDED] >= job.spec.min_success:
+    if job.spec.min_success is not None and counts[POD_SUCCEEDED] >= job.spec.min_success:
         ctl._kill(job, pods, keep_finished=True)
         ctl._set_phase(
             job,
             JobPhase.COMPLETING,
             "MinSuccess",
-            f"{counts[PodPhase.SUCCEEDED]} pods succeeded (minSuccess {job.spec.min_success})",
+            f"{counts[POD_SUCCEEDED]} pods succeeded (minSuccess {job.spec.min_success})",
         )
         if not ctl.tallies[job.key].phase(*ALIVE):
             ctl._set_phase(job, JobPhase.COMPLETED)
         return
     if (
-        counts[PodPhase.RUNNING] == 0
-        and counts[PodPhase.SUCCEEDED] > 0
-        and counts[PodPhase.FAILED] == 0
+        counts[POD_RUNNING] == 0
+        and counts[POD_SUCCEEDED] > 0
+        and counts[POD_FAILED] == 0
         and elastic_spec.has_speed_model(job.metadata.annotations)
         and elastic_spec.job_shape(job) is not None
     ):
@@ -56,12 +55,12 @@ def after_pods(ctl: ActionsMixin, job: Job, pods: dict[str, Pod], counts: dict[s
         ctl._kill(job, pods, keep_finished=True)
         ctl._set_phase(job, JobPhase.COMPLETED)
         return
-    created = counts[PodPhase.PENDING] + counts[PodPhase.RUNNING] + counts[PodPhase.SUCCEEDED] + counts[PodPhase.FAILED]
-    if created >= total and counts[PodPhase.PENDING] == 0 and counts[PodPhase.RUNNING] == 0:
+    created = counts[POD_PENDING] + counts[POD_RUNNING] + counts[POD_SUCCEEDED] + counts[POD_FAILED]
+    if created >= total and counts[POD_PENDING] == 0 and counts[POD_RUNNING] == 0:
         job_min = job.spec.min_available
         if job_min >= sum(task_min(t) for t in job.spec.tasks):
             for task in job.spec.tasks:
-                ok = ctl.tallies[job.key].task_phase(task.name, PodPhase.SUCCEEDED)
+                ok = ctl.tallies[job.key].task_phase(task.name, POD_SUCCEEDED)
                 if ok < task_min(task):
                     ctl._set_phase(
                         job,
@@ -75,20 +74,20 @@ def after_pods(ctl: ActionsMixin, job: Job, pods: dict[str, Pod], counts: dict[s
                 job,
                 JobPhase.FAILED,
                 "MinSuccessNotReached",
-                f"{counts[PodPhase.SUCCEEDED]} pods succeeded (minSuccess {job.spec.min_success})",
+                f"{counts[POD_SUCCEEDED]} pods succeeded (minSuccess {job.spec.min_success})",
             )
-        elif counts[PodPhase.SUCCEEDED] >= job_min:
+        elif counts[POD_SUCCEEDED] >= job_min:
             ctl._set_phase(job, JobPhase.COMPLETED)
         else:
             ctl._set_phase(
                 job,
                 JobPhase.FAILED,
                 "NotEnoughSucceeded",
-                f"{counts[PodPhase.SUCCEEDED]} pods succeeded, minAvailable {job_min}",
+                f"{counts[POD_SUCCEEDED]} pods succeeded, minAvailable {job_min}",
             )
         return
     if (
-        counts[PodPhase.PENDING] > total - job.spec.min_available
-        and counts[PodPhase.RUNNING] + counts[PodPhase.SUCCEEDED] < job.spec.min_available
+        counts[POD_PENDING] > total - job.spec.min_available
+        and counts[POD_RUNNING] + counts[POD_SUCCEEDED] < job.spec.min_available
     ):
         ctl._set_phase(job, JobPhase.PENDING)
