@@ -910,6 +910,37 @@ def missing(args: argparse.Namespace) -> str | None:
     return None
 
 
+# CRDs vc-controller-manager (main) lists before it starts any controller: without them it waits for ever
+VOLCANO_ONLY_CRDS = ("cronjobs.batch.volcano.sh", "colocationconfigurations.config.volcano.sh")
+
+
+async def volcano_crds_problem(client: KubeClient) -> str | None:
+    """Why the server's CRDs are not Volcano's as it ships them, or None. Volcano's PodGroup CRD
+    has no status subresource and vc-scheduler writes a PodGroup's status with whole-object
+    updates, which a CRD with the subresource (lavaflow's) silently drops: Volcano's gangs would
+    then never leave Pending and every comparison would be against a Volcano that cannot work."""
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    absent = []
+    for name in ("podgroups.scheduling.volcano.sh", *VOLCANO_ONLY_CRDS):
+        try:
+            crd = await client.request("GET", f"{base}/{name}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            absent.append(name)
+            continue
+        if name.startswith("podgroups.") and any(
+            (v.get("subresources") or {}).get("status") is not None for v in crd["spec"]["versions"]
+        ):
+            return (
+                "the server's PodGroup CRD has a status subresource (lavaflow's, not Volcano's): "
+                "vc-scheduler's PodGroup status writes would be dropped"
+            )
+    if absent:
+        return f"Volcano's CRDs are not installed: {', '.join(absent)} missing"
+    return None
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario", nargs="*", help="scenario files (each played on its own; join files with '+')")
@@ -1069,6 +1100,15 @@ async def main(argv: list[str] | None = None) -> int:
                 print(f"error: {p}", file=sys.stderr)
             return 2
     client, version = await connect(args.kc)
+    problem = await volcano_crds_problem(client)
+    if problem:
+        await client.close()
+        print(
+            f"error: {problem}; install Volcano's own CRDs first, e.g. `kubectl apply --server-side "
+            "--force-conflicts -f VOLCANO/installer/helm/chart/volcano/crd/bases/`",
+            file=sys.stderr,
+        )
+        return 2
     results = []
     try:
         with tempfile.TemporaryDirectory(prefix="lavaflow-diff-") as d:

@@ -236,3 +236,34 @@ def test_each_step_is_held_to_two_periods_not_the_drift_of_a_whole_chain():
     (diff,) = vd.compare(volcano, slow, 10, CLASSES)
     assert diff.startswith("bindings of ns/app, wave 2: at 40 s")
     assert vd.close(100, 125, (50, 60), 20) and not vd.close(100, 125, (50, 50), 20)
+
+
+class _CrdServer:
+    """Answers GETs of CRDs from a dict (absent: 404), as the harness's client would be answered."""
+
+    def __init__(self, crds: dict[str, dict]) -> None:
+        self.crds = crds
+
+    async def request(self, method: str, path: str, **kw):
+        from lavaflow.kube.client import ApiError
+
+        name = path.rsplit("/", 1)[-1]
+        if name not in self.crds:
+            raise ApiError(404, {"reason": "NotFound"}, method, path)
+        return self.crds[name]
+
+
+def _crd(status: bool) -> dict:
+    return {"spec": {"versions": [{"name": "v1beta1", "subresources": {"status": {}} if status else {}}]}}
+
+
+def test_the_harness_refuses_a_server_without_volcanos_own_crds():
+    """With lavaflow's PodGroup CRD (a status subresource) vc-scheduler's status writes are dropped,
+    and without the CronJob and ColocationConfiguration CRDs vc-controller-manager never starts:
+    both made every Volcano run of a comparison do nothing, so the harness says so instead."""
+    volcano = {name: _crd(False) for name in ("podgroups.scheduling.volcano.sh", *vd.VOLCANO_ONLY_CRDS)}
+    assert asyncio.run(vd.volcano_crds_problem(_CrdServer(volcano))) is None
+    theirs = dict(volcano, **{"podgroups.scheduling.volcano.sh": _crd(True)})
+    assert "status subresource" in asyncio.run(vd.volcano_crds_problem(_CrdServer(theirs)))
+    partial = {k: v for k, v in volcano.items() if not k.startswith("cronjobs.")}
+    assert asyncio.run(vd.volcano_crds_problem(_CrdServer(partial))).endswith("cronjobs.batch.volcano.sh missing")
