@@ -107,7 +107,7 @@ def test_pods_of_one_template_share_one_request_computation():
     assert len({id(t.resreq) for t in workers}) == 3  # each task owns its vector
     containers = workers[0].pod.spec.containers
     assert all(t.pod.spec.containers is containers for t in workers)
-    assert sum(1 for hit in cache._requests.values() if hit[0] is containers) == 1
+    assert sum(1 for hit in cache._requests.values() if hit.owner is containers) == 1
 
 
 def test_request_cache_follows_replaced_containers_and_new_resources():
