@@ -154,3 +154,39 @@ def test_a_gang_one_of_whose_pods_failed_ends_completed_not_admitted_again():
     phases = [h["phase"] for h in out.get("phaseHistory", [])]
     if phases:
         assert "Inqueue" not in phases[phases.index("Running") :], phases
+
+
+def test_a_gang_short_of_its_minimum_with_nothing_pending_is_told_unschedulable():
+    """Volcano's gang plugin marks every job with tasks that is not ready Unschedulable, also when
+    nothing is pending: after w0-a failed, two of three pods were ready, and vc-scheduler left
+    Unschedulable (NotEnoughResources) beside Scheduled on PodGroup w0 (random scenario 27, played
+    again once its phase agreed). lavaflow explained only gangs with pending pods."""
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "w0"},
+        "spec": {"minMember": 3},
+    }
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "annotations": {
+                    "scheduling.k8s.io/group-name": "w0",
+                    "sim.lavaflow.io/duration": duration,
+                    "sim.lavaflow.io/exit-code": str(code),
+                },
+            },
+            "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]},
+        }
+        for name, duration, code in (("w0-a", "10s", 1), ("w0-b", "20s", 0), ("w0-c", "20s", 0))
+    ]
+    r = simulate(node_group("n", count=1, cpu="4") + "".join("---\n" + json.dumps(d) + "\n" for d in [pg, *pods]))
+    (out,) = [p for p in r["podGroups"] if p["name"] == "w0"]
+    conds = {(c["type"], c["status"], c["reason"]) for c in out["conditions"]}
+    assert conds == {
+        ("Scheduled", "True", "tasks in gang are ready to be scheduled"),
+        ("Unschedulable", "True", "NotEnoughResources"),
+    }, out["conditions"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..framework.memo import JobRecord, Kept
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
-from ..model import READY, TaskStatus
+from ..model import ALLOCATED, READY, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -100,6 +100,17 @@ def task_minimums_met(job: JobInfo, statuses: frozenset[TaskStatus] = READY) -> 
     met = all(counts.get(role, 0) >= m for role, m in job.min_task_member.items() if m > 0)
     TASK_MINIMUMS_MET.put(job, job.version, MinimumsMet(statuses, met), _gang_basis(job))
     return met
+
+
+def _releasing_placed(job: JobInfo) -> bool:
+    """Whether ``job``'s scheduled tasks (allocated, on a node or ended) and its Releasing tasks
+    that were on a node make its minMember."""
+    c = job.counts
+    releasing = sum(1 for t in job.tasks.values() if t.status == TaskStatus.RELEASING and t.node >= 0)
+    if not releasing:
+        return False
+    scheduled = job.count(ALLOCATED) + c[TaskStatus.SUCCEEDED] + c[TaskStatus.FAILED]
+    return scheduled + releasing >= job.min_available
 
 
 def job_fit_error(job: JobInfo) -> str:
@@ -220,8 +231,19 @@ class GangPlugin(Plugin):
             if job.is_ready() and task_minimums_met(job):
                 job.condition = _SCHEDULED
                 continue
-            if not job.counts[TaskStatus.PENDING] and not job.job_fit_errors:
-                # Nothing waits to be placed (no pods yet, or all finished): nothing to explain.
+            c = job.counts
+            if (
+                not c[TaskStatus.PENDING]
+                and not job.job_fit_errors
+                and (
+                    not job.tasks
+                    or (c[TaskStatus.RELEASING] and not c[TaskStatus.PIPELINED] and _releasing_placed(job))
+                )
+            ):
+                # No pods yet, or a gang whose placed pods are being deleted and were enough (Volcano's
+                # shouldSkipUnschedulableForReleasing): nothing to explain. A gang short of its
+                # minimum with nothing pending (a pod failed, or was deleted) is told Unschedulable,
+                # as Volcano's gang plugin tells it.
                 job.condition = None
                 continue
             if not tentative and not job.fit_errors:
