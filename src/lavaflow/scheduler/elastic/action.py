@@ -197,14 +197,17 @@ class ElasticAction(Action):
             rows = [(i, a, names[i], node_type(i)) for i, a in zip(live, alloc[live].tolist())]
             gpu_rows = plugin.state.gpu_rows = GpuRows(key, live, rows)
         used = ns.used[gpu_rows.live, col]
-        # The same GPU rows, elastic usage and node usage as last time: the same capacity.
+        # The same GPU rows, elastic usage and node usage as last time: the same capacity. The
+        # elastic usage is worked out again whenever a job changed (a pod bound, started, gone),
+        # mostly to the same sums: equal dicts (sums of positive products, never -0.0 or NaN) give
+        # the same figures below.
         node_used = used.tobytes()
         kept_cap = plugin.state.capacity
         if (
             kept_cap is not None
             and kept_cap.rows is gpu_rows
-            and kept_cap.elastic_used is elastic_used
             and kept_cap.node_used == node_used
+            and (kept_cap.elastic_used is elastic_used or kept_cap.elastic_used == elastic_used)
         ):
             return dict(kept_cap.cap), list(kept_cap.nodes)
         for (i, a, name, ty), u in zip(gpu_rows.rows, used.tolist()):
