@@ -156,7 +156,10 @@ def _exact(order: list[JobView], costs: dict[tuple[int, str], list[float]], t: s
         if n:
             out[order[i].name] = Assignment(t, n)
         k -= n
-    return dict(sorted(out.items(), key=lambda kv: [j.name for j in order].index(kv[0])))
+    first: dict[str, int] = {}  # each name's first place in ``order`` (list.index's answer)
+    for i, j in enumerate(order):
+        first.setdefault(j.name, i)
+    return dict(sorted(out.items(), key=lambda kv: first[kv[0]]))
 
 
 def objective(
