@@ -75,19 +75,21 @@ class Measurement:
         # whenever a model is fitted from it (the fits are cached under the profile).
         h = self.__dict__.get("_hash")
         if h is None:
-            h = hash(
-                (
-                    self.gpu_type,
-                    self.nodes,
-                    self.replicas,
-                    self.local_bsz,
-                    self.accum_steps,
-                    self.step_time,
-                    self.sync_time,
-                )
-            )
+            h = hash(self._fields())
             object.__setattr__(self, "_hash", h)
         return h
+
+    def _fields(self) -> tuple[str, int, int, int, int, float, float]:
+        """The fields in their order (a report's JSON row lists them so)."""
+        return (
+            self.gpu_type,
+            self.nodes,
+            self.replicas,
+            self.local_bsz,
+            self.accum_steps,
+            self.step_time,
+            self.sync_time,
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # (str hashes differ per process; the JSON is worked out again where needed)
@@ -98,18 +100,7 @@ class Measurement:
         reports repeat its earlier measurements, each written again with every new one."""
         row = self.__dict__.get("_json")
         if row is None:
-            row = json.dumps(
-                [
-                    self.gpu_type,
-                    self.nodes,
-                    self.replicas,
-                    self.local_bsz,
-                    self.accum_steps,
-                    self.step_time,
-                    self.sync_time,
-                ],
-                separators=(",", ":"),
-            )
+            row = json.dumps(self._fields(), separators=(",", ":"))  # (a tuple is written as a list)
             object.__setattr__(self, "_json", row)
         return row
 
