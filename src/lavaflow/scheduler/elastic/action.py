@@ -82,10 +82,15 @@ class ElasticAction(Action):
         succeeded = TaskStatus.SUCCEEDED
         interval = plugin.interval
         stuck = False
+        # (job, most workers measured) of the jobs with learned models: see ``learned`` below
+        measured: list[tuple[str, int]] = []
         for uid, ej in plugin.jobs.items():
             if ej.info.counts[succeeded]:
                 continue  # a job whose workers started succeeding has finished its work
             jobs[uid] = ej
+            speed = ej.speed.speed
+            if isinstance(speed, LearnedSpeed):
+                measured.append((uid, speed.max_observed))
             js = ej.state
             last = js.seen_at if js.seen_at is not None else now
             if now > last:
@@ -120,9 +125,7 @@ class ElasticAction(Action):
             dirty = True
         # What the jobs' reports taught: a job measured on more workers than before may be given
         # more (learned models allow twice the most measured), so that is news for the policy.
-        learned = frozenset(
-            (uid, ej.speed.speed.max_observed) for uid, ej in jobs.items() if isinstance(ej.speed.speed, LearnedSpeed)
-        )
+        learned = frozenset(measured)
         if learned != st.known_learned:
             dirty = True
         if getattr(plugin.policy, "periodic", False) and jobs:
