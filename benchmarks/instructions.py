@@ -6,7 +6,10 @@ CPU seconds are not comparable on a shared machine; instructions counted by valg
 cases, as docs/benchmarks.md's issue 37 tables: two `lavaflow simulate` runs of
 benchmarks/e2e_simulate.py's shapes (a burst: 500 nodes, 500 Jobs x 10 pods, `--until 60`; an
 arrival: 200 nodes, 200 Jobs x 10 pods over 2 h), a Pollux replay (workload 3, ElasticTiresias),
-`benchmarks/placement.py --nodes 300 --pods 3000` and `lavaflow version` (start-up).
+`benchmarks/placement.py --nodes 300 --pods 3000` and `lavaflow version` (start-up). Four
+replays of Pollux workload 7 (issue 31's ≤ 5 s target: pollux7-ElasticTiresias,
+pollux7-Tiresias-Voda, pollux7-Goodput-AB, pollux7-Pollux-AB, the last two with
+--adaptive-batch) run only when --only names them: several minutes each under valgrind.
 
     python benchmarks/instructions.py --base 3acfc9e        # this tree against a commit
     python benchmarks/instructions.py --only burst,arrival  # some cases, this tree only
@@ -30,6 +33,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
+# (name, policy, extra arguments) of the Pollux workload-7 replays run only when --only names them
+EXTRA_POLLUX = [
+    ("pollux7-ElasticTiresias", "ElasticTiresias", []),
+    ("pollux7-Tiresias-Voda", "Tiresias-Voda", []),
+    ("pollux7-Goodput-AB", "Goodput", ["--adaptive-batch"]),
+    ("pollux7-Pollux-AB", "Pollux", ["--adaptive-batch"]),
+]
+
+
 def cases(work: Path) -> list[tuple[str, list[str]]]:
     """(name, python arguments) of each case."""
     import e2e_simulate as e2e
@@ -47,8 +59,12 @@ def cases(work: Path) -> list[tuple[str, list[str]]]:
     if data is not None:
         trace = data / "pollux" / "workloads" / "workload-3.csv"
         out.append(("pollux3-ElasticTiresias", [*sim, str(trace), "--policy", "ElasticTiresias", "--output", "json"]))
+        # Only when named in --only (minutes each under valgrind): issue 31's ≤ 5 s replays.
+        seven = data / "pollux" / "workloads" / "workload-7.csv"
+        for name, policy, extra in EXTRA_POLLUX:
+            out.append((name, [*sim, str(seven), "--policy", policy, *extra, "--output", "json"]))
     else:
-        print("# pollux3-ElasticTiresias skipped: no LAVAFLOW_DATA", flush=True)
+        print("# pollux cases skipped: no LAVAFLOW_DATA", flush=True)
     out.append(("placement", [str(ROOT / "benchmarks" / "placement.py"), "--nodes", "300", "--pods", "3000"]))
     out.append(("version", ["-m", "lavaflow.cli", "version"]))
     return out
@@ -103,6 +119,9 @@ def main() -> None:
         if args.only:
             keep = set(args.only.split(","))
             todo = [c for c in todo if c[0] in keep]
+        else:
+            extra = {name for name, _, _ in EXTRA_POLLUX}
+            todo = [c for c in todo if c[0] not in extra]
         trees = [("this tree", ROOT / "src")]
         if args.base:
             wt = work / "base"

@@ -136,6 +136,43 @@ def test_report_round_trip_and_malformed_reports():
         assert lr.report_of({lr.METRICS: bad}) is None  # ignored, never fatal
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["t4", "a100", 'é"x']),
+            st.integers(1, 4),
+            st.integers(4, 8),
+            st.integers(1, 512),
+            st.integers(0, 3),
+            st.floats(1e-6, 1e3),
+            st.floats(0.0, 1e-6),
+        ),
+        max_size=300,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_report_json_is_json_dumps_of_the_whole(rows, rates, extra):
+    """to_json writes the profile from rows kept per measurement: the text one json.dumps of the
+    whole report writes (rows past the newest 256 left out), whatever else the report holds."""
+    prof = tuple(lr.Measurement(*r) for r in rows)
+    rep = lr.Report(
+        prof,
+        (("v100", 1, 2, 3.5),) if rates else (),
+        **(dict(batch_size=256, grad_sqr=0.5, grad_var=float("inf"), local_bsz_bounds=(16, 64)) if extra else {}),
+    )
+    whole: dict = {}
+    if prof:
+        whole["profile"] = [list(r) for r in rows[-256:]]
+    if rates:
+        whole["rates"] = [["v100", 1, 2, 3.5]]
+    if extra:
+        whole.update(batchSize=256, gradSqr=0.5, gradVar=float("inf"), localBszBounds=[16, 64])
+    assert rep.to_json() == json.dumps(whole, separators=(",", ":"))
+    assert rep.to_json() == rep.to_json()  # (the rows kept the first time)
+
+
 # --------------------------------------------------------------------------- through the simulator
 def _replay(policy: str, oracle: bool, **kw):
     from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs

@@ -75,22 +75,34 @@ class Measurement:
         # whenever a model is fitted from it (the fits are cached under the profile).
         h = self.__dict__.get("_hash")
         if h is None:
-            h = hash(
-                (
-                    self.gpu_type,
-                    self.nodes,
-                    self.replicas,
-                    self.local_bsz,
-                    self.accum_steps,
-                    self.step_time,
-                    self.sync_time,
-                )
-            )
+            h = hash(self._fields())
             object.__setattr__(self, "_hash", h)
         return h
 
+    def _fields(self) -> tuple[str, int, int, int, int, float, float]:
+        """The fields in their order (a report's JSON row lists them so)."""
+        return (
+            self.gpu_type,
+            self.nodes,
+            self.replicas,
+            self.local_bsz,
+            self.accum_steps,
+            self.step_time,
+            self.sync_time,
+        )
+
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (str hashes differ per process)
+        # (str hashes differ per process; the JSON is worked out again where needed)
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_json")}
+
+    def json_row(self) -> str:
+        """The measurement as a report's JSON writes it (``Report.to_json``), kept: a job's
+        reports repeat its earlier measurements, each written again with every new one."""
+        row = self.__dict__.get("_json")
+        if row is None:
+            row = json.dumps(self._fields(), separators=(",", ":"))  # (a tuple is written as a list)
+            object.__setattr__(self, "_json", row)
+        return row
 
 
 @dataclass(frozen=True)
@@ -108,11 +120,6 @@ class Report:
 
     def to_json(self) -> str:
         out: dict[str, Any] = {}
-        if self.profile:
-            out["profile"] = [
-                [m.gpu_type, m.nodes, m.replicas, m.local_bsz, m.accum_steps, m.step_time, m.sync_time]
-                for m in self.profile[-_MAX_PROFILE:]
-            ]
         if self.rates:
             out["rates"] = [list(r) for r in self.rates[-_MAX_PROFILE:]]
         for key, v in (
@@ -126,7 +133,13 @@ class Report:
                 out[key] = v
         if self.local_bsz_bounds is not None:
             out["localBszBounds"] = list(self.local_bsz_bounds)
-        return json.dumps(out, separators=(",", ":"))
+        rest = json.dumps(out, separators=(",", ":"))
+        if not self.profile:
+            return rest
+        # The profile first, its rows as json.dumps writes them inside the object (kept per
+        # measurement), then the other keys: the same text as one json.dumps of the whole.
+        rows = ",".join([m.json_row() for m in self.profile[-_MAX_PROFILE:]])
+        return '{"profile":[' + rows + "]" + ("}" if rest == "{}" else "," + rest[1:])
 
 
 class ReportError(ValueError):
@@ -389,8 +402,28 @@ def _grid(lo: int, hi: int, points: int = 50) -> tuple[int, ...]:
 _MISSING = object()
 
 
-@lru_cache(maxsize=8192)
+# _fit_for's answers by the profile tuple's identity: a report between two new measurements
+# carries the very tuple of the one before (the job's agent keeps it; a report parsed again is
+# the one parsed before), which the lru_cache below would hash measurement by measurement.
+_FITS_BY_PROFILE: dict[tuple[int, str], tuple[tuple[Measurement, ...], PerfParams]] = {}
+_FITS_BY_PROFILE_KEPT = 4096
+
+
 def _fit_for(profile: tuple[Measurement, ...], gpu_type: str) -> PerfParams:
+    """The fit for ``gpu_type`` from ``profile`` (:func:`_fit_of`), kept by the tuple's identity."""
+    key = (id(profile), gpu_type)
+    hit = _FITS_BY_PROFILE.get(key)
+    if hit is not None and hit[0] is profile:  # (the tuple is held here: its id is not reused)
+        return hit[1]
+    p = _fit_of(profile, gpu_type)
+    if len(_FITS_BY_PROFILE) >= _FITS_BY_PROFILE_KEPT:
+        _FITS_BY_PROFILE.clear()
+    _FITS_BY_PROFILE[key] = (profile, p)
+    return p
+
+
+@lru_cache(maxsize=8192)
+def _fit_of(profile: tuple[Measurement, ...], gpu_type: str) -> PerfParams:
     by_type: dict[str, list[Measurement]] = {}
     for m in profile:
         by_type.setdefault(m.gpu_type, []).append(m)

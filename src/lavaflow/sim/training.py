@@ -27,6 +27,7 @@ GPU-seconds; GPUs allocated per type over time.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -86,6 +87,9 @@ class TrainState:
     report_token: int = 0
     rng: Any = None
     report_json: tuple[Report, str] | None = None  # the agent's last report and its JSON (see _report)
+    # ``profile`` as Measurements, in its order: a measurement never changes once taken, so every
+    # report carries the same objects (hashed once, compared by identity where fits are kept)
+    measured: tuple[Measurement, ...] = ()
 
 
 class TrainingModel:
@@ -310,7 +314,11 @@ class TrainingModel:
 
     def _agent_report(self, st: TrainState) -> Report:
         sp = st.speed.speed
-        profile = tuple(Measurement(*k, *v) for k, v in st.profile.items())
+        profile = st.measured
+        if len(profile) != len(st.profile):  # (new measurements come last: dicts keep their order)
+            profile = st.measured = profile + tuple(
+                Measurement(*k, *v) for k, v in itertools.islice(st.profile.items(), len(profile), None)
+            )
         rates = tuple((*k, v) for k, v in st.rates_seen.items())
         if not isinstance(sp, PolluxJobSpeed):
             return Report(rates=rates)

@@ -31,6 +31,7 @@ import dataclasses
 import heapq
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -135,6 +136,15 @@ def pollux(
     return {order[i].name: Assignment(kt, size[i]) for i in range(len(order)) if size[i] and (kt := kind[i])}
 
 
+@lru_cache(maxsize=256)
+def _steps(cap: int, sizes: int) -> tuple[np.ndarray, np.ndarray]:
+    """For ``_exact``'s step with ``sizes`` sizes (0..sizes-1) of a job under ``cap`` GPUs: whether
+    size n fits in k GPUs, and the GPUs left for the jobs before (0 where it does not fit), per
+    (k, n). The same for every job of that many sizes (only read)."""
+    take = np.arange(cap + 1)[:, None] - np.arange(sizes)[None, :]
+    return take >= 0, np.maximum(take, 0)
+
+
 def _exact(order: list[JobView], costs: dict[tuple[int, str], list[float]], t: str, cap: int) -> dict[str, Assignment]:
     """The allocation of one GPU type with the smallest ``Σ 1 / (speed-up + EPS)``: a knapsack
     solved by dynamic programming over the jobs (best[k] = the least sum with at most k GPUs),
@@ -144,8 +154,8 @@ def _exact(order: list[JobView], costs: dict[tuple[int, str], list[float]], t: s
     choices = []
     for i, _j in enumerate(order):
         c = np.array(costs.get((i, t), [1.0 / EPS]), dtype=float)[: cap + 1]
-        take = ks[:, None] - np.arange(len(c))[None, :]  # GPUs left for the jobs before
-        total = np.where(take >= 0, best[np.maximum(take, 0)] + c[None, :], math.inf)
+        fits, left = _steps(cap, len(c))
+        total = np.where(fits, best[left] + c[None, :], math.inf)
         n = np.argmin(total, axis=1)
         best = total[ks, n]
         choices.append(n)
@@ -156,7 +166,10 @@ def _exact(order: list[JobView], costs: dict[tuple[int, str], list[float]], t: s
         if n:
             out[order[i].name] = Assignment(t, n)
         k -= n
-    return dict(sorted(out.items(), key=lambda kv: [j.name for j in order].index(kv[0])))
+    first: dict[str, int] = {}  # each name's first place in ``order`` (list.index's answer)
+    for i, j in enumerate(order):
+        first.setdefault(j.name, i)
+    return dict(sorted(out.items(), key=lambda kv: first[kv[0]]))
 
 
 def objective(

@@ -147,6 +147,7 @@ class PolluxApp:
         self._work_cache: dict[int, float] = {}
         self._steps_cache: dict[int, np.ndarray] = {}
         self._rate_cache: dict[tuple[tuple[int, ...], int], float] = {}
+        self._grad_cache: dict[float, tuple[np.ndarray, np.ndarray]] = {}
 
     # -- step time -----------------------------------------------------------------------------
     def _interpolate(self, nodes: float, replicas: float, bsz: float) -> tuple[float, float]:
@@ -264,7 +265,14 @@ class PolluxApp:
 
     def _grad_stats(self, batch_size: float) -> tuple[np.ndarray, np.ndarray]:
         """Gradient square and variance at ``batch_size`` in every epoch, interpolated linearly between
-        the measured batches (clamped to them)."""
+        the measured batches (clamped to them); kept per batch (a job's agent reads them at every
+        measurement): the arrays are only read."""
+        hit = self._grad_cache.get(batch_size)
+        if hit is None:
+            hit = self._grad_cache[batch_size] = self._grad_stats_at(batch_size)
+        return hit
+
+    def _grad_stats_at(self, batch_size: float) -> tuple[np.ndarray, np.ndarray]:
         vals = self.validation
         n = self.max_epochs
         bs = [v.batch_size for v in vals]

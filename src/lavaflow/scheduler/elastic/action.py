@@ -82,10 +82,15 @@ class ElasticAction(Action):
         succeeded = TaskStatus.SUCCEEDED
         interval = plugin.interval
         stuck = False
+        # (job, most workers measured) of the jobs with learned models: see ``learned`` below
+        measured: list[tuple[str, int]] = []
         for uid, ej in plugin.jobs.items():
             if ej.info.counts[succeeded]:
                 continue  # a job whose workers started succeeding has finished its work
             jobs[uid] = ej
+            speed = ej.speed.speed
+            if isinstance(speed, LearnedSpeed):
+                measured.append((uid, speed.max_observed))
             js = ej.state
             last = js.seen_at if js.seen_at is not None else now
             if now > last:
@@ -120,9 +125,7 @@ class ElasticAction(Action):
             dirty = True
         # What the jobs' reports taught: a job measured on more workers than before may be given
         # more (learned models allow twice the most measured), so that is news for the policy.
-        learned = frozenset(
-            (uid, ej.speed.speed.max_observed) for uid, ej in jobs.items() if isinstance(ej.speed.speed, LearnedSpeed)
-        )
+        learned = frozenset(measured)
         if learned != st.known_learned:
             dirty = True
         if getattr(plugin.policy, "periodic", False) and jobs:
@@ -197,14 +200,17 @@ class ElasticAction(Action):
             rows = [(i, a, names[i], node_type(i)) for i, a in zip(live, alloc[live].tolist())]
             gpu_rows = plugin.state.gpu_rows = GpuRows(key, live, rows)
         used = ns.used[gpu_rows.live, col]
-        # The same GPU rows, elastic usage and node usage as last time: the same capacity.
+        # The same GPU rows, elastic usage and node usage as last time: the same capacity. The
+        # elastic usage is worked out again whenever a job changed (a pod bound, started, gone),
+        # mostly to the same sums: equal dicts (sums of positive products, never -0.0 or NaN) give
+        # the same figures below.
         node_used = used.tobytes()
         kept_cap = plugin.state.capacity
         if (
             kept_cap is not None
             and kept_cap.rows is gpu_rows
-            and kept_cap.elastic_used is elastic_used
             and kept_cap.node_used == node_used
+            and (kept_cap.elastic_used is elastic_used or kept_cap.elastic_used == elastic_used)
         ):
             return dict(kept_cap.cap), list(kept_cap.nodes)
         for (i, a, name, ty), u in zip(gpu_rows.rows, used.tolist()):

@@ -45,6 +45,7 @@ interval, so a restart does not resize anything by itself.
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -443,7 +444,7 @@ class ElasticPlugin(Plugin):
                     if t.status in ALIVE and t.pod is not None and t.pod.status.start_time is not None
                 ]
                 st.first_start = st.run_start = min(starts, default=ssn.now)
-        remaining, attained = _progress(hit, n, ssn.now)
+        left, attained = _progress(hit, n, ssn.now)
         ej = ElasticJob(
             info=job,
             name=name,
@@ -458,11 +459,11 @@ class ElasticPlugin(Plugin):
             gpus_per_worker=gpw,
             placement=dict(placement),
             gpu_type=gtype,
-            remaining=remaining,
             attained=attained,
             state=st,
             current=n,
         )
+        _set_progress(ej, hit, left, attained, ssn.now)
         kept = self.state.static.get(job.uid)
         if kept is not None and kept.parts is hit:
             kept.ej = ej
@@ -598,21 +599,41 @@ _CURVES_KEPT = 20_000
 _MODEL_KEYS = (*es.STATIC_KEYS, es.WORKERS)
 
 
-def _progress(parts: JobParts, n: int, now: float) -> tuple[float, float]:
+def _progress(parts: JobParts, n: int, now: float) -> tuple[float | None, float]:
     """(remaining work, attained GPU-seconds) of an elastic job at ``now``, from its last progress
-    report, extrapolated with the speed model while ``n`` workers run it."""
-    sp, prog, gpw, gtype, shape = parts.speed, parts.progress, parts.gpus_per_worker, parts.gpu_type, parts.shape
+    report, extrapolated with the speed model while ``n`` workers run it. The remaining work is
+    None when it is extrapolated: ``_left_after`` gives it, when a reschedule reads it."""
+    sp, prog = parts.speed, parts.progress
     done = 0.0
     attained = 0.0
     if prog is not None:
         done = prog.fraction * sp.work
         attained = prog.gpu_seconds
         if prog.time is not None and n and now > prog.time and getattr(sp.speed, "observed", True):
-            # extrapolated with the speed model, phase by phase where the rate depends on progress
-            done = advance(sp.speed, shape, gtype, done, now - prog.time, sp.work)
-            attained += n * gpw * (now - prog.time)
+            return None, attained + n * parts.gpus_per_worker * (now - prog.time)
     left = sp.work - done
     return (0.0 if left < 0.0 else left), attained  # max(left, 0.0)
+
+
+def _left_after(parts: JobParts, seconds: float) -> float:
+    """The remaining work ``seconds`` after the job's progress report, running on its placement:
+    extrapolated with the speed model, phase by phase where the rate depends on progress."""
+    sp, prog = parts.speed, parts.progress
+    assert prog is not None  # (only asked for a job with a report: see _progress)
+    done = advance(sp.speed, parts.shape, parts.gpu_type, prog.fraction * sp.work, seconds, sp.work)
+    left = sp.work - done
+    return 0.0 if left < 0.0 else left
+
+
+def _set_progress(ej: ElasticJob, parts: JobParts, left: float | None, attained: float, now: float) -> None:
+    """Give ``ej`` what ``_progress`` found: its remaining work, or how to work it out."""
+    ej.attained = attained
+    ej.left = left
+    if left is None:
+        assert parts.progress is not None and parts.progress.time is not None
+        ej.left_at = functools.partial(_left_after, parts, now - parts.progress.time)
+    else:
+        ej.left_at = None
 
 
 def _reset(ej: ElasticJob, kept: _Static, now: float) -> None:
@@ -621,14 +642,15 @@ def _reset(ej: ElasticJob, kept: _Static, now: float) -> None:
     give it, and the parts that depend on the time."""
     parts = kept.parts
     n = parts.alive
-    ej.placement = dict(parts.placement)
+    ej.placement = parts.placement  # (never changed in place: ElasticJob.set_placement replaces it)
     ej.gpu_type = parts.gpu_type
     ej.current = n
     ej.placement_seen = None
-    ej.remaining, ej.attained = _progress_kept(kept, parts, n, now)
+    left, attained = _progress_kept(kept, parts, n, now)
+    _set_progress(ej, parts, left, attained, now)
 
 
-def _progress_kept(kept: _Static, parts: JobParts, n: int, now: float) -> tuple[float, float]:
+def _progress_kept(kept: _Static, parts: JobParts, n: int, now: float) -> tuple[float | None, float]:
     """``_progress(parts, n, now)``, kept in ``kept`` while it does not depend on ``now``."""
     prog = parts.progress
     if n and prog is not None and prog.time is not None:
@@ -637,6 +659,7 @@ def _progress_kept(kept: _Static, parts: JobParts, n: int, now: float) -> tuple[
     if fixed is not None and fixed.parts is parts:
         return fixed.remaining, fixed.attained
     remaining, attained = _progress(parts, n, now)
+    assert remaining is not None  # (not extrapolated without workers or a report's time)
     kept.fixed = FixedProgress(parts, remaining, attained)
     return remaining, attained
 

@@ -9,6 +9,7 @@ scheduling; they meet here, and nowhere else in the scheduler is either imported
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -174,7 +175,7 @@ class GpuRows:
 @dataclass(slots=True)
 class CapacityKept:
     """The elastic action's ``_capacity`` answer, and the GPU rows (by identity), elastic usage
-    (by identity) and node usage (bytes) it was made of."""
+    (by identity, or equal) and node usage (bytes) it was made of."""
 
     rows: GpuRows
     elastic_used: dict[int, float]
@@ -234,12 +235,25 @@ class ElasticJob:
     gpus_per_worker: float
     placement: dict[str, int]  # node name -> alive workers
     gpu_type: str | None
-    remaining: float
     attained: float
     state: JobState
     current: int  # alive workers: the sum of ``placement``, read many times
     placement_seen: dict[str, int] | None = None
     valid: Kept[tuple[bool, str]] | None = None  # job_valid's last answer, under what it says
+    # The remaining work (see ``remaining``): ``left`` once known; until then ``left_at`` works it
+    # out. Extrapolating a running job's progress to the session's time costs a walk over its
+    # training phases, and only a reschedule reads it (most sessions have none).
+    left: float | None = None
+    left_at: Callable[[], float] | None = None
+
+    @property
+    def remaining(self) -> float:
+        """Remaining work units at the session's time (worked out when first read)."""
+        left = self.left
+        if left is None:
+            assert self.left_at is not None  # (one of the two is always set)
+            left = self.left = self.left_at()
+        return left
 
     def set_placement(self, placement: dict[str, int]) -> None:
         """Replace the placement (never change it in place: ``current`` follows it here)."""
