@@ -57,6 +57,7 @@ _PENDING, _ALLOCATED, _PIPELINED, _BINDING, _BOUND, _RUNNING, _SUCCEEDED = (
         TaskStatus.SUCCEEDED,
     )
 )
+_FAILED = int(TaskStatus.FAILED)
 
 # Statuses holding resources on a node.
 OCCUPYING = frozenset(
@@ -215,6 +216,14 @@ class JobInfo:
     def ready_num(self) -> int:
         c = self.counts
         return c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING] + c[_SUCCEEDED]
+
+    @property
+    def scheduled_num(self) -> int:
+        """Tasks placed or ended: allocated, binding, bound, running, succeeded or failed (Volcano's
+        ScheduledTaskNum, with allocated and binding tasks counted already: lavaflow writes a
+        PodGroup's Running with its bindings, not a period later)."""
+        c = self.counts
+        return c[_ALLOCATED] + c[_BINDING] + c[_BOUND] + c[_RUNNING] + c[_SUCCEEDED] + c[_FAILED]
 
     @property
     def allocated_num(self) -> int:

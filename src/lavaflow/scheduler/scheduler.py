@@ -16,7 +16,7 @@ from .framework.memo import CacheRecord, JobRecord, state
 from .framework.node_choice import NodeChoice, NodeSampler
 from .framework.registry import ACTIONS, PLUGINS, Plugin
 from .framework.session import Session
-from .model import _ALLOCATED, _BINDING, _BOUND, _RUNNING, _SUCCEEDED, ALLOCATED, JobInfo, TaskStatus
+from .model import _ALLOCATED, _BINDING, _BOUND, _FAILED, _RUNNING, _SUCCEEDED, JobInfo
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.volcano import PodGroupCondition, PodGroupStatus
@@ -43,7 +43,6 @@ _PG_PENDING, _PG_INQUEUE, _PG_RUNNING, _PG_COMPLETED, _PG_UNKNOWN = (
     PodGroupPhase.UNKNOWN.value,
 )
 _PG_WAITING = (_PG_PENDING, _PG_INQUEUE)
-_FAILED = int(TaskStatus.FAILED)  # (a plain int indexing JobInfo.counts, as model._RUNNING)
 
 # What the scheduler keeps between sessions (framework/memo.py):
 # the (width, total) the configured plugins last prepared a job for, under the job's version;
@@ -289,7 +288,7 @@ def pg_status(job: JobInfo, old_phase: str, session_phase: str) -> dict[str, Any
     them, which would hold an elastic job's PodGroup Running through a halt)."""
     c = job.counts
     ended = c[_SUCCEEDED] + c[_FAILED]
-    scheduled = job.count(ALLOCATED) + ended
+    scheduled = job.scheduled_num
     if scheduled > 0 and scheduled >= job.min_available:
         phase = _PG_COMPLETED if ended == scheduled else _PG_RUNNING
     elif session_phase != _PG_INQUEUE:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..framework.memo import JobRecord, Kept
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import PERMIT, REJECT
-from ..model import ALLOCATED, READY, TaskStatus
+from ..model import READY, TaskStatus
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..framework.session import Session
@@ -105,12 +105,8 @@ def task_minimums_met(job: JobInfo, statuses: frozenset[TaskStatus] = READY) -> 
 def _releasing_placed(job: JobInfo) -> bool:
     """Whether ``job``'s scheduled tasks (allocated, on a node or ended) and its Releasing tasks
     that were on a node make its minMember."""
-    c = job.counts
     releasing = sum(1 for t in job.tasks.values() if t.status == TaskStatus.RELEASING and t.node >= 0)
-    if not releasing:
-        return False
-    scheduled = job.count(ALLOCATED) + c[TaskStatus.SUCCEEDED] + c[TaskStatus.FAILED]
-    return scheduled + releasing >= job.min_available
+    return releasing > 0 and job.scheduled_num + releasing >= job.min_available
 
 
 def job_fit_error(job: JobInfo) -> str:
