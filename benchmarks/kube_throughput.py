@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from lavaflow.kube.client import ApiError, KubeClient, load_config
-from lavaflow.testing import fake_node
+from lavaflow.testing import fake_node, lift_not_ready_taint
 
 NODE_LABEL = "lavaflow.io/bench"
 
@@ -86,18 +86,11 @@ async def ensure_nodes(client: KubeClient, count: int, cpu: str, memory: str, po
     # and only kube-controller-manager's node lifecycle controller (not run here) lifts it once
     # the node reports Ready, as the fake nodes do: lift it as it would.
     tainted = [
-        n["metadata"]["name"]
+        n
         for n in (await client.request("GET", "/api/v1/nodes", params={"labelSelector": NODE_LABEL})).get("items", [])
         if n["metadata"]["name"] in want and (n.get("spec") or {}).get("taints")
     ]
-    untaint = {"spec": {"taints": None}}
-    await bounded(
-        32,
-        (
-            client.request("PATCH", f"/api/v1/nodes/{n}", body=untaint, content_type="application/merge-patch+json")
-            for n in tainted
-        ),
-    )
+    await bounded(32, (lift_not_ready_taint(client, n) for n in tainted))
     print(
         f"  nodes: {count} ({len(missing)} created, {len(extra)} deleted, {len(tainted)} untainted in "
         f"{time.monotonic() - t0:.1f}s)",
