@@ -592,7 +592,7 @@ HEALTH = {
 }
 
 
-async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir: Path) -> list[Proc]:
+async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir: Path, seed: int = 0) -> list[Proc]:
     opts = argparse.Namespace(
         vc_scheduler=str(Path(args.volcano_bin) / "vc-scheduler"),
         vc_controller_manager=str(Path(args.volcano_bin) / "vc-controller-manager"),
@@ -604,9 +604,10 @@ async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir
     )
     which = "volcano" if system == "volcano" else "lavaflow-volcano"
     health = ["--enable-healthz=true"] if system == "volcano" else []
+    seeded = ["--node-choice-seed", str(seed)] if seed and system == "lavaflow" else []
     procs = [
         Proc(f"{system}-controller", controller_cmd(opts, "volcano" if system == "volcano" else "lavaflow", args.kc) + health, logdir),
-        Proc(f"{system}-scheduler", scheduler_cmd(opts, which, args.kc) + health, logdir),
+        Proc(f"{system}-scheduler", scheduler_cmd(opts, which, args.kc) + health + seeded, logdir),
     ]  # fmt: skip
     deadline = time.monotonic() + 60
     while not all(_healthy(u) for u in HEALTH[system]):
@@ -621,7 +622,9 @@ async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir
     return procs
 
 
-async def play(client: KubeClient, sc: Scenario, system: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+async def play(
+    client: KubeClient, sc: Scenario, system: str, args: argparse.Namespace, tmp: Path, seed: int = 0
+) -> dict[str, Any]:
     await wipe(client, sc.namespaces, sc.priority_classes)
     await set_up(client, sc)
     for doc in sc.cluster:
@@ -633,7 +636,7 @@ async def play(client: KubeClient, sc: Scenario, system: str, args: argparse.Nam
     conf = tmp / "conf" / "volcano-scheduler.conf"
     conf.write_text(sc.conf)
     scale = sc.scale
-    procs = await start_system(system, args, conf, tmp)
+    procs = await start_system(system, args, conf, tmp, seed)
     rec = Recorder(client, scale, args.default_duration)
     kubelet = FakeKubelet(client, time_scale=scale, default_duration=args.default_duration, held=sc.held)
     pending: set[asyncio.Task] = set()
@@ -968,6 +971,12 @@ def parser() -> argparse.ArgumentParser:
         help="play the scenario under Volcano up to this many times while lavaflow differs from every run "
         "(Volcano breaks ties at random: lavaflow agrees when it did what one of them did)",
     )
+    ap.add_argument(
+        "--lavaflow-runs",
+        type=int,
+        default=2,
+        help="likewise under lavaflow, each run with another --node-choice-seed (its draws of the same ties)",
+    )
     ap.add_argument("--qps", type=float, default=2000.0)
     ap.add_argument("--vc-verbosity", type=int, default=3)
     ap.add_argument("--json", help="append each scenario's runs and verdict (one JSON object a line)")
@@ -980,16 +989,26 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def verdict(runs: dict[str, Any], extra: list[dict[str, Any]], period: float, node_class: dict[str, str]) -> list[str]:
-    """The differences between lavaflow's run and the Volcano run closest to it: Volcano breaks
-    ties at random, and lavaflow agrees when it did what one of Volcano's runs did. ``extra`` are
-    Volcano's other runs of the scenario."""
+def verdict(
+    runs: dict[str, Any],
+    extra: list[dict[str, Any]],
+    period: float,
+    node_class: dict[str, str],
+    lavaflow_extra: list[dict[str, Any]] | None = None,
+) -> list[str]:
+    """The differences between the closest pair of a lavaflow run and a Volcano run. Volcano
+    breaks ties at random (between nodes of equal score, and between a Job's pods of equal index
+    by their random UIDs); with Volcano's node choice lavaflow breaks the same ties the same way,
+    so each run of either is one draw of the placements those tie-breaks allow, and lavaflow
+    agrees when one of its runs did what one of Volcano's did. ``extra`` are Volcano's other runs
+    of the scenario, ``lavaflow_extra`` lavaflow's (with other seeds)."""
     best: list[str] | None = None
-    for vc in [runs["volcano"], *extra]:
-        diffs = compare(vc, runs["lavaflow"], period, node_class)
-        diffs += [f"timed out: {s}" for s, r in (("volcano", vc), ("lavaflow", runs["lavaflow"])) if r["timed_out"]]
-        if best is None or (_open(diffs), len(diffs)) < (_open(best), len(best)):
-            best = diffs
+    for lf in [runs["lavaflow"], *(lavaflow_extra or [])]:
+        for vc in [runs["volcano"], *extra]:
+            diffs = compare(vc, lf, period, node_class)
+            diffs += [f"timed out: {s}" for s, r in (("volcano", vc), ("lavaflow", lf)) if r["timed_out"]]
+            if best is None or (_open(diffs), len(diffs)) < (_open(best), len(best)):
+                best = diffs
     return best or []
 
 
@@ -1015,17 +1034,26 @@ async def run_one(client: KubeClient, files: list[str], args: argparse.Namespace
         runs[system] = await play(client, sc, system, args, tmp)
     period = args.period / sc.scale
     extra: list[dict[str, Any]] = []
+    again: list[dict[str, Any]] = []
     diffs = verdict(runs, extra, period, sc.node_class)
-    while _open(diffs) and 1 + len(extra) < args.volcano_runs:
-        print(f"  {name}: volcano again ({len(diffs)} differences) ...", flush=True)
-        extra.append(await play(client, sc, "volcano", args, tmp))
-        diffs = verdict(runs, extra, period, sc.node_class)
+    # while they differ, draw again, one system after the other, up to each one's number of runs
+    while _open(diffs) and (1 + len(extra) < args.volcano_runs or 1 + len(again) < args.lavaflow_runs):
+        system = "volcano" if len(extra) <= len(again) and 1 + len(extra) < args.volcano_runs else "lavaflow"
+        if 1 + len(again) >= args.lavaflow_runs:
+            system = "volcano"
+        print(f"  {name}: {system} again ({len(diffs)} differences) ...", flush=True)
+        if system == "volcano":
+            extra.append(await play(client, sc, "volcano", args, tmp))
+        else:
+            again.append(await play(client, sc, "lavaflow", args, tmp, seed=1 + len(again)))
+        diffs = verdict(runs, extra, period, sc.node_class, again)
     return {
         "scenario": name,
         "verdict": _verdict(diffs),
         "differences": diffs,
         "runs": runs,
         "volcano_again": extra,
+        "lavaflow_again": again,
         "time_scale": sc.scale,
         "period_s": args.period,
         "node_class": sc.node_class,
@@ -1057,7 +1085,13 @@ def recompare(path: str) -> list[dict[str, Any]]:
         r = json.loads(line)
         if r["verdict"] != "skipped":
             node_class = r.get("node_class") or load_scenario(r["scenario"].split(" + ")).node_class
-            diffs = verdict(r["runs"], r.get("volcano_again", []), r["period_s"] / r["time_scale"], node_class)
+            diffs = verdict(
+                r["runs"],
+                r.get("volcano_again", []),
+                r["period_s"] / r["time_scale"],
+                node_class,
+                r.get("lavaflow_again"),
+            )
             r = {**r, "verdict": _verdict(diffs), "differences": diffs}
         out.append(r)
     return out
