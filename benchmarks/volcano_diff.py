@@ -54,7 +54,8 @@ running and nothing has changed for ``--quiet`` wall seconds, or at ``--timeout`
 Exit status: 0 all agree, 1 some disagreement, 2 bad input or missing kubeconfig/binaries
 (skipped, with the reason). Scenarios using what this harness cannot play on a bare API server
 (Deployments and other kube-controller-manager workloads, lavaflow-only kinds) are reported as
-skipped with the reason.
+skipped with the reason; with ``--kube-controller-manager BINARY`` its job controller and garbage
+collector run beside each system, and scenarios with Kubernetes' batch/v1 Jobs are played too.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ CLUSTER_KINDS = ("Queue", "PriorityClass", "HyperNode", "Numatopology", "Namespa
 # namespaced kinds wiped between runs (controllers' and plugins' objects included)
 WIPED = [
     ("batch.volcano.sh/v1alpha1", "jobs"),
+    ("batch/v1", "jobs"),
     ("flow.volcano.sh/v1alpha1", "jobflows"),
     ("flow.volcano.sh/v1alpha1", "jobtemplates"),
     ("bus.volcano.sh/v1alpha1", "commands"),
@@ -202,8 +204,10 @@ def _admit(doc: dict[str, Any], kind: str, queues: dict[str, Any], where: str) -
     return doc
 
 
-def load_scenario(paths: list[str]) -> Scenario:
-    """Check ``paths`` as ``lavaflow simulate`` does, and turn them into what each run creates."""
+def load_scenario(paths: list[str], kube_jobs: bool = False) -> Scenario:
+    """Check ``paths`` as ``lavaflow simulate`` does, and turn them into what each run creates;
+    ``kube_jobs``: Kubernetes' own batch/v1 Jobs can be played (kube-controller-manager's job
+    controller runs beside each system)."""
     from lavaflow.api.loader import Problems, _expand_lists, load_files, parse_documents
     from lavaflow.api.volcano import Queue
     from lavaflow.scheduler.framework.conf import VOLCANO_SHIPPED_CONF
@@ -261,7 +265,7 @@ def load_scenario(paths: list[str]) -> Scenario:
         doc = copy.deepcopy(next(d for d in docs if (d.get("metadata") or {}).get("name") == obj.name))
         api = f"{doc.get('apiVersion', '')}/{doc.get('kind')}"
         for prefix, why in NOT_VOLCANO.items():
-            if api.startswith(prefix):
+            if api.startswith(prefix) and not (kube_jobs and prefix == "batch/v1/Job"):
                 raise Skip(f"{doc.get('kind')} {obj.name}: {why}")
         if doc.get("kind") == "ConfigMap" and "volcano-scheduler.conf" in (doc.get("data") or {}):
             continue
@@ -592,6 +596,32 @@ HEALTH = {
 }
 
 
+KCM_HEALTH = "https://127.0.0.1:10357/healthz"
+
+
+def kcm_cmd(binary: str, kubeconfig: str) -> list[str]:
+    """kube-controller-manager with only what batch/v1 Jobs need: the job controller, and the
+    garbage collector that deletes a Job's pods with it."""
+    return [
+        binary, f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--secure-port=10357",
+        "--bind-address=127.0.0.1", "--controllers=job-controller,garbage-collector-controller",
+        "--kube-api-qps=2000", "--kube-api-burst=2000", "-v=1",
+    ]  # fmt: skip
+
+
+def _kcm_healthy() -> bool:
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(KCM_HEALTH, timeout=1, context=ctx) as resp:  # noqa: S310 - local
+            return bool(resp.status == 200)
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+
+
 async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir: Path, seed: int = 0) -> list[Proc]:
     opts = argparse.Namespace(
         vc_scheduler=str(Path(args.volcano_bin) / "vc-scheduler"),
@@ -609,8 +639,10 @@ async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir
         Proc(f"{system}-controller", controller_cmd(opts, "volcano" if system == "volcano" else "lavaflow", args.kc) + health, logdir),
         Proc(f"{system}-scheduler", scheduler_cmd(opts, which, args.kc) + health + seeded, logdir),
     ]  # fmt: skip
+    if args.kube_controller_manager:
+        procs.append(Proc("kube-controller-manager", kcm_cmd(args.kube_controller_manager, args.kc), logdir))
     deadline = time.monotonic() + 60
-    while not all(_healthy(u) for u in HEALTH[system]):
+    while not all(_healthy(u) for u in HEALTH[system]) or (args.kube_controller_manager and not _kcm_healthy()):
         for p in procs:
             p.check()
         if time.monotonic() > deadline:
@@ -910,6 +942,8 @@ def missing(args: argparse.Namespace) -> str | None:
     for b in ("vc-scheduler", "vc-controller-manager"):
         if not os.access(Path(args.volcano_bin) / b, os.X_OK):
             return f"{Path(args.volcano_bin) / b} is missing or not executable"
+    if args.kube_controller_manager and not os.access(args.kube_controller_manager, os.X_OK):
+        return f"--kube-controller-manager {args.kube_controller_manager} is missing or not executable"
     return None
 
 
@@ -955,6 +989,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--random-dir", help="write the random scenarios here (default: a temporary directory)")
     ap.add_argument("--kubeconfig", default=os.environ.get("LAVAFLOW_TEST_KUBECONFIG") or os.environ.get("KUBECONFIG"))
     ap.add_argument("--volcano-bin", default=os.environ.get("LAVAFLOW_TEST_VOLCANO_BIN"), help="dir of vc-* binaries")
+    ap.add_argument(
+        "--kube-controller-manager",
+        default=os.environ.get("LAVAFLOW_TEST_KUBE_CONTROLLER_MANAGER"),
+        help="a kube-controller-manager binary: its job controller (and garbage collector) run beside each "
+        "system, so that scenarios with Kubernetes' batch/v1 Jobs are played (skipped without it)",
+    )
     ap.add_argument("--time-scale", default="auto", help="wall seconds per scenario second, or auto (see --target)")
     ap.add_argument(
         "--target", type=float, default=90.0, help="with --time-scale auto: wall seconds a scenario's horizon takes"
@@ -1024,7 +1064,7 @@ def _verdict(diffs: list[str]) -> str:
 async def run_one(client: KubeClient, files: list[str], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     name = " + ".join(files)
     try:
-        sc = load_scenario(files)
+        sc = load_scenario(files, kube_jobs=bool(args.kube_controller_manager))
     except Skip as exc:
         return {"scenario": name, "verdict": "skipped", "reason": str(exc)}
     sc.scale = time_scale(sc, args)
@@ -1084,7 +1124,7 @@ def recompare(path: str) -> list[dict[str, Any]]:
     for line in Path(path).read_text().splitlines():
         r = json.loads(line)
         if r["verdict"] != "skipped":
-            node_class = r.get("node_class") or load_scenario(r["scenario"].split(" + ")).node_class
+            node_class = r.get("node_class") or load_scenario(r["scenario"].split(" + "), kube_jobs=True).node_class
             diffs = verdict(
                 r["runs"],
                 r.get("volcano_again", []),
@@ -1126,7 +1166,7 @@ async def main(argv: list[str] | None = None) -> int:
                 print(f"error: {f}: no such file", file=sys.stderr)
                 return 2
         try:
-            load_scenario(files)
+            load_scenario(files, kube_jobs=bool(args.kube_controller_manager))
         except Skip:
             pass
         except InputError as exc:

@@ -188,6 +188,12 @@ def test_missing_kubeconfig_or_binaries_skip_with_the_reason(tmp_path, capsys):
         == 2
     )
     assert "vc-scheduler is missing or not executable" in capsys.readouterr().err
+    for b in ("vc-scheduler", "vc-controller-manager"):
+        (tmp_path / b).write_text("")
+        (tmp_path / b).chmod(0o755)
+    argv = [str(ROOT / "examples" / "mpi-hello.yaml"), "--kubeconfig", str(kc), "--volcano-bin", str(tmp_path)]
+    assert asyncio.run(vd.main([*argv, "--kube-controller-manager", str(tmp_path / "kcm")])) == 2
+    assert "kcm is missing or not executable" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(
@@ -267,3 +273,31 @@ def test_the_harness_refuses_a_server_without_volcanos_own_crds():
     assert "status subresource" in asyncio.run(vd.volcano_crds_problem(_CrdServer(theirs)))
     partial = {k: v for k, v in volcano.items() if not k.startswith("cronjobs.")}
     assert asyncio.run(vd.volcano_crds_problem(_CrdServer(partial))).endswith("cronjobs.batch.volcano.sh missing")
+
+
+def test_a_kubernetes_job_is_played_only_beside_kube_controller_manager(tmp_path):
+    scenario = tmp_path / "kube-job.yaml"
+    scenario.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n0}\nstatus: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}\n"
+        "---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: k}\nspec:\n  parallelism: 2\n  completions: 2\n"
+        "  template:\n    metadata: {annotations: {sim.lavaflow.io/duration: 10s}}\n"
+        "    spec: {restartPolicy: Never, schedulerName: volcano, containers: [{name: c, image: x, "
+        "resources: {requests: {cpu: '1'}}}]}\n"
+    )
+    with pytest.raises(vd.Skip, match="kube-controller-manager's job controller"):
+        vd.load_scenario([str(scenario)])
+    sc = vd.load_scenario([str(scenario)], kube_jobs=True)
+    assert [w.doc["kind"] for w in sc.workload] == ["Job"]
+    cmd = vd.kcm_cmd("/bin/kcm", "/k")
+    assert "--controllers=job-controller,garbage-collector-controller" in cmd
+
+
+def test_the_closest_pair_of_runs_decides_when_lavaflow_draws_its_ties_again():
+    # Volcano put the pod on a node of kind a both times; lavaflow's first draw took kind b, its
+    # second kind a: one of lavaflow's runs did what one of Volcano's did.
+    vc, lf_b, lf_a = (
+        {**run_of(binds=[(10.0, "p", node, "ns/j", "w")]), "timed_out": False} for node in ("a-0", "b-0", "a-1")
+    )
+    runs = {"volcano": vc, "lavaflow": lf_b}
+    assert vd.verdict(runs, [vc], 10.0, CLASSES)
+    assert vd.verdict(runs, [vc], 10.0, CLASSES, [lf_a]) == []
