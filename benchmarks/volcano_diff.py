@@ -824,7 +824,9 @@ def aligned(a: list[tuple[float, str]], b: list[tuple[float, str]], tol: float) 
     order, each step's time agreeing by ``close``, except that a phase one run held for less than
     ``tol`` (until its next phase) may be missing from the other — below the comparison's time
     resolution (a PodGroup Running for a second before a node failure restarts its Job, a Job
-    Completing for a few milliseconds)."""
+    Completing for a few milliseconds) —, and with it the return to the phase before it (a
+    PodGroup Running, Pending for a period while a failed node's pods are made again, Running
+    again: where a scheduling cycle fell between the deletions and the new bindings)."""
 
     def short(h: list[tuple[float, str]], i: int) -> bool:
         return i + 1 < len(h) and h[i + 1][0] - h[i][0] < tol
@@ -845,6 +847,9 @@ def aligned(a: list[tuple[float, str]], b: list[tuple[float, str]], tol: float) 
                  and fit(i + 1, j + 1, i, j))
                 or (i < len(a) and short(a, i) and fit(i + 1, j, li, lj))
                 or (j < len(b) and short(b, j) and fit(i, j + 1, li, lj))
+                # back to the phase last matched, after short ones the other run did not show
+                or (i < len(a) and li >= 0 and li < i - 1 and a[i][1] == a[li][1] and fit(i + 1, j, li, lj))
+                or (j < len(b) and lj >= 0 and lj < j - 1 and b[j][1] == b[lj][1] and fit(i, j + 1, li, lj))
             )  # fmt: skip
         seen[key] = ok
         return ok

@@ -117,6 +117,23 @@ def test_a_phase_held_for_less_than_two_periods_may_be_missing_from_the_other_ru
     assert vd.aligned(volcano, lavaflow, 20)
 
 
+def test_a_short_interruption_and_the_return_to_the_phase_before_it_may_be_missing():
+    # random seed 5: Volcano's PodGroup went Pending for a period while a failed node's pods were
+    # made again, and Completed for a period before a deleted pod's replacement ran; lavaflow
+    # bound the replacements in the cycle that saw the deletions and stayed Running
+    volcano = [(11.2, "Pending"), (20.4, "Inqueue"), (40.8, "Running"), (71.6, "Pending"), (82.1, "Running"),
+               (122.6, "Completed"), (132.7, "Running"), (169.2, "(deleted)")]  # fmt: skip
+    lavaflow = [(11.2, "Pending"), (17.6, "Inqueue"), (28.2, "Running"), (164.0, "(deleted)")]
+    assert vd.aligned(volcano, lavaflow, 20)
+    assert vd.aligned(lavaflow, volcano, 20)
+    # held for longer than two periods, the interruption is a difference
+    long = [*volcano[:3], (71.6, "Pending"), (95.0, "Running"), (169.2, "(deleted)")]
+    assert not vd.aligned(long, lavaflow, 20)
+    # and a return to a phase other than the last one both showed is not one
+    other = [*volcano[:3], (71.6, "Pending"), (80.0, "Completed"), (169.2, "(deleted)")]
+    assert not vd.aligned(other, lavaflow, 20)
+
+
 def test_podgroup_deletion_is_a_phase_of_its_own():
     jobs = {"ns/j": [(0, "Pending"), (10, "Running"), (60, "Completed")]}
     kept = run_of(jobs=jobs, pgs={"ns/j": [(0, "Pending"), (10, "Running")]})
