@@ -1041,20 +1041,30 @@ def verdict(
     node_class: dict[str, str],
     lavaflow_extra: list[dict[str, Any]] | None = None,
 ) -> list[str]:
-    """The differences between the closest pair of a lavaflow run and a Volcano run. Volcano
-    breaks ties at random (between nodes of equal score, and between a Job's pods of equal index
-    by their random UIDs); with Volcano's node choice lavaflow breaks the same ties the same way,
-    so each run of either is one draw of the placements those tie-breaks allow, and lavaflow
-    agrees when one of its runs did what one of Volcano's did. ``extra`` are Volcano's other runs
-    of the scenario, ``lavaflow_extra`` lavaflow's (with other seeds)."""
-    best: list[str] | None = None
+    """The differences between lavaflow's runs and Volcano's. Volcano breaks ties at random
+    (between nodes of equal score, and between a Job's pods of equal index by their random UIDs);
+    with Volcano's node choice lavaflow breaks the same ties the same way, so each run of either
+    is one draw of what those tie-breaks allow, and the comparison is between the sets of draws:
+    each item compared (a gang's wave of bindings or evictions, a PodGroup's or Job's phases,
+    conditions, retries, outcomes) agrees when some pair of a lavaflow run and a Volcano run
+    agrees on it. What is left is what every pair differs in, as the closest pair shows it.
+    ``extra`` are Volcano's other runs of the scenario, ``lavaflow_extra`` lavaflow's (with other
+    seeds)."""
+    pairs: list[list[str]] = []
     for lf in [runs["lavaflow"], *(lavaflow_extra or [])]:
         for vc in [runs["volcano"], *extra]:
             diffs = compare(vc, lf, period, node_class)
             diffs += [f"timed out: {s}" for s, r in (("volcano", vc), ("lavaflow", lf)) if r["timed_out"]]
-            if best is None or (_open(diffs), len(diffs)) < (_open(best), len(best)):
-                best = diffs
-    return best or []
+            pairs.append(diffs)
+    common = set.intersection(*({_item(d) for d in diffs} for diffs in pairs))
+    best = min(pairs, key=lambda d: (_open(d), len(d)))
+    return [d for d in best if _item(d) in common]
+
+
+def _item(diff: str) -> str:
+    """What a difference is about (the text before its first ': '): a gang's wave of bindings,
+    a PodGroup's phases, ..."""
+    return diff.removeprefix(DELIBERATE).split(": ", 1)[0]
 
 
 def _open(diffs: list[str]) -> int:

@@ -318,3 +318,19 @@ def test_the_closest_pair_of_runs_decides_when_lavaflow_draws_its_ties_again():
     runs = {"volcano": vc, "lavaflow": lf_b}
     assert vd.verdict(runs, [vc], 10.0, CLASSES)
     assert vd.verdict(runs, [vc], 10.0, CLASSES, [lf_a]) == []
+
+
+def test_each_item_agrees_when_some_pair_of_runs_agrees_on_it():
+    # Two gangs placed by independent ties: lavaflow's first run placed j like Volcano's first and
+    # k like Volcano's second; no single pair agrees on both, and yet each placement is one that
+    # Volcano's tie-breaks gave. A gang no pair agrees on stays a difference.
+    def run(j, k, m="a-0"):
+        binds = [(10.0, "p", j, "ns/j", "w"), (10.0, "q", k, "ns/k", "w"), (10.0, "r", m, "ns/m", "w")]
+        return {**run_of(binds=binds), "timed_out": False}
+
+    v1, v2 = run("a-0", "b-0"), run("b-0", "a-0")
+    lf = run("a-1", "a-1")
+    assert vd.verdict({"volcano": v1, "lavaflow": lf}, [v2], 10.0, CLASSES) == []
+    odd = run("a-1", "a-1", "b-0")
+    left = vd.verdict({"volcano": v1, "lavaflow": odd}, [v2], 10.0, CLASSES)
+    assert len(left) == 1 and left[0].startswith("bindings of ns/m, wave 1")
