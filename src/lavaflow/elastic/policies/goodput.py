@@ -62,21 +62,53 @@ from .lavaflow import lavaflow
 
 DEFAULT_PRIOR = 4 * 3600.0  # single-GPU seconds a job is assumed to need at least
 DEFAULT_SWITCH_FACTOR = 24.0
+# Progress (single-GPU seconds) past which a job is in the last queue, first come, first served:
+# 16 GPU-hours, the threshold the Pollux artifact gives its Tiresias (see below)
+LAST_QUEUE = 16 * 3600.0
 # What the scheduler's elastic plugin gives Goodput on learned speed models (the default; the
 # values above were tuned with the true models, and stay for --oracle so that its figures stand):
 # tuned on learned models, Pollux workloads 1-8 at load 1.0 only (see below).  ``node_size`` 4 is
 # the GPUs per node of the Pollux testbed: set elastic.policy.node_size to your nodes' (0: any size).
-LEARNED_PARAMS = {"switch_factor": 12.0, "node_size": 4, "fill_window": 1800.0}
+LEARNED_PARAMS = {
+    "switch_factor": 12.0,
+    "node_size": 4,
+    "fill_window": 1800.0,
+    "last_queue": LAST_QUEUE,
+    "queue_factor": 4.0,
+}
+
+
+def _unit(j: JobView, capacity: dict[str, int]) -> float:
+    """The job's rate on one GPU of its best type: its progress divided by this is in single-GPU
+    seconds."""
+    types = [t for t in j.types(capacity) if t in j.rates]
+    return max((j.rate(t, 1) for t in types), default=0.0)
 
 
 def estimated_remaining(j: JobView, capacity: dict[str, int], prior: float = DEFAULT_PRIOR) -> float:
     """Estimated remaining work (in the job's work units) from its progress alone."""
-    types = [t for t in j.types(capacity) if t in j.rates]
-    unit = max((j.rate(t, 1) for t in types), default=0.0)
+    unit = _unit(j, capacity)
     if unit <= 0:
         return math.inf
     done = max(j.done_work, 0.0) / unit  # seconds on one GPU of the job's best type
     return max(done, prior) * unit
+
+
+def last_queue_estimates(
+    jobs: Sequence[JobView], capacity: dict[str, int], threshold: float, factor: float
+) -> dict[str, float]:
+    """Estimated remaining work of the jobs in the last queue, those past ``threshold`` single-GPU
+    seconds of progress: first come, first served among them (Tiresias's last queue), the k-th of
+    them in arrival order valued as if it had ``threshold * factor**k`` single-GPU seconds left."""
+    out: dict[str, float] = {}
+    level = threshold
+    for j in sorted(jobs, key=lambda j: (j.submit_time, j.name)):
+        unit = _unit(j, capacity)
+        if unit <= 0 or j.done_work < threshold * unit:
+            continue
+        out[j.name] = level * unit
+        level = min(level * factor, 1e300)  # (no overflow however many wait)
+    return out
 
 
 def goodput(
@@ -94,6 +126,8 @@ def goodput(
     fill_window: float = 0.0,
     fill_gpus: float = 4.0,
     type_moves: bool = False,
+    last_queue: float = 0.0,
+    queue_factor: float = 4.0,
 ) -> dict[str, Assignment]:
     spare_horizon = math.inf
     if fill_window > 0:
@@ -105,9 +139,12 @@ def goodput(
         idle = max(sum(capacity.values()) - sum(j.current_workers for j in jobs), 0)
         spare_horizon = idle / (rate * fill_gpus) if rate > 0 else 4 * fill_window
         spare_factor = 2.0 if spare_factor is None else spare_factor
+    ests = {j.name: estimated_remaining(j, capacity, prior) for j in jobs}
+    if last_queue > 0:
+        ests.update(last_queue_estimates(jobs, capacity, last_queue, queue_factor))
     views = []
     for j in jobs:
-        est = estimated_remaining(j, capacity, prior)
+        est = ests[j.name]
         views.append(dataclasses.replace(j, remaining_work=est if math.isfinite(est) else 1e300, total_work=0.0))
     return lavaflow(
         views,
