@@ -46,6 +46,22 @@ held-out 0.5x run showed Goodput leaving GPUs idle (utilisation 0.44 against Pol
 workload 1); its window chosen at load 1.0 only: 1,800 s 2,595 s, 3,600 s 2,611 s, off 2,592 s (no
 gain there).  See docs/elastic.md.
 
+The last queue (``last_queue``, on learned models 16 single-GPU hours; 0: off, the oracle's
+setting): a job past that much progress is served first come, first served among such jobs, as
+Tiresias serves its last queue, the k-th of them in arrival order valued as if it had ``last_queue
+x queue_factor**k`` (``queue_factor`` 4) single-GPU seconds left; below it nothing changes.  Least
+attained service keeps jobs of one long model level with each other, so they all finish at the end
+(on workload 7 five imagenet jobs shared the cluster for ten hours and finished within 2.2 hours of
+each other); past the threshold progress no longer tells jobs apart, and serving them one after
+the other lets the first finish early.  Threshold the Pollux artifact's Tiresias uses (16 GPU-hours);
+tuned on workloads 1-8 at load 1.0 only, adaptive batches, mean avg JCT in seconds (off: 2,601):
+threshold 8 h 2,745, **16 h 2,504**, 32 h 2,573 (``queue_factor`` 2); at 16 h ``queue_factor`` 1.5
+2,529, 2 2,504, **4 2,492**, 16 2,482, 1000 2,487 (a plateau from 4; the smallest value on it is
+the least departure from the continuous rule).  Re-checked with it: ``switch_factor`` 8 2,532, 16
+2,537; ``prior`` 2 h 2,560, 8 h 2,548.  Rejected (same runs): first come, first served also below
+the threshold, in levels at ``prior x 2**i`` (3,273), or, milder, each job's estimate multiplied
+by 1.3 (2,551) or 2 (2,751) per earlier arrival within its level.
+
 The policy never reads ``remaining_work`` or ``total_work``: the views handed to the allocator are
 rebuilt with the estimate in their place.  With adaptive-batch jobs (``PolluxJobSpeed(adaptive=
 True)``) the rates it sees are goodputs at the best batch size for each allocation.
