@@ -314,3 +314,29 @@ def test_goodput_fills_idle_gpus_only_while_few_jobs_arrive():
     res = make_policy("Goodput", learned=True)(busy, {"gpu": 8}, 7200.0)
     assert res["r"].workers == 4
     check_allocation(busy, {"gpu": 8}, res)
+
+
+def test_goodput_serves_its_last_queue_first_come_first_served():
+    """On learned models, jobs past 16 single-GPU hours of progress (the last queue) are served in
+    arrival order, as in Tiresias's last queue, not least progress first: two long jobs that share
+    GPUs by least attained service both finish late; one after the other, the first finishes early."""
+    first = _job("first", 1, 4, t=0, done_work=2e5, work=1.0)  # unit rate: progress in 1-GPU seconds
+    second = _job("second", 1, 4, t=10, done_work=1e5, work=1e9)
+    res = make_policy("Goodput", learned=True)([first, second], {"gpu": 4}, 100.0)
+    assert res["first"].workers == 4 and "second" not in res
+    # without the last queue (and with the oracle's parameters) least progress comes first
+    assert make_policy("Goodput", learned=True, last_queue=0)([first, second], {"gpu": 4}, 100.0)["second"].workers == 4
+    assert make_policy("Goodput")([first, second], {"gpu": 4}, 100.0)["second"].workers == 4
+    # a job below the threshold keeps its place before every job of the last queue
+    young = _job("young", 1, 4, t=20, done_work=5e4)
+    res = make_policy("Goodput", learned=True)([first, second, young], {"gpu": 4}, 100.0)
+    assert res["young"].workers == 4
+    # what it reads is progress and arrival, never remaining or total work
+    other = [dataclasses.replace(j, remaining_work=j.remaining_work * 7 + 3, total_work=99.0) for j in (first, second)]
+    assert make_policy("Goodput", learned=True)(other, {"gpu": 4}, 100.0) == make_policy("Goodput", learned=True)(
+        [first, second], {"gpu": 4}, 100.0
+    )
+    # many in the last queue: the weights stay finite
+    many = [_job(f"j{i}", 1, 1, t=float(i), done_work=1e6) for i in range(800)]
+    res = make_policy("Goodput", learned=True)(many, {"gpu": 2}, 1e4)
+    assert set(res) == {"j0", "j1"}
