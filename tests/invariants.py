@@ -273,12 +273,14 @@ def generate(seed: int) -> Scenario:
             n = rng.randint(1, 4)
             tmpl = _template(rng, _req(rng, gpu_nodes), prio, tolerate, False)
             tmpl["spec"]["schedulerName"] = "volcano"
+            # the gang size on the owner, the queue on the pods: where Volcano's podgroup
+            # controller reads each
+            tmpl["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] = queue
             meta = {
                 "name": name,
                 "annotations": {
                     "sim.lavaflow.io/submit-at": at,
                     "scheduling.volcano.sh/group-min-member": str(rng.randint(1, n)),
-                    "scheduling.volcano.sh/queue-name": queue,
                 },
             }
             if rng.random() < 0.15:

@@ -76,9 +76,9 @@ class PodGroupController(Controller):
                 min_member = 1
         pg_key = f"{pod.namespace}/{name}"
         if self.store.get("PodGroup", pg_key) is None:
+            # (the pod's own annotation only, as Volcano's podgroup controller: the owner's
+            # annotations give the gang size and volcano.sh/ ones are inherited, never the queue)
             queue = pod.metadata.annotations.get(QUEUE_NAME_ANNOTATION)
-            if queue is None and owner is not None:
-                queue = owner.metadata.annotations.get(QUEUE_NAME_ANNOTATION)
             req = pod_requests(pod.spec)
             min_resources = {k: Decimal(repr(v)) * min_member for k, v in req.items()}
             inherited = {}

@@ -171,15 +171,26 @@ QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "BatchJob")
 
 
-def _check_queue_annotations(problems: Problems, src: Source, obj: Any, queues: dict[str, Queue]) -> None:
-    """Pods and native workloads name their queue by annotation; the PodGroup made for them
-    would be refused by admission (as Volcano's webhook does), so a missing queue is refused here."""
+def _check_queue_annotations(
+    problems: Problems, src: Source, obj: Any, queues: dict[str, Queue], warnings: list[str]
+) -> None:
+    """Pods name their queue by annotation, and native workloads by their pod template's; the
+    PodGroup made for them would be refused by admission (as Volcano's webhook does), so a
+    missing queue is refused here. Volcano's podgroup controller reads the queue from the pod
+    alone: the annotation on a Deployment's or Job's own metadata is not read, which is said."""
     if isinstance(obj, Pod) and "scheduling.k8s.io/group-name" in obj.metadata.annotations:
         return  # it joins a PodGroup of its own choosing: that PodGroup's queue counts
     places = [("metadata", obj.metadata.annotations)]
     tmpl = getattr(getattr(obj, "spec", None), "template", None)
     if type(obj).__name__ in WORKLOAD_KINDS and tmpl is not None:
-        places.append(("spec.template.metadata", tmpl.metadata.annotations))
+        places = [("spec.template.metadata", tmpl.metadata.annotations)]
+        on_owner = obj.metadata.annotations.get(QUEUE_ANNOTATION)
+        if on_owner is not None and tmpl.metadata.annotations.get(QUEUE_ANNOTATION) is None:
+            warnings.append(
+                f"{src}: {_what(obj)}: metadata.annotations[{QUEUE_ANNOTATION}]: not read; Volcano takes a "
+                f"pod's queue from the pod's own annotation (spec.template.metadata.annotations), so these pods "
+                "go to queue 'default'"
+            )
     for prefix, anns in places:
         name = anns.get(QUEUE_ANNOTATION)
         if name is not None and name not in queues:
@@ -615,7 +626,7 @@ def prepare(loaded: list[Loaded], scheduler_name: str = "volcano") -> SimInput:
                     problems, src, _what(obj), "spec.template.metadata", obj.spec.template.metadata.annotations
                 )
         if isinstance(obj, Pod) or type(obj).__name__ in WORKLOAD_KINDS:
-            _check_queue_annotations(problems, src, obj, queues)
+            _check_queue_annotations(problems, src, obj, queues, out.warnings)
         found = list(found) + _sim_limits(obj)
         found = list(found) + _metadata_problems(obj) + _priority_class_problems(obj, priority_classes)
         for p in found:
