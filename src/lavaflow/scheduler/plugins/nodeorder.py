@@ -135,6 +135,7 @@ class TaintsSeen:
 @register_plugin
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
+    quiet = True  # (reads no time: see Plugin.quiet)
     ARGUMENTS = {
         "leastrequested.weight": A.NUMBER,
         "mostrequested.weight": A.NUMBER,
