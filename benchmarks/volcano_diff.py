@@ -54,7 +54,8 @@ running and nothing has changed for ``--quiet`` wall seconds, or at ``--timeout`
 Exit status: 0 all agree, 1 some disagreement, 2 bad input or missing kubeconfig/binaries
 (skipped, with the reason). Scenarios using what this harness cannot play on a bare API server
 (Deployments and other kube-controller-manager workloads, lavaflow-only kinds) are reported as
-skipped with the reason.
+skipped with the reason; with ``--kube-controller-manager BINARY`` its job controller and garbage
+collector run beside each system, and scenarios with Kubernetes' batch/v1 Jobs are played too.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ CLUSTER_KINDS = ("Queue", "PriorityClass", "HyperNode", "Numatopology", "Namespa
 # namespaced kinds wiped between runs (controllers' and plugins' objects included)
 WIPED = [
     ("batch.volcano.sh/v1alpha1", "jobs"),
+    ("batch/v1", "jobs"),
     ("flow.volcano.sh/v1alpha1", "jobflows"),
     ("flow.volcano.sh/v1alpha1", "jobtemplates"),
     ("bus.volcano.sh/v1alpha1", "commands"),
@@ -202,8 +204,10 @@ def _admit(doc: dict[str, Any], kind: str, queues: dict[str, Any], where: str) -
     return doc
 
 
-def load_scenario(paths: list[str]) -> Scenario:
-    """Check ``paths`` as ``lavaflow simulate`` does, and turn them into what each run creates."""
+def load_scenario(paths: list[str], kube_jobs: bool = False) -> Scenario:
+    """Check ``paths`` as ``lavaflow simulate`` does, and turn them into what each run creates;
+    ``kube_jobs``: Kubernetes' own batch/v1 Jobs can be played (kube-controller-manager's job
+    controller runs beside each system)."""
     from lavaflow.api.loader import Problems, _expand_lists, load_files, parse_documents
     from lavaflow.api.volcano import Queue
     from lavaflow.scheduler.framework.conf import VOLCANO_SHIPPED_CONF
@@ -261,7 +265,7 @@ def load_scenario(paths: list[str]) -> Scenario:
         doc = copy.deepcopy(next(d for d in docs if (d.get("metadata") or {}).get("name") == obj.name))
         api = f"{doc.get('apiVersion', '')}/{doc.get('kind')}"
         for prefix, why in NOT_VOLCANO.items():
-            if api.startswith(prefix):
+            if api.startswith(prefix) and not (kube_jobs and prefix == "batch/v1/Job"):
                 raise Skip(f"{doc.get('kind')} {obj.name}: {why}")
         if doc.get("kind") == "ConfigMap" and "volcano-scheduler.conf" in (doc.get("data") or {}):
             continue
@@ -592,7 +596,33 @@ HEALTH = {
 }
 
 
-async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir: Path) -> list[Proc]:
+KCM_HEALTH = "https://127.0.0.1:10357/healthz"
+
+
+def kcm_cmd(binary: str, kubeconfig: str) -> list[str]:
+    """kube-controller-manager with only what batch/v1 Jobs need: the job controller, and the
+    garbage collector that deletes a Job's pods with it."""
+    return [
+        binary, f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--secure-port=10357",
+        "--bind-address=127.0.0.1", "--controllers=job-controller,garbage-collector-controller",
+        "--kube-api-qps=2000", "--kube-api-burst=2000", "-v=1",
+    ]  # fmt: skip
+
+
+def _kcm_healthy() -> bool:
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(KCM_HEALTH, timeout=1, context=ctx) as resp:  # noqa: S310 - local
+            return bool(resp.status == 200)
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+
+
+async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir: Path, seed: int = 0) -> list[Proc]:
     opts = argparse.Namespace(
         vc_scheduler=str(Path(args.volcano_bin) / "vc-scheduler"),
         vc_controller_manager=str(Path(args.volcano_bin) / "vc-controller-manager"),
@@ -604,12 +634,15 @@ async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir
     )
     which = "volcano" if system == "volcano" else "lavaflow-volcano"
     health = ["--enable-healthz=true"] if system == "volcano" else []
+    seeded = ["--node-choice-seed", str(seed)] if seed and system == "lavaflow" else []
     procs = [
         Proc(f"{system}-controller", controller_cmd(opts, "volcano" if system == "volcano" else "lavaflow", args.kc) + health, logdir),
-        Proc(f"{system}-scheduler", scheduler_cmd(opts, which, args.kc) + health, logdir),
+        Proc(f"{system}-scheduler", scheduler_cmd(opts, which, args.kc) + health + seeded, logdir),
     ]  # fmt: skip
+    if args.kube_controller_manager:
+        procs.append(Proc("kube-controller-manager", kcm_cmd(args.kube_controller_manager, args.kc), logdir))
     deadline = time.monotonic() + 60
-    while not all(_healthy(u) for u in HEALTH[system]):
+    while not all(_healthy(u) for u in HEALTH[system]) or (args.kube_controller_manager and not _kcm_healthy()):
         for p in procs:
             p.check()
         if time.monotonic() > deadline:
@@ -621,7 +654,9 @@ async def start_system(system: str, args: argparse.Namespace, conf: Path, logdir
     return procs
 
 
-async def play(client: KubeClient, sc: Scenario, system: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+async def play(
+    client: KubeClient, sc: Scenario, system: str, args: argparse.Namespace, tmp: Path, seed: int = 0
+) -> dict[str, Any]:
     await wipe(client, sc.namespaces, sc.priority_classes)
     await set_up(client, sc)
     for doc in sc.cluster:
@@ -633,7 +668,7 @@ async def play(client: KubeClient, sc: Scenario, system: str, args: argparse.Nam
     conf = tmp / "conf" / "volcano-scheduler.conf"
     conf.write_text(sc.conf)
     scale = sc.scale
-    procs = await start_system(system, args, conf, tmp)
+    procs = await start_system(system, args, conf, tmp, seed)
     rec = Recorder(client, scale, args.default_duration)
     kubelet = FakeKubelet(client, time_scale=scale, default_duration=args.default_duration, held=sc.held)
     pending: set[asyncio.Task] = set()
@@ -789,7 +824,9 @@ def aligned(a: list[tuple[float, str]], b: list[tuple[float, str]], tol: float) 
     order, each step's time agreeing by ``close``, except that a phase one run held for less than
     ``tol`` (until its next phase) may be missing from the other — below the comparison's time
     resolution (a PodGroup Running for a second before a node failure restarts its Job, a Job
-    Completing for a few milliseconds)."""
+    Completing for a few milliseconds) —, and with it the return to the phase before it (a
+    PodGroup Running, Pending for a period while a failed node's pods are made again, Running
+    again: where a scheduling cycle fell between the deletions and the new bindings)."""
 
     def short(h: list[tuple[float, str]], i: int) -> bool:
         return i + 1 < len(h) and h[i + 1][0] - h[i][0] < tol
@@ -810,6 +847,9 @@ def aligned(a: list[tuple[float, str]], b: list[tuple[float, str]], tol: float) 
                  and fit(i + 1, j + 1, i, j))
                 or (i < len(a) and short(a, i) and fit(i + 1, j, li, lj))
                 or (j < len(b) and short(b, j) and fit(i, j + 1, li, lj))
+                # back to the phase last matched, after short ones the other run did not show
+                or (i < len(a) and li >= 0 and li < i - 1 and a[i][1] == a[li][1] and fit(i + 1, j, li, lj))
+                or (j < len(b) and lj >= 0 and lj < j - 1 and b[j][1] == b[lj][1] and fit(i, j + 1, li, lj))
             )  # fmt: skip
         seen[key] = ok
         return ok
@@ -907,6 +947,8 @@ def missing(args: argparse.Namespace) -> str | None:
     for b in ("vc-scheduler", "vc-controller-manager"):
         if not os.access(Path(args.volcano_bin) / b, os.X_OK):
             return f"{Path(args.volcano_bin) / b} is missing or not executable"
+    if args.kube_controller_manager and not os.access(args.kube_controller_manager, os.X_OK):
+        return f"--kube-controller-manager {args.kube_controller_manager} is missing or not executable"
     return None
 
 
@@ -952,6 +994,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--random-dir", help="write the random scenarios here (default: a temporary directory)")
     ap.add_argument("--kubeconfig", default=os.environ.get("LAVAFLOW_TEST_KUBECONFIG") or os.environ.get("KUBECONFIG"))
     ap.add_argument("--volcano-bin", default=os.environ.get("LAVAFLOW_TEST_VOLCANO_BIN"), help="dir of vc-* binaries")
+    ap.add_argument(
+        "--kube-controller-manager",
+        default=os.environ.get("LAVAFLOW_TEST_KUBE_CONTROLLER_MANAGER"),
+        help="a kube-controller-manager binary: its job controller (and garbage collector) run beside each "
+        "system, so that scenarios with Kubernetes' batch/v1 Jobs are played (skipped without it)",
+    )
     ap.add_argument("--time-scale", default="auto", help="wall seconds per scenario second, or auto (see --target)")
     ap.add_argument(
         "--target", type=float, default=90.0, help="with --time-scale auto: wall seconds a scenario's horizon takes"
@@ -968,6 +1016,12 @@ def parser() -> argparse.ArgumentParser:
         help="play the scenario under Volcano up to this many times while lavaflow differs from every run "
         "(Volcano breaks ties at random: lavaflow agrees when it did what one of them did)",
     )
+    ap.add_argument(
+        "--lavaflow-runs",
+        type=int,
+        default=2,
+        help="likewise under lavaflow, each run with another --node-choice-seed (its draws of the same ties)",
+    )
     ap.add_argument("--qps", type=float, default=2000.0)
     ap.add_argument("--vc-verbosity", type=int, default=3)
     ap.add_argument("--json", help="append each scenario's runs and verdict (one JSON object a line)")
@@ -980,17 +1034,37 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def verdict(runs: dict[str, Any], extra: list[dict[str, Any]], period: float, node_class: dict[str, str]) -> list[str]:
-    """The differences between lavaflow's run and the Volcano run closest to it: Volcano breaks
-    ties at random, and lavaflow agrees when it did what one of Volcano's runs did. ``extra`` are
-    Volcano's other runs of the scenario."""
-    best: list[str] | None = None
-    for vc in [runs["volcano"], *extra]:
-        diffs = compare(vc, runs["lavaflow"], period, node_class)
-        diffs += [f"timed out: {s}" for s, r in (("volcano", vc), ("lavaflow", runs["lavaflow"])) if r["timed_out"]]
-        if best is None or (_open(diffs), len(diffs)) < (_open(best), len(best)):
-            best = diffs
-    return best or []
+def verdict(
+    runs: dict[str, Any],
+    extra: list[dict[str, Any]],
+    period: float,
+    node_class: dict[str, str],
+    lavaflow_extra: list[dict[str, Any]] | None = None,
+) -> list[str]:
+    """The differences between lavaflow's runs and Volcano's. Volcano breaks ties at random
+    (between nodes of equal score, and between a Job's pods of equal index by their random UIDs);
+    with Volcano's node choice lavaflow breaks the same ties the same way, so each run of either
+    is one draw of what those tie-breaks allow, and the comparison is between the sets of draws:
+    each item compared (a gang's wave of bindings or evictions, a PodGroup's or Job's phases,
+    conditions, retries, outcomes) agrees when some pair of a lavaflow run and a Volcano run
+    agrees on it. What is left is what every pair differs in, as the closest pair shows it.
+    ``extra`` are Volcano's other runs of the scenario, ``lavaflow_extra`` lavaflow's (with other
+    seeds)."""
+    pairs: list[list[str]] = []
+    for lf in [runs["lavaflow"], *(lavaflow_extra or [])]:
+        for vc in [runs["volcano"], *extra]:
+            diffs = compare(vc, lf, period, node_class)
+            diffs += [f"timed out: {s}" for s, r in (("volcano", vc), ("lavaflow", lf)) if r["timed_out"]]
+            pairs.append(diffs)
+    common = set.intersection(*({_item(d) for d in diffs} for diffs in pairs))
+    best = min(pairs, key=lambda d: (_open(d), len(d)))
+    return [d for d in best if _item(d) in common]
+
+
+def _item(diff: str) -> str:
+    """What a difference is about (the text before its first ': '): a gang's wave of bindings,
+    a PodGroup's phases, ..."""
+    return diff.removeprefix(DELIBERATE).split(": ", 1)[0]
 
 
 def _open(diffs: list[str]) -> int:
@@ -1005,7 +1079,7 @@ def _verdict(diffs: list[str]) -> str:
 async def run_one(client: KubeClient, files: list[str], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     name = " + ".join(files)
     try:
-        sc = load_scenario(files)
+        sc = load_scenario(files, kube_jobs=bool(args.kube_controller_manager))
     except Skip as exc:
         return {"scenario": name, "verdict": "skipped", "reason": str(exc)}
     sc.scale = time_scale(sc, args)
@@ -1015,17 +1089,26 @@ async def run_one(client: KubeClient, files: list[str], args: argparse.Namespace
         runs[system] = await play(client, sc, system, args, tmp)
     period = args.period / sc.scale
     extra: list[dict[str, Any]] = []
+    again: list[dict[str, Any]] = []
     diffs = verdict(runs, extra, period, sc.node_class)
-    while _open(diffs) and 1 + len(extra) < args.volcano_runs:
-        print(f"  {name}: volcano again ({len(diffs)} differences) ...", flush=True)
-        extra.append(await play(client, sc, "volcano", args, tmp))
-        diffs = verdict(runs, extra, period, sc.node_class)
+    # while they differ, draw again, one system after the other, up to each one's number of runs
+    while _open(diffs) and (1 + len(extra) < args.volcano_runs or 1 + len(again) < args.lavaflow_runs):
+        system = "volcano" if len(extra) <= len(again) and 1 + len(extra) < args.volcano_runs else "lavaflow"
+        if 1 + len(again) >= args.lavaflow_runs:
+            system = "volcano"
+        print(f"  {name}: {system} again ({len(diffs)} differences) ...", flush=True)
+        if system == "volcano":
+            extra.append(await play(client, sc, "volcano", args, tmp))
+        else:
+            again.append(await play(client, sc, "lavaflow", args, tmp, seed=1 + len(again)))
+        diffs = verdict(runs, extra, period, sc.node_class, again)
     return {
         "scenario": name,
         "verdict": _verdict(diffs),
         "differences": diffs,
         "runs": runs,
         "volcano_again": extra,
+        "lavaflow_again": again,
         "time_scale": sc.scale,
         "period_s": args.period,
         "node_class": sc.node_class,
@@ -1056,8 +1139,14 @@ def recompare(path: str) -> list[dict[str, Any]]:
     for line in Path(path).read_text().splitlines():
         r = json.loads(line)
         if r["verdict"] != "skipped":
-            node_class = r.get("node_class") or load_scenario(r["scenario"].split(" + ")).node_class
-            diffs = verdict(r["runs"], r.get("volcano_again", []), r["period_s"] / r["time_scale"], node_class)
+            node_class = r.get("node_class") or load_scenario(r["scenario"].split(" + "), kube_jobs=True).node_class
+            diffs = verdict(
+                r["runs"],
+                r.get("volcano_again", []),
+                r["period_s"] / r["time_scale"],
+                node_class,
+                r.get("lavaflow_again"),
+            )
             r = {**r, "verdict": _verdict(diffs), "differences": diffs}
         out.append(r)
     return out
@@ -1092,7 +1181,7 @@ async def main(argv: list[str] | None = None) -> int:
                 print(f"error: {f}: no such file", file=sys.stderr)
                 return 2
         try:
-            load_scenario(files)
+            load_scenario(files, kube_jobs=bool(args.kube_controller_manager))
         except Skip:
             pass
         except InputError as exc:

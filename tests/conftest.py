@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +21,19 @@ EXAMPLES = ROOT / "examples"
 
 
 def simulate(text: str, scheduler: str = "lavaflow", seed: int = 0, **kw) -> dict:
-    """Simulate a YAML input and return the JSON-compatible result."""
+    """Simulate a YAML input and return the JSON-compatible result.
+
+    With ``LAVAFLOW_CAPTURE_SCENARIOS=DIR`` each input simulated under lavaflow with the scheduler
+    configuration it carries is also written to DIR, named by its test: the scenario tests' inputs,
+    for benchmarks/volcano_diff.py to play under Volcano itself (issue 34)."""
+    capture = os.environ.get("LAVAFLOW_CAPTURE_SCENARIOS")
+    if capture and scheduler == "lavaflow" and not kw.keys() - {"until"}:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "scenario").split(" ")[0]
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", test.replace("tests/", "").replace(".py::", "-"))[:150]
+        where = Path(capture)
+        where.mkdir(parents=True, exist_ok=True)
+        n = len(list(where.glob(f"{stem}*.yaml")))
+        (where / f"{stem}{f'-{n}' if n else ''}.yaml").write_text(text)
     return Simulation(prepare(load_text(text)), scheduler=scheduler, seed=seed, **kw).run()
 
 

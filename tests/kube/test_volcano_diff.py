@@ -117,6 +117,23 @@ def test_a_phase_held_for_less_than_two_periods_may_be_missing_from_the_other_ru
     assert vd.aligned(volcano, lavaflow, 20)
 
 
+def test_a_short_interruption_and_the_return_to_the_phase_before_it_may_be_missing():
+    # random seed 5: Volcano's PodGroup went Pending for a period while a failed node's pods were
+    # made again, and Completed for a period before a deleted pod's replacement ran; lavaflow
+    # bound the replacements in the cycle that saw the deletions and stayed Running
+    volcano = [(11.2, "Pending"), (20.4, "Inqueue"), (40.8, "Running"), (71.6, "Pending"), (82.1, "Running"),
+               (122.6, "Completed"), (132.7, "Running"), (169.2, "(deleted)")]  # fmt: skip
+    lavaflow = [(11.2, "Pending"), (17.6, "Inqueue"), (28.2, "Running"), (164.0, "(deleted)")]
+    assert vd.aligned(volcano, lavaflow, 20)
+    assert vd.aligned(lavaflow, volcano, 20)
+    # held for longer than two periods, the interruption is a difference
+    long = [*volcano[:3], (71.6, "Pending"), (95.0, "Running"), (169.2, "(deleted)")]
+    assert not vd.aligned(long, lavaflow, 20)
+    # and a return to a phase other than the last one both showed is not one
+    other = [*volcano[:3], (71.6, "Pending"), (80.0, "Completed"), (169.2, "(deleted)")]
+    assert not vd.aligned(other, lavaflow, 20)
+
+
 def test_podgroup_deletion_is_a_phase_of_its_own():
     jobs = {"ns/j": [(0, "Pending"), (10, "Running"), (60, "Completed")]}
     kept = run_of(jobs=jobs, pgs={"ns/j": [(0, "Pending"), (10, "Running")]})
@@ -188,6 +205,12 @@ def test_missing_kubeconfig_or_binaries_skip_with_the_reason(tmp_path, capsys):
         == 2
     )
     assert "vc-scheduler is missing or not executable" in capsys.readouterr().err
+    for b in ("vc-scheduler", "vc-controller-manager"):
+        (tmp_path / b).write_text("")
+        (tmp_path / b).chmod(0o755)
+    argv = [str(ROOT / "examples" / "mpi-hello.yaml"), "--kubeconfig", str(kc), "--volcano-bin", str(tmp_path)]
+    assert asyncio.run(vd.main([*argv, "--kube-controller-manager", str(tmp_path / "kcm")])) == 2
+    assert "kcm is missing or not executable" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(
@@ -267,3 +290,47 @@ def test_the_harness_refuses_a_server_without_volcanos_own_crds():
     assert "status subresource" in asyncio.run(vd.volcano_crds_problem(_CrdServer(theirs)))
     partial = {k: v for k, v in volcano.items() if not k.startswith("cronjobs.")}
     assert asyncio.run(vd.volcano_crds_problem(_CrdServer(partial))).endswith("cronjobs.batch.volcano.sh missing")
+
+
+def test_a_kubernetes_job_is_played_only_beside_kube_controller_manager(tmp_path):
+    scenario = tmp_path / "kube-job.yaml"
+    scenario.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n0}\nstatus: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}\n"
+        "---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: k}\nspec:\n  parallelism: 2\n  completions: 2\n"
+        "  template:\n    metadata: {annotations: {sim.lavaflow.io/duration: 10s}}\n"
+        "    spec: {restartPolicy: Never, schedulerName: volcano, containers: [{name: c, image: x, "
+        "resources: {requests: {cpu: '1'}}}]}\n"
+    )
+    with pytest.raises(vd.Skip, match="kube-controller-manager's job controller"):
+        vd.load_scenario([str(scenario)])
+    sc = vd.load_scenario([str(scenario)], kube_jobs=True)
+    assert [w.doc["kind"] for w in sc.workload] == ["Job"]
+    cmd = vd.kcm_cmd("/bin/kcm", "/k")
+    assert "--controllers=job-controller,garbage-collector-controller" in cmd
+
+
+def test_the_closest_pair_of_runs_decides_when_lavaflow_draws_its_ties_again():
+    # Volcano put the pod on a node of kind a both times; lavaflow's first draw took kind b, its
+    # second kind a: one of lavaflow's runs did what one of Volcano's did.
+    vc, lf_b, lf_a = (
+        {**run_of(binds=[(10.0, "p", node, "ns/j", "w")]), "timed_out": False} for node in ("a-0", "b-0", "a-1")
+    )
+    runs = {"volcano": vc, "lavaflow": lf_b}
+    assert vd.verdict(runs, [vc], 10.0, CLASSES)
+    assert vd.verdict(runs, [vc], 10.0, CLASSES, [lf_a]) == []
+
+
+def test_each_item_agrees_when_some_pair_of_runs_agrees_on_it():
+    # Two gangs placed by independent ties: lavaflow's first run placed j like Volcano's first and
+    # k like Volcano's second; no single pair agrees on both, and yet each placement is one that
+    # Volcano's tie-breaks gave. A gang no pair agrees on stays a difference.
+    def run(j, k, m="a-0"):
+        binds = [(10.0, "p", j, "ns/j", "w"), (10.0, "q", k, "ns/k", "w"), (10.0, "r", m, "ns/m", "w")]
+        return {**run_of(binds=binds), "timed_out": False}
+
+    v1, v2 = run("a-0", "b-0"), run("b-0", "a-0")
+    lf = run("a-1", "a-1")
+    assert vd.verdict({"volcano": v1, "lavaflow": lf}, [v2], 10.0, CLASSES) == []
+    odd = run("a-1", "a-1", "b-0")
+    left = vd.verdict({"volcano": v1, "lavaflow": odd}, [v2], 10.0, CLASSES)
+    assert len(left) == 1 and left[0].startswith("bindings of ns/m, wave 1")

@@ -331,6 +331,11 @@ def count_intolerable_prefer_no_schedule(tolerations: Sequence[Toleration], tain
 # --- resource requests -----------------------------------------------------
 
 
+# kube-scheduler's request for a container that asks for no cpu or no memory, in its scoring
+# (scheduler/util DefaultMilliCPURequest and DefaultMemoryRequest: 0.1 core, 200 MiB)
+NONZERO_DEFAULTS: Mapping[str, Decimal] = {"cpu": Decimal("0.1"), "memory": Decimal(200 * 1024 * 1024)}
+
+
 def container_requests(container: Container) -> Mapping[str, Decimal]:
     """A container's requests after API defaulting: a missing request is its limit.
 
@@ -364,7 +369,7 @@ def _max_into(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None
             total[name] = amount
 
 
-def pod_requests(spec: PodSpec) -> dict[str, float]:
+def pod_requests(spec: PodSpec, missing: Mapping[str, Decimal] | None = None) -> dict[str, float]:
     """The effective resource request the scheduler uses for a pod.
 
     Amounts are floats in base units (cpu in cores, memory in bytes); zero
@@ -379,17 +384,28 @@ def pod_requests(spec: PodSpec) -> dict[str, float]:
 
     where sidecars are init containers with ``restartPolicy: Always``.  Sums
     are exact (Decimal) and converted to float once at the end.
+
+    With ``missing``, a container (or init container) that requests none of one of these
+    resources is taken to request the amount given there: kube-scheduler's non-zero requests
+    (``NONZERO_DEFAULTS``), which its LeastAllocated and MostAllocated scores read.
     """
     total: dict[str, Decimal] = {}
+
+    def requests_of(container: Container) -> Mapping[str, Decimal]:
+        given = container_requests(container)
+        if missing is None or missing.keys() <= given.keys():
+            return given
+        return {**missing, **given}
+
     for container in spec.containers:
-        _add(total, container_requests(container))
+        _add(total, requests_of(container))
 
     init_containers = spec.init_containers
     if init_containers:
         sidecars: dict[str, Decimal] = {}
         init_max: dict[str, Decimal] = {}
         for container in init_containers:
-            requests = container_requests(container)
+            requests = requests_of(container)
             if container.restart_policy == "Always":
                 _add(total, requests)
                 _add(sidecars, requests)

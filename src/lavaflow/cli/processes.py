@@ -94,11 +94,22 @@ def scheduler_cmd(
     minimum_feasible_nodes: MinimumFeasibleNodesOpt = None,
     minimum_percentage_nodes_to_find: MinimumPercentageOpt = None,
     percentage_nodes_to_find: PercentageOpt = None,
+    node_choice_seed: Annotated[
+        int,
+        typer.Option(
+            "--node-choice-seed",
+            help="volcano node choice: seed of the random choice between nodes of equal score (Volcano's is unseeded)",
+        ),
+    ] = 0,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True)] = 0,
 ) -> None:
     """Run the batch scheduler against a cluster (kubeconfig or in-cluster)."""
     choice, problems = node_choice_from_options(
-        node_choice, minimum_feasible_nodes, minimum_percentage_nodes_to_find, percentage_nodes_to_find
+        node_choice,
+        minimum_feasible_nodes,
+        minimum_percentage_nodes_to_find,
+        percentage_nodes_to_find,
+        node_choice_seed,
     )
     if problems:
         die("; ".join(problems), 2)

@@ -10,7 +10,7 @@ so no per-cycle deep copy is needed.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -368,6 +368,13 @@ class NodeSet:
         # not scan every placed task to find the few (usually none) that have such terms.
         self.anti: dict[str, TaskInfo] = {}
         self.version = 0  # bumped when labels/taints/membership change
+        # Per node, the cpu and memory that kube-scheduler's non-zero requests add to what its
+        # tasks request (a container asking for no cpu counts 0.1 core, none for memory 200 MiB,
+        # in its LeastAllocated and MostAllocated scores): kept from the first time a plugin asks
+        # (track_nonzero), with what each task added, so that nothing else pays for it.
+        self.nonzero: np.ndarray | None = None
+        self._nonzero_of: dict[str, tuple[float, float]] = {}
+        self._nonzero_fn: Callable[[TaskInfo], tuple[float, float]] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -394,15 +401,48 @@ class NodeSet:
         sched = np.zeros(cap, dtype=bool)
         sched[: len(self.schedulable)] = self.schedulable
         self.schedulable = sched
+        if self.nonzero is not None:
+            nz = np.zeros((cap, 2))
+            nz[: self.nonzero.shape[0]] = self.nonzero
+            self.nonzero = nz
 
     def put_task(self, node: int, task: TaskInfo) -> None:
         self.tasks[node][task.uid] = task
         if task.anti_terms:
             self.anti[task.uid] = task
+        if self._nonzero_fn is not None and task.status != TaskStatus.PIPELINED:
+            self._put_nonzero(node, task)
 
     def take_task(self, node: int, uid: str) -> None:
         if self.tasks[node].pop(uid, None) is not None and self.anti:
             self.anti.pop(uid, None)
+        if self._nonzero_of:
+            extra = self._nonzero_of.pop(uid, None)
+            if extra is not None and self.nonzero is not None:
+                self.nonzero[node, 0] -= extra[0]
+                self.nonzero[node, 1] -= extra[1]
+
+    def _put_nonzero(self, node: int, task: TaskInfo) -> None:
+        assert self._nonzero_fn is not None and self.nonzero is not None
+        extra = self._nonzero_fn(task)
+        if extra[0] or extra[1]:
+            self._nonzero_of[task.uid] = extra
+            self.nonzero[node, 0] += extra[0]
+            self.nonzero[node, 1] += extra[1]
+
+    def track_nonzero(self, extra: Callable[[TaskInfo], tuple[float, float]]) -> np.ndarray:
+        """The per-node extra cpu and memory of kube-scheduler's non-zero requests (see
+        ``nonzero``), ``extra(task)`` giving a task's: worked out over the placed tasks the first
+        time, then kept as tasks are put and taken. Pipelined tasks are left out, as they are of
+        ``used``."""
+        if self.nonzero is None:
+            self.nonzero = np.zeros((self.allocatable.shape[0], 2))
+            self._nonzero_fn = extra
+            for node, tasks in enumerate(self.tasks):
+                for task in tasks.values():
+                    if task.status != TaskStatus.PIPELINED:
+                        self._put_nonzero(node, task)
+        return self.nonzero
 
     def upsert(
         self, name: str, allocatable: np.ndarray, labels: dict[str, str], taints: list[Taint], schedulable: bool

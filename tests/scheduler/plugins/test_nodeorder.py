@@ -95,3 +95,85 @@ def test_kube_balance_rewards_a_pod_that_evens_a_node_out():
     used[0, CPU] = 16.0
     req = np.array([0.0, 64 * GI, 1.0])
     assert kube_balanced_allocation(alloc, used, req).tolist() == [87, 62]
+
+
+def test_kube_balance_counts_a_gpu_the_pod_asks_for():
+    # Volcano gives BalancedAllocation cpu, memory and nvidia.com/gpu. A pod of 1 cpu, 1 Gi and one
+    # of four GPUs on an empty 8 cpu / 8 Gi node: fractions 0.125, 0.125, 0.25; the deviation of the
+    # three is 0.0589, a balance of 94 (100 without the pod): 50 + (50 + 94 - 100) // 2 = 72. Left
+    # to cpu and memory alone the pod would seem to keep the node balanced (75).
+    from lavaflow.scheduler.plugins.nodeorder import kube_balanced_with_gpu
+
+    alloc = np.array([[8.0, 8 * GI, 110.0, 4.0]])
+    used = np.zeros((1, 4))
+    req = np.array([1.0, 1 * GI, 1.0, 1.0])
+    assert kube_balanced_with_gpu(alloc, used, req, 3).tolist() == [72]
+    assert kube_balanced_allocation(alloc, used, req).tolist() == [75]
+    # A node without GPUs leaves the GPU out of its balance.
+    alloc0 = np.array([[8.0, 8 * GI, 110.0, 0.0]])
+    assert kube_balanced_with_gpu(alloc0, used, req, 3).tolist() == [75]
+
+
+def test_volcano_scores_count_unasked_cpu_and_memory_as_kube_scheduler_does():
+    """A pod asking for 2 cpu and no memory, on an 8 cpu / 8 Gi node and an 8 cpu / 4 Gi one, each
+    already holding a pod that asked for nothing. kube-scheduler's LeastAllocated counts 200 MiB for
+    every container that asks for no memory and 0.1 core for one that asks for no cpu: cpu
+    (8000 - 2100) * 100 // 8000 = 73 on both, memory 95 on the 8 Gi node and 90 on the 4 Gi one.
+    BalancedAllocation reads what was asked (the same on both), so the 8 Gi node wins; counting
+    only what was asked, the two tie."""
+    pods = [
+        make_pod("p", "j", cpu=2, mem=None),
+        make_pod("be0", "b0", cpu=None, mem=None, node="n0", phase="Running"),
+        make_pod("be1", "b1", cpu=None, mem=None, node="n1", phase="Running"),
+    ]
+    cache = make_cache(
+        [make_node("n0", cpu=8, mem="8Gi"), make_node("n1", cpu=8, mem="4Gi")],
+        pgs=[make_pg("j", min_member=1), make_pg("b0", min_member=1), make_pg("b1", min_member=1)],
+        pods=pods,
+    )
+    ssn = _volcano_session(cache)
+    task = cache.tasks["default/p"]
+    scores = fn(ssn, "NodeOrder", "nodeorder")(task, np.arange(2))
+    # least 73/95 -> (73*50 + 95*50) // 100 = 84 against (73*50 + 90*50) // 100 = 81; the balance
+    # of what was asked (cpu 0.25, memory 0: 87, from 100) 50 + (50 + 87 - 100) // 2 = 68 on both
+    assert scores.tolist() == [84 + 68, 81 + 68]
+    assert ssn.nodes.nonzero is not None
+    assert ssn.nodes.nonzero[:2].tolist() == [[0.1, 200 * MI], [0.1, 200 * MI]]
+
+
+def test_a_pod_asking_for_nothing_gets_no_balance_score():
+    cache = make_cache(
+        [make_node("n0", cpu=8, mem="8Gi")],
+        pgs=[make_pg("j", min_member=1)],
+        pods=[make_pod("p", "j", cpu=None, mem=None)],
+    )
+    ssn = _volcano_session(cache)
+    # least-requested alone: (7900 * 100 // 8000 = 98, memory 97) -> 97; BalancedAllocation gives 0
+    assert fn(ssn, "NodeOrder", "nodeorder")(cache.tasks["default/p"], np.arange(1)).tolist() == [97]
+
+
+def _volcano_session(cache):
+    from lavaflow.scheduler.framework.conf import load_scheduler_conf
+    from lavaflow.scheduler.framework.node_choice import NodeChoice, NodeSampler
+    from lavaflow.scheduler.framework.session import Session
+
+    ssn = Session(
+        cache, load_scheduler_conf(only("predicates", "nodeorder")), sampler=NodeSampler(NodeChoice(mode="volcano"))
+    )
+    ssn.open()
+    return ssn
+
+
+def test_volcano_node_choice_orders_a_jobs_pods_by_index_then_creation_then_uid():
+    """Volcano's default task order (its CompareTask): the pods of one Job by their index within
+    their task, not grouped by task name; pods of equal index made in the same second by their
+    UIDs (random on a cluster). lavaflow's own order groups them by task name."""
+    pods = [make_pod(f"j-{role}-{i}", "j", role=role, index=i, extra=None) for role in ("a", "b") for i in range(2)]
+    for pod, uid in zip(pods, ("u3", "u1", "u2", "u0"), strict=True):
+        pod.metadata.uid = uid
+    cache = make_cache([make_node("n0")], pgs=[make_pg("j", min_member=4)], pods=pods)
+    volcano = sorted(cache.tasks.values(), key=_volcano_session(cache).task_key)
+    # index 0: j-a-0 (u3), j-b-0 (u2) by UID; then index 1: j-a-1 (u1), j-b-1 (u0)
+    assert [t.name for t in volcano] == ["j-b-0", "j-a-0", "j-b-1", "j-a-1"]
+    ours = sorted(cache.tasks.values(), key=open_session(cache, only("predicates", "nodeorder")).task_key)
+    assert [t.name for t in ours] == ["j-a-0", "j-a-1", "j-b-0", "j-b-1"]

@@ -99,6 +99,7 @@ class Session(SessionPlugins):
         )
         # Volcano's node choice (node_choice.py) when the scheduler was given it, else lavaflow's.
         self.node_choice: NodeChoice = sampler.choice if sampler is not None else LAVAFLOW_CHOICE
+        self.volcano_task_order = self.node_choice.volcano
         self.selection = NodeSelection(self.nodes, self.index, self, cache.static_masks, sampler)
 
     # ------------------------------------------------------------------ lifecycle
@@ -311,7 +312,6 @@ class Session(SessionPlugins):
 
     def _place(self, job: JobInfo, task: TaskInfo, node: int, status: TaskStatus) -> None:
         task.node = node
-        self.nodes.put_task(node, task)
         if status == _PIPELINED:
             self.nodes.pipelined[node] += task.resreq
             self.pipelined.append(task)
@@ -319,6 +319,7 @@ class Session(SessionPlugins):
             self.nodes.used[node] += task.resreq
             self.allocated_here.append(task)
         job.set_status(task, status)
+        self.nodes.put_task(node, task)  # (with its new status: a pipelined one is not in use)
 
     def _unplace(self, job: JobInfo, task: TaskInfo) -> None:
         node = task.node

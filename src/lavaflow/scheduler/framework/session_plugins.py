@@ -16,6 +16,7 @@ nothing of the cluster state.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -79,8 +80,33 @@ def enabled_names(tiers: Sequence[Tier], switch: str) -> tuple[tuple[str, ...], 
     return names
 
 
+def _pod_uid(task: TaskInfo) -> str:
+    pod = task.pod
+    uid = pod.metadata.uid if pod is not None else None
+    return uid or task.uid
+
+
+def _volcano_task_order(left: TaskInfo, right: TaskInfo) -> int:
+    """Volcano's order of two tasks no plugin told apart (its job controller's CompareTask): by
+    their index in their task (``volcano.sh/task-index``), then by creation time (whole seconds,
+    as the API gives them), then by pod UID — the tasks of one Job are not grouped by task name,
+    and between pods of equal index made in one second the order is as random as their UIDs (by
+    name where pods have none, as in the simulator)."""
+    if left.index != right.index:
+        return -1 if left.index < right.index else 1
+    lc, rc = math.floor(left.creation), math.floor(right.creation)
+    if lc != rc:
+        return -1 if lc < rc else 1
+    lu, ru = _pod_uid(left), _pod_uid(right)
+    return -1 if lu < ru else (1 if lu > ru else 0)
+
+
 class SessionPlugins:
     """The plugins' callbacks by extension point, and their combination by tier."""
+
+    # Volcano's default task order (``_volcano_task_order``) instead of lavaflow's (task name,
+    # index, pod): with Volcano's node choice, the session sets it.
+    volcano_task_order = False
 
     def __init__(self, tiers: Sequence[Tier]) -> None:
         self.tiers = tiers
@@ -263,6 +289,8 @@ class SessionPlugins:
         r = self._order("TaskOrder", left, right)
         if r:
             return r
+        if self.volcano_task_order:
+            return _volcano_task_order(left, right)
         if left.role != right.role:
             return -1 if left.role < right.role else 1
         if left.index != right.index:

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...api.selectors import count_intolerable_prefer_no_schedule, preferred_node_affinity_score
+from ...api.selectors import (
+    NONZERO_DEFAULTS,
+    count_intolerable_prefer_no_schedule,
+    pod_requests,
+    preferred_node_affinity_score,
+)
 from ..framework import arguments as A
 from ..framework.memo import state
 from ..framework.registry import Plugin, register_plugin
@@ -107,6 +112,43 @@ def _kube_balance(ac: np.ndarray, qc: np.ndarray, am: np.ndarray, qm: np.ndarray
     return np.trunc((1 - std) * MAX_SCORE).astype(np.int64)
 
 
+def _kube_balance3(fractions: list[np.ndarray], counted: list[np.ndarray]) -> np.ndarray:
+    """kube-scheduler's balance over the resources ``counted`` per node (cpu, memory and a GPU
+    the pod asks for): 1 - the standard deviation of their ``fractions`` (each capped at 1), ×100
+    truncated; with two the deviation is half their difference, with one or none it is 0."""
+    k = np.sum(counted, axis=0)
+    fs = [np.where(c, np.minimum(f, 1.0), 0.0) for f, c in zip(fractions, counted, strict=True)]
+    mean = np.sum(fs, axis=0) / np.maximum(k, 1)
+    var = np.sum([np.where(c, (f - mean) ** 2, 0.0) for f, c in zip(fs, counted, strict=True)], axis=0)
+    with np.errstate(invalid="ignore"):
+        std3 = np.sqrt(var / np.maximum(k, 1))
+    two = np.abs(fs[0] - fs[1]) / 2  # (cpu and memory: the case kube-scheduler works out apart)
+    std = np.where(k > 2, std3, np.where(k == 2, two, 0.0))
+    return np.trunc((1 - std) * MAX_SCORE).astype(np.int64)
+
+
+def kube_balanced_with_gpu(alloc: np.ndarray, used: np.ndarray, req: np.ndarray, gpu: int) -> np.ndarray:
+    """kube_balanced_allocation for a pod asking for ``nvidia.com/gpu`` (column ``gpu``): Volcano
+    gives kube-scheduler's BalancedAllocation cpu, memory and nvidia.com/gpu, and a GPU the pod
+    asks for joins the balance on nodes that have GPUs (three fractions: their standard
+    deviation)."""
+    (ac, qc), (am, qm) = _kube_units(alloc, used, req)
+    (_, uc), (_, um) = _kube_units(alloc, used, np.zeros_like(req))
+    ag = np.rint(alloc[:, gpu]).astype(np.int64)
+    ug = np.rint(used[:, gpu]).astype(np.int64)
+    qg = ug + int(round(float(req[gpu])))
+    counted = [ac > 0, am > 0, ag > 0]
+
+    def frac(q: np.ndarray, a: np.ndarray) -> np.ndarray:
+        return np.asarray(q / np.where(a > 0, a, 1), dtype=float)
+
+    with_pod = _kube_balance3([frac(qc, ac), frac(qm, am), frac(qg, ag)], counted)
+    without = _kube_balance3([frac(uc, ac), frac(um, am), frac(ug, ag)], counted)
+    half = int(MAX_SCORE) // 2
+    out: np.ndarray = (half + (half + with_pod - without) // 2).astype(float)
+    return out
+
+
 def kube_balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
     """kube-scheduler's BalancedAllocation over cpu and memory, as of Kubernetes 1.36 (Volcano's
     main): it scores the *change* in balance the pod makes, 50 + (50 + with - without) // 2 over the
@@ -121,6 +163,40 @@ def kube_balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarra
     half = int(MAX_SCORE) // 2
     out: np.ndarray = (half + (half + with_pod - without) // 2).astype(float)
     return out
+
+
+GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource Volcano's BalancedAllocation counts
+_NONZERO_KEPT = 4096
+# id(a pod spec's containers) -> (containers, init containers, overhead, what non-zero requests add)
+_nonzero_kept: dict[int, tuple[Any, Any, Any, tuple[float, float]]] = {}
+
+
+def nonzero_extra(task: TaskInfo) -> tuple[float, float]:
+    """What kube-scheduler's non-zero requests add to ``task``'s cpu (cores) and memory (bytes):
+    0.1 core for each container asking for no cpu, 200 MiB for each asking for no memory (its
+    LeastAllocated and MostAllocated scores count those). Pods of one template share their
+    containers, and the answer with them."""
+    pod = task.pod
+    if pod is None:
+        return (0.0, 0.0)
+    spec = pod.spec
+    containers = getattr(spec, "containers", None)
+    if containers is None:
+        return (0.0, 0.0)
+    init, overhead = spec.init_containers, spec.overhead
+    hit = _nonzero_kept.get(id(containers))
+    if hit is not None and hit[0] is containers and hit[1] is init and hit[2] is overhead:
+        return hit[3]
+    given = pod_requests(spec)
+    nonzero = pod_requests(spec, NONZERO_DEFAULTS)
+    extra = (
+        nonzero.get("cpu", 0.0) - given.get("cpu", 0.0),
+        nonzero.get("memory", 0.0) - given.get("memory", 0.0),
+    )
+    if len(_nonzero_kept) >= _NONZERO_KEPT:
+        _nonzero_kept.clear()
+    _nonzero_kept[id(containers)] = (containers, init, overhead, extra)
+    return extra
 
 
 @dataclass(slots=True)
@@ -257,8 +333,36 @@ class NodeOrderPlugin(Plugin):
             sp = spread(task)
             return out if sp is None else out + w_spread * spread_scores(sp, task, nodes, cand)
 
+        gpu_col = ssn.index.pos.get(GPU_RESOURCE)
+
         def kube_score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-            out = weighted(task, cand, kube_least_requested, kube_most_requested, kube_balanced_allocation)
+            """kube-scheduler's scores as Volcano gets them: LeastAllocated and MostAllocated over
+            the non-zero requests (a container asking for no cpu counts 0.1 core, none for memory
+            200 MiB, on the node as for the pod), BalancedAllocation over the requests as given,
+            with nvidia.com/gpu when the pod asks for it, and 0 for a pod that asks for none of
+            cpu, memory and GPUs."""
+            alloc = nodes.allocatable[cand]
+            used = nodes.used[cand]
+            req = task.resreq
+            out = np.zeros(len(cand))
+            if w_least or w_most:
+                extra = nodes.track_nonzero(nonzero_extra)[cand]
+                task_extra = nonzero_extra(task)
+                used_nz = used[:, :2] + extra
+                req_nz = req[:2] + np.array(task_extra)
+                if w_least:
+                    out += w_least * kube_least_requested(alloc, used_nz, req_nz)
+                if w_most:
+                    out += w_most * kube_most_requested(alloc, used_nz, req_nz)
+            if w_balanced:
+                gpu = gpu_col if gpu_col is not None and gpu_col < len(req) and req[gpu_col] > 0 else None
+                if gpu is not None:
+                    out += w_balanced * kube_balanced_with_gpu(alloc, used, req, gpu)
+                elif req[CPU] > 0 or req[MEMORY] > 0:
+                    out += w_balanced * kube_balanced_allocation(alloc, used, req)
+            static = static_scores(task)
+            if static is not None:
+                out += static[cand]
             return with_spread(task, cand, out)
 
         def most_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
@@ -275,6 +379,8 @@ class NodeOrderPlugin(Plugin):
             # candidates): then it is scored over the candidates each time.
             if spread(task) is not None:
                 return UNCACHED
+            if ssn.node_choice.volcano:  # (two pods asking alike may differ in what they leave unasked)
+                return (task.resreq.tobytes(), task.signature, task.pod is None, nonzero_extra(task))
             return (task.resreq.tobytes(), task.signature, task.pod is None)
 
         ssn.add_node_order_fn(self.name, kube_score if ssn.node_choice.volcano else score, cache_key=cache_key)
