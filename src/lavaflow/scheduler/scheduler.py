@@ -99,8 +99,11 @@ class Scheduler:
         self.quiet_sessions = False
         self.quiet_skipped = 0  # sessions answered without running (for tests and profiles)
         self._quiet_at: int | None = None
-        self._quiet_conf = all(getattr(ACTIONS[name], "quiet", False) for name in self.conf.action_names) and all(
-            getattr(PLUGINS.get(o.name), "quiet", False) for tier in self.conf.tiers for o in tier.plugins
+        # (not with Volcano's node sampling: its start index and ties move on with every search)
+        self._quiet_conf = (
+            self.sampler is None
+            and all(getattr(ACTIONS[name], "quiet", False) for name in self.conf.action_names)
+            and all(getattr(PLUGINS.get(o.name), "quiet", False) for tier in self.conf.tiers for o in tier.plugins)
         )
         self.last_error: BaseException | None = None
         self._previous: Session | None = None  # the last session, disposed of when the next opens
