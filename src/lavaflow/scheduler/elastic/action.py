@@ -77,8 +77,7 @@ class ElasticAction(Action):
             for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
                 del st.jobs[uid]
                 st.static.pop(uid, None)
-        jobs, measured = _live(plugin)
-        stuck = _account(jobs, now, plugin.interval)
+        jobs, measured, stuck = _live(plugin, now, plugin.interval)
         if not st.adopted:
             st.adopted = True
             if any(ej.current for ej in jobs.values()):
@@ -154,7 +153,7 @@ class ElasticAction(Action):
         policy = plugin.policy
         if st.jobs_removed != ssn.cache.jobs_removed or not st.adopted or getattr(policy, "periodic", False):
             return False
-        jobs, measured = _live(plugin)
+        jobs, measured, _ = _live(plugin, None, interval)
         if not jobs or st.node_version == -1 or self._gpu_nodes(ssn, plugin) != st.node_version:
             return False
         for ej in jobs.values():
@@ -176,7 +175,7 @@ class ElasticAction(Action):
                 return False  # a reschedule newly wanted
         if st.due is not None and st.due <= now + EPS:
             return False
-        _account(jobs, now, interval)
+        _live(plugin, now, interval)  # (the time accounting)
         if math.isfinite(nxt):
             ssn.wake_at(nxt, WAKE_RULE)
         if st.due is not None:
@@ -663,11 +662,16 @@ class ElasticAction(Action):
             js.reason = ""
 
 
-def _live(plugin: ElasticView) -> tuple[dict[str, ElasticJob], list[tuple[str, int]]]:
+def _live(
+    plugin: ElasticView, now: float | None, interval: float
+) -> tuple[dict[str, ElasticJob], list[tuple[str, int]], bool]:
     """The plugin's jobs still training (a job whose workers started succeeding has finished its
-    work), and (job, most workers measured) of those with learned models."""
+    work), (job, most workers measured) of those with learned models, and whether one has been
+    stuck for an interval (read by the caller; nothing in between changes ``stuck_since``); with
+    ``now``, the time accounting since the last session too, in the same pass."""
     jobs: dict[str, ElasticJob] = {}
     measured: list[tuple[str, int]] = []
+    stuck = False
     for uid, ej in plugin.jobs.items():
         if ej.info.counts[_SUCCEEDED]:
             continue
@@ -675,25 +679,18 @@ def _live(plugin: ElasticView) -> tuple[dict[str, ElasticJob], list[tuple[str, i
         speed = ej.speed.speed
         if isinstance(speed, LearnedSpeed):
             measured.append((uid, speed.max_observed))
-    return jobs, measured
-
-
-def _account(jobs: dict[str, ElasticJob], now: float, interval: float) -> bool:
-    """Time accounting since the last session; whether a job has been stuck for an interval (read
-    by the caller; nothing in between changes ``stuck_since``)."""
-    stuck = False
-    for ej in jobs.values():
         js = ej.state
-        last = js.seen_at if js.seen_at is not None else now
-        if now > last:
-            if ej.current:
-                js.running_time += now - last
-            else:
-                js.waiting_time += now - last
-        js.seen_at = now
-        if js.stuck_since is not None and now >= js.stuck_since + interval:
-            stuck = True
-    return stuck
+        if now is not None:
+            last = js.seen_at if js.seen_at is not None else now
+            if now > last:
+                if ej.current:
+                    js.running_time += now - last
+                else:
+                    js.waiting_time += now - last
+            js.seen_at = now
+            if js.stuck_since is not None and now >= js.stuck_since + interval:
+                stuck = True
+    return jobs, measured, stuck
 
 
 def _hosts_rendezvous(task: TaskInfo) -> bool:
