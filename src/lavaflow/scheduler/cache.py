@@ -211,16 +211,9 @@ class SchedulerCache:
         self.objects: dict[str, dict[str, Any]] = {kind: {} for kind in PLUGIN_KINDS}
         self.objects_version = 0
         self.plugin_memo: dict[str, Any] = {}  # plugins' derived state kept across sessions
-        # Bumped by every object event (the on_* methods): the same count at two moments says no
-        # event came in between (see Scheduler.run_once, quiet sessions). ``reports``: of those,
-        # the PodGroup updates the backend said only brought a training job's report (annotations
-        # that only the elastic plugin reads).
-        self.events = 0
-        self.reports = 0
 
     def on_object(self, kind: str, obj: Any, deleted: bool = False) -> None:
         """HyperNodes, Numatopologies, ResourceQuotas: kept as they are for the plugins that read them."""
-        self.events += 1
         objs = self.objects.setdefault(kind, {})
         if deleted:
             objs.pop(obj.key, None)
@@ -264,7 +257,6 @@ class SchedulerCache:
 
     def register_resources(self, names: Iterable[str]) -> None:
         """Declare resource names up front (the simulator knows them all) to avoid widening later."""
-        self.events += 1
         before = len(self.index)
         for n in names:
             if ResourceIndex.schedulable(n):
@@ -274,7 +266,6 @@ class SchedulerCache:
 
     # ------------------------------------------------------------------ priority classes
     def on_priority_class(self, pc: PriorityClass, deleted: bool = False) -> None:
-        self.events += 1
         if deleted:
             self.priority_classes.pop(pc.name, None)
             if pc.global_default:
@@ -293,7 +284,6 @@ class SchedulerCache:
 
     # ------------------------------------------------------------------ nodes
     def on_node(self, node: Node, deleted: bool = False) -> None:
-        self.events += 1
         if deleted:
             self.nodes.remove(node.name)
             self.static_masks.clear()
@@ -312,7 +302,6 @@ class SchedulerCache:
 
     # ------------------------------------------------------------------ queues
     def on_queue(self, queue: Queue, deleted: bool = False) -> None:
-        self.events += 1
         if deleted:
             self.queues.pop(queue.name, None)
             self._queue_vectors.pop(queue.name, None)
@@ -380,7 +369,6 @@ class SchedulerCache:
 
     # ------------------------------------------------------------------ pod groups
     def on_podgroup(self, pg: PodGroup, deleted: bool = False) -> None:
-        self.events += 1
         meta, spec = pg.metadata, pg.spec
         namespace = meta.namespace or "default"
         uid = f"{namespace}/{meta.name}"  # pg.key (read here once: a restart applies ~87,000)
@@ -549,7 +537,6 @@ class SchedulerCache:
         )
 
     def on_pod(self, pod: Pod, deleted: bool = False) -> None:
-        self.events += 1
         meta, spec = pod.metadata, pod.spec
         namespace = meta.namespace or "default"
         key = f"{namespace}/{meta.name}"  # pod.key

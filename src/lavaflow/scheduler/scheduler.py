@@ -94,17 +94,6 @@ class Scheduler:
         self.actions = [ACTIONS[name](self.conf.action_arguments(name)) for name in self.conf.action_names]
         self.cycles = 0
         self.failed_cycles = 0  # sessions an action or plugin raised in
-        # Quiet sessions (see run_once), when the backend allows them (the simulator does): the
-        # cache's event count (less its reports) when the last session opened, if it decided nothing.
-        self.quiet_sessions = False
-        self.quiet_skipped = 0  # sessions answered without running (for tests and profiles)
-        self._quiet_at: int | None = None
-        # (not with Volcano's node sampling: its start index and ties move on with every search)
-        self._quiet_conf = (
-            self.sampler is None
-            and all(getattr(ACTIONS[name], "quiet", False) for name in self.conf.action_names)
-            and all(getattr(PLUGINS.get(o.name), "quiet", False) for tier in self.conf.tiers for o in tier.plugins)
-        )
         self.last_error: BaseException | None = None
         self._previous: Session | None = None  # the last session, disposed of when the next opens
         if reraise is not None:
@@ -163,12 +152,6 @@ class Scheduler:
         run_once starts from that consistent state.
         """
         self.cache.settle_usage()  # (a backend that filled the cache deferring node usage)
-        events = self.cache.events - self.cache.reports
-        if self._quiet_at == events and self._resume(now):
-            self.quiet_skipped += 1
-            self.cycles += 1
-            assert self._previous is not None
-            return self._previous
         previous, self._previous = self._previous, None
         if previous is not None:
             previous.dispose()  # its callbacks and plugins' session state are freed with it, not by the collector
@@ -180,7 +163,6 @@ class Scheduler:
             ssn.close()
         except Exception as exc:
             ssn.abort(exc)
-            self._quiet_at = None
             self.cycles += 1
             self.failed_cycles += 1
             self.last_error = exc
@@ -191,28 +173,7 @@ class Scheduler:
         self._write_podgroups(ssn, now)
         self._write_queues(ssn)
         self.cycles += 1
-        d = self.cache.decisions
-        quiet = not (d or d.enqueued or d.wakeups or d.events or d.resizes)
-        self._quiet_at = events if quiet and self.quiet_sessions and self._quiet_conf else None
         return ssn
-
-    # ------------------------------------------------------------------ quiet sessions
-    # A session over a cache that no event has changed since the last session opened (but for the
-    # training jobs' reports, ``cache.reports``, which only the elastic plugin reads), when that
-    # session decided nothing, would decide nothing again and record the same log: every
-    # configured plugin and action says that it reads the cache and what it keeps, not the time
-    # (``quiet``), and works out what depends on the time and the reports itself (``resume``: the
-    # elastic plugin's jobs, the elastic action's time accounting, Tiresias queues, reschedules
-    # and wakes), or says that a session must run after all. Such a session is not run: the last
-    # one is handed back, its ``now`` moved on (its log is the one this session would record).
-    def _resume(self, now: float) -> bool:
-        ssn = self._previous
-        if ssn is None or ssn.error is not None:
-            return False
-        ssn.now = now
-        return all(plugin.resume(ssn) for plugin in ssn.plugins.values()) and all(
-            action.resume(ssn) for action in self.actions
-        )
 
     # ------------------------------------------------------------------ status write-back
     def _write_podgroups(self, ssn: Session, now: float) -> None:

@@ -142,7 +142,6 @@ class Simulation:
         self.scheduler = Scheduler(  # a crashing plugin ends a simulation, never skipped silently
             self.cache, conf, reraise=True, node_choice=node_choice if scheduler != "kube-default" else None
         )
-        self.scheduler.quiet_sessions = True  # (a wake-up over an unchanged cluster: see Scheduler.run_once)
         self._events: list[tuple[float, int, str, Any]] = []
         self._seq = itertools.count()
         self._feed: Iterator[Item] = iter(())  # the input's trace jobs still to come (see run)

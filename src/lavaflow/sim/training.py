@@ -391,7 +391,6 @@ class TrainingModel:
                 a[METRICS] = kept[1]
         set_fields(pg.metadata, {"annotations": a})
         self.sim.store.update(pg, quiet=quiet)
-        self.sim.cache.reports += 1  # (the cache's event for it brought only the report)
 
     def stale(self, key: str, token: int) -> bool:
         st = self.jobs.get(key)

@@ -33,7 +33,6 @@ _PENDING = TaskStatus.PENDING  # (a global: read for every task of every job tri
 @register_action
 class AllocateAction(Action):
     name = "allocate"
-    quiet = True  # (reads no time: see Action.quiet)
 
     def execute(self, ssn: Session) -> None:
         has_enqueue = "enqueue" in ssn.conf.action_names

@@ -14,7 +14,6 @@ if TYPE_CHECKING:  # pragma: no cover
 @register_action
 class BackfillAction(Action):
     name = "backfill"
-    quiet = True  # (reads no time: see Action.quiet)
 
     def execute(self, ssn: Session) -> None:
         # Only jobs with pending best-effort tasks have anything to backfill (checked before the

@@ -21,7 +21,6 @@ _INQUEUE = PodGroupPhase.INQUEUE.value  # (a plain str: see model.NOT_ADMITTED)
 @register_action
 class EnqueueAction(Action):
     name = "enqueue"
-    quiet = True  # (reads no time: see Action.quiet)
 
     def execute(self, ssn: Session) -> None:
         per_queue: dict[str, JobQueue] = {}

@@ -56,7 +56,6 @@ ELASTIC_USED: JobsRecord[dict[int, float]] = JobsRecord("elastic.used")
 # The order jobs are reconciled in (creation, then name), under the jobs' token.
 RECONCILE_ORDER: JobsRecord[list[ElasticJob]] = JobsRecord("elastic.reconcile_order")
 _PLACEMENTS_KEPT = 4096  # place() answers kept (ElasticState.placements)
-_SUCCEEDED = TaskStatus.SUCCEEDED
 
 
 @register_action
@@ -77,7 +76,31 @@ class ElasticAction(Action):
             for uid in [u for u in st.jobs if u not in ssn.cache.jobs]:
                 del st.jobs[uid]
                 st.static.pop(uid, None)
-        jobs, measured, stuck = _live(plugin, now, plugin.interval)
+        # Time accounting since the last session, and whether a job has been stuck for an interval
+        # (read below; nothing in between changes ``stuck_since``), in one pass over the jobs.
+        jobs: dict[str, ElasticJob] = {}
+        succeeded = TaskStatus.SUCCEEDED
+        interval = plugin.interval
+        stuck = False
+        # (job, most workers measured) of the jobs with learned models: see ``learned`` below
+        measured: list[tuple[str, int]] = []
+        for uid, ej in plugin.jobs.items():
+            if ej.info.counts[succeeded]:
+                continue  # a job whose workers started succeeding has finished its work
+            jobs[uid] = ej
+            speed = ej.speed.speed
+            if isinstance(speed, LearnedSpeed):
+                measured.append((uid, speed.max_observed))
+            js = ej.state
+            last = js.seen_at if js.seen_at is not None else now
+            if now > last:
+                if ej.current:
+                    js.running_time += now - last
+                else:
+                    js.waiting_time += now - last
+            js.seen_at = now
+            if js.stuck_since is not None and now >= js.stuck_since + interval:
+                stuck = True
         if not st.adopted:
             st.adopted = True
             if any(ej.current for ej in jobs.values()):
@@ -129,60 +152,7 @@ class ElasticAction(Action):
             if getattr(plugin.policy, "aligned_tick", False) and plugin.interval > 0:
                 nxt = math.ceil(nxt / plugin.interval - EPS) * plugin.interval
             ssn.wake_at(max(nxt, now + EPS), WAKE_RULE)
-        wakes = ssn.cache.decisions.rule_wakeups
-        before = len(wakes)
         self._reconcile(ssn, plugin, jobs, capacity)
-        st.reconcile_wakes = [t for t, _ in wakes[before:]]
-
-    quiet = True  # (only through resume, which works out what depends on the time)
-
-    def resume(self, ssn: Session) -> bool:
-        """A quiet session (see Action.quiet): True, with the time accounted and the wakes asked
-        for as :meth:`execute` would, when execute would neither reschedule nor change what it
-        keeps beyond that (no job stuck for an interval or changing Tiresias queue, no reschedule
-        due or newly wanted); its reconcile then does what it did in the last session, which
-        decided nothing. False, with nothing changed, otherwise."""
-        plugin = cast("ElasticView | None", ssn.plugins.get("elastic"))
-        if plugin is None or plugin.state is None:
-            return True
-        st = plugin.state
-        if not plugin.jobs and not st.jobs:
-            return True
-        now = ssn.now
-        interval = plugin.interval
-        policy = plugin.policy
-        if st.jobs_removed != ssn.cache.jobs_removed or not st.adopted or getattr(policy, "periodic", False):
-            return False
-        jobs, measured, _ = _live(plugin, None, interval)
-        if not jobs or st.node_version == -1 or self._gpu_nodes(ssn, plugin) != st.node_version:
-            return False
-        for ej in jobs.values():
-            since = ej.state.stuck_since
-            if since is not None and now >= since + interval:
-                return False
-        dirty = frozenset(jobs) != st.known or frozenset(measured) != st.known_learned
-        nxt = math.inf
-        if policy.uses_priority_queues:
-            nxt, moved = self._priority_change(plugin, jobs, now, apply=False)
-            if moved:
-                return False
-            dirty = dirty or nxt <= now + EPS
-        if dirty:
-            due = max(now, st.last_resched + interval)
-            if getattr(policy, "aligned_tick", False) and interval > 0:
-                due = math.ceil(due / interval - EPS) * interval
-            if st.due is None or due < st.due:
-                return False  # a reschedule newly wanted
-        if st.due is not None and st.due <= now + EPS:
-            return False
-        _live(plugin, now, interval)  # (the time accounting)
-        if math.isfinite(nxt):
-            ssn.wake_at(nxt, WAKE_RULE)
-        if st.due is not None:
-            ssn.wake_at(st.due, WAKE_RULE)
-        for t in st.reconcile_wakes:
-            ssn.wake_at(t, WAKE_RULE)
-        return True
 
     # ------------------------------------------------------------------ capacity
     def _capacity(
@@ -272,11 +242,8 @@ class ElasticAction(Action):
         return fp
 
     # ------------------------------------------------------------------ Tiresias
-    def _priority_change(
-        self, plugin: ElasticView, jobs: dict[str, ElasticJob], now: float, apply: bool = True
-    ) -> tuple[float, bool]:
-        """(when the next Tiresias queue change is due, whether a job changed queue now). Without
-        ``apply``, nothing is changed and the answer is (inf, True) as soon as a job would move."""
+    def _priority_change(self, plugin: ElasticView, jobs: dict[str, ElasticJob], now: float) -> tuple[float, bool]:
+        """(when the next Tiresias queue change is due, whether a job changed queue now)."""
         assert plugin.state is not None
         tiresias = plugin.state.tiresias
         if tiresias is None or tiresias.policy is not plugin.policy:
@@ -299,8 +266,6 @@ class ElasticAction(Action):
                 if qs >= mark:
                     level += 1
             if level != js.queue_level:
-                if not apply:
-                    return math.inf, True
                 # demoted (or back after a promotion): when it crossed, from its current rate
                 rate = ej.current * ej.gpus_per_worker
                 crossed = thresholds[level - 1] if level > js.queue_level and level else None
@@ -315,8 +280,6 @@ class ElasticAction(Action):
             elif knob and math.isfinite(knob) and js.last_run_len > 0 and qs > 0 and js.wait_since is not None:
                 due = js.wait_since + knob * js.last_run_len
                 if due <= now + EPS:
-                    if not apply:
-                        return math.inf, True
                     js.queue_offset = ej.attained  # promoted: service counted afresh
                     js.queue_level = 0
                     js.queue_entered = now
@@ -660,37 +623,6 @@ class ElasticAction(Action):
             else:
                 js.stuck_since = None
             js.reason = ""
-
-
-def _live(
-    plugin: ElasticView, now: float | None, interval: float
-) -> tuple[dict[str, ElasticJob], list[tuple[str, int]], bool]:
-    """The plugin's jobs still training (a job whose workers started succeeding has finished its
-    work), (job, most workers measured) of those with learned models, and whether one has been
-    stuck for an interval (read by the caller; nothing in between changes ``stuck_since``); with
-    ``now``, the time accounting since the last session too, in the same pass."""
-    jobs: dict[str, ElasticJob] = {}
-    measured: list[tuple[str, int]] = []
-    stuck = False
-    for uid, ej in plugin.jobs.items():
-        if ej.info.counts[_SUCCEEDED]:
-            continue
-        jobs[uid] = ej
-        speed = ej.speed.speed
-        if isinstance(speed, LearnedSpeed):
-            measured.append((uid, speed.max_observed))
-        js = ej.state
-        if now is not None:
-            last = js.seen_at if js.seen_at is not None else now
-            if now > last:
-                if ej.current:
-                    js.running_time += now - last
-                else:
-                    js.waiting_time += now - last
-            js.seen_at = now
-            if js.stuck_since is not None and now >= js.stuck_since + interval:
-                stuck = True
-    return jobs, measured, stuck
 
 
 def _hosts_rendezvous(task: TaskInfo) -> bool:

@@ -111,8 +111,6 @@ class ElasticPlugin(Plugin):
         self.state: ElasticState | None = None
         self.ssn: Session | None = None
         self.gpu_col: int | None = None
-        self.statics: dict[str, _Static] = {}  # what each of ``jobs`` was opened from
-        self.versions: dict[str, int] = {}  # each session job's version when it opened
 
     @classmethod
     def check_arguments(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
@@ -188,8 +186,6 @@ class ElasticPlugin(Plugin):
             for uid, ej in opened.jobs.items():
                 _reset(ej, statics[uid], now)
                 jobs[uid] = ej
-            self.statics = statics
-            self.versions = {uid: job.version for uid, job in ssn.jobs.items()}
             self._add_fns(ssn, opened.candidates)
             return
         if found.how is Reuse.SINCE:
@@ -223,46 +219,12 @@ class ElasticPlugin(Plugin):
                 self._open_job(ssn, uid, job, col, modelled)
         # Jobs the policy sizes are not touched by allocate/backfill/preempt/reclaim.
         candidates = {uid for uid in modelled if uid not in self.invalid}
-        self.statics = {uid: static[uid] for uid in jobs}
-        self.versions = {uid: job.version for uid, job in ssn.jobs.items()}
-        OPENED.put(ssn, OpenedJobs(dict(jobs), self.statics, dict(self.invalid), candidates), (col, label))
+        OPENED.put(
+            ssn,
+            OpenedJobs(dict(jobs), {uid: static[uid] for uid in jobs}, dict(self.invalid), candidates),
+            (col, label),
+        )
         self._add_fns(ssn, candidates)
-
-    quiet = True  # (what depends on the time and on the jobs' reports is worked out by resume)
-
-    def resume(self, ssn: Session) -> bool:
-        """A quiet session (see Plugin.quiet): each job's time-dependent parts at ``ssn.now``, as a
-        session opening over the same jobs finds them (on_session_open's first case), after the
-        jobs whose PodGroup brought a report since are opened again as that session would open them.
-        False when a job so opened is no longer what the actions were told (its workers, its range)
-        or is not one of the plugin's jobs."""
-        now = ssn.now
-        versions = self.versions
-        statics = self.statics
-        copied = False
-        for uid, job in ssn.jobs.items():
-            if job.version == versions.get(uid):
-                continue
-            was = self.jobs.get(uid)
-            if was is None or self.state is None:
-                return False
-            made = self._elastic_job(ssn, job, self.gpu_col)
-            if made is None or (made.current, made.min_workers, made.max_workers) != (
-                was.current,
-                was.min_workers,
-                was.max_workers,
-            ):
-                return False
-            if not copied:  # (the dict kept for the next session's opening stays as it is)
-                statics = self.statics = dict(statics)
-                versions = self.versions = dict(versions)
-                copied = True
-            self.jobs[uid] = made
-            statics[uid] = self.state.static[uid]
-            versions[uid] = job.version
-        for uid, ej in self.jobs.items():
-            _reset(ej, statics[uid], now)
-        return True
 
     @staticmethod
     def _fill_book(ssn: Session, book: ProfileBook) -> None:

@@ -214,7 +214,6 @@ class ElasticState:
     gpu_rows: GpuRows | None = None
     jobs_removed: int = -1  # the cache's ``jobs_removed`` when ``jobs`` was last cleared of jobs it lost
     capacity: CapacityKept | None = None
-    reconcile_wakes: list[float] = field(default_factory=list)  # the stuck rule's, last reconcile
     # (What follows the session's jobs is kept in framework/memo.py's JobsRecords: the plugin's
     # OPENED, the action's ELASTIC_USED and RECONCILE_ORDER.)
 

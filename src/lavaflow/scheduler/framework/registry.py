@@ -46,18 +46,6 @@ class Plugin:
     def on_session_close(self, ssn: Session) -> None:
         pass
 
-    # A quiet session (Scheduler.run_once): one over a cache no event has changed since the last
-    # session opened (but for training reports, which only the elastic plugin reads), when that
-    # session decided nothing. ``quiet`` says that the plugin's part of a session is a function of
-    # the cache and of what it keeps, not of the time, so that such a session would give what the
-    # last one gave; ``resume`` readies the plugin, still open on that session (``ssn``, its
-    # ``now`` moved on), for the new time and reports: False when a session must run after all
-    # (what it changed then is what that session's opening does again).
-    quiet: ClassVar[bool] = False
-
-    def resume(self, ssn: Session) -> bool:
-        return self.quiet
-
     @classmethod
     def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:
         """Work out ahead of a session what this plugin keeps per job under the job's version: the
@@ -87,15 +75,6 @@ class Action:
 
     def execute(self, ssn: Session) -> None:  # pragma: no cover - interface
         raise NotImplementedError
-
-    # See Plugin.quiet. ``resume`` answers for a quiet session at ``ssn.now`` (``ssn`` is the last
-    # session): True when the action would decide nothing again and record what it recorded then
-    # (having done what depends on the time, and asked for its wakes), False when a session must
-    # run (having changed nothing).
-    quiet: ClassVar[bool] = False
-
-    def resume(self, ssn: Session) -> bool:
-        return self.quiet
 
 
 PLUGINS: dict[str, type[Plugin]] = {}

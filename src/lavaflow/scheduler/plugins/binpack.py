@@ -19,7 +19,6 @@ MAX_SCORE = 100.0
 @register_plugin
 class BinpackPlugin(Plugin):
     name = "binpack"
-    quiet = True  # (reads no time: see Plugin.quiet)
     ARGUMENTS = {
         "binpack.weight": A.NUMBER,
         "binpack.cpu": A.NUMBER,

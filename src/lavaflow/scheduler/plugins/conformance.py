@@ -15,7 +15,6 @@ if TYPE_CHECKING:  # pragma: no cover
 @register_plugin
 class ConformancePlugin(Plugin):
     name = "conformance"
-    quiet = True  # (reads no time: see Plugin.quiet)
 
     def on_session_open(self, ssn: Session) -> None:
         def victims(actor: TaskInfo, candidates: list[TaskInfo]) -> tuple[list[TaskInfo], int]:

@@ -142,7 +142,6 @@ def queue_paths(queues: dict[str, QueueInfo]) -> dict[str, tuple[list[str], list
 @register_plugin
 class DRFPlugin(Plugin):
     name = "drf"
-    quiet = True  # (reads no time: see Plugin.quiet)
 
     @classmethod
     def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:

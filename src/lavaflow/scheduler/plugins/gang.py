@@ -138,7 +138,6 @@ def job_fit_error(job: JobInfo) -> str:
 @register_plugin
 class GangPlugin(Plugin):
     name = "gang"
-    quiet = True  # (reads no time: see Plugin.quiet)
 
     def on_session_open(self, ssn: Session) -> None:
         def job_valid(job: JobInfo) -> tuple[bool, str]:

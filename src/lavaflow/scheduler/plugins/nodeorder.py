@@ -211,7 +211,6 @@ class TaintsSeen:
 @register_plugin
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
-    quiet = True  # (reads no time: see Plugin.quiet)
     ARGUMENTS = {
         "leastrequested.weight": A.NUMBER,
         "mostrequested.weight": A.NUMBER,

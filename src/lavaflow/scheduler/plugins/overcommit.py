@@ -40,7 +40,6 @@ ADMITTED: JobsRecord[Admitted] = JobsRecord("overcommit.inqueue")
 @register_plugin
 class OvercommitPlugin(Plugin):
     name = "overcommit"
-    quiet = True  # (reads no time: see Plugin.quiet)
     ARGUMENTS = {"overcommit-factor": A.NUMBER}
 
     @classmethod

@@ -87,7 +87,6 @@ def _ports_conflict(wanted: list[tuple[str, str, int]], used: list[tuple[str, st
 @register_plugin
 class PredicatesPlugin(Plugin):
     name = "predicates"
-    quiet = True  # (reads no time: see Plugin.quiet)
 
     def on_session_open(self, ssn: Session) -> None:
         nodes = ssn.nodes

@@ -15,7 +15,6 @@ if TYPE_CHECKING:  # pragma: no cover
 @register_plugin
 class PriorityPlugin(Plugin):
     name = "priority"
-    quiet = True  # (reads no time: see Plugin.quiet)
 
     def on_session_open(self, ssn: Session) -> None:
         def task_order(l: TaskInfo, r: TaskInfo) -> int:

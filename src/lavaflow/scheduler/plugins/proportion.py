@@ -429,7 +429,6 @@ def _close_floats(a: list[float], b: list[float]) -> bool:
 @register_plugin
 class ProportionPlugin(Plugin):
     name = "proportion"
-    quiet = True  # (reads no time: see Plugin.quiet)
 
     @classmethod
     def prepare_jobs(cls, jobs: Sequence[JobInfo], width: int, total: np.ndarray, cache: SchedulerCache) -> None:
