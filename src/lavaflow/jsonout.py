@@ -64,7 +64,8 @@ _SCALAR: dict[type, Callable[[Any], str]] = {
 }
 
 
-_FLAT_TYPES = frozenset(_SCALAR) | {dict, list, tuple}  # containers: only when empty
+_SCALAR_TYPES = frozenset(_SCALAR)
+_FLAT_TYPES = _SCALAR_TYPES | {dict, list, tuple}  # containers: only when empty
 _CONTAINERS = (dict, list, tuple)
 _flat_encoders: dict[str, Callable[[Any, int], Any]] = {}
 
@@ -76,10 +77,13 @@ def _no_default(o: Any) -> Any:
 def _flat(o: dict[Any, Any] | list[Any] | tuple[Any, ...], values: Iterable[Any], inner: str) -> str | None:
     """``o``'s items joined at indentation ``inner`` by the C encoder, or None if ``o`` (whose
     values are ``values``) holds anything but scalars and empty containers."""
-    for v in values:
-        t = type(v)
-        if t not in _FLAT_TYPES or (v and t in _CONTAINERS):
+    types = set(map(type, values))  # (most records: scalars only, told apart at C speed)
+    if not types <= _SCALAR_TYPES:
+        if not types <= _FLAT_TYPES:
             return None
+        for v in values:
+            if v and type(v) in _CONTAINERS:
+                return None
     enc = _flat_encoders.get(inner)
     if enc is None:
         if c_make_encoder is None:  # pragma: no cover (CPython always has it)
