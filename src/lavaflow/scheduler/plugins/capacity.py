@@ -60,7 +60,9 @@ class CapacityPlugin(Plugin):
             if q.guarantee is not None and q.parent in ("root", ""):
                 guarantee_sum += q.guarantee
         self.attrs: dict[str, CapAttr] = {}
+        q_deserved: dict[str, np.ndarray | None] = {}  # as given (None: unset)
         for q in ssn.queues.values():
+            q_deserved[q.name] = q.deserved
             guarantee = q.guarantee.copy() if q.guarantee is not None else np.zeros(width)
             capability = q.capability.copy() if q.capability is not None else np.full(width, np.inf)
             real = np.minimum(capability, total - guarantee_sum + guarantee)
@@ -87,6 +89,8 @@ class CapacityPlugin(Plugin):
                         a.allocated += t.resreq
                 a.inqueue += reserved_by_admission(job, width)
                 a.elastic += elastic_of(job, width)
+        if hierarchy:
+            self._hierarchical_capabilities(q_deserved)
         for a in self.attrs.values():
             self._update_share(a)
 
@@ -183,6 +187,35 @@ class CapacityPlugin(Plugin):
         ssn.add_reclaimable_fn(self.name, reclaimable)
         ssn.add_event_handler(on_allocate, on_deallocate)
         ssn.add_within_deserved_fn(self.name, within_deserved_fn(self))
+
+    def _hierarchical_capabilities(self, given_deserved: dict[str, np.ndarray | None]) -> None:
+        """Volcano's capacity plugin with enableHierarchy works real capabilities out from the
+        root down: the root's is its capability, infinite when unset (not the cluster's size, as
+        without the hierarchy), and each child's is what its parent's leaves over its siblings'
+        guarantees, plus its own guarantee, within its capability (checkHierarchicalQueue).
+        Deserved shares follow (unset: the real capability)."""
+        kids: dict[str, list[CapAttr]] = {}
+        for a in self.attrs.values():
+            if a.parent:
+                kids.setdefault(a.parent, []).append(a)
+        root = self.attrs.get("root")
+        if root is None:
+            return
+        root.real_capability = root.capability.copy()
+        todo, seen = [root], {"root"}
+        while todo:
+            parent = todo.pop()
+            children = [c for c in kids.get(parent.name, []) if c.name not in seen]
+            guarantees = sum((c.guarantee for c in children), np.zeros_like(parent.real_capability))
+            left = np.maximum(parent.real_capability - guarantees, 0.0)
+            for c in children:
+                seen.add(c.name)
+                c.real_capability = np.minimum(left + c.guarantee, c.capability)
+                todo.append(c)
+        for a in self.attrs.values():
+            given = given_deserved.get(a.name)
+            deserved = given.copy() if given is not None else np.full(len(a.real_capability), np.nan)
+            a.deserved = np.minimum(np.where(np.isnan(deserved), a.real_capability, deserved), a.real_capability)
 
     def _chain(self, name: str) -> list[CapAttr]:
         """The queue and its ancestors (root excluded unless asked for directly)."""
