@@ -334,3 +334,17 @@ def test_each_item_agrees_when_some_pair_of_runs_agrees_on_it():
     odd = run("a-1", "a-1", "b-0")
     left = vd.verdict({"volcano": v1, "lavaflow": odd}, [v2], 10.0, CLASSES)
     assert len(left) == 1 and left[0].startswith("bindings of ns/m, wave 1")
+
+
+def test_the_same_bindings_cut_into_waves_differently_agree():
+    # random seed 22: six pods, then two more when the first ones ended, 20.7 s later under
+    # Volcano (a second wave) and 12.4 s later under lavaflow (inside the first)
+    vc = run_of(binds=[(38.7, f"p{i}", "a-0", "ns/j", "w") for i in range(6)] + [(59.4, "p6", "a-0", "ns/j", "w")])
+    lf = run_of(binds=[(39.8, f"p{i}", "a-1", "ns/j", "w") for i in range(6)] + [(52.2, "p6", "a-1", "ns/j", "w")])
+    assert vd.compare(vc, lf, 10, CLASSES) == []
+    # not when the late binding is more than two periods apart
+    late = run_of(binds=[(39.8, f"p{i}", "a-1", "ns/j", "w") for i in range(6)] + [(90.0, "p6", "a-1", "ns/j", "w")])
+    assert any(d.startswith("bindings of ns/j") for d in vd.compare(vc, late, 10, CLASSES))
+    # nor on another kind of node
+    other = run_of(binds=[(39.8, f"p{i}", "b-0", "ns/j", "w") for i in range(6)] + [(52.2, "p6", "b-0", "ns/j", "w")])
+    assert vd.compare(vc, other, 10, CLASSES)
