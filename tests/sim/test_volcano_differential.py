@@ -190,3 +190,47 @@ def test_a_gang_short_of_its_minimum_with_nothing_pending_is_told_unschedulable(
         ("Scheduled", "True", "tasks in gang are ready to be scheduled"),
         ("Unschedulable", "True", "NotEnoughResources"),
     }, out["conditions"]
+
+
+def test_a_running_gang_told_unschedulable_is_unknown_while_its_pods_run():
+    """Volcano's getPodGroupPhase says Unknown first, whenever the gang has running pods and was
+    told Unschedulable in the session, before it looks at how many pods were placed: random
+    scenario 44's PodGroup w0 (three pods, one succeeding at 14 s, one failing at 38 s, one running
+    to 76 s) went Running -> Unknown when its failed pod left it short of its minimum with nothing
+    to place, and Completed at the end. lavaflow said Unknown only for a gang not yet Running."""
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "w0"},
+        "spec": {"minMember": 3},
+    }
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "annotations": {
+                    "scheduling.k8s.io/group-name": "w0",
+                    "sim.lavaflow.io/duration": duration,
+                    "sim.lavaflow.io/exit-code": str(code),
+                },
+            },
+            "spec": {
+                "schedulerName": "volcano",
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m"}}}],
+            },
+        }
+        for name, duration, code in (("w0-a", "76s", 1), ("w0-b", "14s", 0), ("w0-c", "38s", 1))
+    ]
+    text = node_group("n", count=1, cpu="4") + "".join("---\n" + json.dumps(d) + "\n" for d in [pg, *pods])
+
+    def phase(until: float | None) -> str:
+        r = simulate(text, until=until)
+        (out,) = [p for p in r["podGroups"] if p["name"] == "w0"]
+        return str(out["phase"])
+
+    assert phase(30) == "Running"
+    assert phase(50) == "Unknown"  # w0-c failed at 38 s: two of three ready, nothing to place
+    assert phase(None) == "Completed"

@@ -188,13 +188,10 @@ class Scheduler:
             if kept is not None and kept.key == key:
                 continue
             status = pg_status(job, pg.status.phase, job.sphase or pg.status.phase)
-            # Unknown: running tasks but the gang is broken this session.
-            if (
-                job.counts[_RUNNING]
-                and job.condition is not None
-                and job.condition[0] == "Unschedulable"
-                and status["phase"] in _PG_WAITING
-            ):
+            # Unknown: running tasks but the gang is broken this session — first, as Volcano's
+            # getPodGroupPhase decides it, also where its placed and ended pods reach minMember (a
+            # gang whose failed pod leaves too few running and nothing to place).
+            if job.counts[_RUNNING] and job.condition is not None and job.condition[0] == "Unschedulable":
                 status["phase"] = _PG_UNKNOWN
             wanted = ([job.condition] if job.condition is not None else []) + job.extra_conditions
             if _same_counts(pg.status, status) and _conditions_kept(pg.status.conditions, wanted):
