@@ -167,22 +167,7 @@ def test_a_gang_short_of_its_minimum_with_nothing_pending_is_told_unschedulable(
         "metadata": {"name": "w0"},
         "spec": {"minMember": 3},
     }
-    pods = [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "annotations": {
-                    "scheduling.k8s.io/group-name": "w0",
-                    "sim.lavaflow.io/duration": duration,
-                    "sim.lavaflow.io/exit-code": str(code),
-                },
-            },
-            "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]},
-        }
-        for name, duration, code in (("w0-a", "10s", 1), ("w0-b", "20s", 0), ("w0-c", "20s", 0))
-    ]
+    pods = w0_pods((("w0-a", "10s", 1), ("w0-b", "20s", 0), ("w0-c", "20s", 0)))
     r = simulate(node_group("n", count=1, cpu="4") + "".join("---\n" + json.dumps(d) + "\n" for d in [pg, *pods]))
     (out,) = [p for p in r["podGroups"] if p["name"] == "w0"]
     conds = {(c["type"], c["status"], c["reason"]) for c in out["conditions"]}
@@ -204,7 +189,25 @@ def test_a_running_gang_told_unschedulable_is_unknown_while_its_pods_run():
         "metadata": {"name": "w0"},
         "spec": {"minMember": 3},
     }
-    pods = [
+    pods = w0_pods((("w0-a", "76s", 1), ("w0-b", "14s", 0), ("w0-c", "38s", 1)), cpu="500m")
+    text = node_group("n", count=1, cpu="4") + "".join("---\n" + json.dumps(d) + "\n" for d in [pg, *pods])
+
+    def phase(until: float | None) -> str:
+        r = simulate(text, until=until)
+        (out,) = [p for p in r["podGroups"] if p["name"] == "w0"]
+        return str(out["phase"])
+
+    assert phase(30) == "Running"
+    assert phase(50) == "Unknown"  # w0-c failed at 38 s: two of three ready, nothing to place
+    assert phase(None) == "Completed"
+
+
+def w0_pods(specs: tuple[tuple[str, str, int], ...], cpu: str | None = None) -> list[dict]:
+    """Pods of PodGroup w0: (name, duration, exit code) each, asking for ``cpu`` (or nothing)."""
+    container: dict = {"name": "c", "image": "x"}
+    if cpu is not None:
+        container["resources"] = {"requests": {"cpu": cpu}}
+    return [
         {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -216,21 +219,7 @@ def test_a_running_gang_told_unschedulable_is_unknown_while_its_pods_run():
                     "sim.lavaflow.io/exit-code": str(code),
                 },
             },
-            "spec": {
-                "schedulerName": "volcano",
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "500m"}}}],
-            },
+            "spec": {"schedulerName": "volcano", "restartPolicy": "Never", "containers": [dict(container)]},
         }
-        for name, duration, code in (("w0-a", "76s", 1), ("w0-b", "14s", 0), ("w0-c", "38s", 1))
+        for name, duration, code in specs
     ]
-    text = node_group("n", count=1, cpu="4") + "".join("---\n" + json.dumps(d) + "\n" for d in [pg, *pods])
-
-    def phase(until: float | None) -> str:
-        r = simulate(text, until=until)
-        (out,) = [p for p in r["podGroups"] if p["name"] == "w0"]
-        return str(out["phase"])
-
-    assert phase(30) == "Running"
-    assert phase(50) == "Unknown"  # w0-c failed at 38 s: two of three ready, nothing to place
-    assert phase(None) == "Completed"
