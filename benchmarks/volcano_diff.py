@@ -249,6 +249,8 @@ def load_scenario(paths: list[str], kube_jobs: bool = False) -> Scenario:
                     for k, v in ((plain.get("status") or {}).get("allocatable")
                                  or (plain.get("status") or {}).get("capacity") or {}).items()
                 } or doc["status"]["allocatable"]  # fmt: skip
+                # a kubelet always reports its pod slots (110 by default), as the simulator assumes
+                doc["status"]["allocatable"].setdefault("pods", "110")
                 doc["status"]["capacity"] = doc["status"]["allocatable"]
             sc.nodes.append(doc)
             sc.node_class[obj.name] = group["metadata"]["name"] if group else _node_signature(doc)

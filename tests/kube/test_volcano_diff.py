@@ -348,3 +348,16 @@ def test_the_same_bindings_cut_into_waves_differently_agree():
     # nor on another kind of node
     other = run_of(binds=[(39.8, f"p{i}", "b-0", "ns/j", "w") for i in range(6)] + [(52.2, "p6", "b-0", "ns/j", "w")])
     assert vd.compare(vc, other, 10, CLASSES)
+
+
+def test_a_node_declared_without_pod_slots_gets_the_kubelets_110(tmp_path):
+    # (the simulator's nodes have 110 pod slots unless told otherwise; a fake Node without them
+    # would hold no pod at all on the API server)
+    f = tmp_path / "n.yaml"
+    f.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: w}\nstatus: {allocatable: {cpu: '2', memory: 4Gi}}\n"
+        "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {schedulerName: volcano, containers: "
+        "[{name: c, image: x, resources: {requests: {cpu: '1'}}}]}\n"
+    )
+    (node,) = vd.load_scenario([str(f)]).nodes
+    assert node["status"]["allocatable"] == {"cpu": "2", "memory": "4Gi", "pods": "110"}
