@@ -128,26 +128,7 @@ def test_a_gang_one_of_whose_pods_failed_ends_completed_not_admitted_again():
         "spec": {"minMember": 3, "minResources": {"cpu": "3"}},
     }
 
-    def pod(name: str, duration: str, exit_code: int) -> dict:
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "annotations": {
-                    "scheduling.k8s.io/group-name": "w0",
-                    "sim.lavaflow.io/duration": duration,
-                    "sim.lavaflow.io/exit-code": str(exit_code),
-                },
-            },
-            "spec": {
-                "schedulerName": "volcano",
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
-            },
-        }
-
-    docs = [pg, pod("w0-a", "10s", 1), pod("w0-b", "20s", 0), pod("w0-c", "20s", 0)]
+    docs = [pg, *w0_pods((("w0-a", "10s", 1), ("w0-b", "20s", 0), ("w0-c", "20s", 0)), cpu="1")]
     r = simulate(node_group("n", count=1, cpu="4") + "".join("---\n" + json.dumps(d) + "\n" for d in docs))
     (out,) = [p for p in r["podGroups"] if p["name"] == "w0"]
     assert out["phase"] == "Completed", out

@@ -102,16 +102,14 @@ def test_kube_balance_counts_a_gpu_the_pod_asks_for():
     # of four GPUs on an empty 8 cpu / 8 Gi node: fractions 0.125, 0.125, 0.25; the deviation of the
     # three is 0.0589, a balance of 94 (100 without the pod): 50 + (50 + 94 - 100) // 2 = 72. Left
     # to cpu and memory alone the pod would seem to keep the node balanced (75).
-    from lavaflow.scheduler.plugins.nodeorder import kube_balanced_with_gpu
-
     alloc = np.array([[8.0, 8 * GI, 110.0, 4.0]])
     used = np.zeros((1, 4))
     req = np.array([1.0, 1 * GI, 1.0, 1.0])
-    assert kube_balanced_with_gpu(alloc, used, req, 3).tolist() == [72]
+    assert kube_balanced_allocation(alloc, used, req, gpu=3).tolist() == [72]
     assert kube_balanced_allocation(alloc, used, req).tolist() == [75]
     # A node without GPUs leaves the GPU out of its balance.
     alloc0 = np.array([[8.0, 8 * GI, 110.0, 0.0]])
-    assert kube_balanced_with_gpu(alloc0, used, req, 3).tolist() == [75]
+    assert kube_balanced_allocation(alloc0, used, req, gpu=3).tolist() == [75]
 
 
 def test_volcano_scores_count_unasked_cpu_and_memory_as_kube_scheduler_does():

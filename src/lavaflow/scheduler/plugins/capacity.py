@@ -40,6 +40,14 @@ class CapAttr:
     share: float = 0.0
 
 
+def _deserved(given: np.ndarray | None, real: np.ndarray) -> np.ndarray:
+    """A queue's deserved resources: as given, unset ones defaulting to its real capability (no
+    fair-share limit), none above it."""
+    deserved = given.copy() if given is not None else np.full(len(real), np.nan)
+    out: np.ndarray = np.minimum(np.where(np.isnan(deserved), real, deserved), real)
+    return out
+
+
 def _dims(req: np.ndarray) -> np.ndarray:
     dims = req > 0
     if len(dims) > PODS:
@@ -66,10 +74,7 @@ class CapacityPlugin(Plugin):
             guarantee = q.guarantee.copy() if q.guarantee is not None else np.zeros(width)
             capability = q.capability.copy() if q.capability is not None else np.full(width, np.inf)
             real = np.minimum(capability, total - guarantee_sum + guarantee)
-            deserved = q.deserved.copy() if q.deserved is not None else np.full(width, np.nan)
-            # Unset deserved resources default to the real capability (no fair-share limit).
-            deserved = np.where(np.isnan(deserved), real, deserved)
-            deserved = np.minimum(deserved, real)
+            deserved = _deserved(q.deserved, real)
             self.attrs[q.name] = CapAttr(
                 name=q.name,
                 parent=q.parent if q.name != "root" else "",
@@ -213,9 +218,7 @@ class CapacityPlugin(Plugin):
                 c.real_capability = np.minimum(left + c.guarantee, c.capability)
                 todo.append(c)
         for a in self.attrs.values():
-            given = given_deserved.get(a.name)
-            deserved = given.copy() if given is not None else np.full(len(a.real_capability), np.nan)
-            a.deserved = np.minimum(np.where(np.isnan(deserved), a.real_capability, deserved), a.real_capability)
+            a.deserved = _deserved(given_deserved.get(a.name), a.real_capability)
 
     def _chain(self, name: str) -> list[CapAttr]:
         """The queue and its ancestors (root excluded unless asked for directly)."""

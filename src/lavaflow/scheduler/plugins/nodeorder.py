@@ -101,65 +101,51 @@ def kube_most_requested(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) ->
     return _kube_weighted(alloc, used, req, most=True)
 
 
-def _kube_balance(ac: np.ndarray, qc: np.ndarray, am: np.ndarray, qm: np.ndarray) -> np.ndarray:
-    """kube-scheduler's balance of cpu against memory for requested ``qc``/``qm`` out of
-    ``ac``/``am``: (1 - |cpu fraction - memory fraction| / 2) * 100, fractions capped at 1, truncated
-    to an integer; a node without one of the two is perfectly balanced (100)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fc = np.minimum(qc / np.where(ac > 0, ac, 1), 1.0)
-        fm = np.minimum(qm / np.where(am > 0, am, 1), 1.0)
-    std = np.where((ac > 0) & (am > 0), np.abs((fc - fm) / 2), 0.0)
-    return np.trunc((1 - std) * MAX_SCORE).astype(np.int64)
-
-
-def _kube_balance3(fractions: list[np.ndarray], counted: list[np.ndarray]) -> np.ndarray:
+def _kube_balance(fractions: list[np.ndarray], counted: list[np.ndarray]) -> np.ndarray:
     """kube-scheduler's balance over the resources ``counted`` per node (cpu, memory and a GPU
     the pod asks for): 1 - the standard deviation of their ``fractions`` (each capped at 1), ×100
-    truncated; with two the deviation is half their difference, with one or none it is 0."""
+    truncated; with two it is half their difference, with one or none it is 0 (a node without one
+    of cpu and memory is perfectly balanced)."""
     k = np.sum(counted, axis=0)
     fs = [np.where(c, np.minimum(f, 1.0), 0.0) for f, c in zip(fractions, counted, strict=True)]
-    mean = np.sum(fs, axis=0) / np.maximum(k, 1)
-    var = np.sum([np.where(c, (f - mean) ** 2, 0.0) for f, c in zip(fs, counted, strict=True)], axis=0)
-    with np.errstate(invalid="ignore"):
-        std3 = np.sqrt(var / np.maximum(k, 1))
     two = np.abs(fs[0] - fs[1]) / 2  # (cpu and memory: the case kube-scheduler works out apart)
-    std = np.where(k > 2, std3, np.where(k == 2, two, 0.0))
+    if len(fs) > 2:
+        mean = np.sum(fs, axis=0) / np.maximum(k, 1)
+        var = np.sum([np.where(c, (f - mean) ** 2, 0.0) for f, c in zip(fs, counted, strict=True)], axis=0)
+        std = np.where(k > 2, np.sqrt(var / np.maximum(k, 1)), np.where(k == 2, two, 0.0))
+    else:
+        std = np.where(k == 2, two, 0.0)
     return np.trunc((1 - std) * MAX_SCORE).astype(np.int64)
 
 
-def kube_balanced_with_gpu(alloc: np.ndarray, used: np.ndarray, req: np.ndarray, gpu: int) -> np.ndarray:
-    """kube_balanced_allocation for a pod asking for ``nvidia.com/gpu`` (column ``gpu``): Volcano
-    gives kube-scheduler's BalancedAllocation cpu, memory and nvidia.com/gpu, and a GPU the pod
-    asks for joins the balance on nodes that have GPUs (three fractions: their standard
-    deviation)."""
+def kube_balanced_allocation(
+    alloc: np.ndarray, used: np.ndarray, req: np.ndarray, gpu: int | None = None
+) -> np.ndarray:
+    """kube-scheduler's BalancedAllocation as of Kubernetes 1.36 (Volcano's main): it scores the
+    *change* in balance the pod makes, 50 + (50 + with - without) // 2 over the integer balances
+    with and without the pod. A change of less than a point gives 75, a node whose truncated
+    balance drops a point gives 74: the first pod on an empty node, and the tenth of these small
+    pods, cost a point (the rule before 1.36, the balance with the pod alone, made the first pod
+    free). Volcano gives it cpu, memory and nvidia.com/gpu: with ``gpu`` (that column, for a pod
+    asking for GPUs) the GPU joins the balance on nodes that have GPUs (three fractions: their
+    standard deviation)."""
     (ac, qc), (am, qm) = _kube_units(alloc, used, req)
     (_, uc), (_, um) = _kube_units(alloc, used, np.zeros_like(req))
-    ag = np.rint(alloc[:, gpu]).astype(np.int64)
-    ug = np.rint(used[:, gpu]).astype(np.int64)
-    qg = ug + int(round(float(req[gpu])))
-    counted = [ac > 0, am > 0, ag > 0]
+    counted = [ac > 0, am > 0]
 
     def frac(q: np.ndarray, a: np.ndarray) -> np.ndarray:
-        return np.asarray(q / np.where(a > 0, a, 1), dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(q / np.where(a > 0, a, 1), dtype=float)
 
-    with_pod = _kube_balance3([frac(qc, ac), frac(qm, am), frac(qg, ag)], counted)
-    without = _kube_balance3([frac(uc, ac), frac(um, am), frac(ug, ag)], counted)
-    half = int(MAX_SCORE) // 2
-    out: np.ndarray = (half + (half + with_pod - without) // 2).astype(float)
-    return out
-
-
-def kube_balanced_allocation(alloc: np.ndarray, used: np.ndarray, req: np.ndarray) -> np.ndarray:
-    """kube-scheduler's BalancedAllocation over cpu and memory, as of Kubernetes 1.36 (Volcano's
-    main): it scores the *change* in balance the pod makes, 50 + (50 + with - without) // 2 over the
-    integer balances with and without the pod. A change of less than a point gives 75, a node whose
-    truncated balance drops a point gives 74: the first pod on an empty node, and the tenth of
-    these small pods, cost a point (the rule before 1.36, the balance with the pod alone, made the
-    first pod free)."""
-    (ac, qc), (am, qm) = _kube_units(alloc, used, req)
-    (_, uc), (_, um) = _kube_units(alloc, used, np.zeros_like(req))
-    with_pod = _kube_balance(ac, qc, am, qm)
-    without = _kube_balance(ac, uc, am, um)
+    after, before = [frac(qc, ac), frac(qm, am)], [frac(uc, ac), frac(um, am)]
+    if gpu is not None:
+        ag = np.rint(alloc[:, gpu]).astype(np.int64)
+        ug = np.rint(used[:, gpu]).astype(np.int64)
+        counted.append(ag > 0)
+        after.append(frac(ug + int(round(float(req[gpu]))), ag))
+        before.append(frac(ug, ag))
+    with_pod = _kube_balance(after, counted)
+    without = _kube_balance(before, counted)
     half = int(MAX_SCORE) // 2
     out: np.ndarray = (half + (half + with_pod - without) // 2).astype(float)
     return out
@@ -355,10 +341,8 @@ class NodeOrderPlugin(Plugin):
                     out += w_most * kube_most_requested(alloc, used_nz, req_nz)
             if w_balanced:
                 gpu = gpu_col if gpu_col is not None and gpu_col < len(req) and req[gpu_col] > 0 else None
-                if gpu is not None:
-                    out += w_balanced * kube_balanced_with_gpu(alloc, used, req, gpu)
-                elif req[CPU] > 0 or req[MEMORY] > 0:
-                    out += w_balanced * kube_balanced_allocation(alloc, used, req)
+                if gpu is not None or req[CPU] > 0 or req[MEMORY] > 0:
+                    out += w_balanced * kube_balanced_allocation(alloc, used, req, gpu)
             static = static_scores(task)
             if static is not None:
                 out += static[cand]
