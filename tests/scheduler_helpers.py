@@ -7,7 +7,7 @@ from typing import Any
 from conftest import resources
 from lavaflow.api.core import Node, Pod
 from lavaflow.api.volcano import PodGroup, PriorityClass, Queue
-from lavaflow.scheduler.cache import SchedulerCache
+from lavaflow.scheduler.cache import DEFAULT_MAX_PODS, SchedulerCache
 from lavaflow.scheduler.framework.conf import load_scheduler_conf
 from lavaflow.scheduler.framework.session import Session
 from lavaflow.scheduler.scheduler import Scheduler
@@ -166,7 +166,7 @@ def make_cache(
     priority_classes=(),
 ) -> SchedulerCache:
     """A cache fed with the given objects (a ``default`` queue unless queues are given)."""
-    cache = SchedulerCache()
+    cache = SchedulerCache(kubelet_max_pods=DEFAULT_MAX_PODS)
     for pc in priority_classes:
         cache.on_priority_class(pc)
     for n in nodes:

@@ -266,6 +266,27 @@ def test_backfill_needs_a_pod_slot():
     assert "Insufficient pods" in ssn.jobs["default/be"].fit_errors["default/be-0"]
 
 
+def test_a_node_served_without_pod_slots_takes_no_pod_unless_it_stands_for_a_kubelet():
+    """kube-scheduler and Volcano read a Node's pod slots from its allocatable: a Node the API
+    server serves without ``pods`` takes none (seen beside Volcano, issue 34). The simulator's nodes
+    stand for kubelets, which report 110 by default."""
+    from lavaflow.scheduler.cache import DEFAULT_MAX_PODS, SchedulerCache
+
+    def cache_with(kubelet_max_pods):
+        cache = SchedulerCache(kubelet_max_pods=kubelet_max_pods)
+        cache.on_node(make_node("n1", 4, "8Gi"))  # no pods in its allocatable
+        cache.on_queue(make_queue("default"))
+        cache.on_podgroup(make_pg("j", 1))
+        cache.on_pod(make_pod("j-0", "j", cpu=1))
+        return cache
+
+    ssn, d = run_cycle(cache_with(None))  # the Kubernetes backend's cache
+    assert d.binds == []
+    assert "Insufficient pods" in ssn.jobs["default/j"].fit_errors["default/j-0"]
+    _, d = run_cycle(cache_with(DEFAULT_MAX_PODS))  # the simulator's
+    assert d.binds == [("default/j-0", "n1")]
+
+
 def test_backfill_allocation_of_unready_gang_does_not_outlive_the_session():
     cache = make_cache(
         [make_node("n1", 2, "8Gi")],

@@ -796,10 +796,10 @@ def test_jobs_with_a_podgroup_and_orphans_follow_events_in_first_seen_order(even
 
 def test_pods_bound_to_a_node_seen_later_count_once_the_node_arrives():
     # Informers list pods and nodes concurrently: a bound pod may arrive before its node.
-    from lavaflow.scheduler.cache import SchedulerCache
+    from lavaflow.scheduler.cache import DEFAULT_MAX_PODS, SchedulerCache
     from scheduler_helpers import make_node, make_pg, make_pod, make_queue
 
-    cache = SchedulerCache()
+    cache = SchedulerCache(kubelet_max_pods=DEFAULT_MAX_PODS)
     cache.on_queue(make_queue("default"))
     cache.on_podgroup(make_pg("j", 1))
     cache.on_pod(make_pod("ours", "j", cpu=2, node="n1", phase="Running"))

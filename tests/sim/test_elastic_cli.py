@@ -10,7 +10,7 @@ import pytest
 
 from conftest import node_group, simulate_cli
 from lavaflow.api.loader import load_text
-from lavaflow.scheduler.cache import SchedulerCache
+from lavaflow.scheduler.cache import DEFAULT_MAX_PODS, SchedulerCache
 from lavaflow.scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
 from lavaflow.scheduler.scheduler import Scheduler
 from lavaflow.sim.engine import SIM_SCHEDULER_NAMES, Simulation
@@ -207,7 +207,7 @@ data:
 
 def _cache_from_cluster(sim) -> SchedulerCache:
     """A new scheduler process's cache: filled from the simulated cluster's objects only."""
-    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
+    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES, kubelet_max_pods=DEFAULT_MAX_PODS)
     cache.register_resources(["nvidia.com/gpu"])
     for kind, fn in (
         ("Node", cache.on_node),
@@ -466,7 +466,7 @@ def test_a_restarted_scheduler_fits_a_waiting_job_on_its_groups_reports_whatever
     pgs = {pg.name.split("-")[0]: pg for pg in sim.store.list("PodGroup")}
     assert "lavaflow.io/metrics" in pgs["a"].metadata.annotations  # a has measured itself
     assert "lavaflow.io/metrics" not in pgs["b"].metadata.annotations
-    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
+    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES, kubelet_max_pods=DEFAULT_MAX_PODS)
     cache.register_resources(["nvidia.com/gpu"])
     for node in sim.store.list("Node"):
         cache.on_node(node)

@@ -14,7 +14,7 @@ from lavaflow.api.core import Pod
 from lavaflow.api.loader import load_text
 from lavaflow.api.meta import set_fields
 from lavaflow.api.quantity import parse_quantity
-from lavaflow.scheduler.cache import SchedulerCache
+from lavaflow.scheduler.cache import DEFAULT_MAX_PODS, SchedulerCache
 from lavaflow.sim.engine import Simulation
 from lavaflow.sim.inputs import prepare
 from lavaflow.store.memory import MemoryStore
@@ -111,7 +111,7 @@ def test_pods_of_one_template_share_one_request_computation():
 
 
 def test_request_cache_follows_replaced_containers_and_new_resources():
-    cache = SchedulerCache()
+    cache = SchedulerCache(kubelet_max_pods=DEFAULT_MAX_PODS)
     cache.register_resources(["cpu", "memory"])
     pod = Pod.model_validate(
         {
@@ -166,7 +166,7 @@ def test_request_cache_keeps_only_the_last_templates(monkeypatch):
     from lavaflow.scheduler import cache as cache_mod
 
     monkeypatch.setattr(cache_mod, "_REQUESTS_KEPT", 3)
-    cache = SchedulerCache()
+    cache = SchedulerCache(kubelet_max_pods=DEFAULT_MAX_PODS)
     for i in range(10):
         pod = Pod.model_validate(
             {
@@ -192,7 +192,7 @@ def test_queue_vectors_follow_spec_changes_not_status_writes():
     q = Queue.model_validate(
         {"metadata": {"name": "q"}, "spec": {"weight": 2, "capability": {"cpu": "8"}, "deserved": {"cpu": "4"}}}
     )
-    cache = SchedulerCache()
+    cache = SchedulerCache(kubelet_max_pods=DEFAULT_MAX_PODS)
     cache.register_resources(["cpu", "memory"])
     cache.on_queue(q)
     first = _queue_vectors(cache, "q")
@@ -203,7 +203,7 @@ def test_queue_vectors_follow_spec_changes_not_status_writes():
     q.spec.capability["cpu"] = parse_quantity("16")  # changed in place
     q.spec.guarantee.resource = {"memory": parse_quantity("1Gi")}
     cache.on_queue(q)
-    fresh = SchedulerCache()
+    fresh = SchedulerCache(kubelet_max_pods=DEFAULT_MAX_PODS)
     fresh.register_resources(["cpu", "memory"])
     fresh.on_queue(q)
     assert _queue_vectors(cache, "q") == _queue_vectors(fresh, "q")
@@ -236,7 +236,7 @@ def test_podgroup_min_resources_follow_changes_in_place():
     pg = PodGroup.model_validate(
         {"metadata": {"name": "g"}, "spec": {"minMember": 2, "minResources": {"cpu": "2", "pods": "2"}}}
     )
-    cache = SchedulerCache()
+    cache = SchedulerCache(kubelet_max_pods=DEFAULT_MAX_PODS)
     cache.register_resources(["cpu", "memory"])
     cache.on_podgroup(pg)
     job = cache.jobs["default/g"]

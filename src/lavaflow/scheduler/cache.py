@@ -169,8 +169,15 @@ _PLAIN_SIGNATURE = json.dumps([[], None, []], sort_keys=True)  # no selector, no
 
 
 class SchedulerCache:
-    def __init__(self, scheduler_names: tuple[str, ...] = ("lavaflow", "volcano")) -> None:
+    def __init__(
+        self, scheduler_names: tuple[str, ...] = ("lavaflow", "volcano"), kubelet_max_pods: float | None = None
+    ) -> None:
+        """``kubelet_max_pods``: the pod slots of a Node whose allocatable names none. None counts
+        none, as kube-scheduler and Volcano do for a Node the API server serves without them; the
+        simulator passes the kubelet's default (110), since its nodes stand for kubelets, which
+        always report their slots."""
         self.scheduler_names = scheduler_names
+        self.kubelet_max_pods = kubelet_max_pods
         self.index = ResourceIndex()
         self.nodes = NodeSet(len(self.index))
         self.jobs: dict[str, JobInfo] = {}
@@ -289,7 +296,7 @@ class SchedulerCache:
             self.static_masks.clear()
             return
         amounts = {k: float(v) for k, v in node.allocatable.items()}
-        amounts.setdefault("pods", DEFAULT_MAX_PODS)
+        amounts.setdefault("pods", self.kubelet_max_pods or 0.0)
         alloc = self._vector(amounts)
         labels = dict(node.metadata.labels)
         labels.setdefault(HOSTNAME_LABEL, node.name)

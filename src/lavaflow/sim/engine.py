@@ -23,7 +23,7 @@ from ..controllers import build_controllers
 from ..controllers.job import generated_objects
 from ..controllers.queue import builtin_queues
 from ..elastic.spec import RESIZE_REASON
-from ..scheduler.cache import PLUGIN_KINDS, SchedulerCache
+from ..scheduler.cache import DEFAULT_MAX_PODS, PLUGIN_KINDS, SchedulerCache
 from ..scheduler.elastic.state import ElasticSetup, conf_elastic_setup
 from ..scheduler.framework.conf import SchedulerConfiguration, load_scheduler_conf
 from ..scheduler.framework.node_choice import NodeChoice
@@ -88,7 +88,7 @@ class Simulation:
         self.now = 0.0
         self.first_tick = 0.0  # no scheduling cycle before (a forecast's run starts a period on)
         self.store = MemoryStore(clock=lambda: self.now, seed=seed)
-        self.cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
+        self.cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES, kubelet_max_pods=DEFAULT_MAX_PODS)
         self._register_resources()
         for kind, fn in (
             ("Pod", self.cache.on_pod),

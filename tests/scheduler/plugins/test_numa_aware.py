@@ -180,11 +180,11 @@ def test_numa_aware_example():
 
 def _restarted_binds(sim) -> list[str]:
     """The pods a scheduler started afresh over ``sim``'s cluster binds in its first cycle."""
-    from lavaflow.scheduler.cache import PLUGIN_KINDS, SchedulerCache
+    from lavaflow.scheduler.cache import DEFAULT_MAX_PODS, PLUGIN_KINDS, SchedulerCache
     from lavaflow.scheduler.scheduler import Scheduler
     from lavaflow.sim.engine import SIM_SCHEDULER_NAMES
 
-    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES)
+    cache = SchedulerCache(scheduler_names=SIM_SCHEDULER_NAMES, kubelet_max_pods=DEFAULT_MAX_PODS)
     cache.register_resources(list(sim.cache.index.names))
     store = sim.store
     feeds = {"Node": "node", "PriorityClass": "priority_class", "Queue": "queue", "PodGroup": "podgroup", "Pod": "pod"}
