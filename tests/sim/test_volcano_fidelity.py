@@ -70,6 +70,19 @@ def test_best_effort_task_counts_toward_its_own_task_minimum_only_once_workers_f
     assert all(p["startTime"] is None for p in r["pods"])
 
 
+def test_a_job_whose_templates_ask_gpus_as_limits_only_is_admitted_and_its_pods_wait():
+    """Volcano's job controller sums the minResources from the tasks' templates as written (the quota
+    evaluator's reading: a limit is no request there; only the API server's defaulting of each pod
+    makes it one). So a job whose workers name nvidia.com/gpu only as a limit is admitted whatever
+    the GPUs, and its pods wait for them, Pending: what vc-controller-manager and vc-scheduler did
+    with this job beside lavaflow (docs/volcano-examples.md)."""
+    r = simulate(node_group("gpu", count=1, cpu="8", **{"nvidia.com/gpu": "1"}) + MINDSPORE_LIKE)
+    pg = next(p for p in r["podGroups"] if p["name"].startswith("ms-"))
+    assert pg["phase"] == "Inqueue"
+    assert sorted(p["name"] for p in r["pods"]) == ["ms-mpimaster-0", "ms-mpiworker-0", "ms-mpiworker-1"]
+    assert all(p["startTime"] is None for p in r["pods"])  # one GPU for two workers: the gang waits
+
+
 # ------------------------------------------------- 10. every jobs[] entry has phaseHistory and retryCount
 def test_podgroup_entries_have_phase_history_and_retry_count():
     bare = doc(

@@ -369,7 +369,9 @@ def _max_into(total: dict[str, Decimal], amounts: Mapping[str, Decimal]) -> None
             total[name] = amount
 
 
-def pod_requests(spec: PodSpec, missing: Mapping[str, Decimal] | None = None) -> dict[str, float]:
+def pod_requests(
+    spec: PodSpec, missing: Mapping[str, Decimal] | None = None, defaulted: bool = True
+) -> dict[str, float]:
     """The effective resource request the scheduler uses for a pod.
 
     Amounts are floats in base units (cpu in cores, memory in bytes); zero
@@ -388,11 +390,15 @@ def pod_requests(spec: PodSpec, missing: Mapping[str, Decimal] | None = None) ->
     With ``missing``, a container (or init container) that requests none of one of these
     resources is taken to request the amount given there: kube-scheduler's non-zero requests
     (``NONZERO_DEFAULTS``), which its LeastAllocated and MostAllocated scores read.
+
+    ``defaulted=False``: the requests as written, before the API server's defaulting (a limit
+    does not stand for a missing request): what a controller reads from a template that is no
+    Pod, such as a Volcano Job's task (its calcPGMinResources).
     """
     total: dict[str, Decimal] = {}
 
     def requests_of(container: Container) -> Mapping[str, Decimal]:
-        given = container_requests(container)
+        given = container_requests(container) if defaulted else container.resources.requests
         if missing is None or missing.keys() <= given.keys():
             return given
         return {**missing, **given}

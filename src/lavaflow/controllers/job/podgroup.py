@@ -43,7 +43,9 @@ class PodGroupMixin(PodsMixin):
         for t, n in zip(tasks, counts):
             if n <= 0:
                 continue
-            for k, v in pod_requests(t.template.spec).items():
+            # The template as written: a limit stands for no request here (Volcano sums what the
+            # quota evaluator reads from the task's template, which nothing has defaulted)
+            for k, v in pod_requests(t.template.spec, defaulted=False).items():
                 total[k] = total.get(k, Decimal(0)) + Decimal(repr(v)) * n
             total["pods"] = total.get("pods", Decimal(0)) + n
         return {k: format(v.normalize(), "f") for k, v in total.items()}
