@@ -56,6 +56,28 @@ def test_configurations_off_the_menu_are_not_taken():
     assert sia([job], {"rtx": 8}, now=0.0, node_sizes={"rtx": 8}) == {"a": Assignment("rtx", 2)}
 
 
+def test_a_minimum_off_the_menu_is_a_configuration_of_its_own():
+    # A Pollux-trace job asking 6 GPUs has a minimum of 3 and, not yet measured, a maximum of 3:
+    # the menu on 4-GPU nodes (1, 2, 4, 8) has nothing in [3, 3]. The job runs on its minimum.
+    job = _view("cifar10-1", {"default": [1, 2, 3]}, lo=3, hi=3)
+    assert sia([job], {"default": 8}, now=0.0, node_sizes={"default": 4}) == {"cifar10-1": Assignment("default", 3)}
+    # a wider range keeps the menu's counts beside its minimum: 8 when the GPUs are there
+    wide = _view("cifar10-2", {"default": [1, 2, 3, 3.8, 4.5, 5.1, 5.6, 6.0]}, lo=3, hi=8)
+    assert sia([wide], {"default": 8}, now=0.0, node_sizes={"default": 4}) == {"cifar10-2": Assignment("default", 8)}
+    assert sia([wide], {"default": 3}, now=0.0, node_sizes={"default": 4}) == {"cifar10-2": Assignment("default", 3)}
+
+
+def test_a_large_minimum_is_worth_its_speed_up_over_one_gpu():
+    # As the artifact values a job (its row normalised to one GPU, a rigid job's to its GPU count),
+    # a job that must take 8 GPUs is worth 8^-0.5 = 0.35 there, not 1 (its own minimum taken as
+    # one GPU's worth). On 8 GPUs: it alone, 0.35 + 4 x 1.1 = 4.75, beats the four 1-GPU jobs,
+    # 4 x 1 + 1.1 = 5.1, which would leave 4 GPUs idle while it waits.
+    big = _view("imagenet-0", {"default": [1, 2, 3, 4, 5, 6, 7, 8]}, lo=8, hi=8)
+    small = [_view(f"cifar10-{i}", {"default": [1.0]}, t=1.0 + i) for i in range(4)]
+    out = sia([big, *small], {"default": 8}, now=0.0, node_sizes={"default": 4})
+    assert out == {"imagenet-0": Assignment("default", 8)}
+
+
 def test_the_fast_type_goes_to_the_job_that_gains_most_from_it():
     # a gains 4x on an a100, b 1.2x; one GPU of each: a: 4^-0.5 + b: 1 = 1.5 beats 1 + 1.2^-0.5 = 1.91
     a = _view("a", {"t4": [1.0], "a100": [4.0]})
