@@ -129,7 +129,9 @@ def _brute_force(jobs, cap, now, sizes):
     for j in jobs:
         opts: list[Assignment | None] = [None]
         for t in sorted(cap):
-            opts += [Assignment(t, n) for n in configurations(cap[t], sizes[t]) if j.min_workers <= n <= j.max_workers]
+            # the menu, and the job's minimum as a configuration of its own
+            counts = sorted({*configurations(cap[t], sizes[t]), j.min_workers})
+            opts += [Assignment(t, n) for n in counts if j.min_workers <= n <= min(j.max_workers, cap[t])]
         menus.append(opts)
     best = None
     for combo in itertools.product(*menus):
@@ -145,8 +147,9 @@ def _brute_force(jobs, cap, now, sizes):
     return best
 
 
+@pytest.mark.parametrize("minimums", [False, True])
 @pytest.mark.parametrize("seed", range(12))
-def test_the_ilp_reaches_exhaustive_searchs_objective(seed):
+def test_the_ilp_reaches_exhaustive_searchs_objective(seed, minimums):
     import random
 
     rnd = random.Random(seed)
@@ -162,12 +165,13 @@ def test_the_ilp_reaches_exhaustive_searchs_objective(seed):
                 cur += speed * rnd.uniform(0.2, 1.0) / (k + 1) ** 0.5
                 r.append(cur)
             rates[t] = r
+        lo = rnd.randint(1, width) if minimums else 1  # a minimum may lie off the menu
         held = None
         if rnd.random() < 0.5:
             t = rnd.choice(["t4", "a100"])
-            ns = [n for n in configurations(cap[t], sizes[t]) if n <= width]
-            held = (t, rnd.choice(ns))
-        jobs.append(_view(f"cifar10-{i}", rates, t=10.0 * i, cur=held, restarts=rnd.randint(0, 4)))
+            ns = sorted(n for n in {*configurations(cap[t], sizes[t]), lo} if lo <= n <= min(width, cap[t]))
+            held = (t, rnd.choice(ns)) if ns else None
+        jobs.append(_view(f"cifar10-{i}", rates, t=10.0 * i, lo=lo, cur=held, restarts=rnd.randint(0, 4)))
     now = 600.0
     out = sia(jobs, cap, now, node_sizes=sizes)
     check_allocation(jobs, cap, out)
