@@ -56,6 +56,28 @@ def test_configurations_off_the_menu_are_not_taken():
     assert sia([job], {"rtx": 8}, now=0.0, node_sizes={"rtx": 8}) == {"a": Assignment("rtx", 2)}
 
 
+def test_a_minimum_off_the_menu_is_a_configuration_of_its_own():
+    # A Pollux-trace job asking 6 GPUs has a minimum of 3 and, not yet measured, a maximum of 3:
+    # the menu on 4-GPU nodes (1, 2, 4, 8) has nothing in [3, 3]. The job runs on its minimum.
+    job = _view("cifar10-1", {"default": [1, 2, 3]}, lo=3, hi=3)
+    assert sia([job], {"default": 8}, now=0.0, node_sizes={"default": 4}) == {"cifar10-1": Assignment("default", 3)}
+    # a wider range keeps the menu's counts beside its minimum: 8 when the GPUs are there
+    wide = _view("cifar10-2", {"default": [1, 2, 3, 3.8, 4.5, 5.1, 5.6, 6.0]}, lo=3, hi=8)
+    assert sia([wide], {"default": 8}, now=0.0, node_sizes={"default": 4}) == {"cifar10-2": Assignment("default", 8)}
+    assert sia([wide], {"default": 3}, now=0.0, node_sizes={"default": 4}) == {"cifar10-2": Assignment("default", 3)}
+
+
+def test_a_large_minimum_is_worth_its_speed_up_over_one_gpu():
+    # As the artifact values a job (its row normalised to one GPU, a rigid job's to its GPU count),
+    # a job that must take 8 GPUs is worth 8^-0.5 = 0.35 there, not 1 (its own minimum taken as
+    # one GPU's worth). On 8 GPUs: it alone, 0.35 + 4 x 1.1 = 4.75, beats the four 1-GPU jobs,
+    # 4 x 1 + 1.1 = 5.1, which would leave 4 GPUs idle while it waits.
+    big = _view("imagenet-0", {"default": [1, 2, 3, 4, 5, 6, 7, 8]}, lo=8, hi=8)
+    small = [_view(f"cifar10-{i}", {"default": [1.0]}, t=1.0 + i) for i in range(4)]
+    out = sia([big, *small], {"default": 8}, now=0.0, node_sizes={"default": 4})
+    assert out == {"imagenet-0": Assignment("default", 8)}
+
+
 def test_the_fast_type_goes_to_the_job_that_gains_most_from_it():
     # a gains 4x on an a100, b 1.2x; one GPU of each: a: 4^-0.5 + b: 1 = 1.5 beats 1 + 1.2^-0.5 = 1.91
     a = _view("a", {"t4": [1.0], "a100": [4.0]})
@@ -107,7 +129,9 @@ def _brute_force(jobs, cap, now, sizes):
     for j in jobs:
         opts: list[Assignment | None] = [None]
         for t in sorted(cap):
-            opts += [Assignment(t, n) for n in configurations(cap[t], sizes[t]) if j.min_workers <= n <= j.max_workers]
+            # the menu, and the job's minimum as a configuration of its own
+            counts = sorted({*configurations(cap[t], sizes[t]), j.min_workers})
+            opts += [Assignment(t, n) for n in counts if j.min_workers <= n <= min(j.max_workers, cap[t])]
         menus.append(opts)
     best = None
     for combo in itertools.product(*menus):
@@ -123,8 +147,9 @@ def _brute_force(jobs, cap, now, sizes):
     return best
 
 
+@pytest.mark.parametrize("minimums", [False, True])
 @pytest.mark.parametrize("seed", range(12))
-def test_the_ilp_reaches_exhaustive_searchs_objective(seed):
+def test_the_ilp_reaches_exhaustive_searchs_objective(seed, minimums):
     import random
 
     rnd = random.Random(seed)
@@ -140,12 +165,13 @@ def test_the_ilp_reaches_exhaustive_searchs_objective(seed):
                 cur += speed * rnd.uniform(0.2, 1.0) / (k + 1) ** 0.5
                 r.append(cur)
             rates[t] = r
+        lo = rnd.randint(1, width) if minimums else 1  # a minimum may lie off the menu
         held = None
         if rnd.random() < 0.5:
             t = rnd.choice(["t4", "a100"])
-            ns = [n for n in configurations(cap[t], sizes[t]) if n <= width]
-            held = (t, rnd.choice(ns))
-        jobs.append(_view(f"cifar10-{i}", rates, t=10.0 * i, cur=held, restarts=rnd.randint(0, 4)))
+            ns = sorted(n for n in {*configurations(cap[t], sizes[t]), lo} if lo <= n <= min(width, cap[t]))
+            held = (t, rnd.choice(ns)) if ns else None
+        jobs.append(_view(f"cifar10-{i}", rates, t=10.0 * i, lo=lo, cur=held, restarts=rnd.randint(0, 4)))
     now = 600.0
     out = sia(jobs, cap, now, node_sizes=sizes)
     check_allocation(jobs, cap, out)

@@ -675,7 +675,7 @@ class Simulation:
                 self._settle()
                 last_cycle_version = self.store.changes
                 next_tick = t + self.period
-                idle_cycles = idle_cycles + 1 if not self._events else 0
+                idle_cycles = idle_cycles + 1 if self._only_rule_wakes() else 0
                 # Something changed: schedule again next period. The session's own PodGroup and
                 # Queue status write-back alone is not a change (the next session would see what
                 # this one decided); what the controllers do in reaction to it is.
@@ -683,7 +683,8 @@ class Simulation:
                 if moved or self.store.changes != applied:
                     last_cycle_version = -1
                 if idle_cycles > MAX_IDLE_CYCLES:
-                    self.stall_time = self.now  # cycles that change something, with nothing else to happen
+                    # cycles with nothing else to happen than the cycles they ask for themselves
+                    self.stall_time = self.now
                     break
             self._sample()
             if progress is not None:
@@ -692,6 +693,14 @@ class Simulation:
         from .results import build_result
 
         return build_result(self)
+
+    def _only_rule_wakes(self) -> bool:
+        """Whether nothing is left to happen but the wakes time-based rules ask for again in every
+        session (the elastic action's next round): no arrival, no pod that will finish, no
+        training that progresses, no one-off wake. Cycles run on such wakes alone, on and on, when
+        a policy leaves every waiting job waiting on an idle cluster; after MAX_IDLE_CYCLES of them
+        the run ends as a stall, its waiting jobs reported with their reasons."""
+        return all(kind == "wake" and payload is not None for _, _, kind, payload in self._events)
 
     @property
     def elastic_setup(self) -> ElasticSetup | None:

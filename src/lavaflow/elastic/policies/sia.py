@@ -7,11 +7,18 @@ a fixed menu — by an integer linear program over a goodput matrix:
 * **The menu.** On a type whose nodes hold ``g`` GPUs: 1, 2, 4, … below ``g``, then whole nodes
   ``g, 2g, …`` up to the type's node count (on 4-GPU nodes 1, 2, 4, 8, 12, …; on 8-GPU nodes 1, 2,
   4, 8, 16, …).  A job's valid configurations lie in its ``[min, max]`` workers: ``max`` is the
-  bound of twice what was measured (the artifact's ``max_replicas``, shared across types).
+  bound of twice what was measured (the artifact's ``max_replicas``, shared across types).  The
+  artifact's jobs have no minimum (``min_replicas`` 0, taken as 1); a lavaflow job may have one
+  (a Pollux-trace job asking ``NP`` GPUs: ``⌈NP/2⌉``, and ``max = min`` until it is measured), so
+  its minimum is a configuration of its own beside the menu's counts — else a job whose range
+  holds no menu count (3 on 4-GPU nodes) would never run.
 * **The matrix.** Each valid configuration's goodput comes from the job's learned model on that
   type (the rates the scheduler hands every policy).  Per job the row is normalised so that its
-  smallest goodput over every type is 1 (a job's 1-GPU slowest type), values at or below 10⁻⁴ are
-  set to 10⁻⁴.
+  smallest goodput over every type and every menu count from one GPU up (and its minimum) is 1
+  (a job's 1-GPU slowest type), values at or below 10⁻⁴ are set to 10⁻⁴.  A minimum does not
+  rescale the row: a job that must take 24 GPUs is worth its speed-up over one GPU there, as the
+  artifact values its jobs (a rigid one at its GPU count), not 1 — which made it worth no more
+  than a 1-GPU job, so the ILP left it waiting while any smaller job could use its GPUs.
 * **Restarts.** A job that holds a configuration keeps its value there; every other
   configuration of that job is multiplied by the *re-allocation factor*
   ``max(age − restarts · P, 0) / (age + P)`` (1 while ``age < P``), ``P`` the checkpoint-restore
@@ -100,19 +107,25 @@ def goodput_rows(
     menus = {t: configurations(c, node_sizes.get(t, DEFAULT_NODE_SIZE)) for t, c in capacity.items() if c > 0}
     rows = []
     for j in jobs:
+        # Every count of the menu up to the job's maximum, from one GPU (the artifact's jobs have
+        # no minimum), and the job's own minimum: the goodputs the row is normalised over.
         raw: dict[tuple[str, int], float] = {}
         for t in j.types(capacity):
             if t not in menus or t not in j.rates:
                 continue
-            for n in menus[t]:
-                if j.min_workers <= n <= j.max_workers:
-                    raw[(t, n)] = j.rate(t, n)
+            counts = {n for n in menus[t] if n <= j.max_workers}
+            if j.min_workers <= min(j.max_workers, capacity[t]):
+                counts.add(j.min_workers)
+            for n in sorted(counts):
+                raw[(t, n)] = j.rate(t, n)
         positive = [v for v in raw.values() if v > ZERO_GAIN]
         base = min(positive) if positive else 1.0
         f = realloc_factor(j, now, restart_penalty(j.name, resize_cost))
         held = (j.current_type, j.current_workers) if j.current_workers else None
         row = {}
         for key, v in raw.items():
+            if key[1] < j.min_workers:
+                continue  # below the job's minimum: it may not run there
             g = max(v / base, ZERO_GAIN)
             if held is not None and key != held:
                 g *= f
