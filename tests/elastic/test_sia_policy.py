@@ -178,6 +178,46 @@ def test_the_ilp_reaches_exhaustive_searchs_objective(seed, minimums):
     assert objective(jobs, cap, now, out, node_sizes=sizes) == pytest.approx(_brute_force(jobs, cap, now, sizes))
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_one_gpu_type_is_solved_exactly_without_the_ilp_solver(seed, monkeypatch):
+    """On one GPU type the ILP is a multiple-choice knapsack, solved by dynamic programming: the
+    same optimum as exhaustive search and as the ILP solver, and the solver is not called."""
+    import importlib
+    import random
+
+    import scipy.optimize
+
+    sia_module = importlib.import_module("lavaflow.elastic.policies.sia")
+
+    rnd = random.Random(seed)
+    cap = {"rtx": rnd.choice([3, 4, 8, 12])}
+    sizes = {"rtx": rnd.choice([4, 8])}
+    jobs = []
+    for i in range(rnd.randint(1, 5)):
+        width = rnd.randint(1, 12)
+        r, cur = [], 0.0
+        for k in range(width):
+            cur += rnd.uniform(0.2, 1.0) / (k + 1) ** 0.5
+            r.append(cur)
+        lo = rnd.randint(1, min(width, 3))
+        ns = sorted(n for n in {*configurations(cap["rtx"], sizes["rtx"]), lo} if lo <= n <= min(width, cap["rtx"]))
+        held = ("rtx", rnd.choice(ns)) if ns and rnd.random() < 0.5 else None
+        jobs.append(_view(f"bert-{i}", {"rtx": r}, t=10.0 * i, lo=lo, cur=held, restarts=rnd.randint(0, 4)))
+    now = 600.0
+    lam = rnd.choice([1.1, 1.5, 3.0])
+    with_solver = sia_module._one_type
+    monkeypatch.setattr(sia_module, "_one_type", lambda *a: None)  # the ILP solver's answer
+    by_ilp = sia(jobs, cap, now, node_sizes=sizes, lambda_n=lam)
+    monkeypatch.setattr(sia_module, "_one_type", with_solver)
+    monkeypatch.setattr(scipy.optimize, "milp", lambda *a, **k: pytest.fail("the ILP solver was called"))
+    out = sia(jobs, cap, now, node_sizes=sizes, lambda_n=lam)
+    check_allocation(jobs, cap, out)
+    value = objective(jobs, cap, now, out, node_sizes=sizes, lambda_n=lam)
+    assert value == pytest.approx(objective(jobs, cap, now, by_ilp, node_sizes=sizes, lambda_n=lam))
+    if lam == 1.1:  # (the exhaustive search values every configuration with the default λ_n)
+        assert value == pytest.approx(_brute_force(jobs, cap, now, sizes))
+
+
 def test_a_time_limit_still_gives_a_feasible_allocation():
     jobs = [_view(f"j{i}", {"t4": [1, 1.7, 2.2, 2.5], "rtx": [1.5, 2.8, 3.9, 4.5]}, t=i) for i in range(40)]
     cap = {"t4": 24, "rtx": 24}

@@ -31,7 +31,10 @@ a fixed menu — by an integer linear program over a goodput matrix:
 
 Solved with scipy's HiGHS (:func:`scipy.optimize.milp`), relative gap 10⁻⁴ as the artifact sets its
 solver, optionally with a ``time_limit`` (seconds; the best solution found so far is used).  Only
-configurations with ``A < λ_n`` are variables: no other can lower the objective.
+configurations with ``A < λ_n`` are variables: no other can lower the objective.  On a cluster of one
+GPU type the ILP is a multiple-choice knapsack: :func:`_one_type` solves it exactly by dynamic
+programming over GPU counts (the same optimum, tested against the solver and exhaustive search; a
+round on Pollux's 64 GPUs costs about 0.2 ms there against 6 ms in HiGHS).
 
 What differs from the artifact (read for its semantics; no code taken): goodputs of a type the job
 has not run on come from the learned model (a type never measured takes the fit of the type
@@ -168,6 +171,10 @@ def sia(
     if not var_job:
         return {}
     types = sorted(t for t in capacity if capacity[t] > 0)
+    if len(types) == 1:
+        exact = _one_type(order, var_job, var_cfg, cost, capacity[types[0]], lambda_n)
+        if exact is not None:
+            return exact
     nv = len(var_job)
     cols = np.arange(nv)
     # one configuration per job; GPUs per type
@@ -194,6 +201,54 @@ def sia(
     for k in np.flatnonzero(res.x > 0.5):
         t, n = var_cfg[k]
         out[order[var_job[k]].name] = Assignment(t, n)
+    return out
+
+
+def _one_type(
+    order: Sequence[JobView],
+    var_job: list[int],
+    var_cfg: list[tuple[str, int]],
+    cost: list[float],
+    gpus: int,
+    lambda_n: float,
+) -> dict[str, Assignment] | None:
+    """The same ILP on a cluster of one GPU type — a multiple-choice knapsack — solved exactly by
+    dynamic programming over GPU counts, in whole hundredths (the matrix is rounded to hundredths,
+    so the objective is an integer number of them when ``λ_n`` is). None when ``λ_n`` is not: the
+    ILP solver is used then. The objective is the ILP's optimum (a tested property); where several
+    allocations reach it, the one taken is the first in job order that leaves a job out, then the
+    smallest configuration (the ILP solver may pick another of them)."""
+    lam = round(lambda_n * 100)
+    if abs(lambda_n * 100 - lam) > 1e-9:
+        return None
+    jobs = len(order)
+    options: list[list[tuple[int, int, int]]] = [[] for _ in range(jobs)]  # (GPUs, cost, variable)
+    for k, (i, (_, n), c) in enumerate(zip(var_job, var_cfg, cost, strict=True)):
+        if n <= gpus:
+            options[i].append((n, round(c * 100 + lam) - lam, k))
+    big = np.iinfo(np.int64).max // 4
+    best = np.zeros(gpus + 1, dtype=np.int64)  # least cost of the jobs so far on at most c GPUs
+    picks = np.full((jobs, gpus + 1), -1, dtype=np.int64)  # the option each job takes at c GPUs
+    for i, opts in enumerate(options):
+        if not opts:
+            continue
+        cand = np.full((len(opts) + 1, gpus + 1), big, dtype=np.int64)
+        cand[0] = best  # the job left out
+        for r, (n, c, _) in enumerate(opts, start=1):
+            cand[r, n:] = best[: gpus + 1 - n] + c
+        choice = np.argmin(cand, axis=0)  # (ties: the first row, so leaving out, then fewer GPUs)
+        best = cand[choice, np.arange(gpus + 1)]
+        picks[i] = choice - 1
+    out: dict[str, Assignment] = {}
+    c = gpus
+    for i in range(jobs - 1, -1, -1):
+        r = int(picks[i, c])
+        if r < 0:
+            continue
+        n, _, k = options[i][r]
+        t, n = var_cfg[k]
+        out[order[i].name] = Assignment(t, n)
+        c -= n
     return out
 
 
