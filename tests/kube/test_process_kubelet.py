@@ -357,7 +357,12 @@ def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(tmp_path):
             await e.create(pod("stubborn", stubborn, terminationGracePeriodSeconds=1))
 
             async def up():
-                return (tmp_path / "polite-up").exists() and (tmp_path / "stubborn-up").exists()
+                if not ((tmp_path / "polite-up").exists() and (tmp_path / "stubborn-up").exists()):
+                    return False
+                # A process may write its file before the kubelet's spawn has returned to it (seen
+                # on a loaded machine): wait for the kubelet to hold both processes too.
+                runs = [e.kubelet.run_of("default", n) for n in ("polite", "stubborn")]
+                return all(r is not None and r.containers[0].proc is not None for r in runs)
 
             await e.until(up, what="both processes up")
             await e.phase("polite", "Running")
