@@ -438,3 +438,28 @@ def test_a_gavel_trace_runs_on_the_default_untyped_cluster(tmp_path):
         p = cli(str(trace), "--policy", "Goodput", "--output", "json", *extra)
         assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
         assert json.loads(p.stdout)["elastic"]["summary"]["completed"] == 2
+
+
+def test_goodput_looks_again_while_gpus_stand_idle(tmp_path):
+    """A learned model moves as the job reports (an adaptive job's gradient noise grows as it
+    trains, and with it the workers it can use). Alone on an idle cluster nothing else happens:
+    without rounds while GPUs stand idle, a cifar10 job sized on its first statistics keeps 4 of
+    64 GPUs to the end; with them (Goodput on learned models) it is asked again and grows."""
+    from lavaflow.elastic.policies import make_policy
+    from lavaflow.elastic.policies.goodput import IDLE_ROUNDS
+    from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
+
+    f = tmp_path / "one.csv"
+    f.write_text("name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,6,2048\n")
+
+    def run(**params):
+        return replay(trace_inputs([f], gpu_cluster(nodes=16), adaptive=True), "Goodput", params=params)
+
+    rounds, still = run(), run(idle_rounds=0)
+    assert max(n for _t, n, _ty in still.jobs[0].history) == 4
+    assert max(n for _t, n, _ty in rounds.jobs[0].history) > 8
+    assert rounds.jobs[0].jct < 0.8 * still.jobs[0].jct
+    assert rounds.reschedules > still.reschedules
+    # the oracle's models do not move: no such rounds there, nor for the periodic Pollux
+    assert make_policy("Goodput", learned=True).idle_rounds == IDLE_ROUNDS > 0
+    assert make_policy("Goodput").idle_rounds == 0 and make_policy("Pollux", learned=True).idle_rounds == 0

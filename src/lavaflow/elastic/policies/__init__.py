@@ -14,7 +14,7 @@ from .elastic_tiresias import elastic_tiresias
 from .ffdl import ffdl
 from .fifo import fifo
 from .gavel import ROUND as GAVEL_ROUND, gavel
-from .goodput import LEARNED_PARAMS as GOODPUT_LEARNED, goodput
+from .goodput import IDLE_ROUNDS as GOODPUT_IDLE_ROUNDS, LEARNED_PARAMS as GOODPUT_LEARNED, goodput
 from .lavaflow import lavaflow
 from .pollux import pollux, pollux_fix
 from .sia import sia
@@ -179,7 +179,9 @@ def resolve_name(name: str) -> str:
 
 # Parameters a policy takes on learned speed models unless configured (tuned there; the function's
 # own defaults were tuned with the true models and stay for the oracle, so its figures stand).
-_LEARNED_PARAMS: dict[str, dict[str, Any]] = {"Goodput": GOODPUT_LEARNED}
+_LEARNED_PARAMS: dict[str, dict[str, Any]] = {"Goodput": {**GOODPUT_LEARNED, "idle_rounds": GOODPUT_IDLE_ROUNDS}}
+# Parameters that configure how the policy is run (Policy fields), not the policy's function.
+_RUN_PARAMS = ("idle_rounds",)
 
 
 def make_policy(name: str, learned: bool = False, **params: Any) -> Policy:
@@ -190,8 +192,9 @@ def make_policy(name: str, learned: bool = False, **params: Any) -> Policy:
     fn, elastic, info, queues, desc, clairvoyant, extra = _REGISTRY[n]
     base = dict(_LEARNED_PARAMS.get(n, {})) if learned else {}
     base.update(params)
+    run = {k: float(base.pop(k)) for k in _RUN_PARAMS if base.get(k) is not None}
     kw = {k: v for k, v in base.items() if n in _RESIZE_AWARE and v is not None}
-    return Policy(n, elastic, info, fn, queues, desc, kw, clairvoyant=clairvoyant, **extra)
+    return Policy(n, elastic, info, fn, queues, desc, kw, clairvoyant=clairvoyant, **{**extra, **run})
 
 
 def policy_parameters(name: str) -> set[str]:
@@ -203,7 +206,7 @@ def policy_parameters(name: str) -> set[str]:
     if n not in _RESIZE_AWARE:
         return set()
     skip = {"jobs", "capacity", "now", "_", "node_sizes"}
-    return {p for p in inspect.signature(_REGISTRY[n][0]).parameters if p not in skip}
+    return {p for p in inspect.signature(_REGISTRY[n][0]).parameters if p not in skip} | set(_RUN_PARAMS)
 
 
 def is_clairvoyant(name: str) -> bool:

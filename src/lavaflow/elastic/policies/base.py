@@ -165,6 +165,9 @@ class Policy:
     placement: str = "auto"
     aligned_tick: bool = False
     periodic: bool = False  # reschedule every interval while jobs exist, not only on events
+    # seconds: while GPUs stand idle, a round this often even if nothing happened (0: none); for
+    # learned models, which move as jobs report (Goodput: ``goodput.IDLE_ROUNDS``)
+    idle_rounds: float = 0.0
     # jobs of one profile group share their measurements (lavaflow.io/profile-group), unless the
     # plugin's elastic.sharedProfiles says otherwise; False for Pollux, as its artifact runs it
     shares_profiles: bool = True

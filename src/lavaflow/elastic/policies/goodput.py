@@ -62,6 +62,15 @@ the least departure from the continuous rule).  Re-checked with it: ``switch_fac
 the threshold, in levels at ``prior x 2**i`` (3,273), or, milder, each job's estimate multiplied
 by 1.3 (2,551) or 2 (2,751) per earlier arrival within its level.
 
+Rounds while GPUs stand idle (``IDLE_ROUNDS``, on learned models 300 s; ``Policy.idle_rounds``, set
+by ``make_policy``; none with the oracle): the scheduler otherwise re-allocates only on arrivals,
+completions and a job measured on more workers, but a learned model moves with every report (an
+adaptive job's gradient noise grows as it trains, and with it the workers it can use).  At load 1.0
+on workload 2 the first cifar10 job, sized at 4 GPUs on its early statistics, kept them for 810 s
+on an otherwise empty cluster (its model said 3.8x at 4 and 7.2x at 8 by the next arrival).
+Designed from load-1.0 runs; the period chosen there (workloads 1-8, mean avg JCT in s, off 2,492):
+30 2,499, 60 2,503, 120 2,500, 200 2,533, **300 2,486**, 400 2,500, 600 2,509 (see docs/elastic.md).
+
 The policy never reads ``remaining_work`` or ``total_work``: the views handed to the allocator are
 rebuilt with the estimate in their place.  With adaptive-batch jobs (``PolluxJobSpeed(adaptive=
 True)``) the rates it sees are goodputs at the best batch size for each allocation.
@@ -81,6 +90,9 @@ DEFAULT_SWITCH_FACTOR = 24.0
 # Progress (single-GPU seconds) past which a job is in the last queue, first come, first served:
 # 16 GPU-hours, the threshold the Pollux artifact gives its Tiresias (see below)
 LAST_QUEUE = 16 * 3600.0
+# Seconds between rounds while GPUs stand idle, on learned models (Policy.idle_rounds; none with the
+# oracle, whose models do not move): see the module docstring
+IDLE_ROUNDS = 300.0
 # What the scheduler's elastic plugin gives Goodput on learned speed models (the default; the
 # values above were tuned with the true models, and stay for --oracle so that its figures stand):
 # tuned on learned models, Pollux workloads 1-8 at load 1.0 only (see below).  ``node_size`` 4 is

@@ -128,8 +128,18 @@ class ElasticAction(Action):
         learned = frozenset(measured)
         if learned != st.known_learned:
             dirty = True
-        if getattr(plugin.policy, "periodic", False) and jobs:
+        periodic = bool(jobs) and getattr(plugin.policy, "periodic", False)
+        if periodic:
             dirty = True  # a round every interval, whatever happened (the Pollux artifact's policy)
+        # While GPUs stand idle, a round every ``idle_rounds`` seconds even if nothing happened: the
+        # jobs' learned models move as they report (an adaptive job's gradient noise grows as it
+        # trains, and with it the workers it can use), and a size chosen on early statistics would
+        # otherwise stand until the next arrival or completion.
+        idle_every = 0.0 if periodic or not jobs else float(getattr(plugin.policy, "idle_rounds", 0.0))
+        if idle_every > 0 and not _gpus_idle(capacity, jobs):
+            idle_every = 0.0
+        if idle_every > 0 and now >= st.last_resched + idle_every - EPS:
+            dirty = True
         if dirty:
             due = now if force else max(now, st.last_resched + plugin.interval)
             if not force and getattr(plugin.policy, "aligned_tick", False) and plugin.interval > 0:
@@ -146,7 +156,9 @@ class ElasticAction(Action):
             st.known = active
         elif st.due is not None:
             ssn.wake_at(st.due, WAKE_RULE)
-        if getattr(plugin.policy, "periodic", False) and jobs and st.due is None:
+        if idle_every > 0 and st.due is None:
+            ssn.wake_at(max(st.last_resched + idle_every, now + EPS), WAKE_RULE)
+        if periodic and st.due is None:
             # the next round, whether or not anything else asks for a cycle by then
             nxt = st.last_resched + plugin.interval
             if getattr(plugin.policy, "aligned_tick", False) and plugin.interval > 0:
@@ -697,3 +709,8 @@ def _curves_per_type(
     for ty in types:
         out.update(plugin.curves(ej, [ty], gpn_of.get(ty, gpn)))
     return out
+
+
+def _gpus_idle(capacity: dict[str, int], jobs: dict[str, ElasticJob]) -> bool:
+    """Whether the elastic jobs hold fewer GPUs than they may use (some stand idle)."""
+    return sum(capacity.values()) > sum(ej.current * ej.gpus_per_worker for ej in jobs.values()) + EPS
