@@ -244,6 +244,37 @@ def test_policy_and_arguments_are_checked_with_the_configuration():
     assert "unknown policy 'Nope'" in text and "elastic.resizeInterval" in text and "elastic.colour" in text
 
 
+@pytest.mark.parametrize(
+    "argument, msg",
+    [
+        ('elastic.policy.idle_rounds: "abc"', "expected a number, got 'abc'"),
+        ("elastic.policy.idle_rounds: -5", "finite and not negative"),
+        ("elastic.policy.idle_rounds: .nan", "got NaN"),
+        ('elastic.policy.switch_factor: "abc"', "expected a number, got 'abc'"),
+        ('elastic.policy.type_moves: "maybe"', "expected true or false"),
+        ("elastic.policy.bogus: 1", "Goodput has no parameter 'bogus'"),
+    ],
+)
+def test_policy_parameters_are_checked_with_the_configuration(tmp_path, argument, msg):
+    """A policy's own parameters (``elastic.policy.<name>``) are checked when the configuration is
+    loaded, with the argument named: no traceback in the middle of a run."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text(
+        'actions: "enqueue, allocate, elastic"\ntiers:\n- plugins:\n  - name: gang\n  - name: elastic\n'
+        f"    arguments: {{elastic.policy: Goodput, {argument}}}\n"
+    )
+    p = cli("examples/elastic-pytorch.yaml", "--config", str(conf))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert argument.split(":")[0] in p.stderr and msg in p.stderr, p.stderr
+
+
+def test_a_policy_switch_written_as_a_string_is_read_as_one():
+    from lavaflow.elastic.policies import make_policy
+
+    assert make_policy("Goodput", type_moves="false").params["type_moves"] is False
+    assert make_policy("Goodput", idle_rounds="120").idle_rounds == 120.0
+
+
 def test_policy_flag_needs_elastic_in_the_configuration(tmp_path):
     conf = tmp_path / "c.yaml"
     conf.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n')

@@ -191,7 +191,8 @@ def make_policy(name: str, learned: bool = False, **params: Any) -> Policy:
     n = resolve_name(name)
     fn, elastic, info, queues, desc, clairvoyant, extra = _REGISTRY[n]
     base = dict(_LEARNED_PARAMS.get(n, {})) if learned else {}
-    base.update(params)
+    takes = policy_parameters(n)
+    base.update({k: policy_parameter(n, k, v) if k in takes else v for k, v in params.items()})
     run = {k: float(base.pop(k)) for k in _RUN_PARAMS if base.get(k) is not None}
     kw = {k: v for k, v in base.items() if n in _RESIZE_AWARE and v is not None}
     return Policy(n, elastic, info, fn, queues, desc, kw, clairvoyant=clairvoyant, **{**extra, **run})
@@ -207,6 +208,49 @@ def policy_parameters(name: str) -> set[str]:
         return set()
     skip = {"jobs", "capacity", "now", "_", "node_sizes"}
     return {p for p in inspect.signature(_REGISTRY[n][0]).parameters if p not in skip} | set(_RUN_PARAMS)
+
+
+def policy_parameter(name: str, param: str, value: Any) -> Any:
+    """``value`` for parameter ``param`` of policy ``name`` as the policy takes it, typed by the
+    parameter's default: a switch from true/false (a string "false" is false), a number from a
+    number or a numeric string (never NaN; ``idle_rounds`` seconds, finite and not negative), a
+    string as is. Raises ValueError saying what is wrong (an unknown parameter included)."""
+    import inspect
+
+    n = resolve_name(name)
+    if param not in policy_parameters(n):
+        known = ", ".join(sorted(policy_parameters(n))) or "none"
+        raise ValueError(f"{n} has no parameter {param!r} (its parameters: {known})")
+    if value is None:
+        return None
+    default = inspect.signature(_REGISTRY[n][0]).parameters[param].default if param not in _RUN_PARAMS else 0.0
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text not in ("true", "false"):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return text == "true"
+    if isinstance(default, str):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"expected a non-empty string, got {value!r}")
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        number: float = value
+    else:
+        try:
+            number = float(str(value))
+        except ValueError:
+            raise ValueError(f"expected a number, got {value!r}") from None
+        if isinstance(default, int) and number.is_integer():
+            number = int(number)
+    if math.isnan(number):
+        raise ValueError("expected a number, got NaN")
+    if param in _RUN_PARAMS and not (math.isfinite(number) and number >= 0):
+        raise ValueError(f"expected seconds, finite and not negative (0: none), got {value!r}")
+    return number
 
 
 def is_clairvoyant(name: str) -> bool:

@@ -115,7 +115,7 @@ class ElasticPlugin(Plugin):
     @classmethod
     def check_arguments(cls, arguments: dict[str, Any]) -> list[tuple[str, str]]:
         """Problems with the plugin's arguments, found when the configuration is loaded."""
-        from ...elastic.policies import POLICY_NAMES, resolve_name
+        from ...elastic.policies import POLICY_NAMES, policy_parameter, resolve_name
 
         out: list[tuple[str, str]] = []
         name = arguments.get("elastic.policy", "Lavaflow")
@@ -123,6 +123,13 @@ class ElasticPlugin(Plugin):
             resolve_name(str(name))
         except KeyError:
             out.append(("elastic.policy", f"unknown policy {name!r} (choose from {', '.join(POLICY_NAMES)})"))
+        else:
+            for key, value in arguments.items():
+                if str(key).startswith("elastic.policy."):
+                    try:
+                        policy_parameter(str(name), str(key)[len("elastic.policy.") :], value)
+                    except ValueError as exc:
+                        out.append((str(key), str(exc)))
         for key in ("elastic.resizeInterval", "elastic.resizeCost"):
             if key in arguments:
                 try:
