@@ -234,21 +234,20 @@ def _one_type(
             continue
         cand = np.full((len(opts) + 1, gpus + 1), big, dtype=np.int64)
         cand[0] = best  # the job left out
-        for r, (n, c, _) in enumerate(opts, start=1):
-            cand[r, n:] = best[: gpus + 1 - n] + c
+        for r, (n, price, _) in enumerate(opts, start=1):
+            cand[r, n:] = best[: gpus + 1 - n] + price
         choice = np.argmin(cand, axis=0)  # (ties: the first row, so leaving out, then fewer GPUs)
         best = cand[choice, np.arange(gpus + 1)]
         picks[i] = choice - 1
     out: dict[str, Assignment] = {}
-    c = gpus
+    left = gpus
     for i in range(jobs - 1, -1, -1):
-        r = int(picks[i, c])
+        r = int(picks[i, left])
         if r < 0:
             continue
-        n, _, k = options[i][r]
-        t, n = var_cfg[k]
+        t, n = var_cfg[options[i][r][2]]
         out[order[i].name] = Assignment(t, n)
-        c -= n
+        left -= n
     return out
 
 
