@@ -463,3 +463,21 @@ def test_goodput_looks_again_while_gpus_stand_idle(tmp_path):
     # the oracle's models do not move: no such rounds there, nor for the periodic Pollux
     assert make_policy("Goodput", learned=True).idle_rounds == IDLE_ROUNDS > 0
     assert make_policy("Goodput").idle_rounds == 0 and make_policy("Pollux", learned=True).idle_rounds == 0
+
+
+@pytest.mark.parametrize("policy", ["Tiresias-Voda", "FIFO"])
+def test_reports_are_no_news_to_a_policy_that_reads_neither_speed_nor_sizes(policy):
+    """Voda reschedules on arrivals, completions, priority changes and node changes, never on a
+    job's measurements. A policy that neither sizes jobs nor reads their speed decides the same
+    with learned models as with the true ones: a report that a job ran on more workers is not a
+    reason for a round of its own (it was, and Tiresias-Voda's rounds moved with the reports)."""
+    from lavaflow.sim.replay import gpu_cluster, replay, trace_inputs
+
+    def run(oracle: bool):
+        return replay(trace_inputs([DATA / "pollux-20.csv"], gpu_cluster(nodes=4)), policy, oracle=oracle)
+
+    learned, true = run(False), run(True)
+    assert learned.reschedules == true.reschedules
+    assert [(j.name, j.halts) for j in learned.jobs] == [(j.name, j.halts) for j in true.jobs]
+    for a, b in zip(learned.jobs, true.jobs):  # (the same to the last bits or so: sums in another order)
+        assert (a.start, a.finish) == pytest.approx((b.start, b.finish), rel=1e-12), a.name

@@ -124,8 +124,10 @@ class ElasticAction(Action):
         if stuck:
             dirty = True
         # What the jobs' reports taught: a job measured on more workers than before may be given
-        # more (learned models allow twice the most measured), so that is news for the policy.
-        learned = frozenset(measured)
+        # more (learned models allow twice the most measured), so that is news for a policy that
+        # sizes jobs or reads their speed; one that does neither (Tiresias, FIFO) decides the same.
+        policy = plugin.policy
+        learned = frozenset(measured) if policy.elastic or policy.needs_info else frozenset()
         if learned != st.known_learned:
             dirty = True
         periodic = bool(jobs) and getattr(plugin.policy, "periodic", False)
