@@ -110,6 +110,19 @@ def test_the_feed_gives_what_the_whole_load_gave(tmp_path, monkeypatch):
     assert any("highestTierName" in w for w in result["warnings"])
 
 
+def test_jobs_of_two_files_deleted_at_a_time_run_as_before(tmp_path, monkeypatch):
+    deleted = _job("deleted", 5, duration=600).replace(
+        "sim.lavaflow.io/submit-at: '5'", "sim.lavaflow.io/submit-at: '5', sim.lavaflow.io/delete-at: '70'"
+    )
+    files = [
+        _write(tmp_path, [NODES, _job("a", 20), deleted], "one.yaml"),
+        _write(tmp_path, [_job("b", 5), QUEUE, _job("c", 0, extra="\n  queue: team")], "two.yaml"),
+    ]
+    whole, fed = _both(monkeypatch, files)
+    assert fed == whole
+    assert json.loads(fed)["summary"]["jobs"] == 4
+
+
 def test_the_feed_submits_in_the_order_prepare_sorts(tmp_path, monkeypatch):
     monkeypatch.setattr(documents, "FEED_MIN", 0)
     held = load_documents([str(_mixed(tmp_path))])
