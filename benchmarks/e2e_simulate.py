@@ -28,9 +28,11 @@ Cases (``--case``):
     python benchmarks/e2e_simulate.py --case burst --nodes 1000 --pods 10000
     python benchmarks/e2e_simulate.py --case arrival --nodes 1000 --pods 10000,20000,50000
     python benchmarks/e2e_simulate.py --case arrival --nodes 1000 --pods 5000,100000 --pods-per-job 1 --span 86400
+    python benchmarks/e2e_simulate.py --case arrival --nodes 1000 --pods 100000 --pods-per-job 1 --span 86400 --until 0
     python benchmarks/e2e_simulate.py --case trace --pods 1000000 --gpus 10000 --until 6h
 
-The output is read line by line (a large run's JSON is not parsed whole); ``--keep DIR``
+``--until 0`` measures what comes before the simulated clock moves: reading and checking the
+input (and the first session). The output is read line by line (a large run's JSON is not parsed whole); ``--keep DIR``
 keeps each input and JSON output there (to compare runs).
 """
 

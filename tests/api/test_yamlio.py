@@ -76,3 +76,68 @@ def test_scheduler_configuration_refuses_a_bomb_in_plugin_arguments():
         load_scheduler_conf(conf)
     with pytest.raises(SchedulerConfError, match="line 2, column 1 of the configuration: duplicate key 'actions'"):
         load_scheduler_conf('actions: "allocate"\nactions: "enqueue"\n')
+
+
+# Documents read as PyYAML's SafeLoader reads them: scalars of every core type (YAML 1.1's octal,
+# sexagesimal and underscored integers, its many booleans, infinities, empty values), explicit
+# tags, aliases shared, merge keys, the tags only SafeConstructor builds (timestamps, binary,
+# sets), and keys that are equal values of different types.
+SAME_AS_SAFE_LOADER = [
+    "a: 1\nb: 017\nc: 0x1F\nd: 1_000\ne: 1:20\nf: -0b101\ng: +3\nh: 0o17\n",
+    "a: 1.5\nb: 1e3\nc: .inf\nd: -.Inf\ne: 6.8523015e+5\nf: 1_0.5\ng: 190:20:30.15\n",
+    "[yes, No, on, OFF, true, False, y, n, ~, null, '', \"\", 'yes', \"1\"]\n",
+    "a: !!str 12\nb: !!int '12'\nc: !!float '3'\nd: !!bool 'yes'\ne: !!null ''\nf: !!map {x: 1}\ng: !!seq [1]\n",
+    "base: &b {x: [1, 2], y: &s text}\none: *b\ntwo: *b\nthree: [*s, *s]\n",
+    "base: &b {x: 1}\nm:\n  <<: *b\n  z: 3\n",
+    "t: 2024-01-02\nu: 2024-01-02T03:04:05Z\nb: !!binary aGk=\ns: !!set {a, b}\n",
+    "{1: a, '1': b, true: c, 'true': d, null: e, 1.5: f}\n",
+    "- - - - [deep]\n- {a: {b: {c: {}}}}\n- []\n",
+]
+
+
+@pytest.mark.parametrize("text", SAME_AS_SAFE_LOADER)
+def test_documents_are_built_as_the_safe_loader_builds_them(text):
+    import yaml
+
+    def typed(value):  # equal and of the same types all the way down (1 == True in Python)
+        if isinstance(value, dict):
+            return [(typed(k), typed(v)) for k, v in value.items()]
+        if isinstance(value, (list, set)):
+            return [typed(v) for v in (sorted(value) if isinstance(value, set) else value)]
+        return (type(value).__name__, value)
+
+    assert typed(yamlio.load(text)) == typed(yaml.load(text, Loader=yaml.SafeLoader))
+
+
+def test_an_alias_is_the_object_built_for_its_anchor():
+    doc = yamlio.load("a: &x {k: [1]}\nb: *x\n")
+    assert doc["a"] is doc["b"]
+
+
+def test_a_value_its_tag_refuses_is_refused_as_before():
+    import yaml
+
+    for text in ("a: !!int x\n", "a: !!bool maybe\n"):  # Python's errors, raised by SafeConstructor
+        with pytest.raises(Exception) as ours:
+            yamlio.load(text)
+        with pytest.raises(Exception) as safe:
+            yaml.load(text, Loader=yaml.SafeLoader)
+        assert (type(ours.value), str(ours.value)) == (type(safe.value), str(safe.value)), text
+    with pytest.raises(yamlio.YamlError, match="could not determine a constructor for the tag '!foo'"):
+        yamlio.load("a: !foo x\n")
+    with pytest.raises(yamlio.YamlError, match="found unhashable key"):
+        yamlio.load("? [1]\n: x\n")
+
+
+def test_documents_nested_as_deep_as_the_parser_allows_are_read():
+    depth = 999  # libyaml's limit is 1,000 levels; the walk itself has none
+    doc = yamlio.load("[" * depth + "]" * depth)
+    for _ in range(depth - 1):
+        doc = doc[0]
+    assert doc == []
+
+
+def test_a_scalar_repeated_through_aliases_beyond_the_bound_is_refused():
+    with pytest.raises(yamlio.YamlError, match="excessive aliasing"):
+        yamlio.load("a: &x lol\nb: [" + "*x, " * 450_000 + "*x]\n")  # three values written
+    assert len(yamlio.load("a: &x lol\nb: [" + "*x, " * 1_000 + "*x]\n")["b"]) == 1_001

@@ -151,14 +151,15 @@ def parse_documents(text: str, file: str, problems: Problems) -> list[tuple[Sour
     return docs
 
 
+def list_items(doc: Any) -> list[Any]:
+    """The objects of a document: the items of a ``kind: List``, or the document itself."""
+    if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+        return list(doc["items"])
+    return [doc]
+
+
 def _expand_lists(docs: list[tuple[Source, Any]]) -> list[tuple[Source, Any]]:
-    out: list[tuple[Source, Any]] = []
-    for src, doc in docs:
-        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
-            out.extend((src, item) for item in doc["items"])
-        else:
-            out.append((src, doc))
-    return out
+    return [(src, item) for src, doc in docs for item in list_items(doc)]
 
 
 class Unsupported(Exception):
@@ -242,21 +243,31 @@ def _build_all(
     skipped: list[str] | None,
 ) -> None:
     for src, doc in docs:
-        try:
-            obj = build_object(src, doc, problems, skip_unsupported)
-        except Unsupported as exc:
-            if skipped is not None:
-                skipped.append(str(exc))
-            continue
+        obj = build_one(src, doc, problems, skip_unsupported, skipped)
         if obj is not None:
             loaded.append(Loaded(obj, src))
-            older = OLDER_VERSIONS.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
-            if older is not None and skipped is not None:
-                # Read as the current version, but said: current Kubernetes refuses this apiVersion
-                skipped.append(
-                    f"{src}: {describe(str(doc.get('kind')), doc)}: apiVersion {doc.get('apiVersion')} is not served "
-                    f"by current Kubernetes (scheduling.k8s.io/v1beta1 went in 1.22); read as {older}"
-                )
+
+
+def build_one(
+    src: Source, doc: Any, problems: Problems, skip_unsupported: bool, skipped: list[str] | None
+) -> Any | None:
+    """:func:`build_object`, with what is said of a document left out (``skip_unsupported``) or
+    read as the current version of its kind added to ``skipped``."""
+    try:
+        obj = build_object(src, doc, problems, skip_unsupported)
+    except Unsupported as exc:
+        if skipped is not None:
+            skipped.append(str(exc))
+        return None
+    if obj is not None:
+        older = OLDER_VERSIONS.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
+        if older is not None and skipped is not None:
+            # Read as the current version, but said: current Kubernetes refuses this apiVersion
+            skipped.append(
+                f"{src}: {describe(str(doc.get('kind')), doc)}: apiVersion {doc.get('apiVersion')} is not served "
+                f"by current Kubernetes (scheduling.k8s.io/v1beta1 went in 1.22); read as {older}"
+            )
+    return obj
 
 
 def load_text(

@@ -99,15 +99,21 @@ def _load(
 ) -> tuple[SimInput, SchedulerConfiguration | None]:
     from ..api.loader import InputError, Problems, load_files
     from ..scheduler.framework.conf import SchedulerConfError, load_scheduler_conf
+    from ..sim.documents import load_documents
     from ..sim.inputs import prepare
     from ..sim.traces import TraceFeed, default_cluster_for, is_trace, load_traces
 
     skipped: list[str] = []
     feed = None
     later: list[str] = []  # the trace jobs' admission problems, told with the other inputs'
+    traces: list[str | Path] = [str(f) for f in files if is_trace(f)]
+    held = None if traces else load_documents([str(f) for f in files], skip_unsupported)
     try:
-        loaded = load_files([str(f) for f in files if not is_trace(f)], skip_unsupported, skipped)
-        traces: list[str | Path] = [str(f) for f in files if is_trace(f)]
+        if held is not None:  # many Volcano Jobs, held until their time (sim/documents.py)
+            sim_input, skipped = held
+            loaded = []
+        else:
+            loaded = load_files([str(f) for f in files if not is_trace(f)], skip_unsupported, skipped)
         if traces:
             # Trace jobs are checked now and made as the simulated clock reaches them (a feed),
             # unless other inputs are checked against them: then they are loaded whole.
@@ -118,7 +124,8 @@ def _load(
                 loaded += load_traces(traces, loaded, problems, adaptive=adaptive)
             problems.raise_if_any()
             later = feed.problems if feed is not None else []
-        sim_input = prepare(loaded)
+        if held is None:
+            sim_input = prepare(loaded)
     except InputError as exc:
         raise Invalid(exc.problems + later) from None
     if later:

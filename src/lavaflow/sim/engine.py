@@ -146,6 +146,7 @@ class Simulation:
         self._seq = itertools.count()
         self._feed: Iterator[Item] = iter(())  # the input's trace jobs still to come (see run)
         self._feed_seq = itertools.count()
+        self._feed_base = 0  # the number of the input's first submission (a ranked feed's jobs: see run)
         self.held: dict[str, list[Pod]] = {}  # parent pod key -> pods it will spawn
         self.children: dict[str, set[str]] = {}  # parent pod uid -> live child keys
         self.parent_of: dict[str, str] = {}  # child key -> parent uid
@@ -206,10 +207,11 @@ class Simulation:
         heapq.heappush(self._events, (time, next(self._seq), kind, payload))
 
     def _feed_next(self) -> None:
-        """Push the next trace job of the input's feed (see run)."""
+        """Push the next job of the input's feed (see run)."""
         it = next(self._feed, None)
         if it is not None:
-            heapq.heappush(self._events, (it.submit_at, next(self._feed_seq), "feed", it))
+            seq = self._feed_base + it.rank if it.rank >= 0 else next(self._feed_seq)
+            heapq.heappush(self._events, (it.submit_at, seq, "feed", it))
 
     def _record_event(self, kind: str, key: str, etype: str, reason: str, message: str) -> None:
         """An Event a gang source recorded (the scheduler's come with its decisions, see _apply)."""
@@ -596,16 +598,26 @@ class Simulation:
                 type(it.obj).__name__ == "Queue" and it.obj.name == q.name for it in self.input.items
             ):
                 self.store.create(q)
-        for it in self.input.items:
-            self._push(it.submit_at, "submit", it)
         feed = self.input.stream
+        if feed is not None and feed.ranked:
+            # A feed of the input's own documents (sim/documents.py): the items and the feed's jobs
+            # are submitted in the order prepare() would have sorted them together (their ranks),
+            # before any event the run adds at their time (whose numbers start after theirs).
+            self._feed_base = first = next(self._seq)
+            for it in self.input.items:
+                heapq.heappush(self._events, (it.submit_at, first + it.rank, "submit", it))
+            self._seq = itertools.count(first + len(self.input.items) + feed.count)
+        else:
+            for it in self.input.items:
+                self._push(it.submit_at, "submit", it)
         if feed is not None:
-            # Trace jobs come one at a time, each pushed when the one before it is submitted. They
-            # keep the places prepare() gives them: after the items at their time, before any event
-            # the run adds (whose numbers start after theirs).
-            first = next(self._seq)
-            self._feed_seq = itertools.count(first)
-            self._seq = itertools.count(first + feed.count)
+            if not feed.ranked:
+                # Trace jobs come one at a time, each pushed when the one before it is submitted.
+                # They keep the places prepare() gives them: after the items at their time, before
+                # any event the run adds (whose numbers start after theirs).
+                first = next(self._seq)
+                self._feed_seq = itertools.count(first)
+                self._seq = itertools.count(first + feed.count)
             self._feed = iter(feed)
             self._feed_next()
         last_cycle_version = -1

@@ -23,6 +23,7 @@ from . import gang_source
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api.core import PodSpec
+    from .documents import DocumentFeed
     from .gang_source import GangInputCheck
     from .traces import TraceFeed
 
@@ -36,6 +37,8 @@ class Item:
     submit_at: float = 0.0
     delete_at: float | None = None
     update: bool = False  # a later document for an object defined earlier (a user's update)
+    origin: int = 0  # the loaded object it comes from (its place in the input)
+    rank: int = -1  # its place among the input's submissions when a feed holds some of them (sim/documents.py)
 
 
 @dataclass
@@ -45,9 +48,10 @@ class SimInput:
     conf_source: str | None = None
     conf_origin: str | None = None  # "<file>: document N: ConfigMap/x: data[volcano-scheduler.conf]"
     warnings: list[str] = field(default_factory=list)  # accepted, but partly ignored
-    # Trace jobs made as the simulated clock reaches them (their prepared Items, in arrival order),
-    # after the items: see sim/traces.py.
-    stream: TraceFeed | None = None
+    # Jobs made as the simulated clock reaches them (their prepared Items, in arrival order): a
+    # trace's, after the items (sim/traces.py), or the input's own Volcano Jobs among them
+    # (sim/documents.py).
+    stream: TraceFeed | DocumentFeed | None = None
 
 
 def _check_sia_tables(problems: Problems, src: Source, job: Job, items: list[Item]) -> None:
@@ -313,7 +317,7 @@ def _sim_limits(obj: Any) -> list[validation.Problem]:
 
 def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
     items: list[Item] = []
-    for lo in loaded:
+    for origin, lo in enumerate(loaded):
         obj, src = lo.obj, lo.source
         if isinstance(obj, NodeGroup):
             if obj.spec.count < 0:
@@ -338,7 +342,7 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
             if found:
                 continue
             nodes = expand_node_group(obj)
-            items.extend(Item(node, src) for node in nodes)
+            items.extend(Item(node, src, origin=origin) for node in nodes)
             if obj.spec.numa is not None:
                 cpu = obj.spec.capacity.get("cpu")
                 if cpu is not None and cpu > MAX_CPUS:
@@ -357,9 +361,11 @@ def _expand(loaded: list[Loaded], problems: Problems) -> list[Item]:
                         f"capacity cpu ({cpu}) must be a whole number of CPUs divisible by the NUMA nodes ({obj.spec.numa.nodes})",
                     )
                     continue
-                items.extend(Item(numa_topology(node.name, int(cpu), obj.spec.numa), src) for node in nodes)
+                items.extend(
+                    Item(numa_topology(node.name, int(cpu), obj.spec.numa), src, origin=origin) for node in nodes
+                )
             continue
-        items.append(Item(obj, src))
+        items.append(Item(obj, src, origin=origin))
     return items
 
 

@@ -236,6 +236,8 @@ class TraceFeed:
     reaches the one before.
     """
 
+    ranked = False  # its jobs come after the items at their time (see Simulation.run)
+
     def __init__(self, files: list[_TraceFile], context: list[Loaded]) -> None:
         self.files = files
         self.context = context  # raw objects admission reads beside a trace job (a copy per batch)
