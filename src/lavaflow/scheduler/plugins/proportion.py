@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..framework.memo import MISS, CacheRecord, JobRecord, JobsRecord, Reuse
+from ..framework.memo import MISS, CacheRecord, JobRecord, JobsRecord, Reuse, state
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING, NOT_ADMITTED
@@ -90,6 +90,9 @@ class QueueSums:
     sums: list[np.ndarray | None]
     names: list[str]  # queue names by slot
     at: dict[str, int]  # job uid -> its entry
+    versions: dict[str, int]  # job uid -> the job's version when its entry was last made or checked
+    exact: bool = False  # every row and sum a multiple of 2**-10 below EXACT_BELOW (see _updated_sums)
+    counts: list[int] | None = None  # rows added into each kind of sums (None: not counted)
 
 
 @dataclass(slots=True)
@@ -271,9 +274,12 @@ def job_rows(job: JobInfo, width: int) -> JobRows:
     return JOB_ROWS.put(job, key, JobRows(held, pending, wanted, left, extra), akey)
 
 
-def _queue_sums(entries: list[tuple[int, JobRows]], queues: int, width: int) -> list[np.ndarray | None]:
+def _queue_sums(
+    entries: list[tuple[int, JobRows]], queues: int, width: int
+) -> tuple[list[np.ndarray | None], list[int]]:
     """Per queue slot, the sums of its jobs' allocated, requested, admitted-but-unallocated and
-    elastic vectors (None for a kind no job has), each added in job order by np.add.at."""
+    elastic vectors (None for a kind no job has), each added in job order by np.add.at; and how
+    many rows each kind's sums hold."""
     alloc_at: list[int] = []
     alloc_rows: list[np.ndarray] = []
     request_at: list[int] = []
@@ -313,7 +319,7 @@ def _queue_sums(entries: list[tuple[int, JobRows]], queues: int, width: int) -> 
             out.append(sums)
         else:
             out.append(None)
-    return out
+    return out, [len(alloc_rows), len(request_rows), len(inqueue_rows), len(elastic_rows)]
 
 
 def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | None]]:
@@ -347,16 +353,26 @@ def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | N
                 if not copied:
                     entries, copied = list(entries), True
                 entries[i] = (queue_slot, rows)
+        if entries is not None:
+            versions = kept.versions if not copied else dict(kept.versions)
+            for uid in found.changed:
+                versions[uid] = ssn.jobs[uid].version
         if entries is not None and not copied:
             # Every changed job kept its vectors (a status write, a task between two states that
             # hold the same): the same entries, so the same sums.
             QUEUE_SUMS.put(ssn, kept, width)
             return names, kept.sums
+    elif found.how is Reuse.NONE:
+        updated = _updated_sums(ssn, width)
+        if updated is not None:
+            QUEUE_SUMS.put(ssn, updated, width)
+            return updated.names, updated.sums
     if entries is None:
         slot: dict[str, int] = {}
         names = []
         entries = []
         at = {}  # job uid -> its entry
+        versions = {}
         queues = ssn.queues
         for uid, job in ssn.jobs.items():
             q = queues.get(job.queue)
@@ -367,6 +383,7 @@ def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | N
                 i = slot[q.name] = len(names)
                 names.append(q.name)
             at[uid] = len(entries)
+            versions[uid] = job.version
             entries.append((i, job_rows(job, width)))
     # The sums under the very sequence of the entries (the same objects in the same order give
     # the same sums), which most sessions share with the last; the entries are kept with them, so
@@ -374,11 +391,158 @@ def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | N
     ident = tuple((i, id(e)) for i, e in entries)
     last = QUEUE_SUMS.last(ssn)
     if last is None or last.ident != ident or last.width != width:
-        made = QueueSums(ident, width, entries, _queue_sums(entries, len(names), width), names, at)
+        sums, counts = _queue_sums(entries, len(names), width)
+        made = QueueSums(ident, width, entries, sums, names, at, versions, _sums_exact(ssn, entries, sums), counts)
     else:
-        made = QueueSums(last.ident, last.width, last.entries, last.sums, names, at)
+        made = QueueSums(last.ident, last.width, last.entries, last.sums, names, at, versions, last.exact, last.counts)
     QUEUE_SUMS.put(ssn, made, width)
     return names, made.sums
+
+
+# An ``ident`` no sequence of entries has (slots are never negative): sums made by
+# :func:`_updated_sums` are never taken for those of another sequence by identity.
+_UPDATED: tuple[tuple[int, int], ...] = ((-1, -1),)
+# Below this, float sums of multiples of 2**-10 are exact (53 bits of mantissa: 43 + 10).
+EXACT_BELOW = float(2**43)
+_EXACT_ROWS = "proportion.exact_rows"  # cache state: id(rows) -> (rows, exact)
+_EXACT_KEPT = 200_000
+
+
+def _exact_vec(v: np.ndarray) -> bool:
+    """Whether ``v``'s elements are non-negative multiples of 2**-10 below EXACT_BELOW (sums of such
+    numbers below it are exact, so in any order the same)."""
+    w = v * 1024.0
+    return bool(np.all(w == np.floor(w)) and np.all(v < EXACT_BELOW) and not np.any(np.signbit(v)))
+
+
+def _exact_rows(kept: dict[int, tuple[JobRows, bool]], rows: JobRows) -> bool:
+    hit = kept.get(id(rows))
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    ok = all(v is None or _exact_vec(v) for v in rows)
+    if len(kept) >= _EXACT_KEPT:
+        kept.clear()
+    kept[id(rows)] = (rows, ok)
+    return ok
+
+
+def _sums_exact(ssn: Session, entries: list[tuple[int, JobRows]], sums: list[np.ndarray | None]) -> bool:
+    """Whether sums made from ``entries`` may be updated in place of being made again."""
+    kept: dict[int, tuple[JobRows, bool]] = state(ssn.cache, _EXACT_ROWS, dict)
+    return all(a is None or bool(np.all(a < EXACT_BELOW)) for a in sums) and all(
+        _exact_rows(kept, rows) for _, rows in entries
+    )
+
+
+def _updated_sums(ssn: Session, width: int) -> QueueSums | None:
+    """The last session's sums updated to this session's jobs by what changed — jobs added, gone,
+    or with new rows — else None (the sums worked out from all the jobs again).
+
+    :func:`_queue_sums` adds each queue's rows in job order, and floating-point sums depend on the
+    order; but sums of non-negative multiples of 2**-10 that stay below 2**43 are exact, so any
+    order gives the same bits. While every row is such a number (whole GPUs, pods, bytes of memory,
+    cpu in multiples of 1/1024 of a core: 100m is not one) and every sum stays below, the kept sums
+    less the rows gone plus the rows come are exactly the sums from scratch: what a stream of
+    arrivals and completions changes between two sessions costs what changed, not all the jobs.
+    The queues' slots follow their first jobs, as from scratch: a queue whose first job went moves
+    (its row with it), one with no job left goes (its sums are zero then), a new one comes."""
+    last = QUEUE_SUMS.last(ssn)
+    if last is None or last.width != width or not last.exact or last.counts is None:
+        return None
+    exact: dict[int, tuple[JobRows, bool]] = state(ssn.cache, _EXACT_ROWS, dict)
+    at, old_entries, old_versions = last.at, last.entries, last.versions
+    names = list(last.names)  # old slots, then new queues' (temporary slots)
+    slot_of = {name: k for k, name in enumerate(names)}
+    queues = ssn.queues
+    entries: list[tuple[int, JobRows]] = []
+    new_at: dict[str, int] = {}
+    versions: dict[str, int] = {}
+    gone: list[tuple[int, JobRows]] = []
+    come: list[tuple[int, JobRows]] = []
+    first: list[int] = []  # slots in the order their first jobs come
+    seen: set[int] = set()
+    for uid, job in ssn.jobs.items():
+        q = queues.get(job.queue)
+        if q is None:
+            continue  # no entry (as in the full count); one it had goes below
+        i = at.get(uid)
+        if i is None:
+            k = slot_of.get(q.name)
+            if k is None:
+                k = slot_of[q.name] = len(names)
+                names.append(q.name)
+            rows = job_rows(job, width)
+            if not _exact_rows(exact, rows):
+                return None
+            come.append((k, rows))
+        else:
+            k, rows = old_entries[i]
+            if old_versions.get(uid) != job.version:
+                if names[k] != q.name:
+                    return None
+                new = job_rows(job, width)
+                if new is not rows:
+                    if not _exact_rows(exact, new):
+                        return None
+                    gone.append((k, rows))
+                    come.append((k, new))
+                    rows = new
+        if k not in seen:
+            seen.add(k)
+            first.append(k)
+        new_at[uid] = len(entries)
+        versions[uid] = job.version
+        entries.append((k, rows))
+    if len(at) != len(new_at) or any(uid not in new_at for uid in at):
+        gone.extend(old_entries[i] for uid, i in at.items() if uid not in new_at)
+    old_slots, all_slots = len(last.names), len(names)
+    sums = list(last.sums)
+    counts = list(last.counts)
+    fresh = [False] * len(sums)
+    # What went first, then what came: no partial sum exceeds the larger of the old and new sums.
+    for sign, changes in ((-1, gone), (1, come)):
+        for k, (held, pending, wanted, left, extra) in changes:
+            for kind, vec in ((0, held), (1, held), (1, pending), (1, wanted), (2, left), (3, extra)):
+                if vec is None:
+                    continue
+                counts[kind] += sign
+                acc = sums[kind]
+                if not fresh[kind]:
+                    if acc is None:
+                        acc = np.zeros((all_slots, width))
+                    elif all_slots > old_slots:
+                        acc = np.concatenate([acc, np.zeros((all_slots - old_slots, width))])
+                    else:
+                        acc = acc.copy()
+                    sums[kind] = acc
+                    fresh[kind] = True
+                assert acc is not None
+                if sign > 0:
+                    acc[k] += vec
+                else:
+                    acc[k] -= vec
+    moved = first != list(range(all_slots))
+    for kind, n in enumerate(counts):
+        acc = sums[kind]
+        if n == 0:
+            sums[kind] = None  # no job adds to this kind any more (as the full count gives)
+            continue
+        if acc is None:
+            continue
+        if fresh[kind] and not bool(np.all(acc < EXACT_BELOW)):
+            return None
+        if moved or len(acc) != len(first):
+            if len(acc) < all_slots:  # (unchanged, with no row for a new queue: it adds nothing here)
+                acc = np.concatenate([acc, np.zeros((all_slots - len(acc), width))])
+            dropped = [k for k in range(all_slots) if k not in seen]
+            if dropped and np.any(acc[dropped]):
+                return None  # a queue with no job left holds something: not exact after all
+            sums[kind] = acc[first]  # the queues' rows in the order of their first jobs
+    if moved or len(first) != all_slots:
+        new_slot = {k: p for p, k in enumerate(first)}
+        entries = [(new_slot[k], rows) for k, rows in entries]
+        names = [names[k] for k in first]
+    return QueueSums(_UPDATED, width, entries, sums, names, new_at, versions, True, counts)
 
 
 def _own_copy(a: QueueAttr) -> QueueAttr:
