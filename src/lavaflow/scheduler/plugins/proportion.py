@@ -362,11 +362,11 @@ def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | N
             # hold the same): the same entries, so the same sums.
             QUEUE_SUMS.put(ssn, kept, width)
             return names, kept.sums
-    elif found.how is Reuse.NONE:
-        updated = _updated_sums(ssn, width)
-        if updated is not None:
-            QUEUE_SUMS.put(ssn, updated, width)
-            return updated.names, updated.sums
+    # Jobs came, went or changed their vectors: the kept sums updated by what changed, where exact.
+    updated = _updated_sums(ssn, width)
+    if updated is not None:
+        QUEUE_SUMS.put(ssn, updated, width)
+        return updated.names, updated.sums
     if entries is None:
         slot: dict[str, int] = {}
         names = []
