@@ -58,6 +58,7 @@ def _checked(monkeypatch) -> dict[str, int]:
     how often they differed (counted, not raised: a session's error is caught by the scheduler)."""
     seen = {"updated": 0, "full": 0, "differ": 0}
     real = REAL
+    monkeypatch.setattr(P, "UPDATE_FROM", 1)  # (these scenarios are small: update from the first job)
 
     def checked(ssn, width):
         got = real(ssn, width)

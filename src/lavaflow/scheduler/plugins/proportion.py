@@ -362,11 +362,13 @@ def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | N
             # hold the same): the same entries, so the same sums.
             QUEUE_SUMS.put(ssn, kept, width)
             return names, kept.sums
-    # Jobs came, went or changed their vectors: the kept sums updated by what changed, where exact.
-    updated = _updated_sums(ssn, width)
-    if updated is not None:
-        QUEUE_SUMS.put(ssn, updated, width)
-        return updated.names, updated.sums
+    # Jobs came, went or changed their vectors: the kept sums updated by what changed, where exact
+    # (for a few jobs the sums from scratch cost less than finding what changed).
+    if len(ssn.jobs) >= UPDATE_FROM:
+        updated = _updated_sums(ssn, width)
+        if updated is not None:
+            QUEUE_SUMS.put(ssn, updated, width)
+            return updated.names, updated.sums
     if entries is None:
         slot: dict[str, int] = {}
         names = []
@@ -392,7 +394,8 @@ def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | N
     last = QUEUE_SUMS.last(ssn)
     if last is None or last.ident != ident or last.width != width:
         sums, counts = _queue_sums(entries, len(names), width)
-        made = QueueSums(ident, width, entries, sums, names, at, versions, _sums_exact(ssn, entries, sums), counts)
+        exact = len(entries) >= UPDATE_FROM and _sums_exact(ssn, entries, sums)
+        made = QueueSums(ident, width, entries, sums, names, at, versions, exact, counts)
     else:
         made = QueueSums(last.ident, last.width, last.entries, last.sums, names, at, versions, last.exact, last.counts)
     QUEUE_SUMS.put(ssn, made, width)
@@ -404,6 +407,8 @@ def _kept_sums(ssn: Session, width: int) -> tuple[list[str], list[np.ndarray | N
 _UPDATED: tuple[tuple[int, int], ...] = ((-1, -1),)
 # Below this, float sums of multiples of 2**-10 are exact (53 bits of mantissa: 43 + 10).
 EXACT_BELOW = float(2**43)
+# Sessions of at least this many jobs update the kept sums (fewer: summed from scratch, cheaper).
+UPDATE_FROM = 64
 _EXACT_ROWS = "proportion.exact_rows"  # cache state: id(rows) -> (rows, exact)
 _EXACT_KEPT = 200_000
 
