@@ -410,7 +410,6 @@ EXACT_BELOW = float(2**43)
 # Sessions of at least this many jobs update the kept sums (fewer: summed from scratch, cheaper).
 UPDATE_FROM = 64
 _EXACT_ROWS = "proportion.exact_rows"  # cache state: id(rows) -> (rows, exact)
-_EXACT_KEPT = 200_000
 
 
 def _exact_vec(v: np.ndarray) -> bool:
@@ -420,12 +419,15 @@ def _exact_vec(v: np.ndarray) -> bool:
     return bool(np.all(w == np.floor(w)) and np.all(v < EXACT_BELOW) and not np.any(np.signbit(v)))
 
 
-def _exact_rows(kept: dict[int, tuple[JobRows, bool]], rows: JobRows) -> bool:
+def _exact_rows(kept: dict[int, tuple[JobRows, bool]], rows: JobRows, jobs: int) -> bool:
+    """Whether every vector of ``rows`` is exact (:func:`_exact_vec`), kept by the rows' identity.
+    What is kept holds the rows: it is cleared beyond a few times the session's ``jobs``, so that
+    it never holds much more than the jobs' own rows do."""
     hit = kept.get(id(rows))
     if hit is not None and hit[0] is rows:
         return hit[1]
     ok = all(v is None or _exact_vec(v) for v in rows)
-    if len(kept) >= _EXACT_KEPT:
+    if len(kept) >= 4 * jobs + 1024:
         kept.clear()
     kept[id(rows)] = (rows, ok)
     return ok
@@ -435,7 +437,7 @@ def _sums_exact(ssn: Session, entries: list[tuple[int, JobRows]], sums: list[np.
     """Whether sums made from ``entries`` may be updated in place of being made again."""
     kept: dict[int, tuple[JobRows, bool]] = state(ssn.cache, _EXACT_ROWS, dict)
     return all(a is None or bool(np.all(a < EXACT_BELOW)) for a in sums) and all(
-        _exact_rows(kept, rows) for _, rows in entries
+        _exact_rows(kept, rows, len(entries)) for _, rows in entries
     )
 
 
@@ -459,6 +461,7 @@ def _updated_sums(ssn: Session, width: int) -> QueueSums | None:
     names = list(last.names)  # old slots, then new queues' (temporary slots)
     slot_of = {name: k for k, name in enumerate(names)}
     queues = ssn.queues
+    jobs = len(ssn.jobs)
     entries: list[tuple[int, JobRows]] = []
     new_at: dict[str, int] = {}
     versions: dict[str, int] = {}
@@ -477,7 +480,7 @@ def _updated_sums(ssn: Session, width: int) -> QueueSums | None:
                 k = slot_of[q.name] = len(names)
                 names.append(q.name)
             rows = job_rows(job, width)
-            if not _exact_rows(exact, rows):
+            if not _exact_rows(exact, rows, jobs):
                 return None
             come.append((k, rows))
         else:
@@ -487,7 +490,7 @@ def _updated_sums(ssn: Session, width: int) -> QueueSums | None:
                     return None
                 new = job_rows(job, width)
                 if new is not rows:
-                    if not _exact_rows(exact, new):
+                    if not _exact_rows(exact, new, jobs):
                         return None
                     gone.append((k, rows))
                     come.append((k, new))
