@@ -204,3 +204,18 @@ def w0_pods(specs: tuple[tuple[str, str, int], ...], cpu: str | None = None) -> 
         }
         for name, duration, code in specs
     ]
+
+
+def test_a_gang_with_more_pods_than_the_cluster_has_slots_is_admitted_and_its_pods_wait():
+    """Volcano's job controller puts ``pods`` in a PodGroup's minResources (the quota evaluator's
+    usage of each pod), and its enqueue checks skip that dimension (IsIgnoredScalarResource): pod
+    slots are the predicates' business. A gang of three on a node with two slots is admitted
+    (Inqueue) and its pods are made, and wait. lavaflow's overcommit and proportion counted the
+    slots at admission and kept the PodGroup Pending with no pods, saying the queue could not admit
+    it "in nothing". Seen beside Volcano on a Node the API server serves without pod slots."""
+    text = node_group(count=1, cpu="4", memory="8Gi").replace('"pods": "110"', '"pods": "2"')
+    r = simulate(text + vc_job("j", [("t", 3, "100m", "30s")]), until=60)
+    (pg,) = r["podGroups"]
+    assert pg["phase"] == "Inqueue"
+    assert sorted(p["phase"] for p in r["pods"]) == ["Pending"] * 3
+    assert "Insufficient pods" in pg["conditions"][0]["message"]
