@@ -376,7 +376,7 @@ class Recorder:
         )
         if disrupted and uid not in self._evicted:
             self._evicted.add(uid)
-            self.evictions.append({"t": self.now(), "pod": name, "group": group, "task": task})
+            self.evictions.append({"t": self.now(), "pod": name, "node": node or "", "group": group, "task": task})
 
     def _pg(self, etype: str, pg: dict[str, Any]) -> None:
         meta = pg["metadata"]
@@ -803,7 +803,7 @@ def _shape(wave: dict[str, Any], node_class: dict[str, str]) -> list[Any]:
     """A wave's bindings as any tie-break between equal nodes gives them: per task the count, and
     per node kind the sorted pods-per-node counts."""
     tasks = Counter(e["task"] for e in wave["events"])
-    per_node = Counter(e["node"] for e in wave["events"])
+    per_node = Counter(e.get("node", "") for e in wave["events"])  # (evictions stored before 2026-11-29 have none)
     kinds: dict[str, list[int]] = {}
     for node, n in per_node.items():
         kinds.setdefault(node_class.get(node, node), []).append(n)

@@ -361,3 +361,16 @@ def test_a_node_declared_without_pod_slots_gets_the_kubelets_110(tmp_path):
     )
     (node,) = vd.load_scenario([str(f)]).nodes
     assert node["status"]["allocatable"] == {"cpu": "2", "memory": "4Gi", "pods": "110"}
+
+
+def test_runs_that_both_evicted_compare_their_waves_of_evictions():
+    """Evictions as the recorder stored them before they carried their node (the --json files of
+    earlier runs): two runs that each evicted one pod of a gang in one wave are compared by task,
+    not refused with a KeyError (random scenario 56's kind of run, replayed beside Volcano)."""
+    a = run_of(evictions=[(91, "ns/w4-t2-2", "ns/w4", "t2")])
+    b = run_of(evictions=[(92, "ns/w4-t0-2", "ns/w4", "t0")])
+    for r in (a, b):
+        for e in r["evictions"]:
+            del e["node"]
+    assert vd.compare(a, a, 10.0, {}) == []
+    assert vd.compare(a, b, 10.0, {}) == ["evictions of ns/w4, wave 1: volcano [[('t2', 1)]]; lavaflow [[('t0', 1)]]"]
