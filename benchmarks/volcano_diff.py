@@ -919,8 +919,8 @@ def compare(
         wa, wb = waves(a[key], tol), waves(b[key], tol)
         for gang in sorted(set(wa) | set(wb)):
             xa, xb = wa.get(gang, []), wb.get(gang, [])
-            if len(xa) != len(xb) and _same_events(xa, xb, node_class, tol, key == "evictions"):
-                continue  # the same bindings at the same times, cut into waves differently
+            if xa != xb and _same_events(xa, xb, node_class, tol, key == "evictions"):
+                continue  # the same bindings at the same times, cut into waves differently (into as many, too)
             if len(xa) != len(xb):
                 ta = ", ".join(f"{len(w['events'])} at {w['t']:g} s" for w in xa) or "none"
                 tb = ", ".join(f"{len(w['events'])} at {w['t']:g} s" for w in xb) or "none"
