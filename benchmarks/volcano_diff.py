@@ -376,7 +376,7 @@ class Recorder:
         )
         if disrupted and uid not in self._evicted:
             self._evicted.add(uid)
-            self.evictions.append({"t": self.now(), "pod": name, "group": group, "task": task})
+            self.evictions.append({"t": self.now(), "pod": name, "node": node or "", "group": group, "task": task})
 
     def _pg(self, etype: str, pg: dict[str, Any]) -> None:
         meta = pg["metadata"]
@@ -803,7 +803,7 @@ def _shape(wave: dict[str, Any], node_class: dict[str, str]) -> list[Any]:
     """A wave's bindings as any tie-break between equal nodes gives them: per task the count, and
     per node kind the sorted pods-per-node counts."""
     tasks = Counter(e["task"] for e in wave["events"])
-    per_node = Counter(e["node"] for e in wave["events"])
+    per_node = Counter(e.get("node", "") for e in wave["events"])  # (evictions stored before 2026-11-29 have none)
     kinds: dict[str, list[int]] = {}
     for node, n in per_node.items():
         kinds.setdefault(node_class.get(node, node), []).append(n)
@@ -919,8 +919,8 @@ def compare(
         wa, wb = waves(a[key], tol), waves(b[key], tol)
         for gang in sorted(set(wa) | set(wb)):
             xa, xb = wa.get(gang, []), wb.get(gang, [])
-            if len(xa) != len(xb) and _same_events(xa, xb, node_class, tol, key == "evictions"):
-                continue  # the same bindings at the same times, cut into waves differently
+            if xa != xb and _same_events(xa, xb, node_class, tol, key == "evictions"):
+                continue  # the same bindings at the same times, cut into waves differently (into as many, too)
             if len(xa) != len(xb):
                 ta = ", ".join(f"{len(w['events'])} at {w['t']:g} s" for w in xa) or "none"
                 tb = ", ".join(f"{len(w['events'])} at {w['t']:g} s" for w in xb) or "none"

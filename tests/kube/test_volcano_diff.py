@@ -361,3 +361,40 @@ def test_a_node_declared_without_pod_slots_gets_the_kubelets_110(tmp_path):
     )
     (node,) = vd.load_scenario([str(f)]).nodes
     assert node["status"]["allocatable"] == {"cpu": "2", "memory": "4Gi", "pods": "110"}
+
+
+def test_runs_that_both_evicted_compare_their_waves_of_evictions():
+    """Evictions as the recorder stored them before they carried their node (the --json files of
+    earlier runs): two runs that each evicted one pod of a gang in one wave are compared by task,
+    not refused with a KeyError (random scenario 56's kind of run, replayed beside Volcano)."""
+    a = run_of(evictions=[(91, "ns/w4-t2-2", "ns/w4", "t2")])
+    b = run_of(evictions=[(92, "ns/w4-t0-2", "ns/w4", "t0")])
+    for r in (a, b):
+        for e in r["evictions"]:
+            del e["node"]
+    assert vd.compare(a, a, 10.0, {}) == []
+    assert vd.compare(a, b, 10.0, {}) == ["evictions of ns/w4, wave 1: volcano [[('t2', 1)]]; lavaflow [[('t0', 1)]]"]
+
+
+def test_the_same_bindings_cut_into_as_many_waves_differently_agree():
+    """Random seed 74: w0's later pods one by one, at 80, 100.5 and 111 s under Volcano (waves
+    [80], [100.5, 111]) and at 89, 99 and 109.5 s under lavaflow (waves [89, 99], [109.5]); each binding
+    within two periods of the other's, only cut differently, into as many waves."""
+    first = [(49.0, f"p{i}", "a-0", "ns/w0", t) for i, t in enumerate(("t0", "t1", "t2"))]
+    vc = run_of(
+        binds=[
+            *first,
+            (80.0, "q1", "a-0", "ns/w0", "t1"),
+            (100.5, "q2", "a-0", "ns/w0", "t2"),
+            (111.0, "q3", "a-0", "ns/w0", "t1"),
+        ]
+    )
+    lf = run_of(
+        binds=[
+            *first,
+            (89.0, "q1", "a-0", "ns/w0", "t1"),
+            (99.0, "q2", "a-0", "ns/w0", "t2"),
+            (109.5, "q3", "a-0", "ns/w0", "t1"),
+        ]
+    )
+    assert vd.compare(vc, lf, 10, CLASSES) == []

@@ -174,14 +174,23 @@ def prepare_admission_vectors(jobs: Sequence[JobInfo], width: int) -> None:
             HEADROOM.put(job, etodo.key, eleft, akey)
 
 
+def admission_dims(req: np.ndarray) -> np.ndarray:
+    """The dimensions a PodGroup's minResources are admitted in: those it asks for, but pods.
+    Volcano's job controller puts ``pods`` in minResources (the quota evaluator's usage), and its
+    enqueue checks (LessEqualWithDimensionAndResourcesName, in overcommit, proportion and capacity)
+    skip it (IsIgnoredScalarResource): pod slots are the predicates' business."""
+    dims: np.ndarray = req > 0
+    if len(dims) > PODS:
+        dims[PODS] = False
+    return dims
+
+
 def within_share(a: Any, job: JobInfo) -> bool:
     """Would the queue whose accounting is ``a`` (allocated, inqueue, deserved) stay within its
     deserved share after admitting ``job`` (its minResources; pods is not a share dimension)?"""
     req = job.min_resources
     assert req is not None  # asked only for jobs with minResources
-    dims = req > 0
-    if len(dims) > PODS:
-        dims[PODS] = False
+    dims = admission_dims(req)
     after = a.allocated + a.inqueue + req
     return bool(np.all(after[dims] <= a.deserved[dims] + EPS))
 

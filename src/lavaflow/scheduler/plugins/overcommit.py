@@ -12,7 +12,7 @@ from ..framework.memo import JobsRecord, Reuse
 from ..framework.registry import Plugin, register_plugin
 from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..resources import EPS, amounts, describe, short_in
-from ._shares import preemptable_below, prepare_admission_vectors, reserved_or_none
+from ._shares import admission_dims, preemptable_below, prepare_admission_vectors, reserved_or_none
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Sequence
@@ -90,7 +90,7 @@ class OvercommitPlugin(Plugin):
             if job.min_resources is None:
                 return ABSTAIN
             req = job.min_resources
-            dims = req > 0
+            dims = admission_dims(req)
             if np.all(self.inqueue[dims] + req[dims] <= limit[dims] + EPS):
                 return PERMIT
             if ssn.within_deserved(job) or np.all(

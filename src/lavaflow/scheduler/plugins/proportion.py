@@ -23,6 +23,7 @@ from ..framework.session import ABSTAIN, PERMIT, REJECT
 from ..model import _ALLOCATED, _BINDING, _BOUND, _PENDING, _RUNNING, NOT_ADMITTED
 from ..resources import EPS, PODS, amounts, describe, short_in
 from ._shares import (
+    admission_dims,
     admission_key,
     elastic_of,
     preemptable_below,
@@ -709,7 +710,7 @@ class ProportionPlugin(Plugin):
             if a is None or job.min_resources is None:
                 return PERMIT if job.min_resources is None else ABSTAIN
             req = job.min_resources
-            dims = req > 0
+            dims = admission_dims(req)
             need = req + a.allocated + a.inqueue - a.elastic
             if np.all(need[dims] <= a.real_capability[dims] + EPS):
                 return PERMIT
