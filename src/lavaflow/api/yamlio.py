@@ -145,13 +145,7 @@ def _check(root: Node) -> None:
                 if isinstance(key, ScalarNode) and key.tag != _MERGE_TAG:
                     k = (key.tag, key.value)
                     if k in seen:
-                        m = key.start_mark
-                        first = seen[k].start_mark
-                        raise YamlError(
-                            f"duplicate key {key.value!r} (first at line {first.line + 1}, column {first.column + 1})",
-                            m.line + 1,
-                            m.column + 1,
-                        )
+                        raise _duplicate_key(key, seen[k])
                     seen[k] = key
                 stack.append((value, False))
                 stack.append((key, False))
@@ -165,6 +159,16 @@ def _check(root: Node) -> None:
             m.line + 1,
             m.column + 1,
         )
+
+
+def _duplicate_key(key: ScalarNode, first_key: Node) -> YamlError:
+    """The error for a mapping key met a second time (``first_key`` is where it was first)."""
+    m, first = key.start_mark, first_key.start_mark
+    return YamlError(
+        f"duplicate key {key.value!r} (first at line {first.line + 1}, column {first.column + 1})",
+        m.line + 1,
+        m.column + 1,
+    )
 
 
 class _Again(Exception):
@@ -213,13 +217,7 @@ def _build_shared_nothing(root: Node) -> Any:
                     raise _Again
                 k = (key.tag, key.value)
                 if k in seen:
-                    m = key.start_mark
-                    first = seen[k].start_mark
-                    raise YamlError(
-                        f"duplicate key {key.value!r} (first at line {first.line + 1}, column {first.column + 1})",
-                        m.line + 1,
-                        m.column + 1,
-                    )
+                    raise _duplicate_key(key, seen[k])
                 seen[k] = key
                 into[key.value if key.tag == _STR else _scalar_value(key)] = _value(value, later)
             stack.extend(later)  # the last pair's value is walked first, as _check does
